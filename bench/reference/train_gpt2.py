@@ -1,0 +1,231 @@
+#!/usr/bin/python3
+"""Minimal nanoGPT-style GPT-2 trainer: the PyTorch-Python speed reference for lmtrain.
+
+Written the way a competent PyTorch user would write it (idiomatic eager PyTorch, no
+torch.compile, no fused/foreach flags, no hand-written kernels), so that
+`bench/compare_cpu.sh` compares lmtrain against an honest baseline.
+
+Trains on random tokens from a fixed-seed generator; the batches are generated before
+timing starts. The last two lines printed are always:
+
+    ms_per_step: X
+    tokens_per_s: Y
+
+Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/reference/train_gpt2.py
+"""
+
+import argparse
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        assert n_embd % n_head == 0, "n_embd must be divisible by n_head"
+        self.n_head = n_head
+        self.n_embd = n_embd
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.c_proj.RESIDUAL_SCALE_INIT = True
+        mask = torch.tril(torch.ones(block_size, block_size))
+        self.register_buffer("bias", mask.view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        # (B, T, C) -> (B, H, T, D)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T)
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v  # (B, H, T, D)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+        self.c_proj.RESIDUAL_SCALE_INIT = True
+
+    def forward(self, x):
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.mlp = MLP(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.block_size = block_size
+        self.n_layer = n_layer
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(vocab_size, n_embd),
+                wpe=nn.Embedding(block_size, n_embd),
+                h=nn.ModuleList([Block(n_embd, n_head, block_size) for _ in range(n_layer)]),
+                ln_f=nn.LayerNorm(n_embd, eps=1e-5),
+            )
+        )
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # weight tying
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            std = 0.02
+            if getattr(module, "RESIDUAL_SCALE_INIT", False):
+                std = 0.02 / math.sqrt(2 * self.n_layer)
+            torch.nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.size()
+        assert T <= self.block_size, f"sequence length {T} > block_size {self.block_size}"
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
+        for block in self.transformer.h:
+            x = block(x)
+        x = self.transformer.ln_f(x)
+        logits = self.lm_head(x)  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+    def configure_optimizer(self, lr, weight_decay, betas, eps):
+        # Decay every matrix except the embeddings (wte is tied to lm_head, so the shared
+        # tensor counts as an embedding); biases and LayerNorm params are never decayed.
+        no_decay_ids = {id(self.transformer.wte.weight), id(self.transformer.wpe.weight)}
+        decay, no_decay = [], []
+        for p in self.parameters():  # parameters() deduplicates the tied weight
+            if p.dim() >= 2 and id(p) not in no_decay_ids:
+                decay.append(p)
+            else:
+                no_decay.append(p)
+        groups = [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description="nanoGPT-style GPT-2 CPU training speed reference")
+    p.add_argument("--n_layer", type=int, default=4)
+    p.add_argument("--n_head", type=int, default=4)
+    p.add_argument("--n_embd", type=int, default=128)
+    p.add_argument("--vocab_size", type=int, default=8192)
+    p.add_argument("--block_size", type=int, default=None, help="default: --seq_len")
+    p.add_argument("--seq_len", type=int, default=64)
+    p.add_argument("--batch_size", type=int, default=12)
+    p.add_argument("--steps", type=int, default=50, help="timed steps")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps before timing")
+    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--pool", type=int, default=8, help="distinct random batches, cycled")
+    p.add_argument("--log_every", type=int, default=0, help="print a line every N steps (0: off)")
+    p.add_argument("--overfit", action="store_true",
+                   help="sanity check: train on one fixed batch and print loss every step")
+    args = p.parse_args()
+    if args.block_size is None:
+        args.block_size = args.seq_len
+    if args.seq_len > args.block_size:
+        p.error("--seq_len must be <= --block_size")
+    if args.steps < 1 or args.warmup < 0 or args.threads < 1 or args.pool < 1:
+        p.error("need --steps >= 1, --warmup >= 0, --threads >= 1, --pool >= 1")
+    return args
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # only allowed before any inter-op parallel work has started
+    torch.manual_seed(args.seed)
+
+    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd)
+    model.train()
+    optimizer = model.configure_optimizer(lr=6e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
+    params = list(model.parameters())
+    n_params = sum(p.numel() for p in params)
+
+    B, T = args.batch_size, args.seq_len
+    gen = torch.Generator().manual_seed(args.seed)
+    n_pool = 1 if args.overfit else args.pool
+    pool = []
+    for _ in range(n_pool):
+        tokens = torch.randint(0, args.vocab_size, (B, T + 1), generator=gen)
+        pool.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
+
+    print(
+        f"reference gpt2: n_layer={args.n_layer} n_head={args.n_head} n_embd={args.n_embd} "
+        f"vocab_size={args.vocab_size} block_size={args.block_size} seq_len={T} batch_size={B} "
+        f"params={n_params} ({n_params / 1e6:.2f}M) threads={torch.get_num_threads()} "
+        f"interop_threads={torch.get_num_interop_threads()} torch={torch.__version__} "
+        f"warmup={args.warmup} steps={args.steps}",
+        flush=True,
+    )
+
+    def train_step(step):
+        x, y = pool[step % n_pool]
+        optimizer.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        return loss
+
+    log_every = 1 if args.overfit else args.log_every
+    for step in range(args.warmup):
+        loss = train_step(step)
+        if log_every:
+            print(f"warmup {step}: loss {loss.item():.4f}", flush=True)
+
+    t0 = time.perf_counter()
+    t_last = t0
+    for i in range(args.steps):
+        loss = train_step(args.warmup + i)
+        if log_every and (i + 1) % log_every == 0:
+            # .item() is a sync point; on CPU it costs nothing extra since ops are eager.
+            now = time.perf_counter()
+            print(f"step {i}: loss {loss.item():.4f} "
+                  f"ms {(now - t_last) * 1000.0 / log_every:.1f}", flush=True)
+            t_last = now
+    elapsed = time.perf_counter() - t0
+
+    print(f"final_loss: {loss.item():.4f}")
+    print(f"ms_per_step: {elapsed * 1000.0 / args.steps:.3f}")
+    print(f"tokens_per_s: {B * T * args.steps / elapsed:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

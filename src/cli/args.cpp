@@ -1,0 +1,126 @@
+#include "cli/args.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace lmtrain::cli {
+
+std::string ParsedArgs::get(const std::string& name, const std::string& fallback) const {
+  auto it = flags.find(name);
+  return it == flags.end() || it->second.empty() ? fallback : it->second.back();
+}
+
+std::vector<std::string> ParsedArgs::get_all(const std::string& name) const {
+  auto it = flags.find(name);
+  return it == flags.end() ? std::vector<std::string>{} : it->second;
+}
+
+int64_t ParsedArgs::get_int(const std::string& name, int64_t fallback) const {
+  if (!has(name)) return fallback;
+  const std::string v = get(name);
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') throw UsageError("--" + name + " expects an integer, got '" + v + "'");
+  return x;
+}
+
+double ParsedArgs::get_float(const std::string& name, double fallback) const {
+  if (!has(name)) return fallback;
+  const std::string v = get(name);
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') throw UsageError("--" + name + " expects a number, got '" + v + "'");
+  return x;
+}
+
+ParsedArgs parse_args(const std::string& command, const std::vector<std::string>& args,
+                      const std::vector<FlagSpec>& specs, bool accept_config) {
+  ParsedArgs out;
+  auto find_spec = [&](const std::string& name) -> const FlagSpec* {
+    for (const auto& s : specs) {
+      if (s.name == name) return &s;
+    }
+    return nullptr;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      out.help = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0 || a.size() == 2) {
+      out.positional.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    if (const FlagSpec* spec = find_spec(name)) {
+      auto& slot = out.flags[name];
+      if (spec->kind == FlagKind::kBool) {
+        slot = {has_value ? value : "true"};
+      } else if (spec->kind == FlagKind::kValue) {
+        if (!has_value) {
+          if (i + 1 >= args.size()) throw UsageError("--" + name + " needs a value (" + command + ")");
+          value = args[++i];
+        }
+        slot = {value};
+      } else {  // kMulti: values until the next --flag
+        if (has_value) slot.push_back(value);
+        while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) slot.push_back(args[++i]);
+        if (slot.empty()) throw UsageError("--" + name + " needs at least one value (" + command + ")");
+      }
+      continue;
+    }
+    if (accept_config) {
+      std::string path;
+      if (name.find('.') != std::string::npos) {
+        path = name;
+      } else if (const char* target = core::alias_target(name)) {
+        path = target;
+      }
+      if (!path.empty()) {
+        if (!has_value) {
+          if (i + 1 >= args.size()) throw UsageError("--" + name + " needs a value");
+          value = args[++i];
+        }
+        if (!core::find_key(path)) {
+          // Let Config::set produce the message with a suggestion.
+          core::Config::defaults().set(path, value, "--" + name);
+        }
+        out.overrides.emplace_back(path, value);
+        continue;
+      }
+    }
+    throw UsageError("unknown flag --" + name + " for `lmtrain " + command +
+                     "` (see `lmtrain " + command + " --help`)");
+  }
+  return out;
+}
+
+std::string flags_help(const std::vector<FlagSpec>& specs) {
+  std::ostringstream ss;
+  for (const auto& s : specs) {
+    std::string left = "  --" + s.name;
+    if (s.kind == FlagKind::kValue) left += " " + s.value_name;
+    if (s.kind == FlagKind::kMulti) left += " " + s.value_name + "...";
+    ss << left;
+    if (left.size() < 28) {
+      ss << std::string(28 - left.size(), ' ');
+    } else {
+      ss << "\n" << std::string(28, ' ');
+    }
+    ss << s.help << "\n";
+  }
+  return ss.str();
+}
+
+}  // namespace lmtrain::cli

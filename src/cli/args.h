@@ -1,0 +1,43 @@
+// Command-line parsing shared by every subcommand.
+// Accepts `--name=value`, `--name value` (for flags that take a value), `--flag` (booleans),
+// multi-valued flags (`--input a b c`), and config overrides `--section.key=value` plus the
+// flat aliases from the config schema.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lmtrain::cli {
+
+enum class FlagKind { kBool, kValue, kMulti };
+
+struct FlagSpec {
+  std::string name;  // without the leading dashes
+  FlagKind kind;
+  std::string help;
+  std::string value_name = "VALUE";
+};
+
+struct ParsedArgs {
+  std::map<std::string, std::vector<std::string>> flags;  // name -> values (bool: {"true"})
+  std::vector<std::pair<std::string, std::string>> overrides;  // config path -> text, in order
+  std::vector<std::string> positional;
+  bool help = false;
+
+  bool has(const std::string& name) const { return flags.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  std::vector<std::string> get_all(const std::string& name) const;
+  // Parsed numbers; errors name the flag.
+  int64_t get_int(const std::string& name, int64_t fallback) const;
+  double get_float(const std::string& name, double fallback) const;
+};
+
+// `command` is used in error messages ("unknown flag --x for `lmtrain train`").
+// With accept_config, `--a.b=v` and flat aliases become overrides; otherwise they are errors.
+ParsedArgs parse_args(const std::string& command, const std::vector<std::string>& args,
+                      const std::vector<FlagSpec>& specs, bool accept_config);
+
+// "Usage: ..." text listing the flags.
+std::string flags_help(const std::vector<FlagSpec>& specs);
+
+}  // namespace lmtrain::cli

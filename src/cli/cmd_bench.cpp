@@ -1,0 +1,49 @@
+#include <iostream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/run_config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "train/benchmark.h"
+
+namespace lmtrain::cli {
+
+int cmd_bench(const Args& argv) {
+  auto flags = config_flags();
+  const auto args = parse_args("bench", argv, flags, /*accept_config=*/true);
+  if (args.help) {
+    std::cout
+        << "Usage: lmtrain bench --config FILE [--section.key=VALUE ...]\n\n"
+           "Times bench.steps optimizer steps (after bench.warmup untimed ones) of the\n"
+           "config's model and batch on random tokens, then prints:\n"
+           "  ms_per_step, tokens_per_s      steady-state speed\n"
+           "  flops_per_token                6*N + 6*L*C*T (N parameters, L layers, C width,\n"
+           "                                 T seq_len; forward+backward, llm.c's count)\n"
+           "  achieved_gflops                flops_per_token * tokens_per_s\n"
+           "  peak_gemm_gflops               best fp32 1024^3 matmul on this machine\n"
+           "  mfu                            achieved / peak\n\nFlags:\n"
+        << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
+    return 0;
+  }
+  if (args.has("help-config")) {
+    std::cout << core::config_reference();
+    return 0;
+  }
+  if (!args.positional.empty()) {
+    throw UsageError("unexpected argument '" + args.positional[0] + "' for `lmtrain bench`");
+  }
+  const auto r = train::run_benchmark(load_run_config(args));
+  std::cout << "model: " << r.model << "\n"
+            << "threads: " << r.threads << "\n"
+            << "tokens_per_step: " << r.tokens_per_step << "\n"
+            << log::format("ms_per_step: %.2f\n", r.ms_per_step)
+            << log::format("flops_per_token: %.4g\n", r.flops_per_token)
+            << log::format("achieved_gflops: %.2f\n", r.achieved_gflops)
+            << log::format("peak_gemm_gflops: %.2f\n", r.peak_gemm_gflops)
+            << log::format("mfu: %.3f\n", r.mfu)
+            << log::format("tokens_per_s: %.1f\n", r.tokens_per_s);
+  return 0;
+}
+
+}  // namespace lmtrain::cli

@@ -1,0 +1,63 @@
+#include <cmath>
+#include <iostream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "data/token_shard.h"
+#include "data/window_stream.h"
+#include "dist/group.h"
+#include "train/checkpoint_model.h"
+#include "train/evaluator.h"
+
+namespace lmtrain::cli {
+
+int cmd_eval(const Args& argv) {
+  const std::vector<FlagSpec> flags = {
+      {"checkpoint", FlagKind::kValue, "checkpoint dir, latest/best link, or run dir", "PATH"},
+      {"data_dir", FlagKind::kValue, "prepared data (default: the checkpoint's data.dir)", "DIR"},
+      {"split", FlagKind::kValue, "val or train (default val)", "NAME"},
+      {"batches", FlagKind::kValue, "micro-batches to evaluate; 0 = the whole split (default 0)",
+       "N"},
+      {"batch_size", FlagKind::kValue, "windows per batch (default: the run's micro batch)", "B"},
+      {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
+  };
+  const auto args = parse_args("eval", argv, flags, /*accept_config=*/false);
+  if (args.help) {
+    std::cout << "Usage: lmtrain eval --checkpoint PATH [--split val|train] [--batches N]\n\n"
+                 "Prints the mean cross-entropy loss and perplexity of the checkpoint on\n"
+                 "non-overlapping windows of data.seq_len tokens.\n\nFlags:\n"
+              << flags_help(flags);
+    return 0;
+  }
+  if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
+  const std::string split = args.get("split", "val");
+  if (split != "val" && split != "train") throw UsageError("--split must be val or train");
+  core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
+
+  auto loaded = train::load_inference_model(args.get("checkpoint"));
+  const auto& cfg = *loaded.config;
+  const std::string data_dir = args.get("data_dir", cfg.get_string("data.dir"));
+  const std::string path = data_dir + "/" + split + ".bin";
+  data::TokenShard shard(path);
+  if (shard.tokenizer_hash() != loaded.tokenizer->hash()) {
+    throw UsageError(path + " was tokenized with a different tokenizer than the checkpoint's");
+  }
+  const int64_t T = cfg.get_int("data.seq_len");
+  data::WindowStream stream(shard, T, 0, false);
+  const int64_t B = args.get_int("batch_size", cfg.get_int("train.micro_batch_size"));
+  if (B < 1) throw UsageError("--batch_size must be >= 1");
+  int64_t batches = args.get_int("batches", 0);
+  if (batches <= 0) batches = std::max<int64_t>(1, stream.num_windows() / B);
+  auto group = dist::make_single_rank_group();
+  const double loss = train::evaluate(*loaded.model, stream, B, batches, *group);
+  std::cout << log::format("checkpoint: %s (step %lld)\n%s loss: %.4f\nperplexity: %.3f\n"
+                           "windows: %lld x %lld tokens\n",
+                           loaded.checkpoint_dir.c_str(), (long long)loaded.step, split.c_str(),
+                           loss, std::exp(loss), (long long)(batches * B), (long long)T);
+  return 0;
+}
+
+}  // namespace lmtrain::cli

@@ -1,0 +1,70 @@
+#include <iostream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/threads.h"
+#include "infer/generator.h"
+#include "train/checkpoint_model.h"
+
+namespace lmtrain::cli {
+
+int cmd_generate(const Args& argv) {
+  const std::vector<FlagSpec> flags = {
+      {"checkpoint", FlagKind::kValue, "checkpoint dir, latest/best link, or run dir", "PATH"},
+      {"prompt", FlagKind::kValue, "text to continue (default: start of a document)", "TEXT"},
+      {"max_new_tokens", FlagKind::kValue, "tokens to generate (default 100)", "N"},
+      {"temperature", FlagKind::kValue, "softmax temperature; 0 = greedy (default 0.8)", "T"},
+      {"top_k", FlagKind::kValue, "keep the k most likely tokens; 0 = off (default 50)", "K"},
+      {"top_p", FlagKind::kValue, "nucleus sampling mass; 1 = off (default 1.0)", "P"},
+      {"seed", FlagKind::kValue, "sampling seed (default 1337)", "N"},
+      {"num_samples", FlagKind::kValue, "independent samples (default 1)", "N"},
+      {"stop_at_eot", FlagKind::kBool, "stop at <|endoftext|> (default true)"},
+      {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
+  };
+  const auto args = parse_args("generate", argv, flags, /*accept_config=*/false);
+  if (args.help) {
+    std::cout << "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"
+                 "       [--temperature T] [--top_k K] [--top_p P] [--seed S]\n\n"
+                 "Prints the prompt's continuation to stdout (the prompt itself is not\n"
+                 "repeated). Decoding is incremental with a KV cache.\n\nFlags:\n"
+              << flags_help(flags);
+    return 0;
+  }
+  if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
+  infer::SamplingOptions opts;
+  opts.temperature = args.get_float("temperature", 0.8);
+  opts.top_k = args.get_int("top_k", 50);
+  opts.top_p = args.get_float("top_p", 1.0);
+  const int64_t max_new = args.get_int("max_new_tokens", 100);
+  const int64_t samples = args.get_int("num_samples", 1);
+  const int64_t seed = args.get_int("seed", 1337);
+  if (opts.temperature < 0) throw UsageError("--temperature must be >= 0");
+  if (opts.top_k < 0) throw UsageError("--top_k must be >= 0");
+  if (!(opts.top_p > 0 && opts.top_p <= 1)) throw UsageError("--top_p must be in (0, 1]");
+  if (max_new < 0) throw UsageError("--max_new_tokens must be >= 0");
+  if (samples < 1) throw UsageError("--num_samples must be >= 1");
+  const bool stop_at_eot = args.get("stop_at_eot", "true") != "false";
+  core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
+
+  auto loaded = train::load_inference_model(args.get("checkpoint"));
+  const auto& tok = *loaded.tokenizer;
+  const int64_t eot = static_cast<int64_t>(tok.eot_id());
+  std::vector<uint32_t> prompt = tok.encode_with_special(args.get("prompt"));
+  if (prompt.empty()) prompt = {static_cast<uint32_t>(eot)};
+  for (int64_t s = 0; s < samples; ++s) {
+    if (samples > 1) std::cout << (s ? "\n" : "") << "--- sample " << s + 1 << " ---\n";
+    // Stream each token as it is decoded; bytes of a multi-byte character may span tokens,
+    // which the terminal reassembles.
+    infer::generate(*loaded.model, prompt, max_new, opts, static_cast<uint64_t>(seed + s),
+                    stop_at_eot ? eot : -1, [&](uint32_t id) {
+                      if (static_cast<int64_t>(id) == eot) return;
+                      std::cout << tok.decode(&id, 1) << std::flush;
+                    });
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace lmtrain::cli

@@ -1,0 +1,66 @@
+#include "cli/commands.h"
+
+#include <c10/util/Exception.h>
+
+#include <iostream>
+
+#include "core/error.h"
+#include "core/torch_compat.h"
+
+namespace lmtrain::cli {
+namespace {
+
+const char* kUsage = R"(lmtrain: train transformer language models in C++ on libtorch.
+
+Usage: lmtrain <command> [flags]
+
+Commands:
+  prepare    text / JSONL files -> trained BPE tokenizer + binary token shards
+  train      train a model from a YAML config (+ --section.key=value overrides)
+  generate   sample text from a checkpoint (KV cache, temperature / top-k / top-p)
+  eval       loss and perplexity of a checkpoint on a token split
+  bench      tokens/s, step time, FLOPs and MFU of a config on this machine
+  version    print the version and the libtorch it was built against
+
+Run `lmtrain <command> --help` for a command's flags.
+Exit codes: 0 success, 2 usage or config error, 1 any other failure.
+)";
+
+}  // namespace
+
+int run_main(int argc, char** argv) {
+  Args all(argv + 1, argv + argc);
+  if (all.empty() || all[0] == "-h" || all[0] == "--help" || all[0] == "help") {
+    std::cout << kUsage;
+    return all.empty() ? 2 : 0;
+  }
+  const std::string command = all[0];
+  Args args(all.begin() + 1, all.end());
+  try {
+    if (command == "prepare") return cmd_prepare(args);
+    if (command == "train") return cmd_train(args);
+    if (command == "generate") return cmd_generate(args);
+    if (command == "eval") return cmd_eval(args);
+    if (command == "bench") return cmd_bench(args);
+    if (command == "version" || command == "--version") {
+      std::cout << "lmtrain 0.1.0 (libtorch " << compat::torch_version_string() << ")\n";
+      return 0;
+    }
+    std::cerr << "error: unknown command '" << command << "'\n\n" << kUsage;
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "error (libtorch): " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace lmtrain::cli

@@ -1,0 +1,76 @@
+// The resolved configuration of a run: a flat map "section.key" -> value, checked against the
+// schema in config_schema.cpp (type, range, allowed values). Built in layers:
+//   schema defaults  <  YAML file  <  --section.key=value overrides (and flat aliases).
+// Every error names the full key path and where the bad value came from, and is a UsageError
+// (exit code 2).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace lmtrain::core {
+
+enum class ValueType { kInt, kFloat, kBool, kString };
+
+struct KeySpec {
+  std::string path;           // "train.max_steps"
+  ValueType type;
+  std::string default_value;  // canonical text form
+  std::optional<double> min;  // inclusive bounds for numbers
+  std::optional<double> max;
+  std::vector<std::string> choices;  // allowed strings (empty: any)
+  std::string help;
+};
+
+// All known keys, in display order.
+const std::vector<KeySpec>& config_schema();
+const KeySpec* find_key(const std::string& path);
+// Flat command-line aliases (`--lr` -> "optim.lr"); nullptr if `name` is not one.
+const char* alias_target(const std::string& name);
+const std::vector<std::pair<std::string, std::string>>& config_aliases();
+
+class Config {
+ public:
+  // Every key at its schema default.
+  static Config defaults();
+
+  // Merge a YAML file / node. Unknown keys, non-scalar values where scalars belong, and bad
+  // values are errors naming the key path and `origin`.
+  void merge_yaml_file(const std::string& path);
+  void merge_yaml(const YAML::Node& root, const std::string& origin);
+  // Merge a YAML document held in a string (e.g. the config stored in a checkpoint).
+  void merge_yaml_text(const std::string& text, const std::string& origin);
+
+  // Set one key from text (as typed on the command line). Validates type and range.
+  void set(const std::string& path, const std::string& text, const std::string& origin);
+
+  int64_t get_int(const std::string& path) const;
+  double get_float(const std::string& path) const;
+  bool get_bool(const std::string& path) const;
+  const std::string& get_string(const std::string& path) const;
+
+  // Nested YAML with sections in schema order.
+  std::string to_yaml() const;
+  // Values of one section ("model") as key -> canonical text, for comparisons.
+  std::map<std::string, std::string> section(const std::string& name) const;
+
+ private:
+  const std::string& raw(const std::string& path, ValueType expected) const;
+  std::map<std::string, std::string> values_;  // path -> canonical text
+};
+
+// Checks `text` against `spec` and returns the canonical form; throws UsageError naming
+// spec.path and origin.
+std::string canonicalize_value(const KeySpec& spec, const std::string& text,
+                               const std::string& origin);
+
+// Human-readable reference of every key (for `--help-config` and the README).
+std::string config_reference();
+
+}  // namespace lmtrain::core

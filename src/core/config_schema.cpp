@@ -1,0 +1,102 @@
+// Every configuration key lmtrain knows, with type, default, range and help text.
+// This table is the single source of truth: validation, `--help-config`, the resolved
+// config.yaml and the README's config reference all come from it.
+#include <limits>
+
+#include "core/config.h"
+
+namespace lmtrain::core {
+namespace {
+
+constexpr double kBig = 9.0e15;  // exactly representable upper bound for integer keys
+
+KeySpec I(const char* path, int64_t def, double min, double max, const char* help) {
+  return {path, ValueType::kInt, std::to_string(def), min, max, {}, help};
+}
+KeySpec F(const char* path, const char* def, double min, double max, const char* help) {
+  return {path, ValueType::kFloat, def, min, max, {}, help};
+}
+KeySpec B(const char* path, bool def, const char* help) {
+  return {path, ValueType::kBool, def ? "true" : "false", std::nullopt, std::nullopt, {}, help};
+}
+KeySpec S(const char* path, const char* def, std::vector<std::string> choices, const char* help) {
+  return {path, ValueType::kString, def, std::nullopt, std::nullopt, std::move(choices), help};
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& config_schema() {
+  static const std::vector<KeySpec> schema = {
+      S("run.dir", "runs/lmtrain", {}, "output directory: config, logs, metrics, checkpoints"),
+
+      S("model.arch", "gpt2", {"gpt2"}, "model family"),
+      I("model.n_layer", 4, 1, 1024, "transformer blocks"),
+      I("model.n_head", 4, 1, 1024, "attention heads (n_embd must be divisible by n_head)"),
+      I("model.n_embd", 128, 1, 65536, "model width"),
+      I("model.vocab_size", 0, 0, 1 << 30,
+        "vocabulary size; 0 = the tokenizer's vocab rounded up to a multiple of 64"),
+      I("model.block_size", 1024, 1, 1 << 20, "maximum sequence length (learned positions)"),
+      F("model.dropout", "0", 0, 0.99, "dropout probability on attention and residual paths"),
+      B("model.bias", true, "biases in linear layers and LayerNorms"),
+      B("model.tie_embeddings", true, "share the token embedding with the output head"),
+      F("model.init_std", "0.02", 0, 1, "std of the normal init; residual projections get "
+                                       "std/sqrt(2*n_layer)"),
+
+      S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
+      I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),
+      B("data.shuffle", true, "shuffle windows each epoch (seeded by train.seed and epoch)"),
+
+      I("train.seed", 1337, 0, kBig, "seed for init, data order, dropout and sampling"),
+      I("train.micro_batch_size", 8, 1, 1 << 20, "windows per rank per micro-step (B)"),
+      I("train.total_batch_size", 0, 0, kBig,
+        "tokens per optimizer step; 0 = micro_batch_size*seq_len*world_size. Gradient "
+        "accumulation = total / (micro_batch_size*seq_len*world_size)"),
+      I("train.max_steps", 0, 0, kBig, "optimizer steps to run (0: use train.epochs)"),
+      I("train.stop_at_step", 0, 0, kBig,
+        "stop after this many steps (with a checkpoint) without changing the schedule's "
+        "horizon: split one run into chunks (0 = off)"),
+      I("train.epochs", 0, 0, 1 << 20, "passes over the training windows (when max_steps=0)"),
+      F("train.grad_clip", "1.0", 0, 1e9, "clip the global gradient norm to this (0 = off)"),
+      I("train.eval_every", 100, 0, kBig, "evaluate on the val split every N steps (0 = at end)"),
+      I("train.eval_batches", 20, 1, 1 << 20, "micro-batches per evaluation"),
+      I("train.threads", 0, 0, 1024, "intra-op threads per rank (0 = cores / local ranks)"),
+      S("train.precision", "fp32", {"fp32"}, "numeric precision of training"),
+
+      S("optim.name", "adamw", {"adamw"}, "optimizer"),
+      F("optim.lr", "6e-4", 0, 10, "peak learning rate"),
+      F("optim.min_lr_ratio", "0.1", 0, 1, "final lr as a fraction of optim.lr (cosine/linear/wsd)"),
+      F("optim.weight_decay", "0.1", 0, 10,
+        "decoupled weight decay on matrices (never on biases, norms or embeddings)"),
+      F("optim.beta1", "0.9", 0, 0.999999, "Adam beta1"),
+      F("optim.beta2", "0.95", 0, 0.999999, "Adam beta2"),
+      F("optim.eps", "1e-8", 0, 1, "Adam epsilon"),
+      S("optim.schedule", "cosine", {"constant", "cosine", "linear", "wsd"},
+        "lr schedule after warmup"),
+      I("optim.warmup_steps", 0, 0, kBig, "linear warmup steps"),
+      F("optim.decay_fraction", "0.2", 0, 1, "wsd: fraction of steps spent in the final decay"),
+
+      I("checkpoint.every", 0, 0, kBig, "save every N steps (0 = only at the end)"),
+      I("checkpoint.keep_last", 3, 1, 1 << 20, "step checkpoints kept (best and latest always)"),
+      S("checkpoint.resume", "", {}, "\"\" = fresh run, auto = latest in run.dir if any, or a path"),
+
+      I("log.every", 10, 1, kBig, "print/record training metrics every N steps"),
+      B("log.tensorboard", true, "write TensorBoard event files to run.dir"),
+
+      I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
+      I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),
+  };
+  return schema;
+}
+
+const std::vector<std::pair<std::string, std::string>>& config_aliases() {
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"epochs", "train.epochs"},     {"save_every", "checkpoint.every"},
+      {"batch_size", "train.micro_batch_size"}, {"lr", "optim.lr"},
+      {"resume", "checkpoint.resume"}, {"output_dir", "run.dir"},
+      {"max_steps", "train.max_steps"}, {"seed", "train.seed"},
+      {"data_dir", "data.dir"},
+  };
+  return aliases;
+}
+
+}  // namespace lmtrain::core

@@ -1,0 +1,82 @@
+#include "core/log.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+
+namespace lmtrain::log {
+namespace {
+
+struct LoggerState {
+  std::mutex mu;
+  std::ofstream file;
+  std::string prefix;
+  bool quiet = false;
+};
+
+LoggerState& state() {
+  static LoggerState s;
+  return s;
+}
+
+std::string timestamp() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+}  // namespace
+
+void set_file(const std::string& path) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.file.is_open()) s.file.close();
+  if (!path.empty()) s.file.open(path, std::ios::app);
+}
+
+void set_rank_prefix(int rank, bool enabled) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.prefix = enabled ? "[rank " + std::to_string(rank) + "] " : "";
+}
+
+void set_quiet(bool quiet) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.quiet = quiet;
+}
+
+void write(Level level, const std::string& line) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const char* tag = level == Level::kWarn ? "warning: " : level == Level::kError ? "error: " : "";
+  if (!(s.quiet && level == Level::kInfo)) {
+    std::cerr << s.prefix << tag << line << '\n';
+    std::cerr.flush();
+  }
+  if (s.file.is_open()) {
+    s.file << timestamp() << ' ' << tag << line << '\n';
+    s.file.flush();
+  }
+}
+
+std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(n > 0 ? n : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  va_end(args);
+  return out;
+}
+
+}  // namespace lmtrain::log

@@ -1,0 +1,44 @@
+// dist::Group: the one communication interface of lmtrain. Backends: c10d Gloo (CPU), c10d NCCL
+// (CUDA builds) and a single-rank group whose collectives are no-ops, so a single-process run
+// takes exactly the same code path as a distributed one.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+namespace lmtrain::dist {
+
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+
+// An in-flight collective. wait() blocks until the result tensors are ready.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+};
+
+class Group {
+ public:
+  virtual ~Group() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+
+  // In place on `tensor`.
+  virtual std::shared_ptr<Work> allreduce(at::Tensor& tensor, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> broadcast(at::Tensor& tensor, int root) = 0;
+  // outputs[r] receives rank r's `input`; outputs.size() == size().
+  virtual std::shared_ptr<Work> allgather(std::vector<at::Tensor>& outputs,
+                                          const at::Tensor& input) = 0;
+  // output = reduce(inputs[rank()]) across ranks; inputs.size() == size().
+  virtual std::shared_ptr<Work> reduce_scatter(at::Tensor& output,
+                                               std::vector<at::Tensor>& inputs,
+                                               ReduceOp op) = 0;
+  virtual void barrier() = 0;
+};
+
+// World of one: every collective completes immediately with the identity result.
+std::unique_ptr<Group> make_single_rank_group();
+
+}  // namespace lmtrain::dist

@@ -1,0 +1,45 @@
+#include "core/error.h"
+#include "dist/group.h"
+
+namespace lmtrain::dist {
+namespace {
+
+class DoneWork : public Work {
+ public:
+  void wait() override {}
+};
+
+class SingleRankGroup : public Group {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "single"; }
+
+  std::shared_ptr<Work> allreduce(at::Tensor&, ReduceOp) override { return done(); }
+  std::shared_ptr<Work> broadcast(at::Tensor&, int root) override {
+    if (root != 0) throw Error("broadcast root " + std::to_string(root) + " in a world of 1");
+    return done();
+  }
+  std::shared_ptr<Work> allgather(std::vector<at::Tensor>& outputs,
+                                  const at::Tensor& input) override {
+    if (outputs.size() != 1) throw Error("allgather needs 1 output in a world of 1");
+    if (!outputs[0].is_same(input)) outputs[0].copy_(input);
+    return done();
+  }
+  std::shared_ptr<Work> reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs,
+                                       ReduceOp) override {
+    if (inputs.size() != 1) throw Error("reduce_scatter needs 1 input in a world of 1");
+    if (!output.is_same(inputs[0])) output.copy_(inputs[0]);
+    return done();
+  }
+  void barrier() override {}
+
+ private:
+  static std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_single_rank_group() { return std::make_unique<SingleRankGroup>(); }
+
+}  // namespace lmtrain::dist

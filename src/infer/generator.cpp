@@ -1,0 +1,63 @@
+#include "infer/generator.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace lmtrain::infer {
+namespace {
+
+at::Tensor ids_tensor(const std::vector<uint32_t>& ids) {
+  std::vector<int64_t> v(ids.begin(), ids.end());
+  return torch::tensor(v, torch::kLong).view({1, -1});
+}
+
+}  // namespace
+
+std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t>& prompt,
+                               int64_t max_new_tokens, const SamplingOptions& opts,
+                               uint64_t seed, int64_t eot_id,
+                               const std::function<void(uint32_t)>& on_token) {
+  if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const int64_t block = model.config().block_size;
+  if (static_cast<int64_t>(prompt.size()) >= block) {
+    throw UsageError(log::format("prompt of %zu tokens does not fit the model's block_size %lld",
+                                 prompt.size(), (long long)block));
+  }
+  const int64_t budget = std::min<int64_t>(max_new_tokens, block - prompt.size());
+  auto cache = model.make_cache(1, prompt.size() + budget);
+  auto logits = model.forward_cached(ids_tensor(prompt), cache);  // (1, T, V)
+  std::vector<uint32_t> out;
+  for (int64_t i = 0; i < budget; ++i) {
+    auto next = sample_next(logits.select(1, logits.size(1) - 1), opts, gen);  // (1,)
+    const auto id = static_cast<uint32_t>(next.item<int64_t>());
+    out.push_back(id);
+    if (on_token) on_token(id);
+    if (eot_id >= 0 && id == static_cast<uint32_t>(eot_id)) break;
+    if (i + 1 < budget) logits = model.forward_cached(next.view({1, 1}), cache);
+  }
+  return out;
+}
+
+std::vector<uint32_t> generate_uncached(model::GptImpl& model, const std::vector<uint32_t>& prompt,
+                                        int64_t max_new_tokens, const SamplingOptions& opts,
+                                        uint64_t seed, int64_t eot_id) {
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<uint32_t> seq = prompt, out;
+  const int64_t block = model.config().block_size;
+  for (int64_t i = 0; i < max_new_tokens && static_cast<int64_t>(seq.size()) < block; ++i) {
+    auto logits = model.forward(ids_tensor(seq));
+    auto id = static_cast<uint32_t>(
+        sample_next(logits.select(1, logits.size(1) - 1), opts, gen).item<int64_t>());
+    out.push_back(id);
+    seq.push_back(id);
+    if (eot_id >= 0 && id == static_cast<uint32_t>(eot_id)) break;
+  }
+  return out;
+}
+
+}  // namespace lmtrain::infer

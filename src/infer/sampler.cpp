@@ -1,0 +1,30 @@
+#include "infer/sampler.h"
+
+#include <limits>
+
+namespace lmtrain::infer {
+
+at::Tensor sample_next(const at::Tensor& logits_in, const SamplingOptions& opts,
+                       at::Generator& gen) {
+  torch::NoGradGuard no_grad;
+  auto logits = logits_in.to(torch::kFloat32);
+  if (opts.temperature <= 0) return logits.argmax(-1);
+  logits = logits / opts.temperature;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (opts.top_k > 0 && opts.top_k < logits.size(-1)) {
+    auto kth = std::get<0>(logits.topk(opts.top_k, -1)).narrow(-1, opts.top_k - 1, 1);  // (B, 1)
+    logits = logits.masked_fill(logits < kth, neg_inf);
+  }
+  if (opts.top_p < 1.0) {
+    auto [sorted, idx] = logits.sort(-1, /*descending=*/true);
+    auto cum = sorted.softmax(-1).cumsum(-1);
+    // Drop tokens whose preceding mass already exceeds top_p (always keeps the best one).
+    auto drop = (cum - sorted.softmax(-1)) > opts.top_p;
+    sorted = sorted.masked_fill(drop, neg_inf);
+    logits = torch::full_like(logits, neg_inf).scatter(-1, idx, sorted);
+  }
+  auto probs = logits.softmax(-1);
+  return at::multinomial(probs, 1, /*replacement=*/false, gen).squeeze(-1);
+}
+
+}  // namespace lmtrain::infer

@@ -1,0 +1,44 @@
+#include "model/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/torch_compat.h"
+
+namespace lmtrain::model {
+namespace {
+
+// Additive causal mask (Tq, Tk): 0 where allowed, -inf above the shifted diagonal.
+// Cached per thread for the last shape: training calls it with one shape every step.
+at::Tensor causal_mask(int64_t tq, int64_t tk, const at::TensorOptions& opts) {
+  thread_local at::Tensor cached;
+  if (cached.defined() && cached.size(0) == tq && cached.size(1) == tk &&
+      cached.options().dtype() == opts.dtype() && cached.device() == opts.device()) {
+    return cached;
+  }
+  cached = at::full({tq, tk}, -std::numeric_limits<float>::infinity(), opts)
+               .triu(tk - tq + 1);
+  return cached;
+}
+
+}  // namespace
+
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double dropout_p) {
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3);
+  const int64_t Tk = k.size(2);
+  if (compat::kHasFusedSdpa && Tq == Tk) return compat::fused_causal_sdpa(q, k, v, dropout_p);
+  // Explicit path: scores = mask + scale * q k^T in one baddbmm, softmax, weights @ v.
+  // (B*H, Tq, D) x (B*H, D, Tk) -> (B*H, Tq, Tk)
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  at::Tensor q3 = q.reshape({B * H, Tq, D});
+  at::Tensor k3 = k.reshape({B * H, Tk, D});
+  at::Tensor v3 = v.reshape({B * H, Tk, D});
+  at::Tensor scores =
+      at::baddbmm(causal_mask(Tq, Tk, q.options()), q3, k3.transpose(1, 2), 1.0, scale);
+  at::Tensor weights = at::softmax(scores, -1);
+  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
+  return at::bmm(weights, v3).view({B, H, Tq, D});
+}
+
+}  // namespace lmtrain::model

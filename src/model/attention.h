@@ -1,0 +1,13 @@
+// Causal scaled-dot-product attention, the one kernel choice point of the model.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+namespace lmtrain::model {
+
+// q: (B, H, Tq, D), k and v: (B, H, Tk, D) with Tk >= Tq; query i sits at absolute position
+// Tk - Tq + i and attends to keys 0..that position. Returns (B, H, Tq, D).
+// dropout_p applies to the attention weights (pass 0 in eval).
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double dropout_p);
+
+}  // namespace lmtrain::model

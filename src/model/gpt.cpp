@@ -1,0 +1,152 @@
+#include "model/gpt.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/attention.h"
+
+namespace lmtrain::model {
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg)
+    : n_head(cfg.n_head), n_embd(cfg.n_embd), dropout(cfg.dropout) {
+  c_attn = register_module("c_attn", Linear(cfg.n_embd, 3 * cfg.n_embd, cfg.bias));
+  c_proj = register_module("c_proj", Linear(cfg.n_embd, cfg.n_embd, cfg.bias));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache,
+                                               int64_t layer) {
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
+  // (B, T, 3C) -> (3, B, H, T, D)
+  auto qkv = c_attn(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  if (cache) {
+    const int64_t start = cache->length;
+    // Write this call's keys/values into the preallocated (B, H, max_len, D) buffers.
+    cache->k[layer].narrow(2, start, T).copy_(k);
+    cache->v[layer].narrow(2, start, T).copy_(v);
+    k = cache->k[layer].narrow(2, 0, start + T);
+    v = cache->v[layer].narrow(2, 0, start + T);
+  }
+  const double p = is_training() ? dropout : 0.0;
+  auto y = causal_attention(q, k, v, p);  // (B, H, T, D)
+  y = y.transpose(1, 2).reshape({B, T, C});
+  y = c_proj(y);
+  if (p > 0) y = torch::dropout(y, p, true);
+  return y;
+}
+
+MlpImpl::MlpImpl(const GptConfig& cfg) {
+  c_fc = register_module("c_fc", Linear(cfg.n_embd, 4 * cfg.n_embd, cfg.bias));
+  c_proj = register_module("c_proj", Linear(4 * cfg.n_embd, cfg.n_embd, cfg.bias));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return c_proj(torch::gelu(c_fc(x), "tanh"));
+}
+
+BlockImpl::BlockImpl(const GptConfig& cfg) : dropout(cfg.dropout) {
+  ln_1 = register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias));
+  attn = register_module("attn", CausalSelfAttention(cfg));
+  ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias));
+  mlp = register_module("mlp", Mlp(cfg));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
+  auto h = x + attn(ln_1(x), cache, layer);
+  auto m = mlp(ln_2(h));
+  if (is_training() && dropout > 0) m = torch::dropout(m, dropout, true);
+  return h + m;
+}
+
+TransformerImpl::TransformerImpl(const GptConfig& cfg) {
+  wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd));
+  wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(Block(cfg));
+  ln_f = register_module("ln_f", LayerNorm(cfg.n_embd, cfg.bias));
+}
+
+GptImpl::GptImpl(const GptConfig& cfg) : cfg_(cfg) {
+  transformer = register_module("transformer", Transformer(cfg));
+  if (!cfg.tie_embeddings) {
+    lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false));
+  }
+  init_weights();
+}
+
+void GptImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  const double resid_std = cfg_.init_std / std::sqrt(2.0 * cfg_.n_layer);
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    auto& p = item.value();
+    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (is_bias) {
+      p.zero_();
+    } else if (name.find("ln_") != std::string::npos) {
+      p.fill_(1.0);
+    } else if (name.find("c_proj.weight") != std::string::npos) {
+      p.normal_(0.0, resid_std);
+    } else {
+      p.normal_(0.0, cfg_.init_std);
+    }
+  }
+}
+
+bool GptImpl::decays(const std::string& name) const {
+  if (name.find("wte") != std::string::npos || name.find("wpe") != std::string::npos) return false;
+  if (name.find("ln_") != std::string::npos) return false;
+  return name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0;
+}
+
+torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache) {
+  const int64_t T = ids.size(1);
+  if (start + T > cfg_.block_size) {
+    throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
+                            (long long)(start + T), (long long)cfg_.block_size));
+  }
+  auto pos = torch::arange(start, start + T, ids.options().dtype(torch::kLong));
+  auto x = transformer->wte(ids) + transformer->wpe(pos);  // (B, T, C) + (T, C)
+  if (is_training() && cfg_.dropout > 0) x = torch::dropout(x, cfg_.dropout, true);
+  int64_t layer = 0;
+  for (auto& module : *transformer->h) {
+    x = module->as<BlockImpl>()->forward(x, cache, layer++);
+  }
+  return transformer->ln_f(x);
+}
+
+torch::Tensor GptImpl::head(const torch::Tensor& x) const {
+  return torch::linear(x, cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight);
+}
+
+torch::Tensor GptImpl::forward(const torch::Tensor& ids) { return head(hidden(ids, 0, nullptr)); }
+
+torch::Tensor GptImpl::loss(const torch::Tensor& ids, const torch::Tensor& targets) {
+  auto logits = forward(ids);
+  return torch::cross_entropy_loss(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+torch::Tensor GptImpl::forward_cached(const torch::Tensor& ids, KvCache& cache) {
+  if (cache.length + ids.size(1) > cache.max_len) {
+    throw Error(log::format("KV cache full: %lld + %lld tokens > capacity %lld",
+                            (long long)cache.length, (long long)ids.size(1),
+                            (long long)cache.max_len));
+  }
+  auto logits = head(hidden(ids, cache.length, &cache));
+  cache.length += ids.size(1);
+  return logits;
+}
+
+KvCache GptImpl::make_cache(int64_t batch, int64_t max_len) const {
+  KvCache cache;
+  cache.max_len = std::min(max_len, cfg_.block_size);
+  auto opts = transformer->wte->weight.options().requires_grad(false);
+  for (int64_t l = 0; l < cfg_.n_layer; ++l) {
+    cache.k.push_back(torch::zeros({batch, cfg_.n_head, cache.max_len, cfg_.head_dim()}, opts));
+    cache.v.push_back(torch::zeros({batch, cfg_.n_head, cache.max_len, cfg_.head_dim()}, opts));
+  }
+  return cache;
+}
+
+}  // namespace lmtrain::model

@@ -1,0 +1,94 @@
+// GPT-2: learned positions, pre-LayerNorm blocks, GELU-tanh MLP, tied embeddings (optional),
+// GPT-2 init with scaled residual projections. Parameter names follow Hugging Face's GPT-2
+// ("transformer.h.0.attn.c_attn.weight"), with Linear weights stored (out, in).
+// Model code makes no collective calls; parallelism is applied from outside.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <vector>
+
+#include "model/gpt_config.h"
+#include "model/layers.h"
+
+namespace lmtrain::model {
+
+// Per-layer key/value cache for incremental decoding: k[l], v[l] are (B, H, max_len, D).
+struct KvCache {
+  std::vector<torch::Tensor> k, v;
+  int64_t length = 0;  // positions filled so far
+  int64_t max_len = 0;
+};
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const GptConfig& cfg);
+  // x: (B, T, C). With a cache, appends this call's keys/values at cache positions
+  // [start, start+T) of layer `layer` and attends over everything cached so far.
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
+  Linear c_attn{nullptr}, c_proj{nullptr};
+  int64_t n_head, n_embd;
+  double dropout;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const GptConfig& cfg);
+  torch::Tensor forward(const torch::Tensor& x);
+  Linear c_fc{nullptr}, c_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const GptConfig& cfg);
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
+  LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  CausalSelfAttention attn{nullptr};
+  Mlp mlp{nullptr};
+  double dropout;
+};
+TORCH_MODULE(Block);
+
+// The "transformer" submodule of HF's GPT2LMHeadModel.
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const GptConfig& cfg);
+  Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList h{nullptr};
+  LayerNorm ln_f{nullptr};
+};
+TORCH_MODULE(Transformer);
+
+class GptImpl : public torch::nn::Module {
+ public:
+  explicit GptImpl(const GptConfig& cfg);
+
+  // ids (B, T) int64 -> logits (B, T, V).
+  torch::Tensor forward(const torch::Tensor& ids);
+  // Mean cross-entropy of predicting targets (B, T) from ids (B, T).
+  torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& targets);
+  // Incremental decoding: ids (B, T_new) continue the sequence held in `cache`;
+  // returns logits (B, T_new, V) and advances cache.length by T_new.
+  torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache);
+  KvCache make_cache(int64_t batch, int64_t max_len) const;
+
+  // GPT-2 init: N(0, init_std) weights, residual projections N(0, init_std/sqrt(2 n_layer)),
+  // zero biases, unit LayerNorm weights. Uses the global torch generator.
+  void init_weights();
+  // Parameters that get weight decay: 2-D matrices except embeddings.
+  bool decays(const std::string& name) const;
+
+  const GptConfig& config() const { return cfg_; }
+  Transformer transformer{nullptr};
+  Linear lm_head{nullptr};  // only when embeddings are untied
+
+ private:
+  torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache);
+  torch::Tensor head(const torch::Tensor& x) const;
+  GptConfig cfg_;
+};
+TORCH_MODULE(Gpt);
+
+}  // namespace lmtrain::model

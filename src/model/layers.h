@@ -1,0 +1,37 @@
+// Minimal parameter-holding layers with Hugging Face-style parameter names ("weight", "bias").
+// Written directly on ATen ops rather than torch::nn::Linear/LayerNorm so that bias can be
+// switched off everywhere (LayerNorm included) and the forward is exactly the ops we intend.
+#pragma once
+#include <torch/nn/module.h>
+
+namespace lmtrain::model {
+
+// y = x W^T + b; weight (out, in), bias (out) or absent.
+class LinearImpl : public torch::nn::Module {
+ public:
+  LinearImpl(int64_t in, int64_t out, bool bias);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(Linear);
+
+// LayerNorm over the last dim, eps 1e-5; weight (C), bias (C) or absent.
+class LayerNormImpl : public torch::nn::Module {
+ public:
+  LayerNormImpl(int64_t dim, bool bias);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  torch::Tensor weight, bias;
+  int64_t dim;
+};
+TORCH_MODULE(LayerNorm);
+
+// Lookup table; weight (num, dim).
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t num, int64_t dim);
+  torch::Tensor forward(const torch::Tensor& ids) const;
+  torch::Tensor weight;
+};
+TORCH_MODULE(Embedding);
+
+}  // namespace lmtrain::model

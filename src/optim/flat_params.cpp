@@ -1,0 +1,67 @@
+#include "optim/flat_params.h"
+
+#include "core/error.h"
+
+namespace lmtrain::optim {
+namespace {
+constexpr int64_t kAlign = 16;  // elements: 64-byte aligned segment starts for SIMD
+int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+FlatParams::FlatParams(torch::nn::Module& module,
+                       const std::function<bool(const std::string&)>& decays) {
+  auto named = module.named_parameters(/*recurse=*/true);
+  std::vector<std::pair<std::string, torch::Tensor>> ordered;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& item : named) {
+      if (decays(item.key()) == (pass == 0)) ordered.emplace_back(item.key(), item.value());
+    }
+  }
+  int64_t offset = 0;
+  torch::TensorOptions opts;
+  for (auto& [name, p] : ordered) {
+    ParamSegment seg;
+    seg.name = name;
+    seg.offset = offset;
+    seg.numel = p.numel();
+    seg.shape = p.sizes().vec();
+    seg.decay = decays(name);
+    offset = align_up(offset + seg.numel);
+    if (seg.decay) decay_numel_ = offset;
+    segments_.push_back(seg);
+    opts = p.options();
+  }
+  params_ = torch::zeros({offset}, opts.requires_grad(false));
+  grads_ = torch::zeros({offset}, opts.requires_grad(false));
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    auto& p = ordered[i].second;
+    const auto& seg = segments_[i];
+    auto pv = view(params_, seg);
+    pv.copy_(p);
+    p.set_data(pv);
+    // A defined gradient makes autograd accumulate in place into our buffer.
+    p.mutable_grad() = view(grads_, seg);
+  }
+}
+
+int64_t FlatParams::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& s : segments_) n += s.numel;
+  return n;
+}
+
+torch::Tensor FlatParams::view(const torch::Tensor& flat, const ParamSegment& seg) const {
+  return flat.narrow(0, seg.offset, seg.numel).view(seg.shape);
+}
+
+const ParamSegment& FlatParams::segment(const std::string& name) const {
+  for (const auto& s : segments_) {
+    if (s.name == name) return s;
+  }
+  throw Error("no parameter named '" + name + "'");
+}
+
+double FlatParams::grad_norm() const { return grads_.norm().item<double>(); }
+
+}  // namespace lmtrain::optim

@@ -1,0 +1,26 @@
+// Learning-rate schedules: linear warmup, then constant / cosine / linear / WSD
+// (warmup-stable-decay) down to min_lr_ratio * peak at the last step.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace lmtrain::core {
+class Config;
+}
+
+namespace lmtrain::optim {
+
+struct LrSchedule {
+  std::string kind = "cosine";  // constant | cosine | linear | wsd
+  double peak = 6e-4;
+  double min_ratio = 0.1;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;
+  double decay_fraction = 0.2;  // wsd only
+
+  static LrSchedule from_config(const core::Config& cfg, int64_t total_steps);
+  // lr for optimizer step `step` (0-based).
+  double at(int64_t step) const;
+};
+
+}  // namespace lmtrain::optim

@@ -1,0 +1,44 @@
+#include "train/batch_plan.h"
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace lmtrain::train {
+
+BatchPlan BatchPlan::from_config(const core::Config& cfg, int world_size) {
+  BatchPlan p;
+  p.micro_batch = cfg.get_int("train.micro_batch_size");
+  p.seq_len = cfg.get_int("data.seq_len");
+  p.world_size = world_size;
+  const int64_t per_micro_step = p.micro_batch * p.seq_len * world_size;
+  int64_t total = cfg.get_int("train.total_batch_size");
+  if (total == 0) total = per_micro_step;
+  if (total % per_micro_step != 0) {
+    throw UsageError(log::format(
+        "config key 'train.total_batch_size' = %lld tokens is not divisible by "
+        "micro_batch_size (%lld) x seq_len (%lld) x world size (%d) = %lld tokens per micro-step",
+        (long long)total, (long long)p.micro_batch, (long long)p.seq_len, world_size,
+        (long long)per_micro_step));
+  }
+  p.accum_steps = total / per_micro_step;
+  p.global_windows = total / p.seq_len;
+  return p;
+}
+
+std::vector<int64_t> BatchPlan::slots(int rank, int64_t micro) const {
+  std::vector<int64_t> out(micro_batch);
+  for (int64_t j = 0; j < micro_batch; ++j) {
+    out[j] = micro * micro_batch * world_size + j * world_size + rank;
+  }
+  return out;
+}
+
+std::string BatchPlan::describe() const {
+  return log::format("batch: %lld tokens/step = %lld windows x %lld tokens; micro-batch %lld x "
+                     "%lld rank(s) x %lld accumulation step(s)",
+                     (long long)tokens_per_step(), (long long)global_windows, (long long)seq_len,
+                     (long long)micro_batch, (long long)world_size, (long long)accum_steps);
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,91 @@
+#include "train/benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/log.h"
+#include "core/threads.h"
+#include "dist/group.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "optim/flat_params.h"
+#include "train/batch_plan.h"
+#include "train/train_step.h"
+
+namespace lmtrain::train {
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
+double measure_gemm_peak_gflops(int64_t n, int reps) {
+  torch::NoGradGuard no_grad;
+  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+  at::mm_out(c, a, b);  // warm up (thread pool, caches)
+  double best = 0;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    at::mm_out(c, a, b);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  return best;
+}
+
+BenchResult run_benchmark(core::Config cfg) {
+  BenchResult r;
+  r.threads = core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), 1);
+  if (cfg.get_int("model.vocab_size") == 0) {
+    cfg.set("model.vocab_size", "8192", "bench default (no tokenizer)");
+    log::info("bench: model.vocab_size=0, using 8192 (set --model.vocab_size to change)");
+  }
+  const auto mcfg = model::GptConfig::from_config(cfg, 0);
+  const auto plan = BatchPlan::from_config(cfg, 1);
+  torch::manual_seed(cfg.get_int("train.seed"));
+  model::Gpt model(mcfg);
+  optim::FlatParams flat(*model, [&](const std::string& n) { return model->decays(n); });
+  optim::AdamWOptions aopts;
+  aopts.weight_decay = cfg.get_float("optim.weight_decay");
+  aopts.beta1 = cfg.get_float("optim.beta1");
+  aopts.beta2 = cfg.get_float("optim.beta2");
+  optim::AdamW opt(flat, aopts);
+  auto group = dist::make_single_rank_group();
+  model->train();
+
+  // A fixed pool of random batches, generated before timing.
+  const int64_t pool = 8;
+  std::vector<torch::Tensor> batches;
+  for (int64_t i = 0; i < pool; ++i) {
+    batches.push_back(torch::randint(mcfg.vocab_size, {plan.micro_batch, plan.seq_len + 1},
+                                     torch::kLong));
+  }
+  int64_t counter = 0;
+  auto next = [&](int64_t) {
+    auto& b = batches[counter++ % pool];
+    return std::make_pair(b.narrow(1, 0, plan.seq_len), b.narrow(1, 1, plan.seq_len));
+  };
+  const double lr = cfg.get_float("optim.lr"), clip = cfg.get_float("train.grad_clip");
+  const int64_t warmup = cfg.get_int("bench.warmup"), steps = cfg.get_int("bench.steps");
+  log::info(mcfg.describe());
+  log::info(plan.describe());
+  for (int64_t i = 0; i < warmup; ++i) {
+    train_step(*model, flat, opt, *group, plan.accum_steps, next, lr, clip);
+  }
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    train_step(*model, flat, opt, *group, plan.accum_steps, next, lr, clip);
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  r.model = mcfg.describe();
+  r.tokens_per_step = plan.tokens_per_step();
+  r.ms_per_step = secs / steps * 1e3;
+  r.tokens_per_s = static_cast<double>(plan.tokens_per_step()) * steps / secs;
+  r.flops_per_token = 6.0 * mcfg.num_params() +
+                      6.0 * mcfg.n_layer * mcfg.n_embd * static_cast<double>(plan.seq_len);
+  r.achieved_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
+  r.peak_gemm_gflops = measure_gemm_peak_gflops();
+  r.mfu = r.achieved_gflops / r.peak_gemm_gflops;
+  return r;
+}
+
+}  // namespace lmtrain::train

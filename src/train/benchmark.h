@@ -1,0 +1,31 @@
+// `lmtrain bench`: steady-state training throughput of a config on random tokens, with the
+// model FLOPs and this machine's fp32 GEMM peak so MFU is visible.
+//
+// FLOPs per token = 6*N + 6*L*C*T (llm.c's count): 6N for the forward+backward matmuls over all
+// N parameters, 6*L*C*T for attention scores and weighted sums (causal, forward+backward).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+
+namespace lmtrain::train {
+
+struct BenchResult {
+  std::string model;
+  int threads = 0;
+  int64_t tokens_per_step = 0;
+  double ms_per_step = 0;
+  double tokens_per_s = 0;
+  double flops_per_token = 0;
+  double achieved_gflops = 0;
+  double peak_gemm_gflops = 0;
+  double mfu = 0;  // achieved / peak
+};
+
+BenchResult run_benchmark(core::Config config);
+
+// Best fp32 GFLOP/s of a square matmul (n x n) @ (n x n) over a few repetitions.
+double measure_gemm_peak_gflops(int64_t n = 1024, int reps = 10);
+
+}  // namespace lmtrain::train

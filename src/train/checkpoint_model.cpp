@@ -1,0 +1,26 @@
+#include "train/checkpoint_model.h"
+
+#include "core/error.h"
+#include "train/checkpoint_store.h"
+#include "train/training_checkpoint.h"
+
+namespace lmtrain::train {
+
+InferenceModel load_inference_model(const std::string& spec) {
+  auto dir = CheckpointStore::resolve(spec, spec);
+  if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
+  auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+  InferenceModel out;
+  out.config = std::make_unique<core::Config>(checkpoint_config(ckpt));
+  out.model = model::Gpt(model::GptConfig::from_config(*out.config, 0));
+  load_model_tensors(*out.model, ckpt.files.at("model.safetensors"),
+                     ckpt.dir + "/model.safetensors");
+  out.model->eval();
+  out.tokenizer = std::make_unique<data::BpeTokenizer>(
+      data::BpeTokenizer::load_hf(ckpt.dir + "/tokenizer.json"));
+  out.checkpoint_dir = ckpt.dir;
+  out.step = ckpt.step;
+  return out;
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,68 @@
+#include "train/metrics_logger.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "train/tfevents_writer.h"
+
+namespace lmtrain::train {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return log::format("%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+  if (s >= 60) return log::format("%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+  return log::format("%llds", (long long)s);
+}
+
+MetricsLogger::MetricsLogger(const std::string& run_dir, bool enabled, bool tensorboard,
+                             int64_t max_steps)
+    : enabled_(enabled), max_steps_(max_steps) {
+  if (!enabled_) return;
+  const std::string path = run_dir + "/metrics.jsonl";
+  jsonl_.open(path, std::ios::app);
+  if (!jsonl_) throw Error("cannot open " + path + " for writing");
+  if (tensorboard) tb_ = std::make_unique<TfEventsWriter>(run_dir);
+}
+
+MetricsLogger::~MetricsLogger() = default;
+
+void MetricsLogger::log_step(const StepMetrics& m) {
+  if (!enabled_) return;
+  nlohmann::json j = {{"step", m.step},         {"epoch", m.epoch},
+                      {"loss", m.loss},         {"lr", m.lr},
+                      {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
+                      {"elapsed_s", m.elapsed_s}};
+  jsonl_ << j.dump() << '\n';
+  jsonl_.flush();
+  if (tb_) {
+    tb_->add_scalar("train/loss", m.loss, m.step);
+    tb_->add_scalar("train/lr", m.lr, m.step);
+    tb_->add_scalar("train/grad_norm", m.grad_norm, m.step);
+    tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
+  }
+  const double per_step = m.step > 0 ? m.elapsed_s / m.step : 0;
+  const double eta = per_step * static_cast<double>(max_steps_ - m.step);
+  log::info(log::format("step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | "
+                        "elapsed %s | ETA %s",
+                        (long long)m.step, (long long)max_steps_, m.loss, m.lr, m.grad_norm,
+                        m.tokens_per_s, format_duration(m.elapsed_s).c_str(),
+                        format_duration(eta).c_str()));
+}
+
+void MetricsLogger::log_eval(int64_t step, double val_loss) {
+  if (!enabled_) return;
+  nlohmann::json j = {{"step", step}, {"val_loss", val_loss}, {"val_ppl", std::exp(val_loss)}};
+  jsonl_ << j.dump() << '\n';
+  jsonl_.flush();
+  if (tb_) {
+    tb_->add_scalar("val/loss", val_loss, step);
+    tb_->add_scalar("val/ppl", std::exp(val_loss), step);
+  }
+  log::info(log::format("step %6lld | val loss %.4f | val ppl %.2f", (long long)step, val_loss,
+                        std::exp(val_loss)));
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,44 @@
+// Rank 0's record of a run: metrics.jsonl (one JSON object per logged step; eval records carry
+// val_loss), TensorBoard scalars with the same values, and the human progress line.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace lmtrain::train {
+
+class TfEventsWriter;
+
+struct StepMetrics {
+  int64_t step = 0;  // completed optimizer steps
+  int64_t epoch = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double elapsed_s = 0;
+};
+
+class MetricsLogger {
+ public:
+  // enabled=false (ranks > 0) makes every call a no-op.
+  MetricsLogger(const std::string& run_dir, bool enabled, bool tensorboard, int64_t max_steps);
+  ~MetricsLogger();
+
+  void log_step(const StepMetrics& m);
+  void log_eval(int64_t step, double val_loss);
+
+ private:
+  bool enabled_;
+  int64_t max_steps_;
+  std::ofstream jsonl_;
+  std::unique_ptr<TfEventsWriter> tb_;
+};
+
+// "1h02m", "3m05s", "42s"
+std::string format_duration(double seconds);
+
+}  // namespace lmtrain::train

@@ -1,0 +1,244 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "core/stop_signal.h"
+#include "core/threads.h"
+#include "data/batch.h"
+#include "data/bpe_tokenizer.h"
+#include "data/token_shard.h"
+#include "data/window_stream.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "optim/flat_params.h"
+#include "optim/lr_schedule.h"
+#include "train/batch_plan.h"
+#include "train/evaluator.h"
+#include "train/metrics_logger.h"
+#include "train/train_step.h"
+#include "train/training_checkpoint.h"
+
+namespace fs = std::filesystem;
+
+namespace lmtrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// data.dir must hold what `lmtrain prepare` writes.
+std::string require_data_file(const std::string& dir, const std::string& name) {
+  if (dir.empty()) {
+    throw UsageError("config key 'data.dir' is empty: point it at a directory written by "
+                     "`lmtrain prepare` (--data.dir=DIR)");
+  }
+  const std::string path = dir + "/" + name;
+  if (!fs::exists(path)) {
+    throw UsageError("config key 'data.dir' = '" + dir + "': " + name +
+                     " not found (run `lmtrain prepare --output " + dir + "` first)");
+  }
+  return path;
+}
+
+void check_shard_hash(const data::TokenShard& shard, const std::string& path,
+                      const std::string& tokenizer_hash) {
+  if (shard.tokenizer_hash() != tokenizer_hash) {
+    throw Error("token shard " + path + " was made with tokenizer " + shard.tokenizer_hash() +
+                " but tokenizer.json is " + tokenizer_hash + ": re-run `lmtrain prepare`");
+  }
+}
+
+int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
+  int64_t max_steps = cfg.get_int("train.max_steps");
+  const int64_t epochs = cfg.get_int("train.epochs");
+  if (max_steps == 0 && epochs == 0) {
+    throw UsageError("set 'train.max_steps' or 'train.epochs' (both are 0)");
+  }
+  if (max_steps == 0) max_steps = epochs * steps_per_epoch;
+  return max_steps;
+}
+
+}  // namespace
+
+TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_size) {
+  const int rank = group.rank();
+  const bool is_main = rank == 0;
+  const std::string run_dir = cfg.get_string("run.dir");
+  core::ensure_dir(run_dir);
+  log::set_file(run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log"));
+  const int threads = core::configure_threads(static_cast<int>(cfg.get_int("train.threads")),
+                                              local_world_size);
+  log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
+                        group.size(), threads, run_dir.c_str()));
+
+  // ---- data
+  const std::string data_dir = cfg.get_string("data.dir");
+  const std::string tok_path = require_data_file(data_dir, "tokenizer.json");
+  const auto tokenizer = data::BpeTokenizer::load_hf(tok_path);
+  const std::string train_path = require_data_file(data_dir, "train.bin");
+  const std::string val_path = require_data_file(data_dir, "val.bin");
+  data::TokenShard train_shard(train_path), val_shard(val_path);
+  check_shard_hash(train_shard, train_path, tokenizer.hash());
+  check_shard_hash(val_shard, val_path, tokenizer.hash());
+
+  const auto mcfg =
+      model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
+  cfg.set("model.vocab_size", std::to_string(mcfg.vocab_size), "tokenizer");
+  const auto plan = BatchPlan::from_config(cfg, group.size());
+  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  data::WindowStream train_stream(train_shard, plan.seq_len, seed, cfg.get_bool("data.shuffle"));
+  data::WindowStream val_stream(val_shard, plan.seq_len, seed, false);
+  const int64_t steps_per_epoch = train_stream.num_windows() / plan.global_windows;
+  if (steps_per_epoch == 0) {
+    throw UsageError(log::format(
+        "the training split has %lld windows of %lld tokens, fewer than one global batch "
+        "(%lld windows): lower train.total_batch_size / train.micro_batch_size or data.seq_len",
+        (long long)train_stream.num_windows(), (long long)plan.seq_len,
+        (long long)plan.global_windows));
+  }
+  const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch);
+  const int64_t stop_at = cfg.get_int("train.stop_at_step");
+
+  // ---- model and optimizer
+  torch::manual_seed(seed);
+  model::Gpt model(mcfg);
+  optim::FlatParams flat(*model, [&](const std::string& n) { return model->decays(n); });
+  optim::AdamWOptions aopts;
+  aopts.beta1 = cfg.get_float("optim.beta1");
+  aopts.beta2 = cfg.get_float("optim.beta2");
+  aopts.eps = cfg.get_float("optim.eps");
+  aopts.weight_decay = cfg.get_float("optim.weight_decay");
+  optim::AdamW optimizer(flat, aopts);
+  const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
+
+  log::info(mcfg.describe());
+  log::info(plan.describe());
+  log::info(log::format("data: %lld train windows (%lld steps/epoch), %lld val windows; "
+                        "%lld steps",
+                        (long long)train_stream.num_windows(), (long long)steps_per_epoch,
+                        (long long)val_stream.num_windows(), (long long)max_steps));
+
+  // ---- resume
+  TrainingState state;
+  const std::string resume = cfg.get_string("checkpoint.resume");
+  if (!resume.empty() && resume != "none") {
+    auto dir = CheckpointStore::resolve(resume, run_dir);
+    if (!dir) {
+      if (resume != "auto") throw UsageError("checkpoint.resume = '" + resume + "': not found");
+      log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
+    } else {
+      auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
+      check_model_compatible(ckpt, cfg);
+      if (ckpt.meta.value("tokenizer_hash", "") != tokenizer.hash()) {
+        throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer "
+                         "than data.dir = " + data_dir);
+      }
+      state = restore_training_checkpoint(ckpt, *model, optimizer);
+      log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
+                            ckpt.dir.c_str(), (long long)state.step,
+                            (long long)state.position.epoch, (long long)state.position.cursor));
+    }
+  }
+
+  if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
+  CheckpointStore store(run_dir, static_cast<int>(cfg.get_int("checkpoint.keep_last")));
+  MetricsLogger metrics(run_dir, is_main, cfg.get_bool("log.tensorboard"), max_steps);
+  const std::string tokenizer_json = core::read_file(tok_path);
+
+  TrainResult result;
+  auto save = [&](std::optional<double> val_loss) {
+    if (!is_main) return;
+    CheckpointInputs in{cfg, *model, optimizer, state, group.size(), tokenizer_json,
+                        tokenizer.hash()};
+    result.last_checkpoint = save_training_checkpoint(store, in, val_loss, result.last_loss);
+    log::info("saved checkpoint " + result.last_checkpoint);
+  };
+
+  const int64_t log_every = cfg.get_int("log.every");
+  const int64_t eval_every = cfg.get_int("train.eval_every");
+  const int64_t eval_batches = cfg.get_int("train.eval_batches");
+  const int64_t ckpt_every = cfg.get_int("checkpoint.every");
+  const double grad_clip = cfg.get_float("train.grad_clip");
+
+  core::install_stop_handlers();
+  model->train();
+  double train_seconds = 0, interval_seconds = 0;
+  int64_t interval_tokens = 0;
+  const int64_t start_step = state.step;
+  while (state.step < max_steps) {
+    const auto t0 = Clock::now();
+    const double lr = schedule.at(state.step);
+    auto next_batch = [&](int64_t m) {
+      std::vector<int64_t> ids;
+      for (int64_t slot : plan.slots(rank, m)) {
+        ids.push_back(train_stream.window_at(state.position.epoch, state.position.cursor + slot));
+      }
+      return data::make_batch(train_stream, ids);
+    };
+    auto r = train_step(*model, flat, optimizer, group, plan.accum_steps, next_batch, lr,
+                        grad_clip);
+    if (!std::isfinite(r.loss)) {
+      throw Error(log::format("loss became %f at step %lld: lower optim.lr or check the data",
+                              r.loss, (long long)state.step + 1));
+    }
+    ++state.step;
+    state.position.cursor += plan.global_windows;
+    if (state.position.cursor + plan.global_windows > train_stream.num_windows()) {
+      ++state.position.epoch;  // the remainder of this epoch's order is dropped
+      state.position.cursor = 0;
+    }
+    const double dt = seconds_since(t0);
+    train_seconds += dt;
+    interval_seconds += dt;
+    interval_tokens += plan.tokens_per_step();
+    result.last_loss = r.loss;
+
+    if (state.step % log_every == 0 || state.step == start_step + 1 || state.step == max_steps) {
+      StepMetrics m;
+      m.step = state.step;
+      m.epoch = state.position.epoch;
+      m.loss = r.loss;
+      m.lr = lr;
+      m.grad_norm = r.grad_norm;
+      m.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
+      m.elapsed_s = train_seconds;
+      metrics.log_step(m);
+      interval_seconds = 0;
+      interval_tokens = 0;
+    }
+    const bool last = state.step == max_steps;
+    const bool stopping = core::stop_requested() || (stop_at > 0 && state.step >= stop_at);
+    std::optional<double> val_loss;
+    if ((eval_every > 0 && state.step % eval_every == 0) || last) {
+      val_loss = evaluate(*model, val_stream, plan.micro_batch, eval_batches, group);
+      metrics.log_eval(state.step, *val_loss);
+      result.last_val_loss = val_loss;
+    }
+    if ((ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping) save(val_loss);
+    if (stopping && !last) {
+      result.stopped_early = true;
+      log::info(core::stop_requested()
+                    ? log::format("stopping on signal %d at step %lld", core::stop_signal(),
+                                  (long long)state.step)
+                    : log::format("stopping at train.stop_at_step = %lld", (long long)stop_at));
+      break;
+    }
+  }
+  result.steps_done = state.step;
+  log::info(log::format("done: %lld steps, last loss %.4f%s, %s of training",
+                        (long long)state.step, result.last_loss,
+                        result.last_val_loss ? log::format(", val loss %.4f",
+                                                           *result.last_val_loss).c_str()
+                                             : "",
+                        format_duration(train_seconds).c_str()));
+  return result;
+}
+
+}  // namespace lmtrain::train

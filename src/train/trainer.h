@@ -1,0 +1,23 @@
+// The training run: data, model, optimizer, resume, the step loop, evaluation, checkpoints.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/config.h"
+#include "dist/group.h"
+
+namespace lmtrain::train {
+
+struct TrainResult {
+  int64_t steps_done = 0;
+  double last_loss = 0;
+  std::optional<double> last_val_loss;
+  std::string last_checkpoint;
+  bool stopped_early = false;  // signal or train.stop_at_step
+};
+
+// `config` is the resolved config (defaults < file < overrides).
+TrainResult run_training(core::Config config, dist::Group& group, int local_world_size);
+
+}  // namespace lmtrain::train

@@ -1,0 +1,123 @@
+#include "train/training_checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace lmtrain::train {
+namespace {
+
+constexpr const char* kRngTensor = "rng.cpu_state";
+
+at::Tensor cpu_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_cpu_rng_state(const at::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+}  // namespace
+
+std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
+                                     std::optional<double> val_loss, double train_loss) {
+  TensorList model_tensors;
+  for (const auto& item : in.model.named_parameters()) {
+    model_tensors.emplace_back(item.key(), item.value().detach());
+  }
+  TensorList optim_tensors = in.optimizer.state_tensors();
+  optim_tensors.emplace_back(kRngTensor, cpu_rng_state());
+
+  CheckpointFiles files;
+  files.tensor_files.emplace_back("model.safetensors", std::move(model_tensors));
+  files.tensor_files.emplace_back("optim.rank0.safetensors", std::move(optim_tensors));
+  files.raw_files.emplace_back("tokenizer.json", in.tokenizer_json);
+
+  nlohmann::json meta = {
+      {"epoch", in.state.position.epoch},
+      {"data_cursor", in.state.position.cursor},
+      {"world_size", in.world_size},
+      {"optimizer", {{"name", "adamw"}, {"step", in.optimizer.step_count()}}},
+      {"tokenizer_hash", in.tokenizer_hash},
+      {"train_loss", train_loss},
+      {"config", in.config.to_yaml()},
+      {"model", in.model.config().describe()},
+  };
+  return store.save(in.state.step, files, std::move(meta), val_loss);
+}
+
+core::Config checkpoint_config(const LoadedCheckpoint& ckpt) {
+  if (!ckpt.meta.contains("config") || !ckpt.meta["config"].is_string()) {
+    throw Error("checkpoint " + ckpt.dir + " has no config in meta.json");
+  }
+  core::Config cfg = core::Config::defaults();
+  cfg.merge_yaml_text(ckpt.meta["config"].get<std::string>(), ckpt.dir + "/meta.json config");
+  return cfg;
+}
+
+void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config) {
+  const auto saved = checkpoint_config(ckpt).section("model");
+  const auto now = config.section("model");
+  std::string diffs;
+  for (const auto& [key, value] : now) {
+    // dropout may change between runs without changing the parameters' shapes.
+    if (key == "dropout" || key == "init_std") continue;
+    auto it = saved.find(key);
+    if (it != saved.end() && it->second != value) {
+      diffs += "\n  model." + key + ": checkpoint has " + it->second + ", config has " + value;
+    }
+  }
+  if (!diffs.empty()) {
+    throw UsageError("checkpoint " + ckpt.dir +
+                     " is incompatible with this config (different model shape):" + diffs);
+  }
+}
+
+void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
+                        const std::string& origin) {
+  torch::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) {
+    auto it = file.tensors.find(item.key());
+    if (it == file.tensors.end()) {
+      throw Error(origin + " has no tensor '" + item.key() + "'");
+    }
+    if (it->second.sizes() != item.value().sizes()) {
+      throw Error(log::format("%s: tensor '%s' has shape %s, the model expects %s", origin.c_str(),
+                              item.key().c_str(), c10::str(it->second.sizes()).c_str(),
+                              c10::str(item.value().sizes()).c_str()));
+    }
+    item.value().copy_(it->second);
+  }
+}
+
+TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                          optim::AdamW& optimizer) {
+  auto model_it = ckpt.files.find("model.safetensors");
+  auto optim_it = ckpt.files.find("optim.rank0.safetensors");
+  if (model_it == ckpt.files.end() || optim_it == ckpt.files.end()) {
+    throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
+  }
+  load_model_tensors(model, model_it->second, ckpt.dir + "/model.safetensors");
+
+  const auto& ot = optim_it->second.tensors;
+  std::vector<std::pair<std::string, at::Tensor>> state(ot.begin(), ot.end());
+  optimizer.load_state(state, ckpt.meta.at("optimizer").at("step").get<int64_t>());
+  auto rng = ot.find(kRngTensor);
+  if (rng != ot.end()) set_cpu_rng_state(rng->second);
+
+  TrainingState st;
+  st.step = ckpt.meta.at("step").get<int64_t>();
+  st.position.epoch = ckpt.meta.at("epoch").get<int64_t>();
+  st.position.cursor = ckpt.meta.at("data_cursor").get<int64_t>();
+  return st;
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,54 @@
+// What a training checkpoint holds and how it is restored:
+//   model.safetensors        parameters by name (Hugging Face GPT-2 names, weights (out, in))
+//   optim.rank0.safetensors  AdamW moments by parameter name, CPU RNG state
+//   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
+//   meta.json                step, epoch, data position, world size, tokenizer hash,
+//                            resolved config (YAML), checksums (added by CheckpointStore)
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/config.h"
+#include "data/window_stream.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "optim/flat_params.h"
+#include "train/checkpoint_store.h"
+
+namespace lmtrain::train {
+
+struct TrainingState {
+  int64_t step = 0;  // completed optimizer steps
+  data::DataPosition position;
+};
+
+struct CheckpointInputs {
+  const core::Config& config;
+  model::GptImpl& model;
+  const optim::AdamW& optimizer;
+  const TrainingState& state;
+  int world_size;
+  std::string tokenizer_json;  // file contents
+  std::string tokenizer_hash;
+};
+
+std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
+                                     std::optional<double> val_loss, double train_loss);
+
+// Refuses checkpoints whose model shape differs from `config`'s (naming every differing key).
+void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config);
+
+// Restores parameters, optimizer state, RNG and returns the training state.
+TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                          optim::AdamW& optimizer);
+
+// Copies named tensors into the model's parameters; every parameter must be present with
+// the right shape (errors name the tensor).
+void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
+                        const std::string& origin);
+
+// The resolved config stored in a checkpoint's meta.json.
+core::Config checkpoint_config(const LoadedCheckpoint& ckpt);
+
+}  // namespace lmtrain::train

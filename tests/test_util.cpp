@@ -1,0 +1,66 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace lmtrain::testing {
+
+TempDir::TempDir(const std::string& prefix) {
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    fs::path p = fs::temp_directory_path() / (prefix + "_" + std::to_string(rd()));
+    if (fs::create_directory(p)) {
+      path_ = p.string();
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a temp dir");
+}
+
+TempDir::~TempDir() {
+  if (std::getenv("LMTRAIN_KEEP_TEST_DIRS")) return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  std::string full = command + " 2>&1";
+  FILE* pipe = popen(full.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed: " + command);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string lmtrain_binary() { return LMTRAIN_BINARY; }
+std::string source_dir() { return LMTRAIN_SOURCE_DIR; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << text;
+}
+
+}  // namespace lmtrain::testing

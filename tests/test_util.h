@@ -1,0 +1,38 @@
+// Helpers shared by the tests: scratch directories and running the lmtrain binary.
+#pragma once
+#include <string>
+
+namespace lmtrain::testing {
+
+// A fresh, empty directory under the system temp dir, removed when the object dies
+// (unless LMTRAIN_KEEP_TEST_DIRS is set).
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "lmtrain_test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+// Runs `command` through /bin/sh, capturing stdout+stderr.
+CommandResult run_command(const std::string& command);
+
+// Path of the built lmtrain binary and of the source tree.
+std::string lmtrain_binary();
+std::string source_dir();
+
+// Whole file as a string; throws if unreadable.
+std::string read_text(const std::string& path);
+void write_text(const std::string& path, const std::string& text);
+
+}  // namespace lmtrain::testing
