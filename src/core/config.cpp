@@ -51,11 +51,25 @@ std::string suggestion(const std::string& path) {
   return best ? " (did you mean '" + best->path + "'?)" : "";
 }
 
+// Shortest decimal form that reads back as the same double ("0.1", not "0.10000000000000001").
 std::string format_number(double v) {
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::ostringstream ss;
+    ss.precision(precision);
+    ss << v;
+    if (std::strtod(ss.str().c_str(), nullptr) == v) return ss.str();
+  }
   std::ostringstream ss;
   ss.precision(17);
   ss << v;
   return ss.str();
+}
+
+bool is_known_section(const std::string& name) {
+  for (const auto& spec : config_schema()) {
+    if (spec.path.rfind(name + ".", 0) == 0) return true;
+  }
+  return false;
 }
 
 [[noreturn]] void fail(const KeySpec& spec, const std::string& text, const std::string& origin,
@@ -141,7 +155,9 @@ std::string canonicalize_value(const KeySpec& spec, const std::string& text,
 
 Config Config::defaults() {
   Config c;
-  for (const auto& spec : config_schema()) c.values_[spec.path] = spec.default_value;
+  for (const auto& spec : config_schema()) {
+    c.values_[spec.path] = canonicalize_value(spec, spec.default_value, "schema default");
+  }
   return c;
 }
 
@@ -173,14 +189,10 @@ void Config::merge_yaml(const YAML::Node& root, const std::string& origin) {
   if (!root.IsMap()) throw UsageError(origin + ": the top level must be a mapping of sections");
   for (const auto& section : root) {
     const std::string name = section.first.as<std::string>();
+    if (!is_known_section(name)) {
+      throw UsageError("unknown config section '" + name + "' in " + origin);
+    }
     if (!section.second.IsMap()) {
-      bool known_section = false;
-      for (const auto& spec : config_schema()) {
-        if (spec.path.rfind(name + ".", 0) == 0) known_section = true;
-      }
-      if (!known_section) {
-        throw UsageError("unknown config section '" + name + "' in " + origin + suggestion(name));
-      }
       if (section.second.IsNull()) continue;  // "train:" with nothing under it
       throw UsageError("config section '" + name + "' in " + origin +
                        " must be a mapping of keys");

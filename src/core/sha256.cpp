@@ -7,6 +7,11 @@
 
 #include "core/error.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define LMTRAIN_SHA_NI 1
+#endif
+
 namespace lmtrain::core {
 namespace {
 
@@ -36,12 +41,80 @@ std::string to_hex(const uint8_t* bytes, size_t n) {
   return out;
 }
 
+#ifdef LMTRAIN_SHA_NI
+// x86 SHA extensions: ~10x the portable code, which matters when checksumming multi-GB
+// checkpoints on every save and load. Processes `blocks` 64-byte blocks. The state is kept in
+// the (ABEF, CDGH) register layout that sha256rnds2 expects.
+__attribute__((target("sha,sse4.1"))) void compress_sha_ni(uint32_t* state, const uint8_t* data,
+                                                           size_t blocks) {
+  const __m128i kByteSwap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state)), 0xB1);
+  __m128i state1 =
+      _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4)), 0x1B);
+  __m128i state0 = _mm_alignr_epi8(tmp, state1, 8);  // ABEF
+  state1 = _mm_blend_epi16(state1, tmp, 0xF0);       // CDGH
+  for (; blocks > 0; --blocks, data += 64) {
+    const __m128i abef = state0, cdgh = state1;
+    __m128i w[4];  // message schedule, 4 words per register, rotating
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; ++g) {  // 16 groups of 4 rounds
+      __m128i& cur = w[g % 4];
+      if (g < 4) {
+        cur = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 16 * g)),
+                               kByteSwap);
+      }
+      __m128i msg = _mm_add_epi32(
+          cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRoundConstants + 4 * g)));
+      state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
+      state0 = _mm_sha256rnds2_epu32(state0, state1, _mm_shuffle_epi32(msg, 0x0E));
+      // Schedule words for group g+1, then start (msg1) those for group g+3; msg2 must read
+      // w[g-1] before msg1 overwrites it.
+      __m128i& prev = w[(g + 3) % 4];
+      if (g >= 3 && g <= 14) {
+        __m128i& next = w[(g + 1) % 4];
+        next = _mm_sha256msg2_epu32(_mm_add_epi32(next, _mm_alignr_epi8(cur, prev, 4)), cur);
+      }
+      if (g >= 1 && g <= 12) prev = _mm_sha256msg1_epu32(prev, cur);
+    }
+    state0 = _mm_add_epi32(state0, abef);
+    state1 = _mm_add_epi32(state1, cdgh);
+  }
+  tmp = _mm_shuffle_epi32(state0, 0x1B);        // FEBA
+  state1 = _mm_shuffle_epi32(state1, 0xB1);     // DCHG
+  state0 = _mm_blend_epi16(tmp, state1, 0xF0);  // DCBA
+  state1 = _mm_alignr_epi8(state1, tmp, 8);     // HGFE
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), state0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), state1);
+}
+
+bool cpu_has_sha_ni() {
+  static const bool kHas = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  return kHas;
+}
+#endif
+
 }  // namespace
 
-Sha256::Sha256()
+Sha256::Sha256(bool allow_hardware)
     : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
              0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
-      buffer_{} {}
+      buffer_{} {
+#ifdef LMTRAIN_SHA_NI
+  hardware_ = allow_hardware && cpu_has_sha_ni();
+#else
+  (void)allow_hardware;
+#endif
+}
+
+void Sha256::compress_blocks(const uint8_t* blocks, size_t count) {
+#ifdef LMTRAIN_SHA_NI
+  if (hardware_) {
+    compress_sha_ni(state_.data(), blocks, count);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < count; ++i) compress(blocks + 64 * i);
+}
 
 void Sha256::compress(const uint8_t* block) {
   uint32_t w[64];
@@ -90,11 +163,14 @@ void Sha256::update(const void* data, size_t n) {
     p += take;
     n -= take;
     if (buffered_ < buffer_.size()) return;
-    compress(buffer_.data());
+    compress_blocks(buffer_.data(), 1);
     buffered_ = 0;
   }
   // Whole blocks straight from the caller's memory: no copy on the hot path.
-  for (; n >= 64; n -= 64, p += 64) compress(p);
+  const size_t whole = n / 64;
+  compress_blocks(p, whole);
+  p += 64 * whole;
+  n -= 64 * whole;
   if (n > 0) {
     std::memcpy(buffer_.data(), p, n);
     buffered_ = n;

@@ -11,7 +11,8 @@ namespace lmtrain::core {
 // Incremental hasher: update() any number of times, then hex_digest() (or digest()) once.
 class Sha256 {
  public:
-  Sha256();
+  // allow_hardware=false forces the portable code (tests compare the two).
+  explicit Sha256(bool allow_hardware = true);
   void update(const void* data, size_t n);
   void update(const std::string& s) { update(s.data(), s.size()); }
   // Finishes the hash; the object must not be updated afterwards.
@@ -19,13 +20,15 @@ class Sha256 {
   std::string hex_digest();
 
  private:
-  void compress(const uint8_t* block);
+  void compress(const uint8_t* block);  // portable, one 64-byte block
+  void compress_blocks(const uint8_t* blocks, size_t count);
 
   std::array<uint32_t, 8> state_;
   std::array<uint8_t, 64> buffer_;
   size_t buffered_ = 0;
   uint64_t total_bytes_ = 0;
   bool finished_ = false;
+  bool hardware_ = false;  // x86 SHA extensions present and allowed
 };
 
 // Lower-case hex digest of a memory buffer.

@@ -7,7 +7,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -19,8 +18,6 @@ namespace lmtrain::data {
 const char* const kEndOfText = "<|endoftext|>";
 
 namespace {
-
-constexpr uint32_t kNoRank = UINT32_MAX;
 
 uint64_t pair_key(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
 

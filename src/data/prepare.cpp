@@ -42,6 +42,8 @@ bool is_blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
 }
 
+constexpr size_t kMaxNamedSkips = 5;
+
 bool is_jsonl(const fs::path& p) { return p.extension() == ".jsonl"; }
 
 struct Corpus {
@@ -104,7 +106,10 @@ void add_jsonl(const std::string& path, const std::string& text, Corpus* corpus)
 void add_file(const fs::path& path, const PrepareOptions& opt, Corpus* corpus) {
   std::string text = read_file(path);
   if (looks_binary(text)) {
-    log::warn("skipping binary file " + path.string() + " (NUL bytes in its first 8 KB)");
+    // Name the first few; a directory of index files (fortune's *.dat) would flood the log.
+    if (corpus->skipped.size() < kMaxNamedSkips) {
+      log::warn("skipping binary file " + path.string() + " (NUL bytes in its first 8 KB)");
+    }
     corpus->skipped.push_back(path.string());
     return;
   }
@@ -208,6 +213,10 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   Corpus corpus;
   for (const fs::path& f : list_files(opt.inputs)) add_file(f, opt, &corpus);
   const size_t n = corpus.docs.size();
+  if (corpus.skipped.size() > kMaxNamedSkips) {
+    log::warn(log::format("... skipped %zu more binary files (listed in prepare.json)",
+                          corpus.skipped.size() - kMaxNamedSkips));
+  }
   log::info(log::format("read %zu documents (%.2f MB) from %zu files, skipped %zu binary files", n,
                         corpus.bytes / 1e6, corpus.files, corpus.skipped.size()));
   if (n < 2) {

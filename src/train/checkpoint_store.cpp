@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -372,7 +373,9 @@ std::optional<std::string> CheckpointStore::resolve(const std::string& spec,
     throw UsageError("checkpoint " + spec + " does not exist (expected a checkpoint dir, a " +
                      "latest/best link, a run dir, or auto/latest/best)");
   }
-  if (auto target = link_target(path)) return target;
+  // A link (latest, best, or the user's own): what it points to now, so a later save that
+  // repoints it cannot change which checkpoint this run resumed from.
+  if (auto target = link_target(path)) return resolve(*target, run_dir);
   if (fs::exists(path + "/" + kMetaFile, ec)) return path;
   if (fs::is_directory(path + "/checkpoints", ec) || base_name(path) == "checkpoints") {
     const std::string run = base_name(path) == "checkpoints" ? core::parent_dir(path) : path;

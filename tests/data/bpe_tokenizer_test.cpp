@@ -169,6 +169,40 @@ TEST(BpeTokenizer, MatchesReferenceAlgorithmOnShortAndLongWords) {
   }
 }
 
+TEST(BpeTokenizer, CustomPatternSurvivesSaveAndLoad) {
+  // Qwen2 / Qwen3 pre-tokenizer: digits one by one, punctuation keeps trailing newlines.
+  const std::string qwen =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+      R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
+  BpeTrainerOptions options;
+  options.vocab_size = 300;
+  options.pattern = qwen;
+  BpeTrainer trainer(options);
+  trainer.add_document("1234 1234 1234 IT'S it's done.\n\n");
+  const BpeTokenizer t = trainer.train();
+  EXPECT_EQ(t.encode("1234").size(), 4u);  // digits never merge across pre-tokens
+  TempDir dir;
+  t.save_hf(dir.file("qwen.json"));
+  EXPECT_NE(lmtrain::testing::read_text(dir.file("qwen.json")).find("\"Split\""),
+            std::string::npos);
+  const BpeTokenizer u = BpeTokenizer::load_hf(dir.file("qwen.json"));
+  EXPECT_EQ(u.options().pattern, qwen);
+  EXPECT_EQ(u.hash(), t.hash());
+  EXPECT_NE(u.hash(), train_bpe({"1234 1234 1234 IT'S it's done.\n\n"}, 300).hash());
+  EXPECT_EQ(u.encode("IT'S 1234."), t.encode("IT'S 1234."));
+}
+
+TEST(BpeTokenizer, VeryLongWordsStayFast) {
+  // One 300 KB pre-token goes through the O(n log n) merge path.
+  const BpeTokenizer tok = fixture_gpt2();
+  std::string word;
+  for (int i = 0; i < 60000; ++i) word += "hello";
+  const auto ids = tok.encode(word);
+  EXPECT_EQ(ids, Ids(60000, 262));
+  std::string junk(300000, '\xFF');  // one long run of invalid UTF-8
+  EXPECT_EQ(tok.decode(tok.encode(junk)), junk);
+}
+
 TEST(BpeTokenizer, OutOfRangeIdIsAnError) {
   const BpeTokenizer tok = fixture_gpt2();
   EXPECT_THROW(tok.decode(Ids{267}), Error);

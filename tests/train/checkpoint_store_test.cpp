@@ -268,6 +268,21 @@ TEST(CheckpointStoreTest, CrashDebrisIgnoredThenCleaned) {
   EXPECT_EQ(dir_names(ck), (std::vector<std::string>{"latest", "step_00000001", "step_00000003"}));
 }
 
+TEST(CheckpointStoreTest, CrashDuringResaveRestoresParkedCheckpoint) {
+  // Where the filesystem cannot swap directories atomically, a re-save parks the old dir as
+  // .replaced_step_X for a moment; after a crash there, the next save must put it back.
+  testing::TempDir run;
+  CheckpointStore store(run.path(), 0);
+  const std::string dir = store.save(4, make_files(4), {{"tag", "original"}}, std::nullopt);
+  const std::string ck = run.path() + "/checkpoints";
+  fs::rename(dir, ck + "/.replaced_step_00000004");
+  ::testing::internal::CaptureStderr();
+  store.save(5, make_files(5), {}, std::nullopt);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(dir_names(ck), (std::vector<std::string>{"latest", "step_00000004", "step_00000005"}));
+  EXPECT_EQ(CheckpointStore::load(dir, false).meta["tag"], "original");
+}
+
 TEST(CheckpointStoreTest, FailedSaveKeepsPreviousCheckpoints) {
   testing::TempDir run;
   CheckpointStore store(run.path(), 1);
