@@ -147,7 +147,8 @@ median() {
 
 echo "preset: $preset  (n_layer=$n_layer n_embd=$n_embd n_head=$n_head seq_len=$seq_len" \
   "batch=$batch vocab=$vocab)"
-echo "steps: $steps timed + $warmup warmup  threads: $threads  rounds: $rounds"
+echo "steps: $steps timed + $warmup warmup  threads: $threads  rounds: $rounds" \
+  "(OMP_NUM_THREADS=$OMP_NUM_THREADS OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset})"
 echo "lmtrain:   ${lmtrain_cmd[*]}"
 echo "reference: ${reference_cmd[*]}"
 idle_check="$(busy_pct 2)"

@@ -36,6 +36,7 @@ int cmd_bench(const Args& argv) {
   const auto r = train::run_benchmark(load_run_config(args));
   std::cout << "model: " << r.model << "\n"
             << "threads: " << r.threads << "\n"
+            << "workers: " << r.workers << "\n"
             << "tokens_per_step: " << r.tokens_per_step << "\n"
             << log::format("ms_per_step: %.2f\n", r.ms_per_step)
             << log::format("flops_per_token: %.4g\n", r.flops_per_token)

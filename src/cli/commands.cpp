@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/malloc_tuning.h"
 #include "core/torch_compat.h"
 
 namespace lmtrain::cli {
@@ -35,6 +36,7 @@ int run_main(int argc, char** argv) {
     return all.empty() ? 2 : 0;
   }
   const std::string command = all[0];
+  core::tune_malloc_for_training();
   Args args(all.begin() + 1, all.end());
   try {
     if (command == "prepare") return cmd_prepare(args);

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -53,16 +54,9 @@ std::string suggestion(const std::string& path) {
 
 // Shortest decimal form that reads back as the same double ("0.1", not "0.10000000000000001").
 std::string format_number(double v) {
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::ostringstream ss;
-    ss.precision(precision);
-    ss << v;
-    if (std::strtod(ss.str().c_str(), nullptr) == v) return ss.str();
-  }
-  std::ostringstream ss;
-  ss.precision(17);
-  ss << v;
-  return ss.str();
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, res.ptr);
 }
 
 bool is_known_section(const std::string& name) {

@@ -60,6 +60,9 @@ const std::vector<KeySpec>& config_schema() {
       I("train.eval_every", 100, 0, kBig, "evaluate on the val split every N steps (0 = at end)"),
       I("train.eval_batches", 20, 1, 1 << 20, "micro-batches per evaluation"),
       I("train.threads", 0, 0, 1024, "intra-op threads per rank (0 = cores / local ranks)"),
+      I("train.workers", 0, 0, 1024,
+        "threads that each run forward/backward on a slice of every micro-batch with one "
+        "intra-op thread (CPU); 0 = auto (train.threads, at most micro_batch_size); 1 = off"),
       S("train.precision", "fp32", {"fp32"}, "numeric precision of training"),
 
       S("optim.name", "adamw", {"adamw"}, "optimizer"),

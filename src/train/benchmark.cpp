@@ -67,13 +67,13 @@ BenchResult run_benchmark(core::Config cfg) {
   const int64_t warmup = cfg.get_int("bench.warmup"), steps = cfg.get_int("bench.steps");
   log::info(mcfg.describe());
   log::info(plan.describe());
-  for (int64_t i = 0; i < warmup; ++i) {
-    train_step(*model, flat, opt, *group, plan.accum_steps, next, lr, clip);
-  }
+  int workers = static_cast<int>(cfg.get_int("train.workers"));
+  if (workers == 0) workers = auto_workers(r.threads, plan.micro_batch);
+  r.workers = workers;
+  TrainStepper stepper(*model, flat, opt, *group, workers);
+  for (int64_t i = 0; i < warmup; ++i) stepper.step(plan.accum_steps, next, lr, clip);
   auto t0 = Clock::now();
-  for (int64_t i = 0; i < steps; ++i) {
-    train_step(*model, flat, opt, *group, plan.accum_steps, next, lr, clip);
-  }
+  for (int64_t i = 0; i < steps; ++i) stepper.step(plan.accum_steps, next, lr, clip);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
 
   r.model = mcfg.describe();

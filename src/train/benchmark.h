@@ -14,6 +14,7 @@ namespace lmtrain::train {
 struct BenchResult {
   std::string model;
   int threads = 0;
+  int workers = 1;
   int64_t tokens_per_step = 0;
   double ms_per_step = 0;
   double tokens_per_s = 0;

@@ -1,36 +1,94 @@
 #include "train/train_step.h"
 
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
 #include <cmath>
 
 namespace lmtrain::train {
 
-StepResult train_step(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
-                      dist::Group& group, int64_t accum_steps, const MicroBatchFn& next_batch,
-                      double lr, double grad_clip) {
-  flat.zero_grad();
+int auto_workers(int threads, int64_t micro_batch) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, micro_batch)));
+}
+
+TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
+                           dist::Group& group, int workers)
+    : model_(model), flat_(flat), opt_(opt), group_(group), workers_(workers) {
+  auto named = model.named_parameters();
+  for (const auto& seg : flat.segments()) params_.push_back(named[seg.name]);
+  if (workers_.count() > 1) {
+    for (int w = 0; w < workers_.count(); ++w) {
+      worker_grads_.push_back(torch::zeros_like(flat.grads()));
+    }
+  }
+}
+
+double TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch) {
+  flat_.zero_grad();
   double loss_sum = 0;
   for (int64_t m = 0; m < accum_steps; ++m) {
     auto [x, y] = next_batch(m);
-    auto loss = model.loss(x, y);
+    auto loss = model_.loss(x, y);
     // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
     (loss / static_cast<double>(accum_steps)).backward();
     loss_sum += loss.item<double>();
   }
+  return loss_sum / accum_steps;
+}
+
+double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch) {
+  const int k = workers_.count();
+  std::vector<double> loss_parts(k, 0.0);
+  for (auto& g : worker_grads_) g.zero_();
+  for (int64_t m = 0; m < accum_steps; ++m) {
+    auto [x, y] = next_batch(m);
+    const int64_t B = x.size(0);
+    workers_.run([&](int w) {
+      const int64_t lo = B * w / k, hi = B * (w + 1) / k;
+      if (hi == lo) return;
+      // Slice mean loss weighted by its share of the rows: the weighted sum over slices is
+      // the micro-batch mean, and dividing by accum_steps averages over micro-batches.
+      auto loss = model_.loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));
+      const double weight = static_cast<double>(hi - lo) / B / accum_steps;
+      auto grads = torch::autograd::grad({loss * weight}, params_);
+      const auto& segs = flat_.segments();
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < segs.size(); ++i) {
+        flat_.view(worker_grads_[w], segs[i]).add_(grads[i]);
+      }
+      loss_parts[w] += loss.item<double>() * weight;
+    });
+  }
+  torch::NoGradGuard no_grad;
+  auto grads = flat_.grads();
+  grads.copy_(worker_grads_[0]);
+  double loss = loss_parts[0];
+  for (int w = 1; w < k; ++w) {
+    grads.add_(worker_grads_[w]);
+    loss += loss_parts[w];
+  }
+  return loss;
+}
+
+StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,
+                              double grad_clip) {
+  const double local_loss = workers_.count() > 1 ? accumulate_split(accum_steps, next_batch)
+                                                 : accumulate_single(accum_steps, next_batch);
   // Average across ranks (a no-op in a world of one).
-  auto grads = flat.grads();
-  group.allreduce(grads, dist::ReduceOp::kAvg)->wait();
-  auto loss_t = torch::tensor({loss_sum / accum_steps}, torch::kFloat64);
-  group.allreduce(loss_t, dist::ReduceOp::kAvg)->wait();
+  auto grads = flat_.grads();
+  group_.allreduce(grads, dist::ReduceOp::kAvg)->wait();
+  auto loss_t = torch::tensor({local_loss}, torch::kFloat64);
+  group_.allreduce(loss_t, dist::ReduceOp::kAvg)->wait();
 
   StepResult r;
   r.loss = loss_t.item<double>();
-  r.grad_norm = flat.grad_norm();
+  r.grad_norm = flat_.grad_norm();
   if (grad_clip > 0) {
     // Same rule as torch.nn.utils.clip_grad_norm_.
     const double coef = grad_clip / (r.grad_norm + 1e-6);
     if (coef < 1.0) grads.mul_(coef);
   }
-  opt.step(lr);
+  opt_.step(lr);
   return r;
 }
 

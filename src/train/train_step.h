@@ -1,13 +1,21 @@
 // One optimizer step: accumulate gradients over micro-batches, average them across ranks,
 // clip by global norm, update. Shared by `train` and `bench`.
+//
+// With one worker, autograd accumulates straight into the flat gradient buffer. With k > 1
+// workers (see step_workers.h), each micro-batch is split into k row slices processed
+// concurrently; each slice's gradients go to the worker's own buffer and the buffers are summed
+// in order, which keeps the step deterministic.
 #pragma once
 #include <functional>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "dist/group.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"
+#include "train/step_workers.h"
 
 namespace lmtrain::train {
 
@@ -19,8 +27,30 @@ struct StepResult {
 // Returns (inputs, targets), each (B, T) int64, for micro-step m.
 using MicroBatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int64_t m)>;
 
-StepResult train_step(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
-                      dist::Group& group, int64_t accum_steps, const MicroBatchFn& next_batch,
-                      double lr, double grad_clip);
+class TrainStepper {
+ public:
+  TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
+               dist::Group& group, int workers);
+
+  StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,
+                  double grad_clip);
+  int workers() const { return workers_.count(); }
+
+ private:
+  // Fills flat.grads() with the mean gradient over the micro-batches; returns the mean loss.
+  double accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch);
+  double accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch);
+
+  model::GptImpl& model_;
+  optim::FlatParams& flat_;
+  optim::AdamW& opt_;
+  dist::Group& group_;
+  StepWorkers workers_;
+  std::vector<torch::Tensor> params_;        // in flat segment order
+  std::vector<torch::Tensor> worker_grads_;  // one flat buffer per worker
+};
+
+// Worker count for train.workers = 0 (auto): one per intra-op thread, at most one per row.
+int auto_workers(int threads, int64_t micro_batch);
 
 }  // namespace lmtrain::train

@@ -172,6 +172,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   double train_seconds = 0, interval_seconds = 0;
   int64_t interval_tokens = 0;
   const int64_t start_step = state.step;
+  int workers = static_cast<int>(cfg.get_int("train.workers"));
+  if (workers == 0) workers = auto_workers(threads, plan.micro_batch);
+  TrainStepper stepper(*model, flat, optimizer, group, workers);
+  log::info(log::format("step workers: %d (each micro-batch split into %d slice(s))", workers,
+                        workers));
   while (state.step < max_steps) {
     const auto t0 = Clock::now();
     const double lr = schedule.at(state.step);
@@ -182,8 +187,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       }
       return data::make_batch(train_stream, ids);
     };
-    auto r = train_step(*model, flat, optimizer, group, plan.accum_steps, next_batch, lr,
-                        grad_clip);
+    auto r = stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     if (!std::isfinite(r.loss)) {
       throw Error(log::format("loss became %f at step %lld: lower optim.lr or check the data",
                               r.loss, (long long)state.step + 1));

@@ -120,3 +120,17 @@ TEST(Config, ReferenceListsEveryKey) {
 
 }  // namespace
 }  // namespace lmtrain::core
+
+namespace lmtrain::core {
+namespace {
+
+TEST(Config, ReadmeDocumentsEveryKey) {
+  const std::string readme = lmtrain::testing::read_text(lmtrain::testing::source_dir() + "/README.md");
+  for (const auto& spec : config_schema()) {
+    EXPECT_NE(readme.find("`" + spec.path + "`"), std::string::npos)
+        << spec.path << " is missing from README.md (run scripts/gen_config_table.py)";
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain::core
