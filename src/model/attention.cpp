@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/torch_compat.h"
+#include "model/dropout.h"
 
 namespace lmtrain::model {
 namespace {
@@ -27,7 +28,8 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             double dropout_p) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3);
   const int64_t Tk = k.size(2);
-  if (compat::kHasFusedSdpa && Tq == Tk) return compat::fused_causal_sdpa(q, k, v, dropout_p);
+  // The fused kernel draws dropout from the global generator: only use it without dropout.
+  if (compat::kHasFusedSdpa && Tq == Tk && dropout_p == 0) return compat::fused_causal_sdpa(q, k, v, dropout_p);
   // Explicit path: scores = mask + scale * q k^T in one baddbmm, softmax, weights @ v.
   // (B*H, Tq, D) x (B*H, D, Tk) -> (B*H, Tq, Tk)
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -37,7 +39,7 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   at::Tensor scores =
       at::baddbmm(causal_mask(Tq, Tk, q.options()), q3, k3.transpose(1, 2), 1.0, scale);
   at::Tensor weights = at::softmax(scores, -1);
-  if (dropout_p > 0) weights = at::dropout(weights, dropout_p, /*train=*/true);
+  if (dropout_p > 0) weights = dropout(weights, dropout_p);
   return at::bmm(weights, v3).view({B, H, Tq, D});
 }
 

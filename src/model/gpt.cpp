@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/attention.h"
+#include "model/dropout.h"
 
 namespace lmtrain::model {
 
@@ -32,7 +33,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   auto y = causal_attention(q, k, v, p);  // (B, H, T, D)
   y = y.transpose(1, 2).reshape({B, T, C});
   y = c_proj(y);
-  if (p > 0) y = torch::dropout(y, p, true);
+  if (p > 0) y = model::dropout(y, p);
   return y;
 }
 
@@ -55,7 +56,7 @@ BlockImpl::BlockImpl(const GptConfig& cfg) : dropout(cfg.dropout) {
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
   auto h = x + attn(ln_1(x), cache, layer);
   auto m = mlp(ln_2(h));
-  if (is_training() && dropout > 0) m = torch::dropout(m, dropout, true);
+  if (is_training() && dropout > 0) m = model::dropout(m, dropout);
   return h + m;
 }
 
@@ -108,7 +109,7 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   }
   auto pos = torch::arange(start, start + T, ids.options().dtype(torch::kLong));
   auto x = transformer->wte(ids) + transformer->wpe(pos);  // (B, T, C) + (T, C)
-  if (is_training() && cfg_.dropout > 0) x = torch::dropout(x, cfg_.dropout, true);
+  if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
   int64_t layer = 0;
   for (auto& module : *transformer->h) {
     x = module->as<BlockImpl>()->forward(x, cache, layer++);

@@ -70,7 +70,8 @@ BenchResult run_benchmark(core::Config cfg) {
   int workers = static_cast<int>(cfg.get_int("train.workers"));
   if (workers == 0) workers = auto_workers(r.threads, plan.micro_batch);
   r.workers = workers;
-  TrainStepper stepper(*model, flat, opt, *group, workers);
+  TrainStepper stepper(*model, flat, opt, *group, workers,
+                       static_cast<uint64_t>(cfg.get_int("train.seed")));
   for (int64_t i = 0; i < warmup; ++i) stepper.step(plan.accum_steps, next, lr, clip);
   auto t0 = Clock::now();
   for (int64_t i = 0; i < steps; ++i) stepper.step(plan.accum_steps, next, lr, clip);

@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
+#include "model/dropout.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,8 +14,8 @@ int auto_workers(int threads, int64_t micro_batch) {
 }
 
 TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
-                           dist::Group& group, int workers)
-    : model_(model), flat_(flat), opt_(opt), group_(group), workers_(workers) {
+                           dist::Group& group, int workers, uint64_t seed)
+    : model_(model), flat_(flat), opt_(opt), group_(group), workers_(workers), seed_(seed) {
   auto named = model.named_parameters();
   for (const auto& seg : flat.segments()) params_.push_back(named[seg.name]);
   if (workers_.count() > 1) {
@@ -28,6 +30,8 @@ double TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& 
   double loss_sum = 0;
   for (int64_t m = 0; m < accum_steps; ++m) {
     auto [x, y] = next_batch(m);
+    model::ScopedDropoutSeed dropout_seed(
+        model::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
     auto loss = model_.loss(x, y);
     // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
     (loss / static_cast<double>(accum_steps)).backward();
@@ -46,6 +50,8 @@ double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& n
     workers_.run([&](int w) {
       const int64_t lo = B * w / k, hi = B * (w + 1) / k;
       if (hi == lo) return;
+      model::ScopedDropoutSeed dropout_seed(
+          model::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, w));
       // Slice mean loss weighted by its share of the rows: the weighted sum over slices is
       // the micro-batch mean, and dividing by accum_steps averages over micro-batches.
       auto loss = model_.loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));

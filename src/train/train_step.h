@@ -30,7 +30,7 @@ using MicroBatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int64
 class TrainStepper {
  public:
   TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
-               dist::Group& group, int workers);
+               dist::Group& group, int workers, uint64_t seed);
 
   StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,
                   double grad_clip);
@@ -46,6 +46,7 @@ class TrainStepper {
   optim::AdamW& opt_;
   dist::Group& group_;
   StepWorkers workers_;
+  uint64_t seed_;  // dropout masks are seeded from (seed, optimizer step, micro-step, slice)
   std::vector<torch::Tensor> params_;        // in flat segment order
   std::vector<torch::Tensor> worker_grads_;  // one flat buffer per worker
 };

@@ -174,7 +174,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   const int64_t start_step = state.step;
   int workers = static_cast<int>(cfg.get_int("train.workers"));
   if (workers == 0) workers = auto_workers(threads, plan.micro_batch);
-  TrainStepper stepper(*model, flat, optimizer, group, workers);
+  TrainStepper stepper(*model, flat, optimizer, group, workers, seed);
   log::info(log::format("step workers: %d (each micro-batch split into %d slice(s))", workers,
                         workers));
   while (state.step < max_steps) {

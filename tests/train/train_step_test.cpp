@@ -29,7 +29,7 @@ struct StepperRig {
     flat = std::make_unique<optim::FlatParams>(
         *model, [&](const std::string& n) { return model->decays(n); });
     opt = std::make_unique<optim::AdamW>(*flat, optim::AdamWOptions{});
-    stepper = std::make_unique<TrainStepper>(*model, *flat, *opt, *group, workers);
+    stepper = std::make_unique<TrainStepper>(*model, *flat, *opt, *group, workers, 3);
   }
 
   std::vector<double> run(int steps, int64_t accum) {
