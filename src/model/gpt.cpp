@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "model/attention.h"
 #include "model/dropout.h"
+#include "model/fused_attention.h"
 
 namespace lmtrain::model {
 
@@ -18,8 +19,13 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg)
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache,
                                                int64_t layer) {
   const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
+  const double p = is_training() ? dropout : 0.0;
+  auto packed = c_attn(x);  // (B, T, 3C)
+  if (!cache && p == 0 && fused_attention_supported(packed)) {
+    return c_proj(fused_causal_attention(packed, H));
+  }
   // (B, T, 3C) -> (3, B, H, T, D)
-  auto qkv = c_attn(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+  auto qkv = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
   torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
   if (cache) {
     const int64_t start = cache->length;
@@ -29,7 +35,6 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     k = cache->k[layer].narrow(2, 0, start + T);
     v = cache->v[layer].narrow(2, 0, start + T);
   }
-  const double p = is_training() ? dropout : 0.0;
   auto y = causal_attention(q, k, v, p);  // (B, H, T, D)
   y = y.transpose(1, 2).reshape({B, T, C});
   y = c_proj(y);

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <cstdlib>
+#include <memory>
+
 #include "core/log.h"
 #include "core/threads.h"
 #include "dist/group.h"
@@ -73,9 +78,15 @@ BenchResult run_benchmark(core::Config cfg) {
   TrainStepper stepper(*model, flat, opt, *group, workers,
                        static_cast<uint64_t>(cfg.get_int("train.seed")));
   for (int64_t i = 0; i < warmup; ++i) stepper.step(plan.accum_steps, next, lr, clip);
+  // LMTRAIN_PROFILE=FILE records the timed steps with libtorch's profiler (chrome://tracing).
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+  if (const char* path = std::getenv("LMTRAIN_PROFILE")) {
+    profile = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(path));
+  }
   auto t0 = Clock::now();
   for (int64_t i = 0; i < steps; ++i) stepper.step(plan.accum_steps, next, lr, clip);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  profile.reset();
 
   r.model = mcfg.describe();
   r.tokens_per_step = plan.tokens_per_step();

@@ -1,0 +1,226 @@
+#include "model/fused_attention.h"
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <limits>
+#include <vector>
+
+namespace lmtrain::model {
+namespace {
+
+// Kernels are compiled twice: for AVX2+FMA (chosen at run time when the CPU has it) and for
+// the baseline ISA. The loops are written so the compiler vectorises the innermost one.
+#define LMTRAIN_KERNEL_BODY                                                                       \
+  /* Forward for one (b, h): P (T, T) row-major (upper triangle left untouched), y rows. */      \
+  static void forward_head(const float* __restrict q, const float* __restrict k,                \
+                           const float* __restrict v, int64_t row_stride, int64_t T, int64_t D,   \
+                           float scale, float* __restrict kt, float* __restrict P,                \
+                           float* __restrict y, int64_t y_stride) {                               \
+    /* kt: (D, T) transposed keys so score rows vectorise over keys. */                          \
+    for (int64_t j = 0; j < T; ++j)                                                               \
+      for (int64_t d = 0; d < D; ++d) kt[d * T + j] = k[j * row_stride + d];                     \
+    for (int64_t i = 0; i < T; ++i) {                                                             \
+      float* __restrict s = P + i * T;                                                            \
+      const int64_t n = i + 1;                                                                    \
+      for (int64_t j = 0; j < n; ++j) s[j] = 0.f;                                                 \
+      for (int64_t d = 0; d < D; ++d) {                                                           \
+        const float qd = q[i * row_stride + d] * scale;                                           \
+        const float* __restrict kd = kt + d * T;                                                  \
+        for (int64_t j = 0; j < n; ++j) s[j] += qd * kd[j];                                       \
+      }                                                                                           \
+      float mx = -std::numeric_limits<float>::infinity();                                         \
+      for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;                                 \
+      float sum = 0.f;                                                                            \
+      for (int64_t j = 0; j < n; ++j) {                                                           \
+        s[j] = std::exp(s[j] - mx);                                                               \
+        sum += s[j];                                                                              \
+      }                                                                                           \
+      const float inv = 1.f / sum;                                                                \
+      for (int64_t j = 0; j < n; ++j) s[j] *= inv;                                                \
+      float* __restrict yi = y + i * y_stride;                                                    \
+      for (int64_t d = 0; d < D; ++d) yi[d] = 0.f;                                                \
+      for (int64_t j = 0; j < n; ++j) {                                                           \
+        const float p = s[j];                                                                     \
+        const float* __restrict vj = v + j * row_stride;                                          \
+        for (int64_t d = 0; d < D; ++d) yi[d] += p * vj[d];                                       \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  /* Backward for one (b, h). dq/dk/dv rows have stride row_stride like q/k/v. */                \
+  static void backward_head(const float* __restrict q, const float* __restrict k,               \
+                            const float* __restrict v, int64_t row_stride, int64_t T, int64_t D,  \
+                            float scale, const float* __restrict P, const float* __restrict dy,   \
+                            const float* __restrict y, int64_t y_stride, float* __restrict vt,    \
+                            float* __restrict dS, float* __restrict dq, float* __restrict dk,     \
+                            float* __restrict dv) {                                               \
+    for (int64_t j = 0; j < T; ++j)                                                               \
+      for (int64_t d = 0; d < D; ++d) vt[d * T + j] = v[j * row_stride + d];                     \
+    for (int64_t j = 0; j < T; ++j)                                                               \
+      for (int64_t d = 0; d < D; ++d) dk[j * row_stride + d] = dv[j * row_stride + d] = 0.f;     \
+    for (int64_t i = 0; i < T; ++i) {                                                             \
+      const int64_t n = i + 1;                                                                    \
+      const float* __restrict p = P + i * T;                                                      \
+      const float* __restrict dyi = dy + i * y_stride;                                            \
+      /* dP_ij = dy_i . v_j ; delta_i = dy_i . y_i */                                             \
+      float* __restrict ds = dS;                                                                  \
+      for (int64_t j = 0; j < n; ++j) ds[j] = 0.f;                                                \
+      for (int64_t d = 0; d < D; ++d) {                                                           \
+        const float g = dyi[d];                                                                   \
+        const float* __restrict vd = vt + d * T;                                                  \
+        for (int64_t j = 0; j < n; ++j) ds[j] += g * vd[j];                                       \
+      }                                                                                           \
+      float delta = 0.f;                                                                          \
+      const float* __restrict yi = y + i * y_stride;                                              \
+      for (int64_t d = 0; d < D; ++d) delta += dyi[d] * yi[d];                                    \
+      /* dS_ij = P_ij (dP_ij - delta_i), pre-multiplied by the score scale */                   \
+      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;                     \
+      float* __restrict dqi = dq + i * row_stride;                                                \
+      for (int64_t d = 0; d < D; ++d) dqi[d] = 0.f;                                               \
+      const float* __restrict qi = q + i * row_stride;                                            \
+      for (int64_t j = 0; j < n; ++j) {                                                           \
+        const float s = ds[j], pj = p[j];                                                         \
+        const float* __restrict kj = k + j * row_stride;                                          \
+        float* __restrict dkj = dk + j * row_stride;                                              \
+        float* __restrict dvj = dv + j * row_stride;                                              \
+        for (int64_t d = 0; d < D; ++d) {                                                         \
+          dqi[d] += s * kj[d];                                                                    \
+          dkj[d] += s * qi[d];                                                                    \
+          dvj[d] += pj * dyi[d];                                                                  \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
+  }
+
+namespace avx2 {
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+LMTRAIN_KERNEL_BODY
+#pragma GCC pop_options
+}  // namespace avx2
+
+namespace generic {
+LMTRAIN_KERNEL_BODY
+}  // namespace generic
+
+#undef LMTRAIN_KERNEL_BODY
+
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+struct Shape {
+  int64_t B, T, C, H, D;
+  float scale;
+};
+
+Shape shape_of(const at::Tensor& qkv, int64_t n_head) {
+  Shape s;
+  s.B = qkv.size(0);
+  s.T = qkv.size(1);
+  s.C = qkv.size(2) / 3;
+  s.H = n_head;
+  s.D = s.C / n_head;
+  s.scale = 1.f / std::sqrt(static_cast<float>(s.D));
+  return s;
+}
+
+// P: (B, H, T, T) attention probabilities (lower triangle), y: (B, T, C).
+void attention_forward(const at::Tensor& qkv, const Shape& s, at::Tensor& P, at::Tensor& y) {
+  const float* base = qkv.data_ptr<float>();
+  float* pbase = P.data_ptr<float>();
+  float* ybase = y.data_ptr<float>();
+  const int64_t row = 3 * s.C;
+  const bool fast = has_avx2();
+  at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> kt(s.D * s.T);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / s.H, h = bh % s.H;
+      const float* q = base + b * s.T * row + h * s.D;
+      const float* k = q + s.C;
+      const float* v = q + 2 * s.C;
+      float* p = pbase + bh * s.T * s.T;
+      float* yo = ybase + b * s.T * s.C + h * s.D;
+      if (fast) {
+        avx2::forward_head(q, k, v, row, s.T, s.D, s.scale, kt.data(), p, yo, s.C);
+      } else {
+        generic::forward_head(q, k, v, row, s.T, s.D, s.scale, kt.data(), p, yo, s.C);
+      }
+    }
+  });
+}
+
+at::Tensor attention_backward(const at::Tensor& qkv, const at::Tensor& P, const at::Tensor& y,
+                              const at::Tensor& dy_in, const Shape& s) {
+  auto dy = dy_in.contiguous();
+  auto dqkv = at::empty_like(qkv);
+  const float* base = qkv.data_ptr<float>();
+  const float* pbase = P.data_ptr<float>();
+  const float* ybase = y.data_ptr<float>();
+  const float* dybase = dy.data_ptr<float>();
+  float* gbase = dqkv.data_ptr<float>();
+  const int64_t row = 3 * s.C;
+  const bool fast = has_avx2();
+  at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> vt(s.D * s.T), ds(s.T);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / s.H, h = bh % s.H;
+      const int64_t qoff = b * s.T * row + h * s.D, yoff = b * s.T * s.C + h * s.D;
+      const float* q = base + qoff;
+      float* dq = gbase + qoff;
+      const float* p = pbase + bh * s.T * s.T;
+      if (fast) {
+        avx2::backward_head(q, q + s.C, q + 2 * s.C, row, s.T, s.D, s.scale, p, dybase + yoff,
+                            ybase + yoff, s.C, vt.data(), ds.data(), dq, dq + s.C, dq + 2 * s.C);
+      } else {
+        generic::backward_head(q, q + s.C, q + 2 * s.C, row, s.T, s.D, s.scale, p, dybase + yoff,
+                               ybase + yoff, s.C, vt.data(), ds.data(), dq, dq + s.C,
+                               dq + 2 * s.C);
+      }
+    }
+  });
+  return dqkv;
+}
+
+class FusedCausalAttention : public torch::autograd::Function<FusedCausalAttention> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv,
+                            int64_t n_head) {
+    const Shape s = shape_of(qkv, n_head);
+    auto P = at::empty({s.B, s.H, s.T, s.T}, qkv.options());
+    auto y = at::empty({s.B, s.T, s.C}, qkv.options());
+    attention_forward(qkv, s, P, y);
+    ctx->save_for_backward({qkv, P, y});
+    ctx->saved_data["n_head"] = n_head;
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const Shape s = shape_of(saved[0], ctx->saved_data["n_head"].toInt());
+    return {attention_backward(saved[0], saved[1], saved[2], grads[0], s), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool fused_attention_supported(const at::Tensor& qkv) {
+  // LMTRAIN_FUSED_ATTENTION=0 selects the generic path (for A/B measurements).
+  static const bool enabled = [] {
+    const char* env = std::getenv("LMTRAIN_FUSED_ATTENTION");
+    return !(env && std::string(env) == "0");
+  }();
+  return enabled && qkv.device().is_cpu() && qkv.scalar_type() == at::kFloat && qkv.dim() == 3 &&
+         qkv.is_contiguous();
+}
+
+at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head) {
+  return FusedCausalAttention::apply(qkv, n_head);
+}
+
+}  // namespace lmtrain::model
