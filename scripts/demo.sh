@@ -23,6 +23,6 @@ build/lmtrain train --config configs/gpt2-tiny.yaml --data.dir="$data" --run.dir
 echo "== eval"
 build/lmtrain eval --checkpoint "$run"
 
-echo "== sample"
+echo "== sample (prompt: \"The secret of life is\")"
 build/lmtrain generate --checkpoint "$run/checkpoints/latest" --prompt "The secret of life is" \
   --max_new_tokens 80 --temperature 0.8 --top_k 40 --seed 42

@@ -23,7 +23,8 @@ int64_t ParsedArgs::get_int(const std::string& name, int64_t fallback) const {
   const std::string v = get(name);
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') throw UsageError("--" + name + " expects an integer, got '" + v + "'");
+  if (v.empty() || *end != '\0')
+    throw UsageError("--" + name + " expects an integer, got '" + v + "'");
   return x;
 }
 
@@ -32,7 +33,8 @@ double ParsedArgs::get_float(const std::string& name, double fallback) const {
   const std::string v = get(name);
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') throw UsageError("--" + name + " expects a number, got '" + v + "'");
+  if (v.empty() || *end != '\0')
+    throw UsageError("--" + name + " expects a number, got '" + v + "'");
   return x;
 }
 
@@ -69,14 +71,16 @@ ParsedArgs parse_args(const std::string& command, const std::vector<std::string>
         slot = {has_value ? value : "true"};
       } else if (spec->kind == FlagKind::kValue) {
         if (!has_value) {
-          if (i + 1 >= args.size()) throw UsageError("--" + name + " needs a value (" + command + ")");
+          if (i + 1 >= args.size())
+            throw UsageError("--" + name + " needs a value (" + command + ")");
           value = args[++i];
         }
         slot = {value};
       } else {  // kMulti: values until the next --flag
         if (has_value) slot.push_back(value);
         while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) slot.push_back(args[++i]);
-        if (slot.empty()) throw UsageError("--" + name + " needs at least one value (" + command + ")");
+        if (slot.empty())
+          throw UsageError("--" + name + " needs at least one value (" + command + ")");
       }
       continue;
     }
@@ -100,8 +104,8 @@ ParsedArgs parse_args(const std::string& command, const std::vector<std::string>
         continue;
       }
     }
-    throw UsageError("unknown flag --" + name + " for `lmtrain " + command +
-                     "` (see `lmtrain " + command + " --help`)");
+    throw UsageError("unknown flag --" + name + " for `lmtrain " + command + "` (see `lmtrain " +
+                     command + " --help`)");
   }
   return out;
 }

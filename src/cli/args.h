@@ -19,7 +19,7 @@ struct FlagSpec {
 };
 
 struct ParsedArgs {
-  std::map<std::string, std::vector<std::string>> flags;  // name -> values (bool: {"true"})
+  std::map<std::string, std::vector<std::string>> flags;       // name -> values (bool: {"true"})
   std::vector<std::pair<std::string, std::string>> overrides;  // config path -> text, in order
   std::vector<std::string> positional;
   bool help = false;

@@ -53,10 +53,11 @@ int cmd_eval(const Args& argv) {
   if (batches <= 0) batches = std::max<int64_t>(1, stream.num_windows() / B);
   auto group = dist::make_single_rank_group();
   const double loss = train::evaluate(*loaded.model, stream, B, batches, *group);
-  std::cout << log::format("checkpoint: %s (step %lld)\n%s loss: %.4f\nperplexity: %.3f\n"
-                           "windows: %lld x %lld tokens\n",
-                           loaded.checkpoint_dir.c_str(), (long long)loaded.step, split.c_str(),
-                           loss, std::exp(loss), (long long)(batches * B), (long long)T);
+  std::cout << log::format(
+      "checkpoint: %s (step %lld)\n%s loss: %.4f\nperplexity: %.3f\n"
+      "windows: %lld x %lld tokens\n",
+      loaded.checkpoint_dir.c_str(), (long long)loaded.step, split.c_str(), loss, std::exp(loss),
+      (long long)(batches * B), (long long)T);
   return 0;
 }
 

@@ -12,12 +12,16 @@ int cmd_prepare(const Args& argv) {
   const std::vector<FlagSpec> flags = {
       {"input", FlagKind::kMulti, "text files, directories (recursive) or .jsonl files", "PATH"},
       {"output", FlagKind::kValue, "output directory (tokenizer.json, train.bin, val.bin)", "DIR"},
-      {"vocab_size", FlagKind::kValue, "tokenizer vocabulary incl. 256 bytes + <|endoftext|> "
-                                       "(default 4096)", "N"},
+      {"vocab_size", FlagKind::kValue,
+       "tokenizer vocabulary incl. 256 bytes + <|endoftext|> "
+       "(default 4096)",
+       "N"},
       {"val_fraction", FlagKind::kValue, "share of documents held out for validation (0.05)", "F"},
       {"seed", FlagKind::kValue, "seed of the train/val split (1337)", "N"},
-      {"doc_separator", FlagKind::kValue, "a line equal to this splits a text file into "
-                                          "documents (e.g. % for fortune files)", "LINE"},
+      {"doc_separator", FlagKind::kValue,
+       "a line equal to this splits a text file into "
+       "documents (e.g. % for fortune files)",
+       "LINE"},
       {"threads", FlagKind::kValue, "encoding threads (0 = all cores)", "N"},
   };
   const auto args = parse_args("prepare", argv, flags, /*accept_config=*/false);
@@ -49,11 +53,11 @@ int cmd_prepare(const Args& argv) {
     throw UsageError("--val_fraction must be in (0, 1), got " + args.get("val_fraction"));
   }
   const auto r = data::run_prepare(opts);
-  std::cout << log::format("prepared %s: %zu documents (%zu train, %zu val), %llu train tokens, "
-                           "%llu val tokens, vocab %zu\n",
-                           opts.output_dir.c_str(), r.num_documents, r.num_train_documents,
-                           r.num_val_documents, (unsigned long long)r.train_tokens,
-                           (unsigned long long)r.val_tokens, r.vocab_size);
+  std::cout << log::format(
+      "prepared %s: %zu documents (%zu train, %zu val), %llu train tokens, "
+      "%llu val tokens, vocab %zu\n",
+      opts.output_dir.c_str(), r.num_documents, r.num_train_documents, r.num_val_documents,
+      (unsigned long long)r.train_tokens, (unsigned long long)r.val_tokens, r.vocab_size);
   return 0;
 }
 

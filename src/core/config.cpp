@@ -3,8 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -68,8 +68,7 @@ bool is_known_section(const std::string& name) {
 
 [[noreturn]] void fail(const KeySpec& spec, const std::string& text, const std::string& origin,
                        const std::string& why) {
-  throw UsageError("config key '" + spec.path + "' = '" + text + "' (from " + origin +
-                   "): " + why);
+  throw UsageError("config key '" + spec.path + "' = '" + text + "' (from " + origin + "): " + why);
 }
 
 void check_range(const KeySpec& spec, double v, const std::string& text,
@@ -188,17 +187,19 @@ void Config::merge_yaml(const YAML::Node& root, const std::string& origin) {
     }
     if (!section.second.IsMap()) {
       if (section.second.IsNull()) continue;  // "train:" with nothing under it
-      throw UsageError("config section '" + name + "' in " + origin +
-                       " must be a mapping of keys");
+      throw UsageError("config section '" + name + "' in " + origin + " must be a mapping of keys");
     }
     for (const auto& kv : section.second) {
       const std::string path = name + "." + kv.first.as<std::string>();
       const KeySpec* spec = find_key(path);
-      if (!spec) throw UsageError("unknown config key '" + path + "' in " + origin + suggestion(path));
+      if (!spec)
+        throw UsageError("unknown config key '" + path + "' in " + origin + suggestion(path));
       if (!kv.second.IsScalar()) {
         throw UsageError("config key '" + path + "' in " + origin + " expects " +
                          type_name(spec->type) + ", got a " +
-                         (kv.second.IsMap() ? "mapping" : kv.second.IsSequence() ? "list" : "null"));
+                         (kv.second.IsMap()        ? "mapping"
+                          : kv.second.IsSequence() ? "list"
+                                                   : "null"));
       }
       values_[path] = canonicalize_value(*spec, kv.second.Scalar(), origin);
     }
@@ -207,7 +208,8 @@ void Config::merge_yaml(const YAML::Node& root, const std::string& origin) {
 
 void Config::set(const std::string& path, const std::string& text, const std::string& origin) {
   const KeySpec* spec = find_key(path);
-  if (!spec) throw UsageError("unknown config key '" + path + "' (from " + origin + ")" + suggestion(path));
+  if (!spec)
+    throw UsageError("unknown config key '" + path + "' (from " + origin + ")" + suggestion(path));
   values_[path] = canonicalize_value(*spec, text, origin);
 }
 

@@ -19,7 +19,7 @@ namespace lmtrain::core {
 enum class ValueType { kInt, kFloat, kBool, kString };
 
 struct KeySpec {
-  std::string path;           // "train.max_steps"
+  std::string path;  // "train.max_steps"
   ValueType type;
   std::string default_value;  // canonical text form
   std::optional<double> min;  // inclusive bounds for numbers

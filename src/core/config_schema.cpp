@@ -39,8 +39,9 @@ const std::vector<KeySpec>& config_schema() {
       F("model.dropout", "0", 0, 0.99, "dropout probability on attention and residual paths"),
       B("model.bias", true, "biases in linear layers and LayerNorms"),
       B("model.tie_embeddings", true, "share the token embedding with the output head"),
-      F("model.init_std", "0.02", 0, 1, "std of the normal init; residual projections get "
-                                       "std/sqrt(2*n_layer)"),
+      F("model.init_std", "0.02", 0, 1,
+        "std of the normal init; residual projections get "
+        "std/sqrt(2*n_layer)"),
 
       S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
       I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),
@@ -67,7 +68,8 @@ const std::vector<KeySpec>& config_schema() {
 
       S("optim.name", "adamw", {"adamw"}, "optimizer"),
       F("optim.lr", "6e-4", 0, 10, "peak learning rate"),
-      F("optim.min_lr_ratio", "0.1", 0, 1, "final lr as a fraction of optim.lr (cosine/linear/wsd)"),
+      F("optim.min_lr_ratio", "0.1", 0, 1,
+        "final lr as a fraction of optim.lr (cosine/linear/wsd)"),
       F("optim.weight_decay", "0.1", 0, 10,
         "decoupled weight decay on matrices (never on biases, norms or embeddings)"),
       F("optim.beta1", "0.9", 0, 0.999999, "Adam beta1"),
@@ -80,7 +82,8 @@ const std::vector<KeySpec>& config_schema() {
 
       I("checkpoint.every", 0, 0, kBig, "save every N steps (0 = only at the end)"),
       I("checkpoint.keep_last", 3, 1, 1 << 20, "step checkpoints kept (best and latest always)"),
-      S("checkpoint.resume", "", {}, "\"\" = fresh run, auto = latest in run.dir if any, or a path"),
+      S("checkpoint.resume", "", {},
+        "\"\" = fresh run, auto = latest in run.dir if any, or a path"),
 
       I("log.every", 10, 1, kBig, "print/record training metrics every N steps"),
       B("log.tensorboard", true, "write TensorBoard event files to run.dir"),
@@ -93,10 +96,14 @@ const std::vector<KeySpec>& config_schema() {
 
 const std::vector<std::pair<std::string, std::string>>& config_aliases() {
   static const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"epochs", "train.epochs"},     {"save_every", "checkpoint.every"},
-      {"batch_size", "train.micro_batch_size"}, {"lr", "optim.lr"},
-      {"resume", "checkpoint.resume"}, {"output_dir", "run.dir"},
-      {"max_steps", "train.max_steps"}, {"seed", "train.seed"},
+      {"epochs", "train.epochs"},
+      {"save_every", "checkpoint.every"},
+      {"batch_size", "train.micro_batch_size"},
+      {"lr", "optim.lr"},
+      {"resume", "checkpoint.resume"},
+      {"output_dir", "run.dir"},
+      {"max_steps", "train.max_steps"},
+      {"seed", "train.seed"},
       {"data_dir", "data.dir"},
   };
   return aliases;

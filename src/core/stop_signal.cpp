@@ -1,8 +1,9 @@
 #include "core/stop_signal.h"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
-#include <unistd.h>
 
 namespace lmtrain::core {
 namespace {

@@ -32,8 +32,7 @@ class Group {
   virtual std::shared_ptr<Work> allgather(std::vector<at::Tensor>& outputs,
                                           const at::Tensor& input) = 0;
   // output = reduce(inputs[rank()]) across ranks; inputs.size() == size().
-  virtual std::shared_ptr<Work> reduce_scatter(at::Tensor& output,
-                                               std::vector<at::Tensor>& inputs,
+  virtual std::shared_ptr<Work> reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs,
                                                ReduceOp op) = 0;
   virtual void barrier() = 0;
 };

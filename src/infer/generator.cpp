@@ -16,9 +16,8 @@ at::Tensor ids_tensor(const std::vector<uint32_t>& ids) {
 }  // namespace
 
 std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t>& prompt,
-                               int64_t max_new_tokens, const SamplingOptions& opts,
-                               uint64_t seed, int64_t eot_id,
-                               const std::function<void(uint32_t)>& on_token) {
+                               int64_t max_new_tokens, const SamplingOptions& opts, uint64_t seed,
+                               int64_t eot_id, const std::function<void(uint32_t)>& on_token) {
   if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
   torch::NoGradGuard no_grad;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);

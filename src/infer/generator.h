@@ -14,9 +14,8 @@ namespace lmtrain::infer {
 // Stops after max_new_tokens or at the end-of-text token when stop_at_eot. on_token receives
 // each new id as it is produced (for streaming output). Returns the new ids.
 std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t>& prompt,
-                               int64_t max_new_tokens, const SamplingOptions& opts,
-                               uint64_t seed, int64_t eot_id,
-                               const std::function<void(uint32_t)>& on_token = {});
+                               int64_t max_new_tokens, const SamplingOptions& opts, uint64_t seed,
+                               int64_t eot_id, const std::function<void(uint32_t)>& on_token = {});
 
 // Reference decoding without a cache: re-runs the full forward pass for every new token.
 std::vector<uint32_t> generate_uncached(model::GptImpl& model, const std::vector<uint32_t>& prompt,

@@ -1,7 +1,7 @@
 // Next-token sampling from logits: temperature, top-k, top-p (nucleus); temperature 0 = greedy.
 #pragma once
-#include <ATen/core/Tensor.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 
 namespace lmtrain::infer {
 

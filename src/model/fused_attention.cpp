@@ -5,8 +5,8 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <string>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace lmtrain::model {
@@ -14,85 +14,85 @@ namespace {
 
 // Kernels are compiled twice: for AVX2+FMA (chosen at run time when the CPU has it) and for
 // the baseline ISA. The loops are written so the compiler vectorises the innermost one.
-#define LMTRAIN_KERNEL_BODY                                                                       \
+#define LMTRAIN_KERNEL_BODY                                                                      \
   /* Forward for one (b, h): P (T, T) row-major (upper triangle left untouched), y rows. */      \
-  static void forward_head(const float* __restrict q, const float* __restrict k,                \
-                           const float* __restrict v, int64_t row_stride, int64_t T, int64_t D,   \
-                           float scale, float* __restrict kt, float* __restrict P,                \
-                           float* __restrict y, int64_t y_stride) {                               \
+  static void forward_head(const float* __restrict q, const float* __restrict k,                 \
+                           const float* __restrict v, int64_t row_stride, int64_t T, int64_t D,  \
+                           float scale, float* __restrict kt, float* __restrict P,               \
+                           float* __restrict y, int64_t y_stride) {                              \
     /* kt: (D, T) transposed keys so score rows vectorise over keys. */                          \
-    for (int64_t j = 0; j < T; ++j)                                                               \
+    for (int64_t j = 0; j < T; ++j)                                                              \
       for (int64_t d = 0; d < D; ++d) kt[d * T + j] = k[j * row_stride + d];                     \
-    for (int64_t i = 0; i < T; ++i) {                                                             \
-      float* __restrict s = P + i * T;                                                            \
-      const int64_t n = i + 1;                                                                    \
-      for (int64_t j = 0; j < n; ++j) s[j] = 0.f;                                                 \
-      for (int64_t d = 0; d < D; ++d) {                                                           \
-        const float qd = q[i * row_stride + d] * scale;                                           \
-        const float* __restrict kd = kt + d * T;                                                  \
-        for (int64_t j = 0; j < n; ++j) s[j] += qd * kd[j];                                       \
-      }                                                                                           \
-      float mx = -std::numeric_limits<float>::infinity();                                         \
-      for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;                                 \
-      float sum = 0.f;                                                                            \
-      for (int64_t j = 0; j < n; ++j) {                                                           \
-        s[j] = std::exp(s[j] - mx);                                                               \
-        sum += s[j];                                                                              \
-      }                                                                                           \
-      const float inv = 1.f / sum;                                                                \
-      for (int64_t j = 0; j < n; ++j) s[j] *= inv;                                                \
-      float* __restrict yi = y + i * y_stride;                                                    \
-      for (int64_t d = 0; d < D; ++d) yi[d] = 0.f;                                                \
-      for (int64_t j = 0; j < n; ++j) {                                                           \
-        const float p = s[j];                                                                     \
-        const float* __restrict vj = v + j * row_stride;                                          \
-        for (int64_t d = 0; d < D; ++d) yi[d] += p * vj[d];                                       \
-      }                                                                                           \
-    }                                                                                             \
-  }                                                                                               \
+    for (int64_t i = 0; i < T; ++i) {                                                            \
+      float* __restrict s = P + i * T;                                                           \
+      const int64_t n = i + 1;                                                                   \
+      for (int64_t j = 0; j < n; ++j) s[j] = 0.f;                                                \
+      for (int64_t d = 0; d < D; ++d) {                                                          \
+        const float qd = q[i * row_stride + d] * scale;                                          \
+        const float* __restrict kd = kt + d * T;                                                 \
+        for (int64_t j = 0; j < n; ++j) s[j] += qd * kd[j];                                      \
+      }                                                                                          \
+      float mx = -std::numeric_limits<float>::infinity();                                        \
+      for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;                                \
+      float sum = 0.f;                                                                           \
+      for (int64_t j = 0; j < n; ++j) {                                                          \
+        s[j] = std::exp(s[j] - mx);                                                              \
+        sum += s[j];                                                                             \
+      }                                                                                          \
+      const float inv = 1.f / sum;                                                               \
+      for (int64_t j = 0; j < n; ++j) s[j] *= inv;                                               \
+      float* __restrict yi = y + i * y_stride;                                                   \
+      for (int64_t d = 0; d < D; ++d) yi[d] = 0.f;                                               \
+      for (int64_t j = 0; j < n; ++j) {                                                          \
+        const float p = s[j];                                                                    \
+        const float* __restrict vj = v + j * row_stride;                                         \
+        for (int64_t d = 0; d < D; ++d) yi[d] += p * vj[d];                                      \
+      }                                                                                          \
+    }                                                                                            \
+  }                                                                                              \
   /* Backward for one (b, h). dq/dk/dv rows have stride row_stride like q/k/v. */                \
-  static void backward_head(const float* __restrict q, const float* __restrict k,               \
-                            const float* __restrict v, int64_t row_stride, int64_t T, int64_t D,  \
-                            float scale, const float* __restrict P, const float* __restrict dy,   \
-                            const float* __restrict y, int64_t y_stride, float* __restrict vt,    \
-                            float* __restrict dS, float* __restrict dq, float* __restrict dk,     \
-                            float* __restrict dv) {                                               \
-    for (int64_t j = 0; j < T; ++j)                                                               \
+  static void backward_head(const float* __restrict q, const float* __restrict k,                \
+                            const float* __restrict v, int64_t row_stride, int64_t T, int64_t D, \
+                            float scale, const float* __restrict P, const float* __restrict dy,  \
+                            const float* __restrict y, int64_t y_stride, float* __restrict vt,   \
+                            float* __restrict dS, float* __restrict dq, float* __restrict dk,    \
+                            float* __restrict dv) {                                              \
+    for (int64_t j = 0; j < T; ++j)                                                              \
       for (int64_t d = 0; d < D; ++d) vt[d * T + j] = v[j * row_stride + d];                     \
-    for (int64_t j = 0; j < T; ++j)                                                               \
+    for (int64_t j = 0; j < T; ++j)                                                              \
       for (int64_t d = 0; d < D; ++d) dk[j * row_stride + d] = dv[j * row_stride + d] = 0.f;     \
-    for (int64_t i = 0; i < T; ++i) {                                                             \
-      const int64_t n = i + 1;                                                                    \
-      const float* __restrict p = P + i * T;                                                      \
-      const float* __restrict dyi = dy + i * y_stride;                                            \
-      /* dP_ij = dy_i . v_j ; delta_i = dy_i . y_i */                                             \
-      float* __restrict ds = dS;                                                                  \
-      for (int64_t j = 0; j < n; ++j) ds[j] = 0.f;                                                \
-      for (int64_t d = 0; d < D; ++d) {                                                           \
-        const float g = dyi[d];                                                                   \
-        const float* __restrict vd = vt + d * T;                                                  \
-        for (int64_t j = 0; j < n; ++j) ds[j] += g * vd[j];                                       \
-      }                                                                                           \
-      float delta = 0.f;                                                                          \
-      const float* __restrict yi = y + i * y_stride;                                              \
-      for (int64_t d = 0; d < D; ++d) delta += dyi[d] * yi[d];                                    \
-      /* dS_ij = P_ij (dP_ij - delta_i), pre-multiplied by the score scale */                   \
-      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;                     \
-      float* __restrict dqi = dq + i * row_stride;                                                \
-      for (int64_t d = 0; d < D; ++d) dqi[d] = 0.f;                                               \
-      const float* __restrict qi = q + i * row_stride;                                            \
-      for (int64_t j = 0; j < n; ++j) {                                                           \
-        const float s = ds[j], pj = p[j];                                                         \
-        const float* __restrict kj = k + j * row_stride;                                          \
-        float* __restrict dkj = dk + j * row_stride;                                              \
-        float* __restrict dvj = dv + j * row_stride;                                              \
-        for (int64_t d = 0; d < D; ++d) {                                                         \
-          dqi[d] += s * kj[d];                                                                    \
-          dkj[d] += s * qi[d];                                                                    \
-          dvj[d] += pj * dyi[d];                                                                  \
-        }                                                                                         \
-      }                                                                                           \
-    }                                                                                             \
+    for (int64_t i = 0; i < T; ++i) {                                                            \
+      const int64_t n = i + 1;                                                                   \
+      const float* __restrict p = P + i * T;                                                     \
+      const float* __restrict dyi = dy + i * y_stride;                                           \
+      /* dP_ij = dy_i . v_j ; delta_i = dy_i . y_i */                                            \
+      float* __restrict ds = dS;                                                                 \
+      for (int64_t j = 0; j < n; ++j) ds[j] = 0.f;                                               \
+      for (int64_t d = 0; d < D; ++d) {                                                          \
+        const float g = dyi[d];                                                                  \
+        const float* __restrict vd = vt + d * T;                                                 \
+        for (int64_t j = 0; j < n; ++j) ds[j] += g * vd[j];                                      \
+      }                                                                                          \
+      float delta = 0.f;                                                                         \
+      const float* __restrict yi = y + i * y_stride;                                             \
+      for (int64_t d = 0; d < D; ++d) delta += dyi[d] * yi[d];                                   \
+      /* dS_ij = P_ij (dP_ij - delta_i), pre-multiplied by the score scale */                    \
+      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;                    \
+      float* __restrict dqi = dq + i * row_stride;                                               \
+      for (int64_t d = 0; d < D; ++d) dqi[d] = 0.f;                                              \
+      const float* __restrict qi = q + i * row_stride;                                           \
+      for (int64_t j = 0; j < n; ++j) {                                                          \
+        const float s = ds[j], pj = p[j];                                                        \
+        const float* __restrict kj = k + j * row_stride;                                         \
+        float* __restrict dkj = dk + j * row_stride;                                             \
+        float* __restrict dvj = dv + j * row_stride;                                             \
+        for (int64_t d = 0; d < D; ++d) {                                                        \
+          dqi[d] += s * kj[d];                                                                   \
+          dkj[d] += s * qi[d];                                                                   \
+          dvj[d] += pj * dyi[d];                                                                 \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
   }
 
 namespace avx2 {
@@ -178,8 +178,7 @@ at::Tensor attention_backward(const at::Tensor& qkv, const at::Tensor& P, const 
                             ybase + yoff, s.C, vt.data(), ds.data(), dq, dq + s.C, dq + 2 * s.C);
       } else {
         generic::backward_head(q, q + s.C, q + 2 * s.C, row, s.T, s.D, s.scale, p, dybase + yoff,
-                               ybase + yoff, s.C, vt.data(), ds.data(), dq, dq + s.C,
-                               dq + 2 * s.C);
+                               ybase + yoff, s.C, vt.data(), ds.data(), dq, dq + s.C, dq + 2 * s.C);
       }
     }
   });

@@ -35,10 +35,11 @@ std::vector<int64_t> BatchPlan::slots(int rank, int64_t micro) const {
 }
 
 std::string BatchPlan::describe() const {
-  return log::format("batch: %lld tokens/step = %lld windows x %lld tokens; micro-batch %lld x "
-                     "%lld rank(s) x %lld accumulation step(s)",
-                     (long long)tokens_per_step(), (long long)global_windows, (long long)seq_len,
-                     (long long)micro_batch, (long long)world_size, (long long)accum_steps);
+  return log::format(
+      "batch: %lld tokens/step = %lld windows x %lld tokens; micro-batch %lld x "
+      "%lld rank(s) x %lld accumulation step(s)",
+      (long long)tokens_per_step(), (long long)global_windows, (long long)seq_len,
+      (long long)micro_batch, (long long)world_size, (long long)accum_steps);
 }
 
 }  // namespace lmtrain::train

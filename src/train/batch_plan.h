@@ -15,11 +15,11 @@ class Config;
 namespace lmtrain::train {
 
 struct BatchPlan {
-  int64_t micro_batch = 0;    // B
-  int64_t seq_len = 0;        // T
-  int64_t world_size = 1;     // W
-  int64_t accum_steps = 1;    // A
-  int64_t global_windows = 0; // G = A * B * W
+  int64_t micro_batch = 0;     // B
+  int64_t seq_len = 0;         // T
+  int64_t world_size = 1;      // W
+  int64_t accum_steps = 1;     // A
+  int64_t global_windows = 0;  // G = A * B * W
 
   static BatchPlan from_config(const core::Config& cfg, int world_size);
   int64_t tokens_per_step() const { return global_windows * seq_len; }

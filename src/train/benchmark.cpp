@@ -1,10 +1,9 @@
 #include "train/benchmark.h"
 
-#include <algorithm>
-#include <chrono>
-
 #include <torch/csrc/autograd/profiler_legacy.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 
@@ -60,8 +59,8 @@ BenchResult run_benchmark(core::Config cfg) {
   const int64_t pool = 8;
   std::vector<torch::Tensor> batches;
   for (int64_t i = 0; i < pool; ++i) {
-    batches.push_back(torch::randint(mcfg.vocab_size, {plan.micro_batch, plan.seq_len + 1},
-                                     torch::kLong));
+    batches.push_back(
+        torch::randint(mcfg.vocab_size, {plan.micro_batch, plan.seq_len + 1}, torch::kLong));
   }
   int64_t counter = 0;
   auto next = [&](int64_t) {

@@ -12,7 +12,8 @@ namespace lmtrain::train {
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const auto s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return log::format("%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+  if (s >= 3600)
+    return log::format("%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
   if (s >= 60) return log::format("%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
   return log::format("%llds", (long long)s);
 }
@@ -31,8 +32,8 @@ MetricsLogger::~MetricsLogger() = default;
 
 void MetricsLogger::log_step(const StepMetrics& m) {
   if (!enabled_) return;
-  nlohmann::json j = {{"step", m.step},         {"epoch", m.epoch},
-                      {"loss", m.loss},         {"lr", m.lr},
+  nlohmann::json j = {{"step", m.step},           {"epoch", m.epoch},
+                      {"loss", m.loss},           {"lr", m.lr},
                       {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
                       {"elapsed_s", m.elapsed_s}};
   jsonl_ << j.dump() << '\n';
@@ -45,11 +46,11 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   }
   const double per_step = m.step > 0 ? m.elapsed_s / m.step : 0;
   const double eta = per_step * static_cast<double>(max_steps_ - m.step);
-  log::info(log::format("step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | "
-                        "elapsed %s | ETA %s",
-                        (long long)m.step, (long long)max_steps_, m.loss, m.lr, m.grad_norm,
-                        m.tokens_per_s, format_duration(m.elapsed_s).c_str(),
-                        format_duration(eta).c_str()));
+  log::info(log::format(
+      "step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | "
+      "elapsed %s | ETA %s",
+      (long long)m.step, (long long)max_steps_, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
+      format_duration(m.elapsed_s).c_str(), format_duration(eta).c_str()));
 }
 
 void MetricsLogger::log_eval(int64_t step, double val_loss) {

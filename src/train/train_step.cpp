@@ -2,10 +2,10 @@
 
 #include <torch/csrc/autograd/autograd.h>
 
-#include "model/dropout.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "model/dropout.h"
 
 namespace lmtrain::train {
 

@@ -32,8 +32,7 @@ class TrainStepper {
   TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
                dist::Group& group, int workers, uint64_t seed);
 
-  StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,
-                  double grad_clip);
+  StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr, double grad_clip);
   int workers() const { return workers_.count(); }
 
  private:

@@ -36,8 +36,9 @@ double seconds_since(Clock::time_point t) {
 // data.dir must hold what `lmtrain prepare` writes.
 std::string require_data_file(const std::string& dir, const std::string& name) {
   if (dir.empty()) {
-    throw UsageError("config key 'data.dir' is empty: point it at a directory written by "
-                     "`lmtrain prepare` (--data.dir=DIR)");
+    throw UsageError(
+        "config key 'data.dir' is empty: point it at a directory written by "
+        "`lmtrain prepare` (--data.dir=DIR)");
   }
   const std::string path = dir + "/" + name;
   if (!fs::exists(path)) {
@@ -73,8 +74,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   log::set_file(run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log"));
-  const int threads = core::configure_threads(static_cast<int>(cfg.get_int("train.threads")),
-                                              local_world_size);
+  const int threads =
+      core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
                         group.size(), threads, run_dir.c_str()));
 
@@ -120,10 +121,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
 
   log::info(mcfg.describe());
   log::info(plan.describe());
-  log::info(log::format("data: %lld train windows (%lld steps/epoch), %lld val windows; "
-                        "%lld steps",
-                        (long long)train_stream.num_windows(), (long long)steps_per_epoch,
-                        (long long)val_stream.num_windows(), (long long)max_steps));
+  log::info(
+      log::format("data: %lld train windows (%lld steps/epoch), %lld val windows; "
+                  "%lld steps",
+                  (long long)train_stream.num_windows(), (long long)steps_per_epoch,
+                  (long long)val_stream.num_windows(), (long long)max_steps));
 
   // ---- resume
   TrainingState state;
@@ -137,8 +139,10 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
       check_model_compatible(ckpt, cfg);
       if (ckpt.meta.value("tokenizer_hash", "") != tokenizer.hash()) {
-        throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer "
-                         "than data.dir = " + data_dir);
+        throw UsageError("checkpoint " + ckpt.dir +
+                         " was trained with a different tokenizer "
+                         "than data.dir = " +
+                         data_dir);
       }
       state = restore_training_checkpoint(ckpt, *model, optimizer);
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
@@ -155,8 +159,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   TrainResult result;
   auto save = [&](std::optional<double> val_loss) {
     if (!is_main) return;
-    CheckpointInputs in{cfg, *model, optimizer, state, group.size(), tokenizer_json,
-                        tokenizer.hash()};
+    CheckpointInputs in{cfg,          *model,         optimizer,       state,
+                        group.size(), tokenizer_json, tokenizer.hash()};
     result.last_checkpoint = save_training_checkpoint(store, in, val_loss, result.last_loss);
     log::info("saved checkpoint " + result.last_checkpoint);
   };
@@ -175,8 +179,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   int workers = static_cast<int>(cfg.get_int("train.workers"));
   if (workers == 0) workers = auto_workers(threads, plan.micro_batch);
   TrainStepper stepper(*model, flat, optimizer, group, workers, seed);
-  log::info(log::format("step workers: %d (each micro-batch split into %d slice(s))", workers,
-                        workers));
+  log::info(
+      log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
   while (state.step < max_steps) {
     const auto t0 = Clock::now();
     const double lr = schedule.at(state.step);
@@ -236,12 +240,10 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
     }
   }
   result.steps_done = state.step;
-  log::info(log::format("done: %lld steps, last loss %.4f%s, %s of training",
-                        (long long)state.step, result.last_loss,
-                        result.last_val_loss ? log::format(", val loss %.4f",
-                                                           *result.last_val_loss).c_str()
-                                             : "",
-                        format_duration(train_seconds).c_str()));
+  log::info(log::format(
+      "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,
+      result.last_val_loss ? log::format(", val loss %.4f", *result.last_val_loss).c_str() : "",
+      format_duration(train_seconds).c_str()));
   return result;
 }
 

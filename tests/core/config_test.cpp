@@ -1,6 +1,7 @@
+#include "core/config.h"
+
 #include <gtest/gtest.h>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -34,7 +35,8 @@ struct BadInput {
 
 TEST(Config, BadYamlInputsNameTheKeyAndTheProblem) {
   const std::vector<BadInput> cases = {
-      {"model:\n  n_layr: 3\n", {"unknown config key 'model.n_layr'", "did you mean 'model.n_layer'"}},
+      {"model:\n  n_layr: 3\n",
+       {"unknown config key 'model.n_layr'", "did you mean 'model.n_layer'"}},
       {"modle:\n  n_layer: 3\n", {"unknown config section 'modle'"}},
       {"model:\n  n_layer: three\n", {"'model.n_layer'", "expected an integer"}},
       {"model:\n  n_layer: 2.5\n", {"'model.n_layer'", "expected an integer"}},
@@ -125,7 +127,8 @@ namespace lmtrain::core {
 namespace {
 
 TEST(Config, ReadmeDocumentsEveryKey) {
-  const std::string readme = lmtrain::testing::read_text(lmtrain::testing::source_dir() + "/README.md");
+  const std::string readme =
+      lmtrain::testing::read_text(lmtrain::testing::source_dir() + "/README.md");
   for (const auto& spec : config_schema()) {
     EXPECT_NE(readme.find("`" + spec.path + "`"), std::string::npos)
         << spec.path << " is missing from README.md (run scripts/gen_config_table.py)";

@@ -10,11 +10,11 @@
 namespace lmtrain::testing {
 
 std::string write_synthetic_corpus(const std::string& dir, int docs, unsigned seed) {
-  const std::vector<std::string> subjects = {"the cat", "a dog", "the old man", "my friend",
-                                             "the robot", "a small bird", "the teacher"};
-  const std::vector<std::string> verbs = {"sees", "likes", "finds", "builds", "paints",
-                                          "remembers", "follows"};
-  const std::vector<std::string> objects = {"the red house", "a green tree", "the quiet river",
+  const std::vector<std::string> subjects = {
+      "the cat", "a dog", "the old man", "my friend", "the robot", "a small bird", "the teacher"};
+  const std::vector<std::string> verbs = {"sees",   "likes",     "finds",  "builds",
+                                          "paints", "remembers", "follows"};
+  const std::vector<std::string> objects = {"the red house", "a green tree",  "the quiet river",
                                             "a bright star", "the long road", "an open door"};
   const std::vector<std::string> endings = {".", " today.", " again.", " at night."};
   std::mt19937 rng(seed);

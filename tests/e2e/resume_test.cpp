@@ -34,8 +34,8 @@ class ResumeTest : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
   static std::string train(const std::string& run, const std::string& extra, int expect = 0) {
     auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data_ +
-                         " --run.dir=" + run + " --model.dropout=0.1 --train.workers=2 --train.max_steps=40" +
-                         extra);
+                         " --run.dir=" + run +
+                         " --model.dropout=0.1 --train.workers=2 --train.max_steps=40" + extra);
     EXPECT_EQ(r.exit_code, expect) << r.output;
     return r.output;
   }

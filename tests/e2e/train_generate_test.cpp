@@ -81,3 +81,35 @@ TEST(EndToEnd, TrainBeatsUnigramBaselineThenGenerates) {
 
 }  // namespace
 }  // namespace lmtrain::testing
+
+namespace lmtrain::testing {
+namespace {
+
+TEST(EndToEnd, EpochsDeriveTheStepCountFromTheData) {
+  TempDir dir("lmtrain_epochs");
+  const std::string data = prepare_synthetic_data(dir.path());
+  const std::string run = dir.file("run");
+  auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
+                       " --run.dir=" + run + " --train.max_steps=0 --epochs=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  data::TokenShard train(data + "/train.bin");
+  // 512 tokens per step = 16 windows of 32; windows = (tokens - 1) / 32.
+  const int64_t steps_per_epoch = static_cast<int64_t>((train.size() - 1) / 32) / 16;
+  const std::string expect = "done: " + std::to_string(2 * steps_per_epoch) + " steps";
+  EXPECT_NE(r.output.find(expect), std::string::npos) << expect << "\n" << r.output;
+  EXPECT_NE(r.output.find("epoch"), std::string::npos);
+
+  auto bad = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
+                         " --run.dir=" + run + "2 --train.max_steps=0 --epochs=0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("train.max_steps"), std::string::npos) << bad.output;
+  auto indivisible =
+      run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
+                  " --run.dir=" + run + "3 --train.total_batch_size=500");
+  EXPECT_EQ(indivisible.exit_code, 2) << indivisible.output;
+  EXPECT_NE(indivisible.output.find("'train.total_batch_size' = 500"), std::string::npos)
+      << indivisible.output;
+}
+
+}  // namespace
+}  // namespace lmtrain::testing

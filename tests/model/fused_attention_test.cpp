@@ -1,8 +1,9 @@
 // The fused CPU attention kernel must equal the generic path, forward and backward.
+#include "model/fused_attention.h"
+
 #include <gtest/gtest.h>
 
 #include "model/attention.h"
-#include "model/fused_attention.h"
 
 namespace lmtrain::model {
 namespace {
@@ -30,8 +31,7 @@ TEST(FusedAttention, MatchesGenericPathForwardAndBackward) {
     (y * dy).sum().backward();
     (y_ref * dy).sum().backward();
     EXPECT_TRUE(torch::allclose(qkv.grad(), qkv_ref.grad(), 1e-4, 1e-5))
-        << "T=" << c.T << " max diff "
-        << (qkv.grad() - qkv_ref.grad()).abs().max().item<double>();
+        << "T=" << c.T << " max diff " << (qkv.grad() - qkv_ref.grad()).abs().max().item<double>();
   }
 }
 

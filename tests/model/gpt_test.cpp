@@ -1,3 +1,5 @@
+#include "model/gpt.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
@@ -5,7 +7,6 @@
 #include "core/error.h"
 #include "infer/generator.h"
 #include "model/attention.h"
-#include "model/gpt.h"
 
 namespace lmtrain::model {
 namespace {
@@ -87,7 +88,8 @@ TEST(Gpt, IsCausal) {
 
 TEST(Attention, MatchesNaiveSoftmaxAttention) {
   torch::manual_seed(2);
-  auto q = torch::randn({2, 3, 4, 5}), k = torch::randn({2, 3, 7, 5}), v = torch::randn({2, 3, 7, 5});
+  auto q = torch::randn({2, 3, 4, 5}), k = torch::randn({2, 3, 7, 5}),
+       v = torch::randn({2, 3, 7, 5});
   auto out = causal_attention(q, k, v, 0.0);
   // Query i sits at position 3 + i of the 7 keys.
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(5.0);
@@ -123,8 +125,8 @@ TEST(Gpt, FiniteDifferenceGradientCheck) {
       flat[idx] = orig;
       const double numeric = (up - down) / (2 * h);
       const double analytic = grad[idx].item<double>();
-      EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-4 * std::abs(numeric)) << item.key() << "[" << idx
-                                                                        << "]";
+      EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-4 * std::abs(numeric))
+          << item.key() << "[" << idx << "]";
       ++checked;
     }
   }

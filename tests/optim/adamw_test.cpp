@@ -1,8 +1,9 @@
 // AdamW over flat parameters must match torch::optim::AdamW step for step.
+#include "optim/adamw.h"
+
 #include <gtest/gtest.h>
 
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
 

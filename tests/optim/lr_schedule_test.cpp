@@ -1,9 +1,10 @@
+#include "optim/lr_schedule.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/config.h"
-#include "optim/lr_schedule.h"
 
 namespace lmtrain::optim {
 namespace {

@@ -1,11 +1,12 @@
 // The split (multi-worker) step must match the single-worker step and be deterministic.
+#include "train/train_step.h"
+
 #include <gtest/gtest.h>
 
 #include "dist/group.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"
-#include "train/train_step.h"
 
 namespace lmtrain::train {
 namespace {
@@ -36,7 +37,8 @@ struct StepperRig {
     std::vector<double> losses;
     torch::manual_seed(5);
     std::vector<torch::Tensor> data;
-    for (int i = 0; i < steps * accum; ++i) data.push_back(torch::randint(64, {5, 13}, torch::kLong));
+    for (int i = 0; i < steps * accum; ++i)
+      data.push_back(torch::randint(64, {5, 13}, torch::kLong));
     for (int s = 0; s < steps; ++s) {
       auto r = stepper->step(
           accum,
