@@ -10,6 +10,10 @@
 
 #include "optim/flat_params.h"
 
+namespace lmtrain::core {
+class Config;
+}
+
 namespace lmtrain::optim {
 
 struct AdamWOptions {
@@ -17,6 +21,9 @@ struct AdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+
+  // optim.beta1, optim.beta2, optim.eps, optim.weight_decay.
+  static AdamWOptions from_config(const core::Config& cfg);
 };
 
 class AdamW {

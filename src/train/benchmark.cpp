@@ -47,11 +47,7 @@ BenchResult run_benchmark(core::Config cfg) {
   torch::manual_seed(cfg.get_int("train.seed"));
   model::Gpt model(mcfg);
   optim::FlatParams flat(*model, [&](const std::string& n) { return model->decays(n); });
-  optim::AdamWOptions aopts;
-  aopts.weight_decay = cfg.get_float("optim.weight_decay");
-  aopts.beta1 = cfg.get_float("optim.beta1");
-  aopts.beta2 = cfg.get_float("optim.beta2");
-  optim::AdamW opt(flat, aopts);
+  optim::AdamW opt(flat, optim::AdamWOptions::from_config(cfg));
   auto group = dist::make_single_rank_group();
   model->train();
 

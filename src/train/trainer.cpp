@@ -111,12 +111,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   torch::manual_seed(seed);
   model::Gpt model(mcfg);
   optim::FlatParams flat(*model, [&](const std::string& n) { return model->decays(n); });
-  optim::AdamWOptions aopts;
-  aopts.beta1 = cfg.get_float("optim.beta1");
-  aopts.beta2 = cfg.get_float("optim.beta2");
-  aopts.eps = cfg.get_float("optim.eps");
-  aopts.weight_decay = cfg.get_float("optim.weight_decay");
-  optim::AdamW optimizer(flat, aopts);
+  optim::AdamW optimizer(flat, optim::AdamWOptions::from_config(cfg));
   const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
 
   log::info(mcfg.describe());
