@@ -16,7 +16,8 @@ namespace lmtrain::model {
 // each. Returns y: (B, T, C). Differentiable with respect to qkv.
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head);
 
-// Whether fused_causal_attention handles this input (CPU, float32, contiguous).
+// Whether the model should use fused_causal_attention for this input: CPU, float32, contiguous,
+// and enabled with LMTRAIN_FUSED_ATTENTION=1 (see the measurements in the .cpp).
 bool fused_attention_supported(const at::Tensor& qkv);
 
 }  // namespace lmtrain::model
