@@ -25,4 +25,4 @@ build/lmtrain eval --checkpoint "$run"
 
 echo "== sample (prompt: \"The secret of life is\")"
 build/lmtrain generate --checkpoint "$run/checkpoints/latest" --prompt "The secret of life is" \
-  --max_new_tokens 80 --temperature 0.8 --top_k 40 --seed 42
+  --max_new_tokens 80 --temperature 0.8 --top_k 40 --seed 42 --num_samples 3
