@@ -51,10 +51,11 @@ namespace {
         for (int64_t j = 0; j < n; ++j) s[j] += qd * kd[j];                                      \
       }                                                                                          \
       float mx = -std::numeric_limits<float>::infinity();                                        \
-      for (int64_t j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;                                \
+      _Pragma("omp simd reduction(max : mx)") for (int64_t j = 0; j < n; ++j) mx =                \
+          s[j] > mx ? s[j] : mx;                                                                  \
       for (int64_t j = 0; j < n; ++j) s[j] = exp_nonpositive(s[j] - mx);                          \
       float sum = 0.f;                                                                            \
-      for (int64_t j = 0; j < n; ++j) sum += s[j];                                                \
+      _Pragma("omp simd reduction(+ : sum)") for (int64_t j = 0; j < n; ++j) sum += s[j];         \
       const float inv = 1.f / sum;                                                               \
       for (int64_t j = 0; j < n; ++j) s[j] *= inv;                                               \
       float* __restrict yi = y + i * y_stride;                                                   \
