@@ -15,24 +15,24 @@ namespace {
 // Kernels are compiled twice: for AVX2+FMA (chosen at run time when the CPU has it) and for
 // the baseline ISA. The loops are written so the compiler vectorises the innermost one.
 #define LMTRAIN_KERNEL_BODY                                                                      \
-  /* exp(x) for x <= 0 (softmax after subtracting the row max): Cephes' expf polynomial, */       \
-  /* relative error ~1e-7; unlike std::exp it vectorises inside the loops below.        */        \
-  static inline float exp_nonpositive(float x) {                                                  \
-    x = x < -87.0f ? -87.0f : x;                                                                  \
-    const float kf = __builtin_floorf(x * 1.44269504088896341f + 0.5f);                           \
-    const float r = x - kf * 0.693359375f + kf * 2.12194440e-4f;                                  \
-    float p = 1.9875691500e-4f;                                                                   \
-    p = p * r + 1.3981999507e-3f;                                                                 \
-    p = p * r + 8.3334519073e-3f;                                                                 \
-    p = p * r + 4.1665795894e-2f;                                                                 \
-    p = p * r + 1.6666665459e-1f;                                                                 \
-    p = p * r + 5.0000001201e-1f;                                                                 \
-    const float e = p * r * r + r + 1.0f;                                                         \
-    const int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;                                  \
-    float two_k;                                                                                  \
-    __builtin_memcpy(&two_k, &bits, sizeof(two_k));                                               \
-    return e * two_k;                                                                             \
-  }                                                                                               \
+  /* exp(x) for x <= 0 (softmax after subtracting the row max): Cephes' expf polynomial, */      \
+  /* relative error ~1e-7; unlike std::exp it vectorises inside the loops below.        */       \
+  static inline float exp_nonpositive(float x) {                                                 \
+    x = x < -87.0f ? -87.0f : x;                                                                 \
+    const float kf = __builtin_floorf(x * 1.44269504088896341f + 0.5f);                          \
+    const float r = x - kf * 0.693359375f + kf * 2.12194440e-4f;                                 \
+    float p = 1.9875691500e-4f;                                                                  \
+    p = p * r + 1.3981999507e-3f;                                                                \
+    p = p * r + 8.3334519073e-3f;                                                                \
+    p = p * r + 4.1665795894e-2f;                                                                \
+    p = p * r + 1.6666665459e-1f;                                                                \
+    p = p * r + 5.0000001201e-1f;                                                                \
+    const float e = p * r * r + r + 1.0f;                                                        \
+    const int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;                                 \
+    float two_k;                                                                                 \
+    __builtin_memcpy(&two_k, &bits, sizeof(two_k));                                              \
+    return e * two_k;                                                                            \
+  }                                                                                              \
   /* Forward for one (b, h): P (T, T) row-major (upper triangle left untouched), y rows. */      \
   static void forward_head(const float* __restrict q, const float* __restrict k,                 \
                            const float* __restrict v, int64_t row_stride, int64_t T, int64_t D,  \
@@ -51,11 +51,11 @@ namespace {
         for (int64_t j = 0; j < n; ++j) s[j] += qd * kd[j];                                      \
       }                                                                                          \
       float mx = -std::numeric_limits<float>::infinity();                                        \
-      _Pragma("omp simd reduction(max : mx)") for (int64_t j = 0; j < n; ++j) mx =                \
-          s[j] > mx ? s[j] : mx;                                                                  \
-      for (int64_t j = 0; j < n; ++j) s[j] = exp_nonpositive(s[j] - mx);                          \
-      float sum = 0.f;                                                                            \
-      _Pragma("omp simd reduction(+ : sum)") for (int64_t j = 0; j < n; ++j) sum += s[j];         \
+      _Pragma("omp simd reduction(max : mx)") for (int64_t j = 0; j < n; ++j) mx =               \
+          s[j] > mx ? s[j] : mx;                                                                 \
+      for (int64_t j = 0; j < n; ++j) s[j] = exp_nonpositive(s[j] - mx);                         \
+      float sum = 0.f;                                                                           \
+      _Pragma("omp simd reduction(+ : sum)") for (int64_t j = 0; j < n; ++j) sum += s[j];        \
       const float inv = 1.f / sum;                                                               \
       for (int64_t j = 0; j < n; ++j) s[j] *= inv;                                               \
       float* __restrict yi = y + i * y_stride;                                                   \
@@ -67,57 +67,57 @@ namespace {
       }                                                                                          \
     }                                                                                            \
   }                                                                                              \
-  /* Backward for one (b, h). dq/dk/dv rows have stride row_stride like q/k/v. Computes the  */ \
+  /* Backward for one (b, h). dq/dk/dv rows have stride row_stride like q/k/v. Computes the  */  \
   /* full dS (T, T) first, then each output row as a local accumulation over one index, so    */ \
   /* the accumulator stays in L1 while the operand rows stream.                               */ \
-  static void backward_head(const float* __restrict q, const float* __restrict k,               \
-                            const float* __restrict v, int64_t row_stride, int64_t T, int64_t D,  \
-                            float scale, const float* __restrict P, const float* __restrict dy,   \
-                            const float* __restrict y, int64_t y_stride, float* __restrict vt,    \
-                            float* __restrict dS, float* __restrict dq, float* __restrict dk,     \
-                            float* __restrict dv) {                                               \
-    for (int64_t j = 0; j < T; ++j)                                                               \
+  static void backward_head(const float* __restrict q, const float* __restrict k,                \
+                            const float* __restrict v, int64_t row_stride, int64_t T, int64_t D, \
+                            float scale, const float* __restrict P, const float* __restrict dy,  \
+                            const float* __restrict y, int64_t y_stride, float* __restrict vt,   \
+                            float* __restrict dS, float* __restrict dq, float* __restrict dk,    \
+                            float* __restrict dv) {                                              \
+    for (int64_t j = 0; j < T; ++j)                                                              \
       for (int64_t d = 0; d < D; ++d) vt[d * T + j] = v[j * row_stride + d];                     \
-    for (int64_t i = 0; i < T; ++i) {                                                             \
-      const int64_t n = i + 1;                                                                    \
-      const float* __restrict p = P + i * T;                                                      \
-      const float* __restrict dyi = dy + i * y_stride;                                            \
-      float* __restrict ds = dS + i * T;                                                          \
+    for (int64_t i = 0; i < T; ++i) {                                                            \
+      const int64_t n = i + 1;                                                                   \
+      const float* __restrict p = P + i * T;                                                     \
+      const float* __restrict dyi = dy + i * y_stride;                                           \
+      float* __restrict ds = dS + i * T;                                                         \
       /* dP_ij = dy_i . v_j ; delta_i = dy_i . y_i ; dS_ij = scale * P_ij (dP_ij - delta_i) */   \
-      for (int64_t j = 0; j < n; ++j) ds[j] = 0.f;                                                \
-      for (int64_t d = 0; d < D; ++d) {                                                           \
-        const float g = dyi[d];                                                                   \
-        const float* __restrict vd = vt + d * T;                                                  \
-        for (int64_t j = 0; j < n; ++j) ds[j] += g * vd[j];                                       \
-      }                                                                                           \
-      float delta = 0.f;                                                                          \
-      const float* __restrict yi = y + i * y_stride;                                              \
-      for (int64_t d = 0; d < D; ++d) delta += dyi[d] * yi[d];                                    \
-      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;                     \
-      /* dq_i = sum_j dS_ij k_j */                                                                \
-      float* __restrict dqi = dq + i * row_stride;                                                \
-      for (int64_t d = 0; d < D; ++d) dqi[d] = 0.f;                                               \
-      for (int64_t j = 0; j < n; ++j) {                                                           \
-        const float sij = ds[j];                                                                  \
-        const float* __restrict kj = k + j * row_stride;                                          \
-        for (int64_t d = 0; d < D; ++d) dqi[d] += sij * kj[d];                                    \
-      }                                                                                           \
-    }                                                                                             \
-    /* dk_j = sum_{i>=j} dS_ij q_i ; dv_j = sum_{i>=j} P_ij dy_i */                               \
-    for (int64_t j = 0; j < T; ++j) {                                                             \
-      float* __restrict dkj = dk + j * row_stride;                                                \
-      float* __restrict dvj = dv + j * row_stride;                                                \
-      for (int64_t d = 0; d < D; ++d) dkj[d] = dvj[d] = 0.f;                                      \
-      for (int64_t i = j; i < T; ++i) {                                                           \
-        const float sij = dS[i * T + j], pij = P[i * T + j];                                      \
-        const float* __restrict qi = q + i * row_stride;                                          \
-        const float* __restrict dyi = dy + i * y_stride;                                          \
-        for (int64_t d = 0; d < D; ++d) {                                                         \
-          dkj[d] += sij * qi[d];                                                                  \
-          dvj[d] += pij * dyi[d];                                                                 \
-        }                                                                                         \
-      }                                                                                           \
-    }                                                                                             \
+      for (int64_t j = 0; j < n; ++j) ds[j] = 0.f;                                               \
+      for (int64_t d = 0; d < D; ++d) {                                                          \
+        const float g = dyi[d];                                                                  \
+        const float* __restrict vd = vt + d * T;                                                 \
+        for (int64_t j = 0; j < n; ++j) ds[j] += g * vd[j];                                      \
+      }                                                                                          \
+      float delta = 0.f;                                                                         \
+      const float* __restrict yi = y + i * y_stride;                                             \
+      for (int64_t d = 0; d < D; ++d) delta += dyi[d] * yi[d];                                   \
+      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;                    \
+      /* dq_i = sum_j dS_ij k_j */                                                               \
+      float* __restrict dqi = dq + i * row_stride;                                               \
+      for (int64_t d = 0; d < D; ++d) dqi[d] = 0.f;                                              \
+      for (int64_t j = 0; j < n; ++j) {                                                          \
+        const float sij = ds[j];                                                                 \
+        const float* __restrict kj = k + j * row_stride;                                         \
+        for (int64_t d = 0; d < D; ++d) dqi[d] += sij * kj[d];                                   \
+      }                                                                                          \
+    }                                                                                            \
+    /* dk_j = sum_{i>=j} dS_ij q_i ; dv_j = sum_{i>=j} P_ij dy_i */                              \
+    for (int64_t j = 0; j < T; ++j) {                                                            \
+      float* __restrict dkj = dk + j * row_stride;                                               \
+      float* __restrict dvj = dv + j * row_stride;                                               \
+      for (int64_t d = 0; d < D; ++d) dkj[d] = dvj[d] = 0.f;                                     \
+      for (int64_t i = j; i < T; ++i) {                                                          \
+        const float sij = dS[i * T + j], pij = P[i * T + j];                                     \
+        const float* __restrict qi = q + i * row_stride;                                         \
+        const float* __restrict dyi = dy + i * y_stride;                                         \
+        for (int64_t d = 0; d < D; ++d) {                                                        \
+          dkj[d] += sij * qi[d];                                                                 \
+          dvj[d] += pij * dyi[d];                                                                \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
   }
 
 namespace avx2 {
