@@ -4,27 +4,17 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/seed_mix.h"
 #include "data/token_shard.h"
 
 namespace lmtrain::data {
-namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed, uint64_t stream) {
   std::vector<int64_t> perm(n);
   std::iota(perm.begin(), perm.end(), 0);
   uint64_t state = seed * 0xD1B54A32D192ED03ULL + stream * 0x9E3779B97F4A7C15ULL + 1;
   for (int64_t i = n - 1; i > 0; --i) {
     // Multiply-shift maps a 64-bit draw to [0, i] without modulo bias worth caring about.
-    const uint64_t r = splitmix64(state);
+    const uint64_t r = core::splitmix64_next(state);
     const auto j = static_cast<int64_t>((static_cast<unsigned __int128>(r) * (i + 1)) >> 64);
     std::swap(perm[i], perm[j]);
   }

@@ -27,7 +27,4 @@ class ScopedDropoutSeed {
 // Uses this thread's installed generator, else the global one.
 at::Tensor dropout(const at::Tensor& x, double p);
 
-// A well-mixed 64-bit seed from several integers (splitmix64 rounds).
-uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0);
-
 }  // namespace lmtrain::model

@@ -67,10 +67,8 @@ BenchResult run_benchmark(core::Config cfg) {
   const int64_t warmup = cfg.get_int("bench.warmup"), steps = cfg.get_int("bench.steps");
   log::info(mcfg.describe());
   log::info(plan.describe());
-  int workers = static_cast<int>(cfg.get_int("train.workers"));
-  if (workers == 0) workers = auto_workers(r.threads, plan.micro_batch);
-  r.workers = workers;
-  TrainStepper stepper(*model, flat, opt, *group, workers,
+  r.workers = resolve_workers(cfg.get_int("train.workers"), r.threads, plan.micro_batch);
+  TrainStepper stepper(*model, flat, opt, *group, r.workers,
                        static_cast<uint64_t>(cfg.get_int("train.seed")));
   for (int64_t i = 0; i < warmup; ++i) stepper.step(plan.accum_steps, next, lr, clip);
   // LMTRAIN_PROFILE=FILE records the timed steps with libtorch's profiler (chrome://tracing).

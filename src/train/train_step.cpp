@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/seed_mix.h"
 #include "model/dropout.h"
 
 namespace lmtrain::train {
 
-int auto_workers(int threads, int64_t micro_batch) {
+int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
+  if (configured > 0) return static_cast<int>(configured);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, micro_batch)));
 }
 
@@ -31,7 +33,7 @@ double TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& 
   for (int64_t m = 0; m < accum_steps; ++m) {
     auto [x, y] = next_batch(m);
     model::ScopedDropoutSeed dropout_seed(
-        model::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
+        core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
     auto loss = model_.loss(x, y);
     // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
     (loss / static_cast<double>(accum_steps)).backward();
@@ -51,7 +53,7 @@ double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& n
       const int64_t lo = B * w / k, hi = B * (w + 1) / k;
       if (hi == lo) return;
       model::ScopedDropoutSeed dropout_seed(
-          model::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, w));
+          core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, w));
       // Slice mean loss weighted by its share of the rows: the weighted sum over slices is
       // the micro-batch mean, and dividing by accum_steps averages over micro-batches.
       auto loss = model_.loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));

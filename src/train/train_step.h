@@ -50,7 +50,8 @@ class TrainStepper {
   std::vector<torch::Tensor> worker_grads_;  // one flat buffer per worker
 };
 
-// Worker count for train.workers = 0 (auto): one per intra-op thread, at most one per row.
-int auto_workers(int threads, int64_t micro_batch);
+// Worker count from train.workers: a positive value as given; 0 (auto) means one per intra-op
+// thread, at most one per row.
+int resolve_workers(int64_t configured, int threads, int64_t micro_batch);
 
 }  // namespace lmtrain::train

@@ -171,8 +171,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   double train_seconds = 0, interval_seconds = 0;
   int64_t interval_tokens = 0;
   const int64_t start_step = state.step;
-  int workers = static_cast<int>(cfg.get_int("train.workers"));
-  if (workers == 0) workers = auto_workers(threads, plan.micro_batch);
+  const int workers = resolve_workers(cfg.get_int("train.workers"), threads, plan.micro_batch);
   TrainStepper stepper(*model, flat, optimizer, group, workers, seed);
   log::info(
       log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));

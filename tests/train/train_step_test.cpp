@@ -78,10 +78,11 @@ TEST(TrainStepper, MoreWorkersThanRowsLeavesIdleWorkers) {
   EXPECT_NEAR(l1[1], l8[1], 1e-5);
 }
 
-TEST(TrainStepper, AutoWorkers) {
-  EXPECT_EQ(auto_workers(2, 12), 2);
-  EXPECT_EQ(auto_workers(4, 2), 2);
-  EXPECT_EQ(auto_workers(1, 8), 1);
+TEST(TrainStepper, ResolveWorkers) {
+  EXPECT_EQ(resolve_workers(0, 2, 12), 2);
+  EXPECT_EQ(resolve_workers(0, 4, 2), 2);
+  EXPECT_EQ(resolve_workers(0, 1, 8), 1);
+  EXPECT_EQ(resolve_workers(3, 1, 8), 3);
 }
 
 }  // namespace
