@@ -2,6 +2,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/dist_setup.h"
 #include "cli/run_config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -33,8 +34,12 @@ int cmd_bench(const Args& argv) {
   if (!args.positional.empty()) {
     throw UsageError("unexpected argument '" + args.positional[0] + "' for `lmtrain bench`");
   }
-  const auto r = train::run_benchmark(load_run_config(args));
+  const auto config = load_run_config(args);
+  auto dist = setup_distributed(config);
+  const auto r = train::run_benchmark(config, *dist.group, dist.env.local_world_size);
+  if (dist.env.rank != 0) return 0;
   std::cout << "model: " << r.model << "\n"
+            << "world_size: " << r.world_size << "\n"
             << "threads: " << r.threads << "\n"
             << "workers: " << r.workers << "\n"
             << "tokens_per_step: " << r.tokens_per_step << "\n"
@@ -43,6 +48,7 @@ int cmd_bench(const Args& argv) {
             << log::format("achieved_gflops: %.2f\n", r.achieved_gflops)
             << log::format("peak_gemm_gflops: %.2f\n", r.peak_gemm_gflops)
             << log::format("mfu: %.3f\n", r.mfu)
+            << log::format("comm_wait_ms: %.2f\n", r.comm_wait_ms)
             << log::format("tokens_per_s: %.1f\n", r.tokens_per_s);
   return 0;
 }

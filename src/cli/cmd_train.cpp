@@ -2,9 +2,10 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/dist_setup.h"
 #include "cli/run_config.h"
 #include "core/error.h"
-#include "dist/group.h"
+#include "core/log.h"
 #include "train/trainer.h"
 
 namespace lmtrain::cli {
@@ -13,14 +14,19 @@ int cmd_train(const Args& argv) {
   auto flags = config_flags();
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
   if (args.help) {
-    std::cout << "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
-                 "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
-                 "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops;\n"
-                 "--resume=auto continues from the latest checkpoint.\n\nFlags:\n"
-              << flags_help(flags)
-              << "  --section.key=VALUE         override any config key (see --help-config)\n"
-                 "  --epochs --max_steps --save_every --batch_size --lr --resume --output_dir\n"
-                 "  --seed --data_dir           flat aliases of config keys\n";
+    std::cout
+        << "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
+           "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
+           "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops;\n"
+           "--resume=auto continues from the latest checkpoint.\n\n"
+           "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
+           "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
+           "SLURM_*). Each rank logs to RUN_DIR/train.rankN.log; rank 0 writes the rest.\n\n"
+           "Flags:\n"
+        << flags_help(flags)
+        << "  --section.key=VALUE         override any config key (see --help-config)\n"
+           "  --epochs --max_steps --save_every --batch_size --lr --resume --output_dir\n"
+           "  --seed --data_dir           flat aliases of config keys\n";
     return 0;
   }
   if (args.has("help-config")) {
@@ -31,8 +37,14 @@ int cmd_train(const Args& argv) {
     throw UsageError("unexpected argument '" + args.positional[0] + "' for `lmtrain train`");
   }
   auto config = load_run_config(args);
-  auto group = dist::make_single_rank_group();
-  train::run_training(config, *group, 1);
+  auto dist = setup_distributed(config);
+  if (dist.env.restart_count > 0 && config.get_string("checkpoint.resume").empty()) {
+    // Restarted by `lmtrain launch --max_restarts` or torchrun: carry on from `latest`.
+    config.set("checkpoint.resume", "auto", "restart by the launcher");
+    log::info(log::format("restart %d of this job: resuming from the latest checkpoint",
+                          dist.env.restart_count));
+  }
+  train::run_training(config, *dist.group, dist.env.local_world_size);
   return 0;
 }
 

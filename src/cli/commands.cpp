@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/malloc_tuning.h"
 #include "core/torch_compat.h"
 
@@ -18,6 +19,7 @@ Usage: lmtrain <command> [flags]
 Commands:
   prepare    text / JSONL files -> trained BPE tokenizer + binary token shards
   train      train a model from a YAML config (+ --section.key=value overrides)
+  launch     start and supervise the ranks of a distributed job on this node (torchrun flags)
   generate   sample text from a checkpoint (KV cache, temperature / top-k / top-p)
   eval       loss and perplexity of a checkpoint on a token split
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
@@ -44,6 +46,7 @@ int run_main(int argc, char** argv) {
     if (command == "generate") return cmd_generate(args);
     if (command == "eval") return cmd_eval(args);
     if (command == "bench") return cmd_bench(args);
+    if (command == "launch") return cmd_launch(args);
     if (command == "version" || command == "--version") {
       std::cout << "lmtrain 0.1.0 (libtorch " << compat::torch_version_string() << ")\n";
       return 0;
@@ -51,16 +54,16 @@ int run_main(int argc, char** argv) {
     std::cerr << "error: unknown command '" << command << "'\n\n" << kUsage;
     return 2;
   } catch (const UsageError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log::error(e.what());
     return 2;
   } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log::error(e.what());
     return 1;
   } catch (const c10::Error& e) {
-    std::cerr << "error (libtorch): " << e.what_without_backtrace() << "\n";
+    log::error(std::string("(libtorch) ") + e.what_without_backtrace());
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log::error(e.what());
     return 1;
   }
 }

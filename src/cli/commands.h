@@ -13,6 +13,7 @@ int cmd_train(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_eval(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_launch(const Args& args);
 
 // Dispatch on argv[1]; UsageError -> 2, other errors -> 1.
 int run_main(int argc, char** argv);

@@ -88,6 +88,15 @@ const std::vector<KeySpec>& config_schema() {
       I("log.every", 10, 1, kBig, "print/record training metrics every N steps"),
       B("log.tensorboard", true, "write TensorBoard event files to run.dir"),
 
+      S("dist.backend", "auto", {"auto", "gloo", "nccl"},
+        "collective backend for multi-rank runs: auto = nccl for CUDA, gloo for CPU"),
+      F("dist.init_timeout_s", "120", 0.1, 86400,
+        "rendezvous deadline: every rank must join the TCPStore within this many seconds"),
+      F("dist.timeout_s", "600", 0.1, 86400,
+        "deadline for any one collective; a dead or stuck rank becomes an error after it"),
+      F("dist.bucket_mb", "25", 0.001, 1 << 20,
+        "gradient all-reduce bucket size in MiB (buckets start during backward)"),
+
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),
   };

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace lmtrain::dist {
@@ -34,6 +35,9 @@ class Group {
   // output = reduce(inputs[rank()]) across ranks; inputs.size() == size().
   virtual std::shared_ptr<Work> reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs,
                                                ReduceOp op) = 0;
+  // Equal splits along dim 0: chunk r of `input` goes to rank r, chunk s of `output` comes
+  // from rank s. Both tensors have size()*k rows.
+  virtual std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input) = 0;
   virtual void barrier() = 0;
 };
 

@@ -27,8 +27,10 @@ void AdamW::step(double lr) {
   ++step_;
   auto p = params_.params();
   const auto& g = params_.grads();
-  if (opts_.weight_decay != 0 && params_.decay_numel() > 0) {
-    p.narrow(0, 0, params_.decay_numel()).mul_(1.0 - lr * opts_.weight_decay);
+  if (opts_.weight_decay != 0) {
+    for (const auto& [begin, end] : params_.decay_ranges()) {
+      p.narrow(0, begin, end - begin).mul_(1.0 - lr * opts_.weight_decay);
+    }
   }
   const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step_));
   const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step_));

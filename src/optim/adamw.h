@@ -1,6 +1,6 @@
 // AdamW (decoupled weight decay, Loshchilov & Hutter) over FlatParams, with the exact
 // operation order of torch::optim::AdamW so results match it. Weight decay applies only to
-// the [0, decay_numel) prefix of the flat buffer (matrices; not biases, norms, embeddings).
+// FlatParams::decay_ranges() (matrices; not biases, norms, embeddings).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -33,6 +33,8 @@ class AdamW {
   // One update with learning rate `lr` from the gradients in params.grads().
   void step(double lr);
   int64_t step_count() const { return step_; }
+  // The flat moment buffers (exp_avg, exp_avg_sq), laid out like FlatParams::params().
+  std::vector<at::Tensor> flat_state() const { return {exp_avg_, exp_avg_sq_}; }
 
   // State as named tensors ("exp_avg.<param name>", "exp_avg_sq.<param name>"): independent of
   // the flat layout, so checkpoints survive layout changes.

@@ -1,5 +1,7 @@
 #include "optim/flat_params.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace lmtrain::optim {
@@ -11,12 +13,11 @@ int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 FlatParams::FlatParams(torch::nn::Module& module,
                        const std::function<bool(const std::string&)>& decays) {
   auto named = module.named_parameters(/*recurse=*/true);
+  // Reverse registration order: modules register in forward order, so this is roughly the
+  // order in which backward finishes each gradient.
   std::vector<std::pair<std::string, torch::Tensor>> ordered;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (auto& item : named) {
-      if (decays(item.key()) == (pass == 0)) ordered.emplace_back(item.key(), item.value());
-    }
-  }
+  for (const auto& item : named) ordered.emplace_back(item.key(), item.value());
+  std::reverse(ordered.begin(), ordered.end());
   int64_t offset = 0;
   torch::TensorOptions opts;
   for (auto& [name, p] : ordered) {
@@ -26,8 +27,15 @@ FlatParams::FlatParams(torch::nn::Module& module,
     seg.numel = p.numel();
     seg.shape = p.sizes().vec();
     seg.decay = decays(name);
-    offset = align_up(offset + seg.numel);
-    if (seg.decay) decay_numel_ = offset;
+    const int64_t end = align_up(offset + seg.numel);
+    if (seg.decay) {
+      if (!decay_ranges_.empty() && decay_ranges_.back().second == offset) {
+        decay_ranges_.back().second = end;  // extends the previous range
+      } else {
+        decay_ranges_.emplace_back(offset, end);
+      }
+    }
+    offset = end;
     segments_.push_back(seg);
     opts = p.options();
   }

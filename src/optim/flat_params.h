@@ -2,13 +2,16 @@
 // another), leaving each parameter a view of its slice. The optimizer then updates the whole
 // model in a handful of vectorised ops instead of a loop over dozens of small tensors, gradient
 // zeroing and clipping become one op each, and gradient-sync buckets are plain slices.
-// Layout: parameters that get weight decay first, then the rest, each segment aligned to 16
-// elements; `decay_numel` marks the boundary.
+// Layout: parameters in reverse registration order — the order in which backward completes
+// their gradients, so gradient buckets (contiguous slices, dist/grad_sync.h) fill front to back
+// while backward runs. Each segment starts 16-element aligned; the padding stays zero.
+// `decay_ranges` lists the merged [begin, end) element ranges that get weight decay.
 #pragma once
 #include <torch/nn/module.h>
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lmtrain::optim {
@@ -29,7 +32,7 @@ class FlatParams {
   const torch::Tensor& params() const { return params_; }  // (numel,)
   const torch::Tensor& grads() const { return grads_; }    // (numel,)
   int64_t numel() const { return params_.numel(); }
-  int64_t decay_numel() const { return decay_numel_; }
+  const std::vector<std::pair<int64_t, int64_t>>& decay_ranges() const { return decay_ranges_; }
   int64_t num_parameters() const;  // real elements, without alignment padding
 
   // Views of one parameter's slice of `flat` (params, grads or an optimizer state buffer).
@@ -43,7 +46,7 @@ class FlatParams {
  private:
   std::vector<ParamSegment> segments_;
   torch::Tensor params_, grads_;
-  int64_t decay_numel_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> decay_ranges_;
 };
 
 }  // namespace lmtrain::optim

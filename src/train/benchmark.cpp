@@ -35,23 +35,25 @@ double measure_gemm_peak_gflops(int64_t n, int reps) {
   return best;
 }
 
-BenchResult run_benchmark(core::Config cfg) {
+BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_size) {
   BenchResult r;
-  r.threads = core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), 1);
+  r.world_size = group.size();
+  r.threads =
+      core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
   if (cfg.get_int("model.vocab_size") == 0) {
     cfg.set("model.vocab_size", "8192", "bench default (no tokenizer)");
     log::info("bench: model.vocab_size=0, using 8192 (set --model.vocab_size to change)");
   }
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
-  const auto plan = BatchPlan::from_config(cfg, 1);
+  const auto plan = BatchPlan::from_config(cfg, group.size());
   torch::manual_seed(cfg.get_int("train.seed"));
   model::Gpt model(mcfg);
   optim::FlatParams flat(*model, [&](const std::string& n) { return model->decays(n); });
   optim::AdamW opt(flat, optim::AdamWOptions::from_config(cfg));
-  auto group = dist::make_single_rank_group();
   model->train();
 
-  // A fixed pool of random batches, generated before timing.
+  // A fixed pool of random batches per rank, generated before timing.
+  torch::manual_seed(cfg.get_int("train.seed") + 1 + group.rank());
   const int64_t pool = 8;
   std::vector<torch::Tensor> batches;
   for (int64_t i = 0; i < pool; ++i) {
@@ -68,16 +70,21 @@ BenchResult run_benchmark(core::Config cfg) {
   log::info(mcfg.describe());
   log::info(plan.describe());
   r.workers = resolve_workers(cfg.get_int("train.workers"), r.threads, plan.micro_batch);
-  TrainStepper stepper(*model, flat, opt, *group, r.workers,
-                       static_cast<uint64_t>(cfg.get_int("train.seed")));
+  TrainStepper stepper(*model, flat, opt, group, r.workers,
+                       static_cast<uint64_t>(cfg.get_int("train.seed")),
+                       static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20)));
   for (int64_t i = 0; i < warmup; ++i) stepper.step(plan.accum_steps, next, lr, clip);
+  group.barrier();
   // LMTRAIN_PROFILE=FILE records the timed steps with libtorch's profiler (chrome://tracing).
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* path = std::getenv("LMTRAIN_PROFILE")) {
     profile = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(path));
   }
   auto t0 = Clock::now();
-  for (int64_t i = 0; i < steps; ++i) stepper.step(plan.accum_steps, next, lr, clip);
+  double comm_wait_s = 0;
+  for (int64_t i = 0; i < steps; ++i) {
+    comm_wait_s += stepper.step(plan.accum_steps, next, lr, clip).comm_wait_s;
+  }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   profile.reset();
 
@@ -88,7 +95,10 @@ BenchResult run_benchmark(core::Config cfg) {
   r.flops_per_token = 6.0 * mcfg.num_params() +
                       6.0 * mcfg.n_layer * mcfg.n_embd * static_cast<double>(plan.seq_len);
   r.achieved_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
-  r.peak_gemm_gflops = measure_gemm_peak_gflops();
+  r.comm_wait_ms = comm_wait_s / steps * 1e3;
+  auto peak = torch::tensor({measure_gemm_peak_gflops()}, torch::kFloat64);
+  group.allreduce(peak, dist::ReduceOp::kSum)->wait();
+  r.peak_gemm_gflops = peak.item<double>();
   r.mfu = r.achieved_gflops / r.peak_gemm_gflops;
   return r;
 }

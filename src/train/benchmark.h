@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "dist/group.h"
 
 namespace lmtrain::train {
 
@@ -22,9 +23,13 @@ struct BenchResult {
   double achieved_gflops = 0;
   double peak_gemm_gflops = 0;
   double mfu = 0;  // achieved / peak
+  int world_size = 1;
+  double comm_wait_ms = 0;  // per step: gradient all-reduce not hidden behind backward
 };
 
-BenchResult run_benchmark(core::Config config);
+// In a distributed job every rank runs the benchmark on its own random batches; the figures are
+// global (tokens of all ranks; peak = sum of the ranks' GEMM peaks, measured concurrently).
+BenchResult run_benchmark(core::Config config, dist::Group& group, int local_world_size);
 
 // Best fp32 GFLOP/s of a square matmul (n x n) @ (n x n) over a few repetitions.
 double measure_gemm_peak_gflops(int64_t n = 1024, int reps = 10);

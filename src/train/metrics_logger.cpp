@@ -36,6 +36,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                       {"loss", m.loss},           {"lr", m.lr},
                       {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
                       {"elapsed_s", m.elapsed_s}};
+  if (m.comm_wait_ms >= 0) j["comm_wait_ms"] = m.comm_wait_ms;
   jsonl_ << j.dump() << '\n';
   jsonl_.flush();
   if (tb_) {
@@ -43,13 +44,15 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     tb_->add_scalar("train/lr", m.lr, m.step);
     tb_->add_scalar("train/grad_norm", m.grad_norm, m.step);
     tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
+    if (m.comm_wait_ms >= 0) tb_->add_scalar("train/comm_wait_ms", m.comm_wait_ms, m.step);
   }
   const double per_step = m.step > 0 ? m.elapsed_s / m.step : 0;
   const double eta = per_step * static_cast<double>(max_steps_ - m.step);
   log::info(log::format(
-      "step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | "
+      "step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s%s | "
       "elapsed %s | ETA %s",
       (long long)m.step, (long long)max_steps_, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
+      m.comm_wait_ms >= 0 ? log::format(" | comm wait %.1f ms", m.comm_wait_ms).c_str() : "",
       format_duration(m.elapsed_s).c_str(), format_duration(eta).c_str()));
 }
 

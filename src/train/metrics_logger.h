@@ -20,6 +20,7 @@ struct StepMetrics {
   double grad_norm = 0;
   double tokens_per_s = 0;
   double elapsed_s = 0;
+  double comm_wait_ms = -1;  // per step, gradient all-reduce not hidden by backward (<0: n/a)
 };
 
 class MetricsLogger {

@@ -16,10 +16,15 @@ int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
 }
 
 TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
-                           dist::Group& group, int workers, uint64_t seed)
+                           dist::Group& group, int workers, uint64_t seed, int64_t bucket_bytes)
     : model_(model), flat_(flat), opt_(opt), group_(group), workers_(workers), seed_(seed) {
   auto named = model.named_parameters();
-  for (const auto& seg : flat.segments()) params_.push_back(named[seg.name]);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto& seg : flat.segments()) {
+    params_.push_back(named[seg.name]);
+    ranges.emplace_back(seg.offset, seg.numel);
+  }
+  sync_ = std::make_unique<dist::GradSync>(group, params_, ranges, flat.grads(), bucket_bytes);
   if (workers_.count() > 1) {
     for (int w = 0; w < workers_.count(); ++w) {
       worker_grads_.push_back(torch::zeros_like(flat.grads()));
@@ -35,6 +40,7 @@ double TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& 
     model::ScopedDropoutSeed dropout_seed(
         core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
     auto loss = model_.loss(x, y);
+    if (m == accum_steps - 1) sync_->arm();  // communicate during the last backward only
     // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
     (loss / static_cast<double>(accum_steps)).backward();
     loss_sum += loss.item<double>();
@@ -82,13 +88,13 @@ StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batc
                               double grad_clip) {
   const double local_loss = workers_.count() > 1 ? accumulate_split(accum_steps, next_batch)
                                                  : accumulate_single(accum_steps, next_batch);
+  StepResult r;
   // Average across ranks (a no-op in a world of one).
+  r.comm_wait_s = sync_->finish();
   auto grads = flat_.grads();
-  group_.allreduce(grads, dist::ReduceOp::kAvg)->wait();
   auto loss_t = torch::tensor({local_loss}, torch::kFloat64);
   group_.allreduce(loss_t, dist::ReduceOp::kAvg)->wait();
 
-  StepResult r;
   r.loss = loss_t.item<double>();
   r.grad_norm = flat_.grad_norm();
   if (grad_clip > 0) {

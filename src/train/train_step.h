@@ -1,6 +1,9 @@
 // One optimizer step: accumulate gradients over micro-batches, average them across ranks,
 // clip by global norm, update. Shared by `train` and `bench`.
 //
+// Across ranks, gradients are averaged by dist::GradSync: bucket all-reduces start from
+// gradient hooks during the last micro-step's backward, so communication overlaps compute.
+//
 // With one worker, autograd accumulates straight into the flat gradient buffer. With k > 1
 // workers (see step_workers.h), each micro-batch is split into k row slices processed
 // concurrently; each slice's gradients go to the worker's own buffer and the buffers are summed
@@ -11,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/grad_sync.h"
 #include "dist/group.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -20,8 +24,9 @@
 namespace lmtrain::train {
 
 struct StepResult {
-  double loss = 0;       // mean over the global batch
-  double grad_norm = 0;  // before clipping
+  double loss = 0;         // mean over the global batch
+  double grad_norm = 0;    // before clipping
+  double comm_wait_s = 0;  // time blocked on gradient all-reduce after backward (not hidden)
 };
 
 // Returns (inputs, targets), each (B, T) int64, for micro-step m.
@@ -30,10 +35,11 @@ using MicroBatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int64
 class TrainStepper {
  public:
   TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
-               dist::Group& group, int workers, uint64_t seed);
+               dist::Group& group, int workers, uint64_t seed, int64_t bucket_bytes);
 
   StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr, double grad_clip);
   int workers() const { return workers_.count(); }
+  const dist::GradSync& grad_sync() const { return *sync_; }
 
  private:
   // Fills flat.grads() with the mean gradient over the micro-batches; returns the mean loss.
@@ -48,6 +54,7 @@ class TrainStepper {
   uint64_t seed_;  // dropout masks are seeded from (seed, optimizer step, micro-step, slice)
   std::vector<torch::Tensor> params_;        // in flat segment order
   std::vector<torch::Tensor> worker_grads_;  // one flat buffer per worker
+  std::unique_ptr<dist::GradSync> sync_;
 };
 
 // Worker count from train.workers: a positive value as given; 0 (auto) means one per intra-op

@@ -18,7 +18,9 @@
 #include "optim/lr_schedule.h"
 #include "train/batch_plan.h"
 #include "train/evaluator.h"
+#include "train/fault_injection.h"
 #include "train/metrics_logger.h"
+#include "train/replica_sync.h"
 #include "train/train_step.h"
 #include "train/training_checkpoint.h"
 
@@ -172,9 +174,18 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   int64_t interval_tokens = 0;
   const int64_t start_step = state.step;
   const int workers = resolve_workers(cfg.get_int("train.workers"), threads, plan.micro_batch);
-  TrainStepper stepper(*model, flat, optimizer, group, workers, seed);
+  sync_replicas(group, flat, optimizer, state);
+  const auto bucket_bytes = static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20));
+  TrainStepper stepper(*model, flat, optimizer, group, workers, seed, bucket_bytes);
   log::info(
       log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
+  if (group.size() > 1) {
+    log::info(log::format("gradient sync: %zu bucket(s) of <= %.3g MiB over %s, %d ranks",
+                          stepper.grad_sync().buckets().size(), cfg.get_float("dist.bucket_mb"),
+                          group.backend().c_str(), group.size()));
+  }
+  double interval_comm_s = 0;
+  int64_t interval_steps = 0;
   while (state.step < max_steps) {
     const auto t0 = Clock::now();
     const double lr = schedule.at(state.step);
@@ -191,6 +202,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
                               r.loss, (long long)state.step + 1));
     }
     ++state.step;
+    maybe_inject_fault(rank, state.step);
     state.position.cursor += plan.global_windows;
     if (state.position.cursor + plan.global_windows > train_stream.num_windows()) {
       ++state.position.epoch;  // the remainder of this epoch's order is dropped
@@ -200,6 +212,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
     train_seconds += dt;
     interval_seconds += dt;
     interval_tokens += plan.tokens_per_step();
+    interval_comm_s += r.comm_wait_s;
+    ++interval_steps;
     result.last_loss = r.loss;
 
     if (state.step % log_every == 0 || state.step == start_step + 1 || state.step == max_steps) {
@@ -211,12 +225,17 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       m.grad_norm = r.grad_norm;
       m.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
       m.elapsed_s = train_seconds;
+      m.comm_wait_ms = group.size() > 1 ? 1e3 * interval_comm_s / interval_steps : -1;
       metrics.log_step(m);
       interval_seconds = 0;
       interval_tokens = 0;
+      interval_comm_s = 0;
+      interval_steps = 0;
     }
     const bool last = state.step == max_steps;
-    const bool stopping = core::stop_requested() || (stop_at > 0 && state.step >= stop_at);
+    // Every rank must stop at the same step, whichever of them got the signal.
+    const bool stopping =
+        any_rank(group, core::stop_requested()) || (stop_at > 0 && state.step >= stop_at);
     std::optional<double> val_loss;
     if ((eval_every > 0 && state.step % eval_every == 0) || last) {
       val_loss = evaluate(*model, val_stream, plan.micro_batch, eval_batches, group);
@@ -226,14 +245,16 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
     if ((ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping) save(val_loss);
     if (stopping && !last) {
       result.stopped_early = true;
-      log::info(core::stop_requested()
-                    ? log::format("stopping on signal %d at step %lld", core::stop_signal(),
-                                  (long long)state.step)
-                    : log::format("stopping at train.stop_at_step = %lld", (long long)stop_at));
+      log::info(stop_at > 0 && state.step >= stop_at
+                    ? log::format("stopping at train.stop_at_step = %lld", (long long)stop_at)
+                    : log::format("stopping on signal %d at step %lld", core::stop_signal(),
+                                  (long long)state.step));
       break;
     }
   }
   result.steps_done = state.step;
+  // Rank 0 hosts the TCPStore: nobody leaves while another rank may still need it.
+  group.barrier();
   log::info(log::format(
       "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,
       result.last_val_loss ? log::format(", val loss %.4f", *result.last_val_loss).c_str() : "",

@@ -116,11 +116,17 @@ TEST(FlatParams, ParametersAreViewsAndGradsAccumulateInPlace) {
   model::Gpt m(tiny_config());
   FlatParams flat(*m, [&](const std::string& n) { return m->decays(n); });
   EXPECT_EQ(flat.num_parameters(), tiny_config().num_params());
-  // Decayed parameters come first.
-  bool seen_no_decay = false;
-  for (const auto& s : flat.segments()) {
-    if (!s.decay) seen_no_decay = true;
-    EXPECT_FALSE(seen_no_decay && s.decay) << s.name;
+  // Reverse registration order (the order backward completes gradients): the last block's
+  // parameters first, the token embedding last. Decay ranges cover exactly the decayed segments.
+  const auto& segs = flat.segments();
+  EXPECT_EQ(segs.front().name, "transformer.ln_f.bias");
+  EXPECT_EQ(segs.back().name, "transformer.wte.weight");
+  for (const auto& s : segs) {
+    bool in_decay_range = false;
+    for (const auto& [b, e] : flat.decay_ranges()) {
+      in_decay_range |= s.offset >= b && s.offset + s.numel <= e;
+    }
+    EXPECT_EQ(in_decay_range, s.decay) << s.name;
   }
   auto w = m->transformer->wte->weight;
   {

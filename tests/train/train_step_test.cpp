@@ -30,7 +30,7 @@ struct StepperRig {
     flat = std::make_unique<optim::FlatParams>(
         *model, [&](const std::string& n) { return model->decays(n); });
     opt = std::make_unique<optim::AdamW>(*flat, optim::AdamWOptions{});
-    stepper = std::make_unique<TrainStepper>(*model, *flat, *opt, *group, workers, 3);
+    stepper = std::make_unique<TrainStepper>(*model, *flat, *opt, *group, workers, 3, 1 << 20);
   }
 
   std::vector<double> run(int steps, int64_t accum) {

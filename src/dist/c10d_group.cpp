@@ -1,0 +1,206 @@
+// dist::Group over a c10d process group (ProcessGroupGloo here; ProcessGroupNCCL where the
+// libtorch build has it). Every c10d failure is rethrown as an lmtrain::Error naming this rank
+// and the collective, so a dead peer reads as such rather than as a socket error.
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "dist/c10d_error.h"
+#include "dist/process_group.h"
+#include "dist/rendezvous.h"
+
+namespace lmtrain::dist {
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+Ms to_ms(double seconds) { return Ms(static_cast<int64_t>(seconds * 1000.0)); }
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:  // Gloo has no AVG: sum, then divide (see C10dWork)
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// Wraps an in-flight c10d collective; `finish` runs after it completes (e.g. the AVG divide).
+class C10dWork : public Work {
+ public:
+  C10dWork(c10::intrusive_ptr<c10d::Work> work, std::string what, std::function<void()> finish)
+      : work_(std::move(work)), what_(std::move(what)), finish_(std::move(finish)) {}
+
+  void wait() override {
+    if (done_) return;
+    try {
+      if (work_) work_->wait();
+    } catch (const std::exception& e) {
+      throw Error(what_ + " failed: " + brief_error(e) +
+                  " (a peer rank has probably died or is stuck; see its log)");
+    }
+    done_ = true;
+    if (finish_) finish_();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::string what_;
+  std::function<void()> finish_;
+  bool done_ = false;
+};
+
+class C10dGroup : public Group {
+ public:
+  C10dGroup(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, int rank, int size)
+      : pg_(std::move(pg)), rank_(rank), size_(size) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "gloo"; }
+
+  std::shared_ptr<Work> allreduce(at::Tensor& tensor, ReduceOp op) override {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_c10d(op);
+    auto work = run("allreduce", [&] { return pg_->allreduce(tensors, opts); });
+    std::function<void()> finish;
+    if (op == ReduceOp::kAvg) {
+      finish = [t = tensor, n = size_]() mutable { t.div_(n); };
+    }
+    return wrap(std::move(work), "allreduce", std::move(finish));
+  }
+
+  std::shared_ptr<Work> broadcast(at::Tensor& tensor, int root) override {
+    check_rank(root, "broadcast root");
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    return wrap(run("broadcast", [&] { return pg_->broadcast(tensors, opts); }), "broadcast", {});
+  }
+
+  std::shared_ptr<Work> allgather(std::vector<at::Tensor>& outputs,
+                                  const at::Tensor& input) override {
+    if (static_cast<int>(outputs.size()) != size_) {
+      throw Error(log::format("allgather needs %d outputs, got %zu", size_, outputs.size()));
+    }
+    std::vector<std::vector<at::Tensor>> out{outputs};
+    std::vector<at::Tensor> in{input};
+    auto work = run("allgather", [&] { return pg_->allgather(out, in); });
+    // Gloo writes into the tensors it was given (views of `outputs` share storage).
+    return wrap(std::move(work), "allgather", {});
+  }
+
+  std::shared_ptr<Work> reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs,
+                                       ReduceOp op) override {
+    if (static_cast<int>(inputs.size()) != size_) {
+      throw Error(log::format("reduce_scatter needs %d inputs, got %zu", size_, inputs.size()));
+    }
+    // Gloo has no reduce-scatter: all-reduce the concatenation and keep this rank's chunk.
+    // Same result, twice the traffic of a true reduce-scatter.
+    std::vector<at::Tensor> flat_parts;
+    for (auto& t : inputs) flat_parts.push_back(t.reshape({-1}));
+    auto all = at::cat(flat_parts);
+    auto reduced = allreduce(all, op);
+    int64_t offset = 0;
+    for (int r = 0; r < rank_; ++r) offset += inputs[r].numel();
+    const int64_t n = inputs[rank_].numel();
+    return std::make_shared<C10dWork>(c10::intrusive_ptr<c10d::Work>(), "reduce_scatter",
+                                      [reduced, all, output, offset, n]() mutable {
+                                        reduced->wait();
+                                        output.view({-1}).copy_(all.narrow(0, offset, n));
+                                      });
+  }
+
+  std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input) override {
+    if (input.size(0) % size_ != 0 || output.sizes() != input.sizes()) {
+      throw Error(
+          log::format("all_to_all needs equal-shaped tensors with a multiple of %d rows", size_));
+    }
+    at::Tensor in = input;
+    std::vector<int64_t> splits;  // empty: equal splits
+    c10d::AllToAllOptions opts;
+    auto work =
+        run("all_to_all", [&] { return pg_->alltoall_base(output, in, splits, splits, opts); });
+    return wrap(std::move(work), "all_to_all", {});
+  }
+
+  void barrier() override {
+    wrap(run("barrier", [&] { return pg_->barrier(); }), "barrier", {})->wait();
+  }
+
+ private:
+  void check_rank(int r, const char* what) const {
+    if (r < 0 || r >= size_) {
+      throw Error(log::format("%s %d is outside the world of %d", what, r, size_));
+    }
+  }
+
+  template <typename F>
+  c10::intrusive_ptr<c10d::Work> run(const char* what, F&& launch) {
+    try {
+      return launch();
+    } catch (const std::exception& e) {
+      throw Error(
+          log::format("rank %d: %s could not start: %s", rank_, what, brief_error(e).c_str()));
+    }
+  }
+
+  std::shared_ptr<Work> wrap(c10::intrusive_ptr<c10d::Work> work, const char* what,
+                             std::function<void()> finish) {
+    return std::make_shared<C10dWork>(std::move(work), log::format("rank %d: %s", rank_, what),
+                                      std::move(finish));
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  int rank_, size_;
+};
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const DistEnv& env) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  return c10d::ProcessGroupGloo::createDeviceForHostname(
+      local_address_towards(env.master_addr, env.master_port));
+}
+
+}  // namespace
+
+GroupOptions GroupOptions::from_config(const core::Config& cfg) {
+  GroupOptions o;
+  o.backend = cfg.get_string("dist.backend");
+  o.init_timeout_s = cfg.get_float("dist.init_timeout_s");
+  o.timeout_s = cfg.get_float("dist.timeout_s");
+  return o;
+}
+
+std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& options) {
+  if (!env.distributed()) return make_single_rank_group();
+  std::string backend = options.backend;
+  if (backend == "auto") backend = options.cuda ? "nccl" : "gloo";
+  if (backend == "nccl") {
+    throw UsageError(
+        "dist.backend=nccl: this build of lmtrain has no NCCL (CPU libtorch); use "
+        "dist.backend=gloo");
+  }
+  auto rdzv = rendezvous(env, to_ms(options.init_timeout_s));
+  auto opts = c10d::ProcessGroupGloo::Options::create(to_ms(options.timeout_s));
+  opts->devices.push_back(gloo_device(env));
+  // Two Gloo threads: one bucket can be reduced while the next one is sent.
+  opts->threads = 2;
+  try {
+    auto pg =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(rdzv.store, env.rank, env.world_size, opts);
+    return std::make_unique<C10dGroup>(std::move(pg), env.rank, env.world_size);
+  } catch (const std::exception& e) {
+    throw Error(log::format("rank %d: building the Gloo process group failed: %s", env.rank,
+                            brief_error(e).c_str()));
+  }
+}
+
+}  // namespace lmtrain::dist

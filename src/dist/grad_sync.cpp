@@ -1,0 +1,123 @@
+#include "dist/grad_sync.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace lmtrain::dist {
+namespace {
+
+// Runs after AccumulateGrad has added this backward's contribution into the parameter's .grad
+// (a view of the flat buffer), i.e. once the gradient is final for this backward.
+class ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(std::shared_ptr<GradSync*> sync, size_t param)
+      : sync_(std::move(sync)), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    if (*sync_) (*sync_)->on_grad_ready(param_);
+    return outputs;
+  }
+
+ private:
+  std::shared_ptr<GradSync*> sync_;
+  size_t param_;
+};
+
+}  // namespace
+
+std::vector<GradBucket> plan_buckets(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                     int64_t total, int64_t element_size, int64_t bucket_bytes) {
+  std::vector<GradBucket> buckets;
+  GradBucket cur;
+  int64_t prev_end = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto [offset, numel] = ranges[i];
+    if (offset < prev_end) throw Error("plan_buckets: parameter ranges overlap or are unordered");
+    prev_end = offset + numel;
+    if (cur.params.empty()) cur.begin = offset;
+    cur.params.push_back(i);
+    if ((prev_end - cur.begin) * element_size >= bucket_bytes) {
+      cur.end = i + 1 < ranges.size() ? ranges[i + 1].first : total;
+      buckets.push_back(std::move(cur));
+      cur = GradBucket{};
+    }
+  }
+  if (!cur.params.empty()) {
+    cur.end = total;
+    buckets.push_back(std::move(cur));
+  }
+  if (!buckets.empty()) buckets.front().begin = 0;  // leading padding, if any, goes along
+  return buckets;
+}
+
+GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
+                   const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
+                   int64_t bucket_bytes)
+    : group_(group), flat_grads_(std::move(flat_grads)) {
+  if (params.size() != ranges.size()) throw Error("GradSync: params and ranges differ in count");
+  buckets_ = plan_buckets(ranges, flat_grads_.numel(), flat_grads_.element_size(),
+                          std::max<int64_t>(1, bucket_bytes));
+  bucket_of_param_.resize(params.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t p : buckets_[b].params) bucket_of_param_[p] = b;
+  }
+  pending_.resize(buckets_.size());
+  seen_.assign(params.size(), false);
+  works_.resize(buckets_.size());
+  self_ = std::make_shared<GradSync*>(this);
+  if (!active()) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params[i]);
+    if (!acc) throw Error("GradSync: parameter " + std::to_string(i) + " is not a leaf");
+    acc->add_post_hook(std::make_unique<ReadyHook>(self_, i));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+GradSync::~GradSync() { *self_ = nullptr; }
+
+void GradSync::arm() {
+  if (!active()) return;
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
+  seen_.assign(seen_.size(), false);
+  next_launch_ = 0;
+  armed_ = true;
+}
+
+void GradSync::on_grad_ready(size_t param) {
+  if (!armed_ || seen_[param]) return;
+  seen_[param] = true;
+  if (--pending_[bucket_of_param_[param]] == 0) launch_ready_buckets();
+}
+
+void GradSync::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
+    const auto& b = buckets_[next_launch_];
+    auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
+    works_[next_launch_] = group_.allreduce(slice, ReduceOp::kAvg);
+    ++next_launch_;
+  }
+}
+
+double GradSync::finish() {
+  if (!active()) return 0;
+  if (!armed_) next_launch_ = 0;
+  armed_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Parameters that got no gradient (or a backward that ran without hooks, such as
+  // torch::autograd::grad) leave buckets unlaunched: send them now, still in order.
+  for (auto& p : pending_) p = 0;
+  launch_ready_buckets();
+  for (auto& w : works_) {
+    if (w) w->wait();
+    w.reset();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace lmtrain::dist

@@ -1,0 +1,79 @@
+// Data-parallel gradient averaging in buckets, overlapped with backward.
+//
+// The gradients live in one flat buffer (optim/flat_params.h) laid out in the order backward
+// completes them. GradSync cuts that buffer into contiguous buckets of ~bucket_bytes and hooks
+// each parameter's gradient accumulator: once every parameter of a bucket has its final
+// gradient, the bucket's all-reduce is launched — while backward carries on with the earlier
+// layers. Buckets launch strictly in index order, so every rank issues the same sequence of
+// collectives whatever order its hooks fire in. Nothing is sent on accumulation micro-steps:
+// hooks only act while armed, and the caller arms them for the last micro-step alone.
+// The model is untouched; with a world of one GradSync does nothing.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dist/group.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace lmtrain::dist {
+
+struct GradBucket {
+  int64_t begin = 0, end = 0;  // element range of the flat gradient buffer
+  std::vector<size_t> params;  // indices into the parameter list
+};
+
+// Splits [0, total) at parameter boundaries into buckets of at least `bucket_bytes` (the last
+// one may be smaller). `ranges[i]` = (offset, numel) of parameter i, in increasing offset order.
+std::vector<GradBucket> plan_buckets(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                     int64_t total, int64_t element_size, int64_t bucket_bytes);
+
+class GradSync {
+ public:
+  // params[i]'s gradient is flat_grads[ranges[i].first, +ranges[i].second).
+  GradSync(Group& group, const std::vector<at::Tensor>& params,
+           const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
+           int64_t bucket_bytes);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // The next backward's gradient completions launch bucket all-reduces.
+  void arm();
+  // Launches whatever backward did not (everything when not armed), waits for all buckets and
+  // leaves the rank-average in the flat buffer. Returns the seconds spent waiting here: the
+  // communication that backward did not hide.
+  double finish();
+
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // Buckets whose all-reduce has been launched since arm() (before finish(): by the hooks).
+  size_t launched() const { return next_launch_; }
+  bool active() const { return group_.size() > 1; }
+
+  // Called by the hooks (public for them only).
+  void on_grad_ready(size_t param);
+
+ private:
+  void launch_ready_buckets();
+
+  Group& group_;
+  at::Tensor flat_grads_;
+  std::vector<GradBucket> buckets_;
+  std::vector<size_t> bucket_of_param_;
+  std::vector<int64_t> pending_;  // per bucket: parameters still without a final gradient
+  std::vector<bool> seen_;        // per parameter, this backward
+  std::vector<std::shared_ptr<Work>> works_;
+  size_t next_launch_ = 0;
+  bool armed_ = false;
+  // Keeps the accumulators (and so our hooks) alive between backward passes.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::shared_ptr<GradSync*> self_;  // hooks hold this; reset to null on destruction
+};
+
+}  // namespace lmtrain::dist

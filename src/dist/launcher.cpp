@@ -1,0 +1,353 @@
+#include "dist/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+
+extern char** environ;
+
+namespace lmtrain::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point after_seconds(double s) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Signal handling: the handler only records the signal and wakes the poll loop.
+volatile sig_atomic_t g_signal = 0;
+volatile sig_atomic_t g_signal_count = 0;
+int g_wake_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+  g_signal = sig;
+  g_signal_count = g_signal_count + 1;
+  if (g_wake_pipe[1] >= 0) {
+    const char c = 1;
+    [[maybe_unused]] auto n = ::write(g_wake_pipe[1], &c, 1);
+  }
+}
+
+void say(const std::string& line) { std::cerr << "[launch] " << line << std::endl; }
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  return "status " + std::to_string(status);
+}
+
+bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+// One output stream of one rank: bytes are cut into lines and each line is prefixed.
+struct Stream {
+  int fd = -1;
+  std::ostream* out = nullptr;
+  std::string prefix;
+  std::string pending;
+
+  void emit(const char* data, size_t n) {
+    pending.append(data, n);
+    size_t start = 0;
+    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      *out << prefix;
+      out->write(pending.data() + start, static_cast<std::streamsize>(nl + 1 - start));
+    }
+    pending.erase(0, start);
+    out->flush();
+  }
+  void close_stream() {
+    if (!pending.empty()) {
+      *out << prefix << pending << '\n';
+      out->flush();
+      pending.clear();
+    }
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  Stream out, err;
+};
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw Error("launch: cannot find this executable (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::map<std::string, std::string> rank_env(const LaunchOptions& o, int local_rank, int attempt) {
+  const int world = o.nnodes * o.nproc_per_node;
+  std::map<std::string, std::string> env = {
+      {"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+      {"ROLE_RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(world)},
+      {"ROLE_NAME", "default"},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(o.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", "none"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"LMTRAIN_LAUNCHER", "1"},
+  };
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / o.nproc_per_node));
+  }
+  return env;
+}
+
+// fork + exec one rank with its stdout/stderr on pipes.
+Rank spawn(const LaunchOptions& o, int local_rank, int attempt, const std::string& exe) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw Error(std::string("launch: pipe failed: ") + std::strerror(errno));
+  }
+  std::vector<std::string> env_strings;
+  auto overrides = rank_env(o, local_rank, attempt);
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    if (!overrides.count(kv.substr(0, kv.find('=')))) env_strings.push_back(kv);
+  }
+  for (const auto& [k, v] : overrides) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::vector<std::string> argv_strings = o.command;
+  const bool ours = is_lmtrain_command(o.command[0]);
+  if (ours) argv_strings.insert(argv_strings.begin(), exe);
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(std::string("launch: fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Own process group: a terminal's Ctrl-C reaches only the launcher, which forwards it
+    // once. Die with the launcher, whatever kills it.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    environ = envp.data();
+    if (ours) {
+      ::execv(argv[0], argv.data());
+    } else {
+      ::execvp(argv[0], argv.data());
+    }
+    const std::string msg =
+        std::string("cannot execute '") + argv[0] + "': " + std::strerror(errno) + "\n";
+    [[maybe_unused]] auto n = ::write(2, msg.data(), msg.size());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  Rank r;
+  r.rank = o.node_rank * o.nproc_per_node + local_rank;
+  r.pid = pid;
+  r.running = true;
+  const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
+  r.out = Stream{out_pipe[0], &std::cout, prefix, {}};
+  r.err = Stream{err_pipe[0], &std::cerr, prefix, {}};
+  return r;
+}
+
+struct AttemptResult {
+  bool ok = true;
+  int interrupted_by = 0;  // signal number, when the user stopped the job
+  int failed_rank = -1;
+  std::string failure;
+};
+
+AttemptResult supervise(std::vector<Rank>& ranks, double grace_s) {
+  AttemptResult res;
+  // When set, ranks still running at `kill_at` get SIGKILL.
+  bool kill_pending = false;
+  Clock::time_point kill_at;
+  int forwarded_count = 0;
+  auto signal_all = [&](int sig) {
+    for (auto& r : ranks) {
+      if (r.running) ::kill(r.pid, sig);
+    }
+  };
+  for (;;) {
+    // Forward new user signals; a second one is impatience: kill.
+    if (g_signal_count > forwarded_count) {
+      forwarded_count = g_signal_count;
+      res.interrupted_by = g_signal;
+      if (forwarded_count == 1) {
+        say(log::format("got %s: forwarding it to the ranks (again to kill them)",
+                        ::strsignal(g_signal)));
+        signal_all(g_signal);
+        if (!kill_pending) {
+          kill_pending = true;
+          kill_at = after_seconds(10 * grace_s);
+        }
+      } else {
+        signal_all(SIGKILL);
+      }
+    }
+    // Reap exited ranks.
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      int status = 0;
+      const pid_t p = ::waitpid(r.pid, &status, WNOHANG);
+      if (p != r.pid) continue;
+      r.running = false;
+      r.status = status;
+      if (failed(status) && res.failed_rank < 0 && !res.interrupted_by) {
+        res.ok = false;
+        res.failed_rank = r.rank;
+        res.failure = describe_status(status);
+        say(log::format("rank %d (pid %d) failed: %s; stopping the other ranks", r.rank, (int)r.pid,
+                        res.failure.c_str()));
+        signal_all(SIGTERM);
+        kill_pending = true;
+        kill_at = after_seconds(grace_s);
+      }
+    }
+    if (kill_pending && Clock::now() >= kill_at) {
+      for (auto& r : ranks) {
+        if (r.running) say(log::format("rank %d did not stop in time: SIGKILL", r.rank));
+      }
+      signal_all(SIGKILL);
+      kill_pending = false;
+    }
+    // Forward output.
+    std::vector<pollfd> fds;
+    std::vector<Stream*> streams;
+    for (auto& r : ranks) {
+      for (Stream* s : {&r.out, &r.err}) {
+        if (s->fd >= 0) {
+          fds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+      }
+    }
+    const bool any_running =
+        std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
+    if (!any_running && fds.empty()) break;
+    fds.push_back({g_wake_pipe[0], POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
+    char buf[65536];
+    for (size_t i = 0; i + 1 < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        streams[i]->emit(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        streams[i]->close_stream();
+      }
+    }
+    if (fds.back().revents & POLLIN) {
+      [[maybe_unused]] auto n = ::read(g_wake_pipe[0], buf, sizeof(buf));
+    }
+  }
+  return res;
+}
+
+}  // namespace
+
+bool is_lmtrain_command(const std::string& word) {
+  return word == "train" || word == "bench" || word == "eval" || word == "generate" ||
+         word == "prepare" || word == "version";
+}
+
+int run_launch(const LaunchOptions& o) {
+  if (o.command.empty()) throw UsageError("launch: nothing to run (give `-- train ...`)");
+  if (o.nproc_per_node < 1) throw UsageError("launch: --nproc_per_node must be >= 1");
+  if (o.nnodes < 1) throw UsageError("launch: --nnodes must be >= 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw UsageError(log::format("launch: --node_rank=%d is outside 0..%d (--nnodes=%d)",
+                                 o.node_rank, o.nnodes - 1, o.nnodes));
+  }
+  if (o.master_port < 1 || o.master_port > 65535) {
+    throw UsageError(log::format("launch: --master_port=%d is not a TCP port", o.master_port));
+  }
+  const std::string exe = self_exe();
+  if (::pipe2(g_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw Error(std::string("launch: pipe failed: ") + std::strerror(errno));
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::string cmd;
+  for (const auto& a : o.command) cmd += (cmd.empty() ? "" : " ") + a;
+  const int world = o.nnodes * o.nproc_per_node;
+  for (int attempt = 0;; ++attempt) {
+    say(log::format(
+        "node %d of %d: starting ranks %d..%d of %d (master %s:%d%s): %s", o.node_rank, o.nnodes,
+        o.node_rank * o.nproc_per_node, (o.node_rank + 1) * o.nproc_per_node - 1, world,
+        o.master_addr.c_str(), o.master_port,
+        attempt ? log::format(", restart %d of %d", attempt, o.max_restarts).c_str() : "",
+        cmd.c_str()));
+    std::vector<Rank> ranks;
+    try {
+      for (int l = 0; l < o.nproc_per_node; ++l) {
+        ranks.push_back(spawn(o, l, attempt, exe));
+        say(log::format("rank %d: pid %d", ranks.back().rank, (int)ranks.back().pid));
+      }
+    } catch (...) {
+      for (auto& r : ranks) ::kill(r.pid, SIGKILL);
+      throw;
+    }
+    const auto res = supervise(ranks, o.grace_s);
+    if (res.interrupted_by) {
+      say(log::format("stopped by %s", ::strsignal(res.interrupted_by)));
+      return 128 + res.interrupted_by;
+    }
+    if (res.ok) {
+      say(log::format("all %d rank(s) of node %d finished", o.nproc_per_node, o.node_rank));
+      return 0;
+    }
+    if (attempt < o.max_restarts) {
+      say(log::format("restarting the node's %d rank(s) (restart %d of %d) after rank %d failed",
+                      o.nproc_per_node, attempt + 1, o.max_restarts, res.failed_rank));
+      continue;
+    }
+    log::error(log::format(
+        "launch: rank %d failed (%s)%s", res.failed_rank, res.failure.c_str(),
+        o.max_restarts ? log::format("; no restarts left of %d", o.max_restarts).c_str() : ""));
+    return 1;
+  }
+}
+
+}  // namespace lmtrain::dist

@@ -1,0 +1,28 @@
+// Builds the dist::Group for this process from its environment (dist/env.h): the single-rank
+// group for a world of one, else a c10d process group (Gloo on CPU, NCCL in CUDA builds) after a
+// checked TCPStore rendezvous (dist/rendezvous.h).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "dist/env.h"
+#include "dist/group.h"
+
+namespace lmtrain::core {
+class Config;
+}
+
+namespace lmtrain::dist {
+
+struct GroupOptions {
+  std::string backend = "auto";  // auto | gloo | nccl
+  double init_timeout_s = 120;   // rendezvous
+  double timeout_s = 600;        // any one collective
+  bool cuda = false;             // tensors live on the GPU (auto picks nccl)
+
+  static GroupOptions from_config(const core::Config& cfg);
+};
+
+std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& options);
+
+}  // namespace lmtrain::dist

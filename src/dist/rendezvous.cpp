@@ -1,0 +1,227 @@
+#include "dist/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "dist/c10d_error.h"
+
+namespace lmtrain::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return log::format("%.3g s", ms.count() / 1000.0);
+}
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "?";
+  return buf;
+}
+
+std::string join_key(int rank) { return "lmtrain/rdzv/rank" + std::to_string(rank); }
+std::string claim_key(int rank) { return "lmtrain/rdzv/claims" + std::to_string(rank); }
+const char* kVerdictKey = "lmtrain/rdzv/verdict";
+
+// What a rank announces: "<world_size> <host> <pid>".
+struct Announcement {
+  int world_size = 0;
+  std::string host;
+  long pid = 0;
+  std::string who(int rank) const {
+    return "rank " + std::to_string(rank) + " (" + host + ", pid " + std::to_string(pid) + ")";
+  }
+};
+
+Announcement parse_announcement(const std::string& s) {
+  Announcement a;
+  std::istringstream in(s);
+  in >> a.world_size >> a.host >> a.pid;
+  return a;
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env,
+                                              std::chrono::milliseconds timeout) {
+  const bool server = env.rank == 0 && !env.use_agent_store;
+  if (server && !tcp_port_free(env.master_port)) {
+    throw Error(log::format(
+        "rendezvous: MASTER_PORT %d is already in use on this machine (another job or a "
+        "leftover process?): pick a free port with --master_port",
+        env.master_port));
+  }
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(env.master_port);
+  opts.isServer = server;
+  opts.waitWorkers = false;  // we check arrivals ourselves, naming the missing ranks
+  opts.timeout = timeout;
+  opts.multiTenant = true;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+  } catch (const std::exception& e) {
+    const std::string what = brief_error(e);
+    if (server) {
+      throw Error(log::format("rendezvous: rank 0 could not host the TCPStore on port %d: %s",
+                              env.master_port, what.c_str()));
+    }
+    throw Error(log::format(
+        "rendezvous: rank %d could not reach the master at %s:%d within %s (is rank 0 running, "
+        "and are MASTER_ADDR/MASTER_PORT right?): %s",
+        env.rank, env.master_addr.c_str(), env.master_port, seconds(timeout).c_str(),
+        what.c_str()));
+  }
+}
+
+// Rank 0: waits for every rank's announcement and checks that they agree; the verdict ("ok" or
+// the error message) is published for the other ranks.
+std::string judge_arrivals(c10d::Store& store, const DistEnv& env,
+                           std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::vector<int> missing;
+  for (;;) {
+    missing.clear();
+    for (int r = 0; r < env.world_size; ++r) {
+      if (!store.check({join_key(r)})) {
+        missing.push_back(r);
+      } else if (store.add(claim_key(r), 0) > 1) {
+        const auto a = parse_announcement(text(store.get(join_key(r))));
+        return log::format("rendezvous: rank %d was claimed by more than one process (last: %s)", r,
+                           a.who(r).c_str());
+      }
+    }
+    if (missing.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 16; ++i) {
+      list += (i ? ", " : "") + std::to_string(missing[i]);
+    }
+    if (missing.size() > 16) list += ", ...";
+    return log::format(
+        "rendezvous: %s %s of %d did not join within %s (not started, crashed, or "
+        "pointed at another MASTER_ADDR:MASTER_PORT?)",
+        missing.size() == 1 ? "rank" : "ranks", list.c_str(), env.world_size,
+        seconds(timeout).c_str());
+  }
+  for (int r = 0; r < env.world_size; ++r) {
+    const auto a = parse_announcement(text(store.get(join_key(r))));
+    if (a.world_size != env.world_size) {
+      return log::format(
+          "rendezvous: %s was started with a world size of %d, but rank 0 with %d: "
+          "every rank of a job needs the same WORLD_SIZE",
+          a.who(r).c_str(), a.world_size, env.world_size);
+    }
+  }
+  return "ok";
+}
+
+}  // namespace
+
+bool tcp_port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return true;  // can't tell; let c10d report
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 || errno != EADDRINUSE;
+  ::close(fd);
+  return ok;
+}
+
+int pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw Error(std::string("cannot find a free TCP port: ") + std::strerror(errno));
+  return ntohs(addr.sin_port);
+}
+
+std::string local_address_towards(const std::string& master_addr, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(master_addr.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
+    throw Error("cannot resolve MASTER_ADDR '" + master_addr + "'");
+  }
+  auto* target = reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  std::string out;
+  if ((ntohl(target->sin_addr.s_addr) >> 24) == 127) {
+    out = "127.0.0.1";
+  } else {
+    // connect() on a UDP socket sends nothing; it only asks the kernel for the route.
+    const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET_ADDRSTRLEN] = {0};
+      inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf));
+      out = buf;
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  freeaddrinfo(res);
+  if (out.empty()) throw Error("no network route from this host to MASTER_ADDR " + master_addr);
+  return out;
+}
+
+RendezvousResult rendezvous(const DistEnv& env, std::chrono::milliseconds timeout) {
+  auto base = connect_store(env, timeout);
+  c10::intrusive_ptr<c10d::Store> store = base;
+  if (env.use_agent_store) {
+    // torchrun's agent store outlives restarts: scope keys by attempt, as torch.distributed does.
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(env.restart_count), base);
+  }
+  store->set(join_key(env.rank), bytes(std::to_string(env.world_size) + " " + hostname() + " " +
+                                       std::to_string(::getpid())));
+  if (store->add(claim_key(env.rank), 1) > 1) {
+    throw Error(log::format("rendezvous: rank %d is already taken by another process of this job",
+                            env.rank));
+  }
+  if (env.rank == 0) {
+    const std::string verdict = judge_arrivals(*store, env, timeout);
+    store->set(kVerdictKey, bytes(verdict));
+    if (verdict != "ok") throw Error(verdict);
+  } else {
+    // Rank 0 answers within `timeout`; the margin lets its precise verdict arrive first.
+    const auto wait = timeout + std::chrono::milliseconds(5000);
+    try {
+      store->wait({kVerdictKey}, wait);
+    } catch (const std::exception& e) {
+      throw Error(log::format("rendezvous: rank %d got no answer from rank 0 within %s: %s",
+                              env.rank, seconds(wait).c_str(), brief_error(e).c_str()));
+    }
+    const std::string verdict = text(store->get(kVerdictKey));
+    if (verdict != "ok") throw Error(verdict);
+  }
+  return {c10::make_intrusive<c10d::PrefixStore>("lmtrain/pg", store)};
+}
+
+}  // namespace lmtrain::dist

@@ -1,0 +1,64 @@
+#include "train/replica_sync.h"
+
+#include "core/crc32c.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace lmtrain::train {
+
+void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const optim::AdamW& opt,
+                   const TrainingState& state) {
+  if (group.size() == 1) return;
+  torch::NoGradGuard no_grad;
+  auto params = flat.params();
+  group.broadcast(params, 0)->wait();
+  for (auto t : opt.flat_state()) group.broadcast(t, 0)->wait();
+
+  const auto crc = core::crc32c(params.data_ptr(), params.numel() * params.element_size());
+  // (fingerprint, numel, step, optimizer step, epoch, cursor)
+  auto mine = torch::tensor({static_cast<int64_t>(crc), params.numel(), state.step,
+                             opt.step_count(), state.position.epoch, state.position.cursor},
+                            torch::kInt64);
+  std::vector<at::Tensor> all;
+  for (int r = 0; r < group.size(); ++r) all.push_back(torch::empty_like(mine));
+  group.allgather(all, mine)->wait();
+  const auto ref = all[0];
+  for (int r = 1; r < group.size(); ++r) {
+    const auto v = all[r];
+    if (v[1].item<int64_t>() != ref[1].item<int64_t>()) {
+      throw Error(
+          log::format("rank %d built a model with %lld parameter elements, rank 0 with "
+                      "%lld: every rank needs the same config",
+                      r, (long long)v[1].item<int64_t>(), (long long)ref[1].item<int64_t>()));
+    }
+    if (!v.slice(0, 2).equal(ref.slice(0, 2))) {
+      throw Error(log::format(
+          "rank %d is at step %lld (optimizer step %lld, epoch %lld, cursor %lld) but rank 0 at "
+          "step %lld (optimizer step %lld, epoch %lld, cursor %lld): the ranks resumed from "
+          "different checkpoints; run.dir must be one directory shared by all ranks",
+          r, (long long)v[2].item<int64_t>(), (long long)v[3].item<int64_t>(),
+          (long long)v[4].item<int64_t>(), (long long)v[5].item<int64_t>(),
+          (long long)ref[2].item<int64_t>(), (long long)ref[3].item<int64_t>(),
+          (long long)ref[4].item<int64_t>(), (long long)ref[5].item<int64_t>()));
+    }
+    if (v[0].item<int64_t>() != ref[0].item<int64_t>()) {
+      throw Error(log::format(
+          "rank %d's parameters differ from rank 0's after the broadcast "
+          "(CRC %08llx vs %08llx)",
+          r, (unsigned long long)v[0].item<int64_t>(), (unsigned long long)ref[0].item<int64_t>()));
+    }
+  }
+  log::info(
+      log::format("replicas agree: parameters and optimizer state broadcast from rank 0, "
+                  "CRC %08x on all %d ranks",
+                  crc, group.size()));
+}
+
+bool any_rank(dist::Group& group, bool flag) {
+  if (group.size() == 1) return flag;
+  auto t = torch::tensor({flag ? 1.0f : 0.0f});
+  group.allreduce(t, dist::ReduceOp::kMax)->wait();
+  return t.item<float>() > 0;
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,81 @@
+// Rendezvous failures with real processes: each ends in an error that names the cause (and the
+// rank), within the configured deadline, instead of a hang. The rendezvous happens before any
+// data is read, so these runs need no dataset.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "e2e/dist_harness.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+// `lmtrain train` as one rank, with a short rendezvous deadline; `timeout` is only a guard
+// against a hang (it fails the test with exit code 124).
+std::string rank_cmd(int rank, int world, int port, const std::string& extra = "") {
+  return "RANK=" + std::to_string(rank) + " WORLD_SIZE=" + std::to_string(world) +
+         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " timeout 60 " +
+         lmtrain_binary() + " train --data.dir=/nonexistent --max_steps=1" +
+         " --dist.init_timeout_s=2" + extra;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(Rendezvous, PortAlreadyInUseIsNamed) {
+  const int port = free_port();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  const auto r = run_command(rank_cmd(0, 2, port));
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "MASTER_PORT " + std::to_string(port) + " is already in use"))
+      << r.output;
+}
+
+TEST(Rendezvous, UnreachableMasterIsNamed) {
+  const int port = free_port();  // nobody listens there
+  const auto r = run_command(rank_cmd(1, 2, port));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 1 could not reach the master at 127.0.0.1:" +
+                                     std::to_string(port) + " within 2 s"))
+      << r.output;
+}
+
+TEST(Rendezvous, RankThatNeverArrivesIsNamed) {
+  const auto r = run_command(rank_cmd(0, 3, free_port()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "ranks 1, 2 of 3 did not join within 2 s")) << r.output;
+}
+
+TEST(Rendezvous, MismatchedWorldSizeIsNamedOnEveryRank) {
+  const int port = free_port();
+  const auto rs = run_parallel({rank_cmd(0, 2, port), rank_cmd(1, 3, port)});
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "was started with a world size of 3, but rank 0 with 2"))
+        << r.output;
+  }
+}
+
+TEST(Rendezvous, DuplicateRankIsNamed) {
+  const int port = free_port();
+  // Rank 2 never comes, so rank 0 keeps watching while both "rank 1" processes register.
+  const auto rs = run_parallel({rank_cmd(0, 3, port), rank_cmd(1, 3, port), rank_cmd(1, 3, port)});
+  const std::string all = rs[0].output + rs[1].output + rs[2].output;
+  EXPECT_TRUE(contains(all, "rank 1 is already taken by another process") ||
+              contains(all, "rank 1 was claimed by more than one process"))
+      << all;
+  for (const auto& r : rs) EXPECT_NE(r.exit_code, 0) << r.output;
+}
+
+}  // namespace
+}  // namespace lmtrain::testing

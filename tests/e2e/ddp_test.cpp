@@ -1,0 +1,135 @@
+// Data-parallel equivalence with real processes on loopback: N ranks on the same global batch
+// end with the parameters of one rank (max relative difference <= 1e-5), with and without
+// gradient accumulation, under `lmtrain launch` and under torchrun. Also: a resumed run at a
+// different world size, a rank killed mid-run, and a launcher restart after that kill.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double kTolerance = 1e-5;
+
+class DdpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("lmtrain_ddp");
+    data_ = prepare_synthetic_data(dir_->path());
+    baseline_ = dir_->file("one_rank");
+    // Global batch: 512 tokens = 16 windows of 32; one rank: micro 8 x 2 accumulation steps.
+    auto r =
+        run_command(lmtrain_binary() + " train" + flags(baseline_) + " --train.micro_batch_size=8");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  // optim.eps=1e-6 rather than 1e-8: some gradients are analytically zero (the key bias:
+  // softmax ignores a constant added to every score) and hold only fp32 rounding noise that
+  // depends on the summation order. Adam divides that ~1e-10 noise by its own RMS, turning it
+  // into full learning-rate steps of random sign; at eps=1e-8 even two one-rank runs that
+  // split the same batch into different micro-batches end ~1e-4 apart. At 1e-6 such noise
+  // stays noise (measured: one rank micro 4 vs 16: 3.0e-6; four ranks vs one: 3.5e-6).
+  static std::string flags(const std::string& run) {
+    return tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
+           " --train.max_steps=10 --dist.bucket_mb=0.02 --optim.eps=1e-6";
+  }
+  static std::string launch(int nproc, const std::string& extra = "") {
+    return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(nproc) +
+           " --master_port=" + std::to_string(free_port()) + extra + " -- train";
+  }
+  // Debian's torchrun (Python 3.11) needs explicit --redirects/--tee: its default value "0"
+  // does not parse there (an enum change in 3.11), so stdout goes to its log dir and stderr
+  // (where lmtrain logs) is teed to the console.
+  static std::string torchrun(int nproc) {
+    return "/usr/bin/torchrun --redirects 1 --tee 2 --log_dir " + dir_->file("torchrun_logs") +
+           std::to_string(nproc) + " --no_python --nproc_per_node=" + std::to_string(nproc) +
+           " --master_port=" + std::to_string(free_port()) + " " + lmtrain_binary() + " train";
+  }
+  static void expect_matches_baseline(const std::string& run, const std::string& output) {
+    ASSERT_TRUE(fs::exists(run + "/checkpoints/latest")) << output;
+    const double diff =
+        max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest");
+    EXPECT_LE(diff, kTolerance) << output;
+    EXPECT_NEAR(last_logged_loss(run), last_logged_loss(baseline_), 1e-5);
+  }
+  static void run_and_compare(const std::string& name, const std::string& launcher,
+                              const std::string& extra) {
+    const std::string run = dir_->file(name);
+    auto r = run_command(launcher + flags(run) + extra);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_matches_baseline(run, r.output);
+  }
+
+  static TempDir* dir_;
+  static std::string data_, baseline_;
+};
+TempDir* DdpTest::dir_ = nullptr;
+std::string DdpTest::data_, DdpTest::baseline_;
+
+TEST_F(DdpTest, LaunchTwoRanksWithAccumulationMatchesOneRank) {
+  run_and_compare("launch2_accum", launch(2), " --train.micro_batch_size=4");  // 4 x 2 x 2
+}
+
+TEST_F(DdpTest, LaunchTwoRanksWithoutAccumulationMatchesOneRank) {
+  run_and_compare("launch2", launch(2), " --train.micro_batch_size=8");  // 8 x 2 x 1
+}
+
+TEST_F(DdpTest, LaunchFourRanksWithAndWithoutAccumulationMatchOneRank) {
+  run_and_compare("launch4", launch(4), " --train.micro_batch_size=4");        // 4 x 4 x 1
+  run_and_compare("launch4_accum", launch(4), " --train.micro_batch_size=2");  // 2 x 4 x 2
+}
+
+TEST_F(DdpTest, TorchrunTwoAndFourRanksMatchOneRank) {
+  if (access("/usr/bin/torchrun", X_OK) != 0) GTEST_SKIP() << "/usr/bin/torchrun not installed";
+  run_and_compare("torchrun2", torchrun(2), " --train.micro_batch_size=4");
+  run_and_compare("torchrun4", torchrun(4), " --train.micro_batch_size=4");
+}
+
+TEST_F(DdpTest, GlobalBatchThatDoesNotDivideIsAClearError) {
+  auto r = run_command(launch(4) + flags(dir_->file("bad")) + " --train.micro_batch_size=3");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("train.total_batch_size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0 failed (exit code 2)"), std::string::npos) << r.output;
+}
+
+TEST_F(DdpTest, ResumeAtADifferentWorldSizeMatchesOneRank) {
+  const std::string run = dir_->file("resized");
+  auto a =
+      run_command(launch(2) + flags(run) + " --train.micro_batch_size=4 --train.stop_at_step=5");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = run_command(launch(4) + flags(run) + " --train.micro_batch_size=2 --resume=auto");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
+  expect_matches_baseline(run, b.output);
+}
+
+TEST_F(DdpTest, KilledRankMakesTheLauncherFailNamingIt) {
+  const std::string run = dir_->file("killed");
+  auto r = run_command("LMTRAIN_FAULT_KILL=1:3 " + launch(2, " --grace_s=5") + flags(run) +
+                       " --train.micro_batch_size=4");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 (pid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("failed: killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launch: rank 1 failed (killed by signal 9"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(DdpTest, MaxRestartsResumesAfterAKilledRankAndMatchesUninterrupted) {
+  const std::string run = dir_->file("restarted");
+  auto r = run_command("LMTRAIN_FAULT_KILL=1:7 " + launch(2, " --max_restarts=1 --grace_s=5") +
+                       flags(run) + " --train.micro_batch_size=4 --checkpoint.every=5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("restart 1 of 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  expect_matches_baseline(run, r.output);
+}
+
+}  // namespace
+}  // namespace lmtrain::testing

@@ -1,0 +1,24 @@
+// Helpers for the multi-process tests: free ports, concurrent commands, and comparing the
+// parameters of two checkpoints.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace lmtrain::testing {
+
+// A TCP port that was free a moment ago (bound to port 0 and released).
+int free_port();
+
+// Runs the commands concurrently (each through /bin/sh), returning their results in order.
+std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands);
+
+// max over tensors of max|a - b| / max|b| between the model.safetensors of two checkpoint
+// directories; fails the current test if the tensor names differ.
+double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b);
+
+// The loss of the last step record in RUN_DIR/metrics.jsonl.
+double last_logged_loss(const std::string& run_dir);
+
+}  // namespace lmtrain::testing
