@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The demo: prepares the default corpus (Debian's fortunes), trains gpt2-tiny on CPU,
-# then prints the validation loss and a generated sample. About 5 minutes on 2 cores.
+# The demo: prepares the default corpus (Debian's fortunes), trains gpt2-tiny on CPU with two
+# data-parallel ranks (`lmtrain launch`, Gloo over loopback), then prints the validation loss
+# and generated samples. About 5 minutes on 2 cores. LMTRAIN_DEMO_RANKS changes the rank count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,9 +17,11 @@ if [[ ! -f "$data/train.bin" ]]; then
     --doc_separator %
 fi
 
-echo "== train: gpt2-tiny -> $run"
+ranks=${LMTRAIN_DEMO_RANKS:-2}
+echo "== train: gpt2-tiny on $ranks ranks -> $run"
 rm -rf "$run"
-build/lmtrain train --config configs/gpt2-tiny.yaml --data.dir="$data" --run.dir="$run" "$@"
+build/lmtrain launch --standalone --nproc_per_node="$ranks" -- \
+  train --config configs/gpt2-tiny.yaml --data.dir="$data" --run.dir="$run" "$@"
 
 echo "== eval"
 build/lmtrain eval --checkpoint "$run"

@@ -3,7 +3,9 @@
 #   build:  compiler, CMake, Ninja, libtorch (CPU) + OpenBLAS (OpenMP), Gloo headers, yaml-cpp,
 #           PCRE2, nlohmann-json, GoogleTest
 #   data:   fortunes (the default demo corpus)
-#   tools:  python3-torch (reference benchmarks, reference values, torchrun)
+#   tools:  python3-torch (reference benchmarks, reference values, torchrun), openmpi-bin
+#           (mpirun, to prove `mpirun -np N lmtrain train` works), iproute2 (the multi-node
+#           test's network namespaces)
 set -euo pipefail
 
 packages=(
@@ -11,7 +13,7 @@ packages=(
   libtorch-dev libopenblas0-openmp libgloo-dev
   libyaml-cpp-dev libpcre2-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   fortunes
-  python3 python3-torch
+  python3 python3-torch openmpi-bin iproute2
 )
 
 missing=()

@@ -44,13 +44,19 @@ class DdpTest : public ::testing::Test {
     return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(nproc) +
            " --master_port=" + std::to_string(free_port()) + extra + " -- train";
   }
-  // Debian's torchrun (Python 3.11) needs explicit --redirects/--tee: its default value "0"
-  // does not parse there (an enum change in 3.11), so stdout goes to its log dir and stderr
-  // (where lmtrain logs) is teed to the console.
+  // Debian's torchrun (Python 3.11) cannot parse its default --redirects/--tee "0" (an enum
+  // change in 3.11); a mapping for a local rank that doesn't exist parses and changes nothing.
   static std::string torchrun(int nproc) {
-    return "/usr/bin/torchrun --redirects 1 --tee 2 --log_dir " + dir_->file("torchrun_logs") +
-           std::to_string(nproc) + " --no_python --nproc_per_node=" + std::to_string(nproc) +
-           " --master_port=" + std::to_string(free_port()) + " " + lmtrain_binary() + " train";
+    return "/usr/bin/torchrun --redirects 9:0 --tee 9:0 --no_python --nproc_per_node=" +
+           std::to_string(nproc) + " --master_port=" + std::to_string(free_port()) + " " +
+           lmtrain_binary() + " train";
+  }
+  // Open MPI only starts the processes and tells each its rank (OMPI_COMM_WORLD_*); the
+  // rendezvous and all communication are still c10d's.
+  static std::string mpirun(int nproc) {
+    return "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(nproc) +
+           " -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" + std::to_string(free_port()) + " " +
+           lmtrain_binary() + " train";
   }
   static void expect_matches_baseline(const std::string& run, const std::string& output) {
     ASSERT_TRUE(fs::exists(run + "/checkpoints/latest")) << output;
@@ -90,6 +96,13 @@ TEST_F(DdpTest, TorchrunTwoAndFourRanksMatchOneRank) {
   if (access("/usr/bin/torchrun", X_OK) != 0) GTEST_SKIP() << "/usr/bin/torchrun not installed";
   run_and_compare("torchrun2", torchrun(2), " --train.micro_batch_size=4");
   run_and_compare("torchrun4", torchrun(4), " --train.micro_batch_size=4");
+}
+
+TEST_F(DdpTest, MpirunTwoRanksMatchesOneRank) {
+  if (run_command("command -v mpirun").exit_code != 0) {
+    GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  }
+  run_and_compare("mpirun2", mpirun(2), " --train.micro_batch_size=4");
 }
 
 TEST_F(DdpTest, GlobalBatchThatDoesNotDivideIsAClearError) {

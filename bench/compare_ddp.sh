@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Data-parallel scaling on this machine, and lmtrain DDP against PyTorch-Python DDP (Gloo).
+#
+# Three runs per round, alternating so that drift hits all sides alike:
+#   lmtrain 1 rank  x 1 thread   lmtrain bench
+#   lmtrain 2 ranks x 1 thread   lmtrain launch --nproc_per_node=2 -- bench
+#   PyTorch 2 ranks x 1 thread   torchrun --nproc_per_node=2 bench/reference/train_gpt2.py
+# Each rank trains its own micro-batch of the same size, so the 2-rank runs do twice the work
+# per step; every tokens/s figure is global. Prints every run, the medians, the unhidden
+# communication time per step of lmtrain's 2-rank run, and last two lines:
+#   scaling: S   (lmtrain 2-rank / lmtrain 1-rank tokens/s; 2.0 = perfect)
+#   ratio: R     (lmtrain 2-rank / PyTorch DDP 2-rank tokens/s)
+#
+# Usage: bench/compare_ddp.sh [--preset gpt2-small-cpu|small] [--rounds R] [--steps N]
+#                             [--warmup W]
+# Env:   LMTRAIN_BIN (default build/lmtrain), PYTHON (default /usr/bin/python3),
+#        TORCHRUN (default /usr/bin/torchrun)
+set -euo pipefail
+
+die() {
+  echo "compare_ddp.sh: error: $*" >&2
+  exit 1
+}
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+preset="gpt2-small-cpu"
+rounds=3
+steps=""
+warmup=""
+while (( $# > 0 )); do
+  case "$1" in
+    --preset) [[ $# -ge 2 ]] || die "--preset needs a value"; preset="$2"; shift 2 ;;
+    --preset=*) preset="${1#*=}"; shift ;;
+    --rounds) [[ $# -ge 2 ]] || die "--rounds needs a value"; rounds="$2"; shift 2 ;;
+    --rounds=*) rounds="${1#*=}"; shift ;;
+    --steps) [[ $# -ge 2 ]] || die "--steps needs a value"; steps="$2"; shift 2 ;;
+    --steps=*) steps="${1#*=}"; shift ;;
+    --warmup) [[ $# -ge 2 ]] || die "--warmup needs a value"; warmup="$2"; shift 2 ;;
+    --warmup=*) warmup="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+
+case "$preset" in
+  gpt2-small-cpu)
+    config="configs/gpt2-small-cpu.yaml"
+    n_layer=6; n_embd=384; n_head=6; seq_len=256; batch=8; vocab=8192
+    default_steps=10; default_warmup=2 ;;
+  small)
+    config="configs/bench-small.yaml"
+    n_layer=4; n_embd=128; n_head=4; seq_len=64; batch=12; vocab=8192
+    default_steps=60; default_warmup=6 ;;
+  *) die "unknown preset '$preset' (expected gpt2-small-cpu or small)" ;;
+esac
+steps="${steps:-$default_steps}"
+warmup="${warmup:-$default_warmup}"
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer (got '$rounds')"
+[[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive integer (got '$steps')"
+[[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer (got '$warmup')"
+
+lmtrain_bin="${LMTRAIN_BIN:-build/lmtrain}"
+python_bin="${PYTHON:-/usr/bin/python3}"
+torchrun_bin="${TORCHRUN:-/usr/bin/torchrun}"
+[[ -x "$lmtrain_bin" ]] || die "lmtrain binary not found: '$lmtrain_bin' (build it, or set LMTRAIN_BIN)"
+[[ -x "$python_bin" ]] || die "python not found: '$python_bin' (set PYTHON)"
+[[ -x "$torchrun_bin" ]] || die "torchrun not found: '$torchrun_bin' (apt install python3-torch, or set TORCHRUN)"
+
+export OMP_NUM_THREADS=1
+bench_flags=(--config "$config" "--model.vocab_size=$vocab" "--data.seq_len=$seq_len"
+  "--train.micro_batch_size=$batch" --train.total_batch_size=0 --train.threads=1
+  --train.workers=1 "--bench.steps=$steps" "--bench.warmup=$warmup")
+lm1_cmd=("$lmtrain_bin" bench "${bench_flags[@]}")
+lm2_cmd=("$lmtrain_bin" launch --standalone --nproc_per_node=2 -- bench "${bench_flags[@]}")
+# --redirects/--tee 9:0: works around Debian torchrun 1.13 on Python 3.11 (see the reference).
+ref2_cmd=("$torchrun_bin" --standalone --nproc_per_node=2 --redirects 9:0 --tee 9:0
+  "$python_bin" bench/reference/train_gpt2.py
+  --n_layer "$n_layer" --n_head "$n_head" --n_embd "$n_embd" --vocab_size "$vocab"
+  --block_size "$seq_len" --seq_len "$seq_len" --batch_size "$batch"
+  --steps "$steps" --warmup "$warmup" --threads 1)
+
+result=""
+comm=""
+run_one() {
+  local label="$1"
+  shift
+  local out status=0
+  out="$("$@" 2>&1)" || status=$?
+  if (( status != 0 )); then
+    printf '%s\n' "$out" >&2
+    die "$label run failed (exit $status): $*"
+  fi
+  result="$(printf '%s\n' "$out" |
+    sed -n 's/.*tokens_per_s:[[:space:]]*\([0-9][0-9.eE+-]*\).*/\1/p' | tail -n 1)"
+  comm="$(printf '%s\n' "$out" |
+    sed -n 's/.*comm_wait_ms:[[:space:]]*\([0-9][0-9.eE+-]*\).*/\1/p' | tail -n 1)"
+  [[ -n "$result" ]] || { printf '%s\n' "$out" >&2; die "$label printed no tokens_per_s"; }
+}
+
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+    END { if (NR % 2) printf "%.1f", v[(NR + 1) / 2];
+          else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+echo "preset: $preset (n_layer=$n_layer n_embd=$n_embd seq_len=$seq_len micro-batch per rank=$batch" \
+  "vocab=$vocab), $steps timed + $warmup warmup steps, 1 thread per rank, $rounds rounds"
+lm1=(); lm2=(); ref2=(); comms=()
+for (( r = 1; r <= rounds; r++ )); do
+  run_one "lmtrain 1 rank" "${lm1_cmd[@]}"; lm1+=("$result")
+  printf 'round %d  lmtrain 1 rank    tokens_per_s: %s\n' "$r" "$result"
+  run_one "lmtrain 2 ranks" "${lm2_cmd[@]}"; lm2+=("$result"); comms+=("${comm:-0}")
+  printf 'round %d  lmtrain 2 ranks   tokens_per_s: %s  (comm not hidden: %s ms/step)\n' \
+    "$r" "$result" "${comm:-?}"
+  run_one "PyTorch DDP" "${ref2_cmd[@]}"; ref2+=("$result")
+  printf 'round %d  PyTorch DDP 2     tokens_per_s: %s\n' "$r" "$result"
+done
+m1="$(median "${lm1[@]}")"; m2="$(median "${lm2[@]}")"; mr="$(median "${ref2[@]}")"
+echo "median lmtrain 1 rank   tokens_per_s: $m1"
+echo "median lmtrain 2 ranks  tokens_per_s: $m2"
+echo "median PyTorch DDP 2    tokens_per_s: $mr"
+echo "median lmtrain comm_wait_ms per step (all-reduce not hidden by backward): $(median "${comms[@]}")"
+awk -v a="$m2" -v b="$m1" 'BEGIN { printf "scaling: %.3f\n", a / b }'
+awk -v a="$m2" -v b="$mr" 'BEGIN { printf "ratio: %.3f\n", a / b }'
