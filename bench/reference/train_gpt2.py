@@ -12,13 +12,37 @@ timing starts. The last two lines printed are always:
     tokens_per_s: Y
 
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/reference/train_gpt2.py
+
+Data parallel: launched by torchrun with WORLD_SIZE > 1, it runs as ordinary PyTorch DDP on
+CPU, the reference for `lmtrain launch`:
+
+    /usr/bin/torchrun --nproc_per_node=2 --master_port=29641 --redirects 9:0 --tee 9:0 \
+        bench/reference/train_gpt2.py --threads 1 ...
+
+(`--redirects 9:0 --tee 9:0` only works around a bug of Debian's torchrun 1.13 on Python
+3.11: the defaults "0" parse to None in Std.from_str and torchrun dies with "'NoneType' object
+has no attribute 'get'"; a mapping for a local rank that does not exist (up to 9 ranks per
+node) parses and leaves every real rank's output on the console.)
+
+Each rank joins a Gloo process group (init_process_group("gloo"), env:// rendezvous from
+torchrun's variables), wraps the model in DistributedDataParallel with default settings
+(25 MiB gradient buckets, allreduce overlapped with backward) and trains on its own
+micro-batches of --batch_size rows, generated from seed + rank so that ranks see different
+data. The model is initialised from --seed on every rank (DDP also broadcasts rank 0's
+weights). The timed loop is bracketed by barriers so that rank 0's clock covers every rank's
+steps. Only rank 0 prints; it adds a `world_size: N` line before final_loss (its own local
+loss), and tokens_per_s is the GLOBAL throughput:
+batch_size * seq_len * world_size * steps / elapsed. ms_per_step is per (global) step.
+Without torchrun (or with WORLD_SIZE=1) nothing changes: no process group, no DDP.
 """
 
 import argparse
 import math
+import os
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -165,6 +189,13 @@ def parse_args():
 
 def main():
     args = parse_args()
+    # torchrun sets WORLD_SIZE (and RANK, MASTER_ADDR, MASTER_PORT) for each worker.
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        dist.init_process_group("gloo")
+    rank = dist.get_rank() if distributed else 0
+    world_size = dist.get_world_size() if distributed else 1
+    is_main = rank == 0
     torch.set_num_threads(args.threads)
     try:
         torch.set_num_interop_threads(1)
@@ -177,21 +208,28 @@ def main():
     optimizer = model.configure_optimizer(lr=6e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
+    if distributed:
+        # The optimizer keeps the raw module's parameters: DDP trains those same tensors and
+        # averages their .grad across ranks during backward, before clipping and the step.
+        model = nn.parallel.DistributedDataParallel(model)
 
     B, T = args.batch_size, args.seq_len
-    gen = torch.Generator().manual_seed(args.seed)
+    # Per-rank data (seed + rank): in DDP each rank trains on a different micro-batch.
+    gen = torch.Generator().manual_seed(args.seed + rank)
     n_pool = 1 if args.overfit else args.pool
     pool = []
     for _ in range(n_pool):
         tokens = torch.randint(0, args.vocab_size, (B, T + 1), generator=gen)
         pool.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
 
-    print(
+    log = print if is_main else (lambda *a, **k: None)
+    log(
         f"reference gpt2: n_layer={args.n_layer} n_head={args.n_head} n_embd={args.n_embd} "
         f"vocab_size={args.vocab_size} block_size={args.block_size} seq_len={T} batch_size={B} "
         f"params={n_params} ({n_params / 1e6:.2f}M) threads={torch.get_num_threads()} "
         f"interop_threads={torch.get_num_interop_threads()} torch={torch.__version__} "
-        f"warmup={args.warmup} steps={args.steps}",
+        f"warmup={args.warmup} steps={args.steps}"
+        + (f" world_size={world_size} backend=gloo ddp" if distributed else ""),
         flush=True,
     )
 
@@ -208,8 +246,10 @@ def main():
     for step in range(args.warmup):
         loss = train_step(step)
         if log_every:
-            print(f"warmup {step}: loss {loss.item():.4f}", flush=True)
+            log(f"warmup {step}: loss {loss.item():.4f}", flush=True)
 
+    if distributed:
+        dist.barrier()  # start the clock with every rank ready
     t0 = time.perf_counter()
     t_last = t0
     for i in range(args.steps):
@@ -217,14 +257,20 @@ def main():
         if log_every and (i + 1) % log_every == 0:
             # .item() is a sync point; on CPU it costs nothing extra since ops are eager.
             now = time.perf_counter()
-            print(f"step {i}: loss {loss.item():.4f} "
-                  f"ms {(now - t_last) * 1000.0 / log_every:.1f}", flush=True)
+            log(f"step {i}: loss {loss.item():.4f} "
+                f"ms {(now - t_last) * 1000.0 / log_every:.1f}", flush=True)
             t_last = now
+    if distributed:
+        dist.barrier()  # stop it only when the slowest rank has finished its steps
     elapsed = time.perf_counter() - t0
 
-    print(f"final_loss: {loss.item():.4f}")
-    print(f"ms_per_step: {elapsed * 1000.0 / args.steps:.3f}")
-    print(f"tokens_per_s: {B * T * args.steps / elapsed:.1f}", flush=True)
+    if distributed:
+        log(f"world_size: {world_size}")
+    log(f"final_loss: {loss.item():.4f}")
+    log(f"ms_per_step: {elapsed * 1000.0 / args.steps:.3f}")
+    log(f"tokens_per_s: {B * T * world_size * args.steps / elapsed:.1f}", flush=True)
+    if distributed:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

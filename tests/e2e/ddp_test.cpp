@@ -85,6 +85,34 @@ TEST_F(DdpTest, LaunchTwoRanksWithAccumulationMatchesOneRank) {
 
 TEST_F(DdpTest, LaunchTwoRanksWithoutAccumulationMatchesOneRank) {
   run_and_compare("launch2", launch(2), " --train.micro_batch_size=8");  // 8 x 2 x 1
+  // Rank 0 writes the main log, metrics and checkpoints; rank 1 only its own log.
+  const std::string run = dir_->file("launch2");
+  EXPECT_TRUE(fs::exists(run + "/train.log"));
+  EXPECT_TRUE(fs::exists(run + "/train.rank1.log"));
+  EXPECT_FALSE(fs::exists(run + "/train.rank0.log"));
+  EXPECT_NE(read_text(run + "/train.rank1.log").find("rank 1 of 2"), std::string::npos);
+}
+
+TEST_F(DdpTest, SigintToTheLauncherStopsEveryRankAtOneStepWithACheckpoint) {
+  const std::string run = dir_->file("interrupted");
+  // The launcher runs in the background; once rank 0 has logged step 3 the shell sends it
+  // SIGINT. Waiting on the log is a synchronisation point, not a timing assumption.
+  const std::string script = dir_->file("interrupt.sh");
+  write_text(script, launch(2) + flags(run) +
+                         " --train.micro_batch_size=4 --train.max_steps=100000 &\n"
+                         "pid=$!\n"
+                         "until grep -q 'step      3/' " +
+                         run +
+                         "/train.log 2>/dev/null; do sleep 0.1; done\n"
+                         "kill -INT $pid\n"
+                         "wait $pid\n"
+                         "echo launcher_exit=$?\n");
+  auto r = run_command("bash " + script);
+  EXPECT_NE(r.output.find("launcher_exit=130"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("forwarding it to the ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopping on signal 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("saved checkpoint"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/latest/meta.json")) << r.output;
 }
 
 TEST_F(DdpTest, LaunchFourRanksWithAndWithoutAccumulationMatchOneRank) {
