@@ -40,6 +40,8 @@ int cmd_bench(const Args& argv) {
   if (dist.env.rank != 0) return 0;
   std::cout << "model: " << r.model << "\n"
             << "world_size: " << r.world_size << "\n"
+            << "optimizer: " << r.optimizer << "\n"
+            << "optimizer_state_bytes_per_rank: " << r.state_bytes << "\n"
             << "threads: " << r.threads << "\n"
             << "workers: " << r.workers << "\n"
             << "tokens_per_step: " << r.tokens_per_step << "\n"

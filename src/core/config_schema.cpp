@@ -66,7 +66,9 @@ const std::vector<KeySpec>& config_schema() {
         "intra-op thread (CPU); 0 = auto (train.threads, at most micro_batch_size); 1 = off"),
       S("train.precision", "fp32", {"fp32"}, "numeric precision of training"),
 
-      S("optim.name", "adamw", {"adamw"}, "optimizer"),
+      S("optim.name", "adamw", {"adamw", "muon"},
+        "optimizer: adamw, or muon (Muon for the blocks' 2-D matrices, AdamW at optim.lr for "
+        "embeddings, head, norms and biases)"),
       F("optim.lr", "6e-4", 0, 10, "peak learning rate"),
       F("optim.min_lr_ratio", "0.1", 0, 1,
         "final lr as a fraction of optim.lr (cosine/linear/wsd)"),
@@ -78,6 +80,11 @@ const std::vector<KeySpec>& config_schema() {
       S("optim.schedule", "cosine", {"constant", "cosine", "linear", "wsd"},
         "lr schedule after warmup"),
       I("optim.warmup_steps", 0, 0, kBig, "linear warmup steps"),
+      F("optim.muon_lr", "0.02", 0, 10, "muon: peak lr of the Muon group (same schedule)"),
+      F("optim.muon_momentum", "0.95", 0, 0.999999, "muon: momentum after the warm-up"),
+      F("optim.muon_momentum_start", "0.85", 0, 0.999999, "muon: momentum at step 0"),
+      I("optim.muon_momentum_warmup", 300, 0, kBig,
+        "muon: steps over which momentum goes linearly from start to final"),
       F("optim.decay_fraction", "0.2", 0, 1, "wsd: fraction of steps spent in the final decay"),
 
       I("checkpoint.every", 0, 0, kBig, "save every N steps (0 = only at the end)"),
@@ -96,6 +103,9 @@ const std::vector<KeySpec>& config_schema() {
         "deadline for any one collective; a dead or stuck rank becomes an error after it"),
       F("dist.bucket_mb", "25", 0.001, 1 << 20,
         "gradient all-reduce bucket size in MiB (buckets start during backward)"),
+      I("dist.zero", 0, 0, 2,
+        "ZeRO stage of the optimizer: 0 = replicated; 1 = optimizer state sharded over ranks; "
+        "2 = state sharded and gradients reduce-scattered"),
 
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),

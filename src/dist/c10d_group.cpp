@@ -101,32 +101,64 @@ class C10dGroup : public Group {
     if (static_cast<int>(inputs.size()) != size_) {
       throw Error(log::format("reduce_scatter needs %d inputs, got %zu", size_, inputs.size()));
     }
-    // Gloo has no reduce-scatter: all-reduce the concatenation and keep this rank's chunk.
-    // Same result, twice the traffic of a true reduce-scatter.
-    std::vector<at::Tensor> flat_parts;
-    for (auto& t : inputs) flat_parts.push_back(t.reshape({-1}));
-    auto all = at::cat(flat_parts);
-    auto reduced = allreduce(all, op);
-    int64_t offset = 0;
-    for (int r = 0; r < rank_; ++r) offset += inputs[r].numel();
-    const int64_t n = inputs[rank_].numel();
+    // ProcessGroupGloo has no reduce-scatter. An all-to-all sends chunk r of every rank to rank
+    // r — the traffic of a ring reduce-scatter, (W-1)/W of the data — and the W received
+    // chunks are reduced here, always in rank order, so every run sums identically.
+    std::vector<at::Tensor> flat;
+    std::vector<int64_t> in_splits;
+    for (auto& t : inputs) {
+      flat.push_back(t.reshape({-1}));
+      in_splits.push_back(t.numel());
+    }
+    auto send = at::cat(flat);
+    const int64_t n = output.numel();
+    auto recv = at::empty({n * size_}, send.options());
+    std::vector<int64_t> out_splits(size_, n);
+    auto exchanged = all_to_all(recv, send, out_splits, in_splits);
     return std::make_shared<C10dWork>(c10::intrusive_ptr<c10d::Work>(), "reduce_scatter",
-                                      [reduced, all, output, offset, n]() mutable {
-                                        reduced->wait();
-                                        output.view({-1}).copy_(all.narrow(0, offset, n));
+                                      [exchanged, recv, output, op, n, size = size_]() mutable {
+                                        exchanged->wait();
+                                        auto parts = recv.view({size, n});
+                                        auto out = output.view({-1});
+                                        out.copy_(parts[0]);
+                                        for (int s = 1; s < size; ++s) {
+                                          if (op == ReduceOp::kMax) {
+                                            at::maximum_out(out, out, parts[s]);
+                                          } else if (op == ReduceOp::kMin) {
+                                            at::minimum_out(out, out, parts[s]);
+                                          } else {
+                                            out.add_(parts[s]);
+                                          }
+                                        }
+                                        if (op == ReduceOp::kAvg) out.div_(size);
                                       });
   }
 
-  std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input) override {
-    if (input.size(0) % size_ != 0 || output.sizes() != input.sizes()) {
-      throw Error(
-          log::format("all_to_all needs equal-shaped tensors with a multiple of %d rows", size_));
-    }
+  std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input,
+                                   const std::vector<int64_t>& output_splits,
+                                   const std::vector<int64_t>& input_splits) override {
+    auto check = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const char* which) {
+      if (splits.empty()) {
+        if (t.size(0) % size_ != 0) {
+          throw Error(log::format("all_to_all: %s has %lld rows, not a multiple of %d", which,
+                                  (long long)t.size(0), size_));
+        }
+        return;
+      }
+      int64_t total = 0;
+      for (auto v : splits) total += v;
+      if (static_cast<int>(splits.size()) != size_ || total != t.size(0)) {
+        throw Error(log::format("all_to_all: %s splits do not cover its %lld rows in %d parts",
+                                which, (long long)t.size(0), size_));
+      }
+    };
+    check(output_splits, output, "output");
+    check(input_splits, input, "input");
     at::Tensor in = input;
-    std::vector<int64_t> splits;  // empty: equal splits
+    std::vector<int64_t> out_s = output_splits, in_s = input_splits;
     c10d::AllToAllOptions opts;
     auto work =
-        run("all_to_all", [&] { return pg_->alltoall_base(output, in, splits, splits, opts); });
+        run("all_to_all", [&] { return pg_->alltoall_base(output, in, out_s, in_s, opts); });
     return wrap(std::move(work), "all_to_all", {});
   }
 

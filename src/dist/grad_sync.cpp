@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -57,8 +58,8 @@ std::vector<GradBucket> plan_buckets(const std::vector<std::pair<int64_t, int64_
 
 GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
                    const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
-                   int64_t bucket_bytes)
-    : group_(group), flat_grads_(std::move(flat_grads)) {
+                   int64_t bucket_bytes, bool reduce_scatter)
+    : group_(group), flat_grads_(std::move(flat_grads)), reduce_scatter_(reduce_scatter) {
   if (params.size() != ranges.size()) throw Error("GradSync: params and ranges differ in count");
   buckets_ = plan_buckets(ranges, flat_grads_.numel(), flat_grads_.element_size(),
                           std::max<int64_t>(1, bucket_bytes));
@@ -69,6 +70,13 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
   pending_.resize(buckets_.size());
   seen_.assign(params.size(), false);
   works_.resize(buckets_.size());
+  received_.resize(buckets_.size());
+  if (reduce_scatter_) {
+    if (flat_grads_.numel() % group.size() != 0) {
+      throw Error("GradSync: reduce-scatter needs a gradient buffer that splits over the ranks");
+    }
+    shard_ = flat_grads_.numel() / group.size();
+  }
   self_ = std::make_shared<GradSync*>(this);
   if (!active()) return;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -96,12 +104,46 @@ void GradSync::on_grad_ready(size_t param) {
 }
 
 void GradSync::launch_ready_buckets() {
-  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) {
-    const auto& b = buckets_[next_launch_];
-    auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
-    works_[next_launch_] = group_.allreduce(slice, ReduceOp::kAvg);
-    ++next_launch_;
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+}
+
+namespace {
+// Elements of [begin, end) that fall in [lo, hi).
+int64_t overlap(int64_t begin, int64_t end, int64_t lo, int64_t hi) {
+  return std::max<int64_t>(0, std::min(end, hi) - std::max(begin, lo));
+}
+}  // namespace
+
+void GradSync::launch(size_t i) {
+  const auto& b = buckets_[i];
+  auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
+  if (!reduce_scatter_) {
+    works_[i] = group_.allreduce(slice, ReduceOp::kAvg);
+    return;
   }
+  const int w = group_.size(), me = group_.rank();
+  std::vector<int64_t> send(w);
+  for (int q = 0; q < w; ++q) send[q] = overlap(b.begin, b.end, q * shard_, (q + 1) * shard_);
+  received_[i] = at::empty({w * send[me]}, flat_grads_.options());
+  works_[i] = group_.all_to_all(received_[i], slice, std::vector<int64_t>(w, send[me]), send);
+}
+
+void GradSync::complete(size_t i) {
+  works_[i]->wait();
+  works_[i].reset();
+  if (!reduce_scatter_) return;
+  const auto& b = buckets_[i];
+  const int w = group_.size(), me = group_.rank();
+  const int64_t lo = std::max(b.begin, me * shard_);
+  const int64_t n = overlap(b.begin, b.end, me * shard_, (me + 1) * shard_);
+  if (n > 0) {
+    auto parts = received_[i].view({w, n});
+    auto own = flat_grads_.narrow(0, lo, n);
+    own.copy_(parts[0]);
+    for (int s = 1; s < w; ++s) own.add_(parts[s]);
+    own.div_(w);
+  }
+  received_[i] = at::Tensor();
 }
 
 double GradSync::finish() {
@@ -113,9 +155,8 @@ double GradSync::finish() {
   // torch::autograd::grad) leave buckets unlaunched: send them now, still in order.
   for (auto& p : pending_) p = 0;
   launch_ready_buckets();
-  for (auto& w : works_) {
-    if (w) w->wait();
-    w.reset();
+  for (size_t i = 0; i < works_.size(); ++i) {
+    if (works_[i]) complete(i);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

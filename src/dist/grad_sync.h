@@ -8,6 +8,10 @@
 // collectives whatever order its hooks fire in. Nothing is sent on accumulation micro-steps:
 // hooks only act while armed, and the caller arms them for the last micro-step alone.
 // The model is untouched; with a world of one GradSync does nothing.
+//
+// Reduce-scatter mode (ZeRO-2): the buffer is also cut into size() equal shards and each rank
+// needs only its own shard averaged. Each bucket then goes out as an all-to-all — the piece of
+// the bucket in shard q to rank q — and the received pieces are summed in rank order.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -39,7 +43,7 @@ class GradSync {
   // params[i]'s gradient is flat_grads[ranges[i].first, +ranges[i].second).
   GradSync(Group& group, const std::vector<at::Tensor>& params,
            const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
-           int64_t bucket_bytes);
+           int64_t bucket_bytes, bool reduce_scatter = false);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -61,6 +65,8 @@ class GradSync {
 
  private:
   void launch_ready_buckets();
+  void launch(size_t bucket);
+  void complete(size_t bucket);
 
   Group& group_;
   at::Tensor flat_grads_;
@@ -69,6 +75,9 @@ class GradSync {
   std::vector<int64_t> pending_;  // per bucket: parameters still without a final gradient
   std::vector<bool> seen_;        // per parameter, this backward
   std::vector<std::shared_ptr<Work>> works_;
+  bool reduce_scatter_ = false;
+  int64_t shard_ = 0;                 // reduce-scatter: elements per rank's shard
+  std::vector<at::Tensor> received_;  // reduce-scatter: per bucket, (size(), own piece)
   size_t next_launch_ = 0;
   bool armed_ = false;
   // Keeps the accumulators (and so our hooks) alive between backward passes.

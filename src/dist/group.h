@@ -35,9 +35,12 @@ class Group {
   // output = reduce(inputs[rank()]) across ranks; inputs.size() == size().
   virtual std::shared_ptr<Work> reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs,
                                                ReduceOp op) = 0;
-  // Equal splits along dim 0: chunk r of `input` goes to rank r, chunk s of `output` comes
-  // from rank s. Both tensors have size()*k rows.
-  virtual std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input) = 0;
+  // Splits along dim 0: rows [sum(input_splits[<r]), +input_splits[r]) of `input` go to rank
+  // r; rows from rank s land at [sum(output_splits[<s]), +output_splits[s]) of `output`.
+  // Empty split lists mean equal splits (size()*k rows).
+  virtual std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input,
+                                           const std::vector<int64_t>& output_splits = {},
+                                           const std::vector<int64_t>& input_splits = {}) = 0;
   virtual void barrier() = 0;
 };
 

@@ -32,7 +32,9 @@ class SingleRankGroup : public Group {
     if (!output.is_same(inputs[0])) output.copy_(inputs[0]);
     return done();
   }
-  std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input) override {
+  std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input,
+                                   const std::vector<int64_t>&,
+                                   const std::vector<int64_t>&) override {
     if (!output.is_same(input)) output.copy_(input);
     return done();
   }

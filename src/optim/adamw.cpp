@@ -5,6 +5,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "optim/adam_state.h"
 
 namespace lmtrain::optim {
 
@@ -32,16 +33,30 @@ void AdamW::step(double lr) {
       p.narrow(0, begin, end - begin).mul_(1.0 - lr * opts_.weight_decay);
     }
   }
-  const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step_));
-  const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step_));
-  exp_avg_.mul_(opts_.beta1).add_(g, 1.0 - opts_.beta1);
-  exp_avg_sq_.mul_(opts_.beta2).addcmul_(g, g, 1.0 - opts_.beta2);
-  auto denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(opts_.eps);
-  p.addcdiv_(exp_avg_, denom, -lr / bc1);
+  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_);
 }
 
-std::vector<std::pair<std::string, at::Tensor>> AdamW::state_tensors() const {
-  std::vector<std::pair<std::string, at::Tensor>> out;
+void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
+                 double lr, const AdamWOptions& o) {
+  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
+  m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+  v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+  auto denom = (v.sqrt() / std::sqrt(bc2)).add_(o.eps);
+  p.addcdiv_(m, denom, -lr / bc1);
+}
+
+void AdamW::scale_grads(double coef) {
+  torch::NoGradGuard no_grad;
+  params_.grads().mul_(coef);
+}
+
+int64_t AdamW::state_bytes() const {
+  return (exp_avg_.numel() + exp_avg_sq_.numel()) * exp_avg_.element_size();
+}
+
+NamedTensors AdamW::state_tensors() const {
+  NamedTensors out;
   for (const auto& seg : params_.segments()) {
     out.emplace_back("exp_avg." + seg.name, params_.view(exp_avg_, seg));
   }
@@ -51,24 +66,12 @@ std::vector<std::pair<std::string, at::Tensor>> AdamW::state_tensors() const {
   return out;
 }
 
-void AdamW::load_state(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+void AdamW::load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                        int64_t step) {
-  std::map<std::string, at::Tensor> by_name(tensors.begin(), tensors.end());
+  auto [m, v] = assemble_adam_state(params_, rank_files, layout);
   torch::NoGradGuard no_grad;
-  for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
-    auto& flat = std::string(kind) == "exp_avg." ? exp_avg_ : exp_avg_sq_;
-    for (const auto& seg : params_.segments()) {
-      auto it = by_name.find(kind + seg.name);
-      if (it == by_name.end()) {
-        throw Error("optimizer state has no tensor '" + std::string(kind) + seg.name + "'");
-      }
-      auto dst = params_.view(flat, seg);
-      if (it->second.sizes() != dst.sizes()) {
-        throw Error("optimizer state tensor '" + it->first + "' has the wrong shape");
-      }
-      dst.copy_(it->second);
-    }
-  }
+  exp_avg_.copy_(m);
+  exp_avg_sq_.copy_(v);
   step_ = step;
 }
 

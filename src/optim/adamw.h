@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "optim/flat_params.h"
+#include "optim/optimizer.h"
 
 namespace lmtrain::core {
 class Config;
@@ -26,20 +27,39 @@ struct AdamWOptions {
   static AdamWOptions from_config(const core::Config& cfg);
 };
 
-class AdamW {
+// The Adam moment update and parameter step (no weight decay) for equally shaped p, g, m, v,
+// in torch::optim::AdamW's operation order; `step` counts this update (1 for the first).
+// Shared by every AdamW variant so that replicated, sharded and Muon's AdamW group agree.
+void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
+                 double lr, const AdamWOptions& o);
+
+// Replicated AdamW: every rank holds the whole state and updates every parameter.
+class AdamW : public Optimizer {
  public:
   AdamW(FlatParams& params, AdamWOptions opts);
 
+  std::string name() const override { return "adamw"; }
+  int64_t shard_begin() const override { return 0; }
+  int64_t shard_end() const override { return params_.numel(); }
+  double grad_norm() override { return params_.grad_norm(); }
+  void scale_grads(double coef) override;
   // One update with learning rate `lr` from the gradients in params.grads().
-  void step(double lr);
-  int64_t step_count() const { return step_; }
+  void step(double lr) override;
+  int64_t step_count() const override { return step_; }
   // The flat moment buffers (exp_avg, exp_avg_sq), laid out like FlatParams::params().
-  std::vector<at::Tensor> flat_state() const { return {exp_avg_, exp_avg_sq_}; }
+  std::vector<at::Tensor> replicated_state() const override { return {exp_avg_, exp_avg_sq_}; }
+  int64_t state_bytes() const override;
 
   // State as named tensors ("exp_avg.<param name>", "exp_avg_sq.<param name>"): independent of
   // the flat layout, so checkpoints survive layout changes.
-  std::vector<std::pair<std::string, at::Tensor>> state_tensors() const;
-  void load_state(const std::vector<std::pair<std::string, at::Tensor>>& tensors, int64_t step);
+  NamedTensors state_tensors() const override;
+  nlohmann::json state_layout() const override { return {{"kind", "named"}}; }
+  void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
+                  int64_t step) override;
+  // The single-file form (a checkpoint written by a replicated optimizer).
+  void load_state(const NamedTensors& tensors, int64_t step) {
+    load_state(std::vector<NamedTensors>{tensors}, {{"kind", "named"}}, step);
+  }
 
  private:
   FlatParams& params_;

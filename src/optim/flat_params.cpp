@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/crc32c.h"
 #include "core/error.h"
 
 namespace lmtrain::optim {
@@ -11,7 +12,8 @@ int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 FlatParams::FlatParams(torch::nn::Module& module,
-                       const std::function<bool(const std::string&)>& decays) {
+                       const std::function<bool(const std::string&)>& decays,
+                       int64_t pad_multiple) {
   auto named = module.named_parameters(/*recurse=*/true);
   // Reverse registration order: modules register in forward order, so this is roughly the
   // order in which backward finishes each gradient.
@@ -39,8 +41,10 @@ FlatParams::FlatParams(torch::nn::Module& module,
     segments_.push_back(seg);
     opts = p.options();
   }
-  params_ = torch::zeros({offset}, opts.requires_grad(false));
-  grads_ = torch::zeros({offset}, opts.requires_grad(false));
+  const int64_t multiple = std::max<int64_t>(1, pad_multiple);
+  const int64_t total = (offset + multiple - 1) / multiple * multiple;
+  params_ = torch::zeros({total}, opts.requires_grad(false));
+  grads_ = torch::zeros({total}, opts.requires_grad(false));
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < ordered.size(); ++i) {
     auto& p = ordered[i].second;
@@ -68,6 +72,16 @@ const ParamSegment& FlatParams::segment(const std::string& name) const {
     if (s.name == name) return s;
   }
   throw Error("no parameter named '" + name + "'");
+}
+
+std::string FlatParams::layout_signature() const {
+  std::string desc;
+  for (const auto& s : segments_) {
+    desc += s.name + ":" + std::to_string(s.offset) + ":" + std::to_string(s.numel) + ";";
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", core::crc32c(desc));
+  return buf;
 }
 
 double FlatParams::grad_norm() const { return grads_.norm().item<double>(); }

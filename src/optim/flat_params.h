@@ -26,7 +26,10 @@ struct ParamSegment {
 
 class FlatParams {
  public:
-  FlatParams(torch::nn::Module& module, const std::function<bool(const std::string&)>& decays);
+  // The buffers are padded with zeros to a multiple of `pad_multiple` elements (16 * world
+  // size makes them split evenly into 16-aligned shards for a sharded optimizer).
+  FlatParams(torch::nn::Module& module, const std::function<bool(const std::string&)>& decays,
+             int64_t pad_multiple = 16);
 
   const std::vector<ParamSegment>& segments() const { return segments_; }
   const torch::Tensor& params() const { return params_; }  // (numel,)
@@ -38,6 +41,10 @@ class FlatParams {
   // Views of one parameter's slice of `flat` (params, grads or an optimizer state buffer).
   torch::Tensor view(const torch::Tensor& flat, const ParamSegment& seg) const;
   const ParamSegment& segment(const std::string& name) const;
+
+  // Identifies the layout (names, offsets, sizes): flat optimizer shards saved under another
+  // signature belong to a different model.
+  std::string layout_signature() const;
 
   void zero_grad() { grads_.zero_(); }
   // Global L2 norm of all gradients.

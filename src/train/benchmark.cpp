@@ -11,8 +11,8 @@
 #include "core/threads.h"
 #include "dist/group.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/flat_params.h"
+#include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
 #include "train/train_step.h"
 
@@ -48,8 +48,13 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_
   const auto plan = BatchPlan::from_config(cfg, group.size());
   torch::manual_seed(cfg.get_int("train.seed"));
   model::Gpt model(mcfg);
-  optim::FlatParams flat(*model, [&](const std::string& n) { return model->decays(n); });
-  optim::AdamW opt(flat, optim::AdamWOptions::from_config(cfg));
+  optim::FlatParams flat(
+      *model, [&](const std::string& n) { return model->decays(n); },
+      optim::flat_pad_multiple(cfg, group.size()));
+  auto opt_ptr = optim::make_optimizer(cfg, flat, group);
+  auto& opt = *opt_ptr;
+  r.optimizer = opt.name();
+  r.state_bytes = opt.state_bytes();
   model->train();
 
   // A fixed pool of random batches per rank, generated before timing.

@@ -24,6 +24,8 @@ struct BenchResult {
   double peak_gemm_gflops = 0;
   double mfu = 0;  // achieved / peak
   int world_size = 1;
+  std::string optimizer;
+  int64_t state_bytes = 0;  // optimizer state on rank 0
   double comm_wait_ms = 0;  // per step: gradient all-reduce not hidden behind backward
 };
 

@@ -56,6 +56,10 @@ std::string CheckpointStore::step_dir_name(int64_t step) {
   return buf;
 }
 
+std::string CheckpointStore::staging_dir(const std::string& run_dir, int64_t step) {
+  return run_dir + "/checkpoints/.shards_" + step_dir_name(step);
+}
+
 std::string CheckpointStore::save(int64_t step, const CheckpointFiles& files, nlohmann::json meta,
                                   std::optional<double> val_loss) {
   if (step < 0) throw Error("cannot save a checkpoint for negative step " + std::to_string(step));
@@ -90,6 +94,16 @@ std::string CheckpointStore::save(int64_t step, const CheckpointFiles& files, nl
     for (const auto& [file, bytes] : files.raw_files) {
       check_new(file);
       core::write_file_atomic(tmp_dir + "/" + file, bytes);
+      record(file);
+    }
+    for (const auto& [file, source] : files.moved_files) {
+      check_new(file);
+      std::error_code ec;
+      fs::rename(source, tmp_dir + "/" + file, ec);
+      if (ec) {
+        throw Error("saving checkpoint " + final_dir + ": cannot move " + source +
+                    " in: " + ec.message());
+      }
       record(file);
     }
     meta["step"] = step;

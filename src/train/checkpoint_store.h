@@ -30,6 +30,9 @@ struct CheckpointFiles {
   std::vector<std::pair<std::string, TensorList>> tensor_files;
   // File name -> raw bytes (e.g. a tokenizer or config copy); checksummed like the rest.
   std::vector<std::pair<std::string, std::string>> raw_files;
+  // File name -> path of a file already written (by another rank, into staging_dir()); it is
+  // moved into the checkpoint and checksummed like the rest.
+  std::vector<std::pair<std::string, std::string>> moved_files;
 };
 
 struct CheckpointEntry {
@@ -64,6 +67,10 @@ class CheckpointStore {
 
   const std::string& run_dir() const { return run_dir_; }
   const std::string& checkpoints_dir() const { return checkpoints_dir_; }
+
+  // Where ranks other than 0 write their files for `step` before rank 0's save() moves them
+  // into the checkpoint (same filesystem, so the move is a rename).
+  static std::string staging_dir(const std::string& run_dir, int64_t step);
 
   // "step_00001000" (8-digit zero pad; more digits beyond 99,999,999).
   static std::string step_dir_name(int64_t step);

@@ -6,13 +6,13 @@
 
 namespace lmtrain::train {
 
-void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const optim::AdamW& opt,
+void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const optim::Optimizer& opt,
                    const TrainingState& state) {
   if (group.size() == 1) return;
   torch::NoGradGuard no_grad;
   auto params = flat.params();
   group.broadcast(params, 0)->wait();
-  for (auto t : opt.flat_state()) group.broadcast(t, 0)->wait();
+  for (auto t : opt.replicated_state()) group.broadcast(t, 0)->wait();
 
   const auto crc = core::crc32c(params.data_ptr(), params.numel() * params.element_size());
   // (fingerprint, numel, step, optimizer step, epoch, cursor)

@@ -1,16 +1,17 @@
-// Start-up agreement of data-parallel replicas: rank 0's parameters and optimizer state are
-// broadcast to every rank, then each rank's fingerprint (a CRC of the parameter bytes plus the
-// step and data position) is compared with rank 0's, so a rank that resumed from a different
-// checkpoint or built a different model fails loudly at step 0 instead of drifting silently.
+// Start-up agreement of data-parallel replicas: rank 0's parameters and replicated optimizer
+// state are broadcast to every rank (a sharded optimizer's state is per rank by design), then each
+// rank's fingerprint (a CRC of the parameter bytes plus the step and data position) is compared
+// with rank 0's, so a rank that resumed from a different checkpoint or built a different model
+// fails loudly at step 0 instead of drifting silently.
 #pragma once
 #include "dist/group.h"
-#include "optim/adamw.h"
 #include "optim/flat_params.h"
+#include "optim/optimizer.h"
 #include "train/training_checkpoint.h"
 
 namespace lmtrain::train {
 
-void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const optim::AdamW& opt,
+void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const optim::Optimizer& opt,
                    const TrainingState& state);
 
 // True on every rank when any rank asks for a stop (so all ranks stop at the same step).

@@ -15,7 +15,7 @@ int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, micro_batch)));
 }
 
-TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
+TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
                            dist::Group& group, int workers, uint64_t seed, int64_t bucket_bytes)
     : model_(model), flat_(flat), opt_(opt), group_(group), workers_(workers), seed_(seed) {
   auto named = model.named_parameters();
@@ -24,7 +24,9 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
     params_.push_back(named[seg.name]);
     ranges.emplace_back(seg.offset, seg.numel);
   }
-  sync_ = std::make_unique<dist::GradSync>(group, params_, ranges, flat.grads(), bucket_bytes);
+  sync_ = std::make_unique<dist::GradSync>(
+      group, params_, ranges, flat.grads(), bucket_bytes,
+      opt.grad_reduction() == optim::GradReduction::kReduceScatter);
   if (workers_.count() > 1) {
     for (int w = 0; w < workers_.count(); ++w) {
       worker_grads_.push_back(torch::zeros_like(flat.grads()));
@@ -91,16 +93,15 @@ StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batc
   StepResult r;
   // Average across ranks (a no-op in a world of one).
   r.comm_wait_s = sync_->finish();
-  auto grads = flat_.grads();
   auto loss_t = torch::tensor({local_loss}, torch::kFloat64);
   group_.allreduce(loss_t, dist::ReduceOp::kAvg)->wait();
 
   r.loss = loss_t.item<double>();
-  r.grad_norm = flat_.grad_norm();
+  r.grad_norm = opt_.grad_norm();  // global, also when each rank holds a shard
   if (grad_clip > 0) {
     // Same rule as torch.nn.utils.clip_grad_norm_.
     const double coef = grad_clip / (r.grad_norm + 1e-6);
-    if (coef < 1.0) grads.mul_(coef);
+    if (coef < 1.0) opt_.scale_grads(coef);
   }
   opt_.step(lr);
   return r;

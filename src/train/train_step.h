@@ -17,8 +17,8 @@
 #include "dist/grad_sync.h"
 #include "dist/group.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/flat_params.h"
+#include "optim/optimizer.h"
 #include "train/step_workers.h"
 
 namespace lmtrain::train {
@@ -34,7 +34,7 @@ using MicroBatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int64
 
 class TrainStepper {
  public:
-  TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::AdamW& opt,
+  TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
                dist::Group& group, int workers, uint64_t seed, int64_t bucket_bytes);
 
   StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr, double grad_clip);
@@ -48,7 +48,7 @@ class TrainStepper {
 
   model::GptImpl& model_;
   optim::FlatParams& flat_;
-  optim::AdamW& opt_;
+  optim::Optimizer& opt_;
   dist::Group& group_;
   StepWorkers workers_;
   uint64_t seed_;  // dropout masks are seeded from (seed, optimizer step, micro-step, slice)

@@ -13,9 +13,9 @@
 #include "data/token_shard.h"
 #include "data/window_stream.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
+#include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
 #include "train/evaluator.h"
 #include "train/fault_injection.h"
@@ -112,12 +112,17 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   // ---- model and optimizer
   torch::manual_seed(seed);
   model::Gpt model(mcfg);
-  optim::FlatParams flat(*model, [&](const std::string& n) { return model->decays(n); });
-  optim::AdamW optimizer(flat, optim::AdamWOptions::from_config(cfg));
+  optim::FlatParams flat(
+      *model, [&](const std::string& n) { return model->decays(n); },
+      optim::flat_pad_multiple(cfg, group.size()));
+  auto optimizer_ptr = optim::make_optimizer(cfg, flat, group);
+  optim::Optimizer& optimizer = *optimizer_ptr;
   const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
 
   log::info(mcfg.describe());
   log::info(plan.describe());
+  log::info(log::format("optimizer: %s, %.1f MiB of state on this rank", optimizer.name().c_str(),
+                        optimizer.state_bytes() / 1048576.0));
   log::info(
       log::format("data: %lld train windows (%lld steps/epoch), %lld val windows; "
                   "%lld steps",
@@ -155,6 +160,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
 
   TrainResult result;
   auto save = [&](std::optional<double> val_loss) {
+    if (optimizer.sharded()) {
+      // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
+      if (!is_main) write_optimizer_shard(run_dir, state.step, rank, optimizer);
+      group.barrier();
+    }
     if (!is_main) return;
     CheckpointInputs in{cfg,          *model,         optimizer,       state,
                         group.size(), tokenizer_json, tokenizer.hash()};

@@ -2,16 +2,22 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 
 namespace lmtrain::train {
 namespace {
 
 constexpr const char* kRngTensor = "rng.cpu_state";
+
+std::string optim_file_name(int rank) {
+  return "optim.rank" + std::to_string(rank) + ".safetensors";
+}
 
 at::Tensor cpu_rng_state() {
   auto gen = at::detail::getDefaultCPUGenerator();
@@ -38,20 +44,40 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
 
   CheckpointFiles files;
   files.tensor_files.emplace_back("model.safetensors", std::move(model_tensors));
-  files.tensor_files.emplace_back("optim.rank0.safetensors", std::move(optim_tensors));
+  files.tensor_files.emplace_back(optim_file_name(0), std::move(optim_tensors));
   files.raw_files.emplace_back("tokenizer.json", in.tokenizer_json);
+  const std::string staging = CheckpointStore::staging_dir(store.run_dir(), in.state.step);
+  if (in.optimizer.sharded()) {
+    for (int r = 1; r < in.world_size; ++r) {
+      files.moved_files.emplace_back(optim_file_name(r), staging + "/" + optim_file_name(r));
+    }
+  }
 
   nlohmann::json meta = {
       {"epoch", in.state.position.epoch},
       {"data_cursor", in.state.position.cursor},
       {"world_size", in.world_size},
-      {"optimizer", {{"name", "adamw"}, {"step", in.optimizer.step_count()}}},
+      {"optimizer",
+       {{"name", in.optimizer.name()},
+        {"step", in.optimizer.step_count()},
+        {"layout", in.optimizer.state_layout()}}},
       {"tokenizer_hash", in.tokenizer_hash},
       {"train_loss", train_loss},
       {"config", in.config.to_yaml()},
       {"model", in.model.config().describe()},
   };
-  return store.save(in.state.step, files, std::move(meta), val_loss);
+  auto dir = store.save(in.state.step, files, std::move(meta), val_loss);
+  std::error_code ec;
+  std::filesystem::remove_all(staging, ec);
+  return dir;
+}
+
+void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
+                           const optim::Optimizer& optimizer) {
+  const std::string staging = CheckpointStore::staging_dir(run_dir, step);
+  core::ensure_dir(staging);
+  core::write_safetensors(staging + "/" + optim_file_name(rank), optimizer.state_tensors(),
+                          {{"format", "pt"}});
 }
 
 core::Config checkpoint_config(const LoadedCheckpoint& ckpt) {
@@ -99,17 +125,30 @@ void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file
 }
 
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                          optim::AdamW& optimizer) {
+                                          optim::Optimizer& optimizer) {
   auto model_it = ckpt.files.find("model.safetensors");
-  auto optim_it = ckpt.files.find("optim.rank0.safetensors");
+  auto optim_it = ckpt.files.find(optim_file_name(0));
   if (model_it == ckpt.files.end() || optim_it == ckpt.files.end()) {
     throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
   }
   load_model_tensors(model, model_it->second, ckpt.dir + "/model.safetensors");
 
   const auto& ot = optim_it->second.tensors;
-  std::vector<std::pair<std::string, at::Tensor>> state(ot.begin(), ot.end());
-  optimizer.load_state(state, ckpt.meta.at("optimizer").at("step").get<int64_t>());
+  const auto& om = ckpt.meta.at("optimizer");
+  const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
+  // Every rank's file of the checkpoint, whatever the world size it was written at.
+  const size_t files =
+      layout.value("kind", "named") == "named" ? 1 : layout.at("world_size").get<size_t>();
+  std::vector<optim::NamedTensors> rank_files;
+  for (size_t r = 0; r < files; ++r) {
+    auto it = ckpt.files.find(optim_file_name(static_cast<int>(r)));
+    if (it == ckpt.files.end()) {
+      throw Error("checkpoint " + ckpt.dir + " lacks " + optim_file_name(static_cast<int>(r)) +
+                  " (its optimizer state was split over " + std::to_string(files) + " ranks)");
+    }
+    rank_files.emplace_back(it->second.tensors.begin(), it->second.tensors.end());
+  }
+  optimizer.load_state(rank_files, layout, om.at("step").get<int64_t>());
   auto rng = ot.find(kRngTensor);
   if (rng != ot.end()) set_cpu_rng_state(rng->second);
 

@@ -1,9 +1,13 @@
 // What a training checkpoint holds and how it is restored:
 //   model.safetensors        parameters by name (Hugging Face GPT-2 names, weights (out, in))
-//   optim.rank0.safetensors  AdamW moments by parameter name, CPU RNG state
+//   optim.rank0.safetensors  optimizer state (replicated AdamW: moments by parameter name),
+//                            CPU RNG state
+//   optim.rankN.safetensors  rank N's shard of the optimizer state, for a sharded optimizer
+//                            (written by rank N into a staging dir, moved in by rank 0)
 //   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
 //   meta.json                step, epoch, data position, world size, tokenizer hash,
-//                            resolved config (YAML), checksums (added by CheckpointStore)
+//                            resolved config (YAML), optimizer name, step and state layout
+//                            (how to reshard), checksums (added by CheckpointStore)
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -12,8 +16,8 @@
 #include "core/config.h"
 #include "data/window_stream.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/flat_params.h"
+#include "optim/optimizer.h"
 #include "train/checkpoint_store.h"
 
 namespace lmtrain::train {
@@ -26,22 +30,28 @@ struct TrainingState {
 struct CheckpointInputs {
   const core::Config& config;
   model::GptImpl& model;
-  const optim::AdamW& optimizer;
+  const optim::Optimizer& optimizer;
   const TrainingState& state;
   int world_size;
   std::string tokenizer_json;  // file contents
   std::string tokenizer_hash;
 };
 
+// Rank 0: writes the checkpoint. With a sharded optimizer, ranks 1..world_size-1 must have
+// called write_optimizer_shard() for this step first (the caller synchronises).
 std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
                                      std::optional<double> val_loss, double train_loss);
+
+// Ranks > 0 of a sharded optimizer: this rank's optim.rankN.safetensors, into the staging dir.
+void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
+                           const optim::Optimizer& optimizer);
 
 // Refuses checkpoints whose model shape differs from `config`'s (naming every differing key).
 void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config);
 
 // Restores parameters, optimizer state, RNG and returns the training state.
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                          optim::AdamW& optimizer);
+                                          optim::Optimizer& optimizer);
 
 // Copies named tensors into the model's parameters; every parameter must be present with
 // the right shape (errors name the tensor).

@@ -1,0 +1,202 @@
+#include "optim/muon.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace lmtrain::optim {
+
+MuonOptions MuonOptions::from_config(const core::Config& cfg) {
+  MuonOptions o;
+  o.lr = cfg.get_float("optim.muon_lr");
+  o.momentum = cfg.get_float("optim.muon_momentum");
+  o.momentum_start = cfg.get_float("optim.muon_momentum_start");
+  o.momentum_warmup = cfg.get_int("optim.muon_momentum_warmup");
+  return o;
+}
+
+double MuonOptions::momentum_at(int64_t step) const {
+  if (momentum_warmup <= 0) return momentum;
+  const double frac = std::min(1.0, static_cast<double>(step) / momentum_warmup);
+  return (1.0 - frac) * momentum_start + frac * momentum;
+}
+
+at::Tensor newton_schulz5(const at::Tensor& g, int steps) {
+  const double a = 3.4445, b = -4.7750, c = 2.0315;
+  const bool tall = g.size(0) > g.size(1);
+  auto x = tall ? g.t() : g;  // (r, c) with r <= c: X Xᵀ is the small Gram matrix
+  x = x / (x.norm() + 1e-7);
+  for (int i = 0; i < steps; ++i) {
+    auto A = at::mm(x, x.t());
+    auto B = at::addmm(A, A, A, /*beta=*/b, /*alpha=*/c);  // b*A + c*A@A
+    x = at::addmm(x, B, x, /*beta=*/a, /*alpha=*/1.0);     // a*X + B@X
+  }
+  return tall ? x.t() : x;
+}
+
+namespace {
+
+std::vector<std::pair<int64_t, int64_t>> merge(std::vector<std::pair<int64_t, int64_t>> r) {
+  std::sort(r.begin(), r.end());
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& x : r) {
+    if (!out.empty() && out.back().second >= x.first) {
+      out.back().second = std::max(out.back().second, x.second);
+    } else {
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Muon::Muon(FlatParams& params, AdamWOptions adam, MuonOptions muon, double base_lr,
+           dist::Group& group,
+           const std::function<bool(const std::string&, const std::vector<int64_t>&)>& is_muon)
+    : params_(params), adam_(adam), muon_(muon), base_lr_(base_lr), group_(group) {
+  std::vector<std::pair<int64_t, int64_t>> adam_group, decay;
+  for (const auto& seg : params.segments()) {
+    if (seg.shape.size() == 2 && is_muon(seg.name, seg.shape)) {
+      matrices_.push_back({&seg, 0, {}});
+    } else {
+      adam_group.emplace_back(seg.offset, seg.offset + seg.numel);
+      if (seg.decay) decay.emplace_back(seg.offset, seg.offset + seg.numel);
+    }
+  }
+  adam_ranges_ = merge(adam_group);
+  decay_ranges_ = merge(decay);
+  // Block-cyclic ownership over the matrices sorted by shape (then name), so that every rank
+  // gets a similar share of the Newton-Schulz work.
+  std::vector<Matrix*> order;
+  for (auto& m : matrices_) order.push_back(&m);
+  std::stable_sort(order.begin(), order.end(), [](const Matrix* x, const Matrix* y) {
+    if (x->seg->shape != y->seg->shape) return x->seg->shape > y->seg->shape;
+    return x->seg->name < y->seg->name;
+  });
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i]->owner = static_cast<int>(i % group.size());
+    if (order[i]->owner == group.rank()) {
+      order[i]->momentum = torch::zeros(order[i]->seg->shape, params.params().options());
+    }
+  }
+  exp_avg_ = torch::zeros_like(params.params());
+  exp_avg_sq_ = torch::zeros_like(params.params());
+}
+
+int Muon::owner(const std::string& name) const {
+  for (const auto& m : matrices_) {
+    if (m.seg->name == name) return m.owner;
+  }
+  return -1;
+}
+
+void Muon::scale_grads(double coef) {
+  torch::NoGradGuard no_grad;
+  params_.grads().mul_(coef);
+}
+
+void Muon::step(double lr) {
+  torch::NoGradGuard no_grad;
+  const double mu = muon_.momentum_at(step_);
+  ++step_;
+  auto p = params_.params();
+  const auto& g = params_.grads();
+  // AdamW group: AdamW::step's operations on each range of the group.
+  if (adam_.weight_decay != 0) {
+    for (const auto& [b, e] : decay_ranges_) {
+      p.narrow(0, b, e - b).mul_(1 - lr * adam_.weight_decay);
+    }
+  }
+  for (const auto& [b, e] : adam_ranges_) {
+    adam_update(p.narrow(0, b, e - b), g.narrow(0, b, e - b), exp_avg_.narrow(0, b, e - b),
+                exp_avg_sq_.narrow(0, b, e - b), step_, lr, adam_);
+  }
+  // Muon group: owners update their matrices, then every matrix is broadcast from its owner.
+  const double lr_muon = base_lr_ > 0 ? muon_.lr * lr / base_lr_ : muon_.lr;
+  std::vector<std::shared_ptr<dist::Work>> works;
+  for (auto& mat : matrices_) {
+    auto w = params_.view(p, *mat.seg);
+    if (mat.owner == group_.rank()) {
+      auto grad = params_.view(g, *mat.seg);
+      mat.momentum.lerp_(grad, 1.0 - mu);
+      auto u = muon_.nesterov ? grad.lerp(mat.momentum, mu) : mat.momentum;
+      const double rows = static_cast<double>(w.size(0)), cols = static_cast<double>(w.size(1));
+      w.add_(newton_schulz5(u, muon_.ns_steps), -lr_muon * std::sqrt(std::max(1.0, rows / cols)));
+    }
+    if (group_.size() > 1) {
+      auto flat_view = p.narrow(0, mat.seg->offset, mat.seg->numel);
+      works.push_back(group_.broadcast(flat_view, mat.owner));
+    }
+  }
+  for (auto& wk : works) wk->wait();
+}
+
+NamedTensors Muon::state_tensors() const {
+  NamedTensors out;
+  if (group_.rank() == 0) {
+    for (const auto& seg : params_.segments()) {
+      if (owner(seg.name) >= 0) continue;
+      out.emplace_back("exp_avg." + seg.name, params_.view(exp_avg_, seg));
+      out.emplace_back("exp_avg_sq." + seg.name, params_.view(exp_avg_sq_, seg));
+    }
+  }
+  for (const auto& m : matrices_) {
+    if (m.momentum.defined()) out.emplace_back("momentum." + m.seg->name, m.momentum);
+  }
+  return out;
+}
+
+nlohmann::json Muon::state_layout() const {
+  return {{"kind", "muon"}, {"world_size", group_.size()}};
+}
+
+void Muon::load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
+                      int64_t step) {
+  if (layout.value("kind", "") != "muon") {
+    throw Error("optimizer state is " + layout.value("kind", std::string("named")) +
+                ", not Muon's: resume with the optimizer the checkpoint was trained with");
+  }
+  std::map<std::string, at::Tensor> all;
+  for (const auto& file : rank_files) {
+    for (const auto& [n, t] : file) all[n] = t;
+  }
+  auto take = [&](const std::string& name, at::Tensor dst) {
+    auto it = all.find(name);
+    if (it == all.end()) throw Error("Muon state has no tensor '" + name + "'");
+    if (it->second.sizes() != dst.sizes()) {
+      throw Error("Muon state tensor '" + name + "' has the wrong shape");
+    }
+    dst.copy_(it->second);
+  };
+  torch::NoGradGuard no_grad;
+  for (const auto& seg : params_.segments()) {
+    if (owner(seg.name) >= 0) continue;
+    take("exp_avg." + seg.name, params_.view(exp_avg_, seg));
+    take("exp_avg_sq." + seg.name, params_.view(exp_avg_sq_, seg));
+  }
+  for (auto& m : matrices_) {
+    if (m.momentum.defined()) take("momentum." + m.seg->name, m.momentum);
+  }
+  step_ = step;
+}
+
+std::vector<at::Tensor> Muon::replicated_state() const {
+  if (group_.size() > 1) return {};
+  return {exp_avg_, exp_avg_sq_};
+}
+
+int64_t Muon::state_bytes() const {
+  int64_t n = 0;
+  for (const auto& [b, e] : adam_ranges_) n += 2 * (e - b);
+  for (const auto& m : matrices_) {
+    if (m.momentum.defined()) n += m.momentum.numel();
+  }
+  return n * static_cast<int64_t>(sizeof(float));
+}
+
+}  // namespace lmtrain::optim

@@ -1,0 +1,88 @@
+// Muon (Keller Jordan et al., 2024) for the 2-D hidden matrices, AdamW for everything else
+// (embeddings, output head, norms, biases), grouped as nanochat does.
+//
+// Per Muon matrix W with gradient G (rows x cols):
+//   momentum  mu_t = start + min(t / warmup, 1) * (end - start)     (nanochat: 0.85 -> 0.95)
+//   buffer    B    = mu * B + (1 - mu) * G
+//   Nesterov  U    = G + mu * (B - G)              (or U = B without Nesterov)
+//   orthogonalise U by 5 quintic Newton-Schulz steps, X0 = U / (||U||_F + 1e-7), with
+//   (a, b, c) = (3.4445, -4.7750, 2.0315):  A = X Xᵀ; X = a X + (b A + c A A) X  (on the wide
+//   orientation: a tall matrix is transposed first)
+//   W -= lr_muon * max(1, rows / cols)^0.5 * X
+// The AdamW group is updated exactly as optim::AdamW does it (decay on its matrices only).
+//
+// Distributed (DistMuon): each Muon matrix is owned by one rank — block-cyclic over the
+// matrices sorted by shape — which alone keeps its momentum and runs Newton-Schulz; the updated
+// matrices are then broadcast from their owners. Gradients arrive averaged (dist::GradSync).
+#pragma once
+#include <functional>
+
+#include "dist/group.h"
+#include "optim/adamw.h"
+
+namespace lmtrain::core {
+class Config;
+}
+
+namespace lmtrain::optim {
+
+struct MuonOptions {
+  double lr = 0.02;              // Muon group's peak lr (scheduled like optim.lr)
+  double momentum = 0.95;        // after warm-up
+  double momentum_start = 0.85;  // at step 0
+  int64_t momentum_warmup = 300;
+  bool nesterov = true;
+  int ns_steps = 5;
+
+  static MuonOptions from_config(const core::Config& cfg);
+  double momentum_at(int64_t step) const;  // step = updates done before this one
+};
+
+// Orthogonalises a 2-D matrix by `steps` quintic Newton-Schulz iterations (fp32).
+at::Tensor newton_schulz5(const at::Tensor& g, int steps = 5);
+
+class Muon : public Optimizer {
+ public:
+  // `is_muon(name, shape)` picks the Muon group; lr_scale_adam: the AdamW group uses the lr
+  // passed to step(); the Muon group uses muon.lr * lr / base_lr (the same schedule).
+  Muon(FlatParams& params, AdamWOptions adam, MuonOptions muon, double base_lr, dist::Group& group,
+       const std::function<bool(const std::string&, const std::vector<int64_t>&)>& is_muon);
+
+  std::string name() const override { return "muon"; }
+  int64_t shard_begin() const override { return 0; }
+  int64_t shard_end() const override { return params_.numel(); }
+  double grad_norm() override { return params_.grad_norm(); }
+  void scale_grads(double coef) override;
+  void step(double lr) override;
+  int64_t step_count() const override { return step_; }
+
+  NamedTensors state_tensors() const override;
+  nlohmann::json state_layout() const override;
+  void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
+                  int64_t step) override;
+  bool sharded() const override { return group_.size() > 1; }
+  std::vector<at::Tensor> replicated_state() const override;
+  int64_t state_bytes() const override;
+
+  // Rank that owns Muon matrix `name` (-1: not a Muon matrix).
+  int owner(const std::string& name) const;
+
+ private:
+  struct Matrix {
+    const ParamSegment* seg;
+    int owner;
+    at::Tensor momentum;  // defined on the owner only
+  };
+  FlatParams& params_;
+  AdamWOptions adam_;
+  MuonOptions muon_;
+  double base_lr_;
+  dist::Group& group_;
+  std::vector<Matrix> matrices_;
+  std::vector<std::pair<int64_t, int64_t>> adam_ranges_;   // merged AdamW-group element ranges
+  std::vector<std::pair<int64_t, int64_t>> decay_ranges_;  // AdamW-group ranges with decay
+  at::Tensor exp_avg_, exp_avg_sq_;                        // flat; used on adam_ranges_ only
+  int64_t step_ = 0;
+};
+
+}  // namespace lmtrain::optim

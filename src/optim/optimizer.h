@@ -1,0 +1,56 @@
+// The interface the training step drives, so that replicated (AdamW), sharded (ZeRO-1/2
+// AdamW) and Muon optimizers are interchangeable. One step is:
+//   gradients averaged by dist::GradSync (fully, or reduce-scattered: grad_reduction())
+//   -> grad_norm() (global, across shards) -> scale_grads() when clipping -> step(lr).
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lmtrain::optim {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// How the gradient buffer must be averaged across ranks before step().
+enum class GradReduction {
+  kAllReduce,      // every rank needs the whole averaged gradient
+  kReduceScatter,  // each rank needs only its shard: [shard_begin(), shard_end())
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  virtual std::string name() const = 0;
+  virtual GradReduction grad_reduction() const { return GradReduction::kAllReduce; }
+  // This rank's shard of the flat buffers (the whole buffer when not sharded).
+  virtual int64_t shard_begin() const = 0;
+  virtual int64_t shard_end() const = 0;
+
+  // Global L2 norm of the averaged gradient (may communicate).
+  virtual double grad_norm() = 0;
+  virtual void scale_grads(double coef) = 0;
+  // One update with learning rate `lr` (the AdamW groups' lr; other groups scale from it).
+  virtual void step(double lr) = 0;
+  virtual int64_t step_count() const = 0;
+
+  // State for this rank's checkpoint file, and the layout that says how to read it back
+  // (stored in meta.json). load_state receives every rank's file of a checkpoint (written at
+  // any world size) and keeps what this rank needs.
+  virtual NamedTensors state_tensors() const = 0;
+  virtual nlohmann::json state_layout() const = 0;
+  virtual void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
+                          int64_t step) = 0;
+  // True when each rank holds a different part of the state (one file per rank).
+  virtual bool sharded() const { return false; }
+  // State every rank holds in full (broadcast from rank 0 at start-up); empty when sharded.
+  virtual std::vector<at::Tensor> replicated_state() const = 0;
+  // Bytes of optimizer state held by this rank, measured from the tensors.
+  virtual int64_t state_bytes() const = 0;
+};
+
+}  // namespace lmtrain::optim

@@ -1,0 +1,42 @@
+#include "optim/optimizer_factory.h"
+
+#include "core/config.h"
+#include "core/error.h"
+#include "optim/adamw.h"
+#include "optim/muon.h"
+#include "optim/zero_adamw.h"
+
+namespace lmtrain::optim {
+
+int64_t flat_pad_multiple(const core::Config& cfg, int world_size) {
+  return cfg.get_int("dist.zero") > 0 ? 16 * static_cast<int64_t>(world_size) : 16;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& flat,
+                                          dist::Group& group) {
+  const std::string name = cfg.get_string("optim.name");
+  const auto zero = static_cast<int>(cfg.get_int("dist.zero"));
+  if (name == "adamw") {
+    const auto opts = AdamWOptions::from_config(cfg);
+    if (zero == 0) return std::make_unique<AdamW>(flat, opts);
+    return std::make_unique<ZeroAdamW>(flat, opts, group, zero);
+  }
+  if (name == "muon") {
+    if (zero != 0) {
+      throw UsageError(
+          "dist.zero applies to optim.name=adamw; Muon shards by matrix ownership on its own "
+          "(DistMuon) whenever there is more than one rank: set dist.zero=0");
+    }
+    // nanochat's grouping: Muon for the transformer blocks' 2-D weight matrices.
+    auto is_muon = [](const std::string& n, const std::vector<int64_t>& shape) {
+      return shape.size() == 2 && n.find(".h.") != std::string::npos && n.size() > 7 &&
+             n.compare(n.size() - 7, 7, ".weight") == 0;
+    };
+    return std::make_unique<Muon>(flat, AdamWOptions::from_config(cfg),
+                                  MuonOptions::from_config(cfg), cfg.get_float("optim.lr"), group,
+                                  is_muon);
+  }
+  throw UsageError("optim.name = '" + name + "' is not supported");
+}
+
+}  // namespace lmtrain::optim

@@ -1,0 +1,23 @@
+// Picks the optimizer for a config and world size: optim.name (adamw) and dist.zero (0, 1, 2).
+// The same config runs at any world size, single process included.
+#pragma once
+#include <memory>
+
+#include "dist/group.h"
+#include "optim/flat_params.h"
+#include "optim/optimizer.h"
+
+namespace lmtrain::core {
+class Config;
+}
+
+namespace lmtrain::optim {
+
+// FlatParams padding for this config: 16 * world size when the optimizer shards the flat
+// buffers (so they split evenly into aligned shards), else 16.
+int64_t flat_pad_multiple(const core::Config& cfg, int world_size);
+
+std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& flat,
+                                          dist::Group& group);
+
+}  // namespace lmtrain::optim

@@ -1,0 +1,51 @@
+// ZeRO-1 / ZeRO-2 AdamW (Rajbhandari et al., "ZeRO"): the flat parameter buffer (padded to a
+// multiple of 16 * world size, so any model shape splits at any world size, 3 ranks included)
+// is cut into one equal shard per rank. Each rank keeps Adam moments only for its shard and
+// updates only those parameters; the updated shards are then all-gathered into every rank's
+// full parameter buffer.
+//   stage 1: gradients are all-reduced (dist::GradSync), each rank reads its slice;
+//   stage 2: gradients are reduce-scattered bucket by bucket during backward, so each rank
+//            receives only its slice, averaged (grad_reduction() = kReduceScatter).
+// The per-element update is AdamW's, in the same operation order, so results equal the
+// replicated optimizer up to the gradient norm's summation order.
+#pragma once
+#include "dist/group.h"
+#include "optim/adamw.h"
+
+namespace lmtrain::optim {
+
+class ZeroAdamW : public Optimizer {
+ public:
+  // `params` must be padded to a multiple of group.size() (FlatParams pad_multiple).
+  ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, int stage);
+
+  std::string name() const override { return "adamw-zero" + std::to_string(stage_); }
+  GradReduction grad_reduction() const override {
+    return stage_ == 2 ? GradReduction::kReduceScatter : GradReduction::kAllReduce;
+  }
+  int64_t shard_begin() const override { return begin_; }
+  int64_t shard_end() const override { return begin_ + shard_; }
+  double grad_norm() override;
+  void scale_grads(double coef) override;
+  void step(double lr) override;
+  int64_t step_count() const override { return step_; }
+
+  NamedTensors state_tensors() const override;
+  nlohmann::json state_layout() const override;
+  void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
+                  int64_t step) override;
+  bool sharded() const override { return group_.size() > 1; }
+  std::vector<at::Tensor> replicated_state() const override;
+  int64_t state_bytes() const override;
+
+ private:
+  FlatParams& params_;
+  AdamWOptions opts_;
+  dist::Group& group_;
+  int stage_;
+  int64_t shard_ = 0, begin_ = 0;    // this rank's slice of the flat buffers
+  at::Tensor exp_avg_, exp_avg_sq_;  // (shard_,)
+  int64_t step_ = 0;
+};
+
+}  // namespace lmtrain::optim
