@@ -76,7 +76,7 @@ lm1_cmd=("$lmtrain_bin" bench "${bench_flags[@]}")
 lm2_cmd=("$lmtrain_bin" launch --standalone --nproc_per_node=2 -- bench "${bench_flags[@]}")
 # --redirects/--tee 9:0: works around Debian torchrun 1.13 on Python 3.11 (see the reference).
 ref2_cmd=("$torchrun_bin" --standalone --nproc_per_node=2 --redirects 9:0 --tee 9:0
-  "$python_bin" bench/reference/train_gpt2.py
+  bench/reference/train_gpt2.py
   --n_layer "$n_layer" --n_head "$n_head" --n_embd "$n_embd" --vocab_size "$vocab"
   --block_size "$seq_len" --seq_len "$seq_len" --batch_size "$batch"
   --steps "$steps" --warmup "$warmup" --threads 1)
