@@ -58,8 +58,18 @@ std::vector<GradBucket> plan_buckets(const std::vector<std::pair<int64_t, int64_
 
 GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
                    const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
-                   int64_t bucket_bytes, bool reduce_scatter)
-    : group_(group), flat_grads_(std::move(flat_grads)), reduce_scatter_(reduce_scatter) {
+                   int64_t bucket_bytes, bool reduce_scatter, std::vector<int> owners)
+    : group_(group),
+      flat_grads_(std::move(flat_grads)),
+      reduce_scatter_(reduce_scatter),
+      ranges_(ranges),
+      owners_(std::move(owners)) {
+  if (!owners_.empty() && owners_.size() != params.size()) {
+    throw Error("GradSync: one owner per parameter expected");
+  }
+  if (!owners_.empty() && reduce_scatter_) {
+    throw Error("GradSync: owner mode and reduce-scatter mode are exclusive");
+  }
   if (params.size() != ranges.size()) throw Error("GradSync: params and ranges differ in count");
   buckets_ = plan_buckets(ranges, flat_grads_.numel(), flat_grads_.element_size(),
                           std::max<int64_t>(1, bucket_bytes));
@@ -71,6 +81,8 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
   seen_.assign(params.size(), false);
   works_.resize(buckets_.size());
   received_.resize(buckets_.size());
+  shared_.resize(buckets_.size());
+  shared_works_.resize(buckets_.size());
   if (reduce_scatter_) {
     if (flat_grads_.numel() % group.size() != 0) {
       throw Error("GradSync: reduce-scatter needs a gradient buffer that splits over the ranks");
@@ -117,6 +129,10 @@ int64_t overlap(int64_t begin, int64_t end, int64_t lo, int64_t hi) {
 void GradSync::launch(size_t i) {
   const auto& b = buckets_[i];
   auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
+  if (!owners_.empty()) {
+    launch_to_owners(i);
+    return;
+  }
   if (!reduce_scatter_) {
     works_[i] = group_.allreduce(slice, ReduceOp::kAvg);
     return;
@@ -128,7 +144,77 @@ void GradSync::launch(size_t i) {
   works_[i] = group_.all_to_all(received_[i], slice, std::vector<int64_t>(w, send[me]), send);
 }
 
+void GradSync::launch_to_owners(size_t i) {
+  const auto& b = buckets_[i];
+  const int w = group_.size(), me = group_.rank();
+  std::vector<at::Tensor> send_pieces, shared_pieces;
+  std::vector<int64_t> send(w, 0);
+  for (int q = 0; q < w; ++q) {
+    for (size_t p : b.params) {
+      if (owners_[p] != q) continue;
+      send_pieces.push_back(flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second));
+      send[q] += ranges_[p].second;
+    }
+  }
+  for (size_t p : b.params) {
+    if (owners_[p] < 0) {
+      shared_pieces.push_back(flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second));
+    }
+  }
+  // Every rank has the same buckets and owners, so all take the same branches here.
+  if (!send_pieces.empty()) {
+    auto packed = at::cat(send_pieces);
+    received_[i] = at::empty({w * send[me]}, flat_grads_.options());
+    works_[i] = group_.all_to_all(received_[i], packed, std::vector<int64_t>(w, send[me]), send);
+  }
+  if (!shared_pieces.empty()) {
+    shared_[i] = at::cat(shared_pieces);
+    shared_works_[i] = group_.allreduce(shared_[i], ReduceOp::kAvg);
+  }
+}
+
+void GradSync::complete_to_owners(size_t i) {
+  const auto& b = buckets_[i];
+  const int w = group_.size(), me = group_.rank();
+  if (works_[i]) {
+    works_[i]->wait();
+    works_[i].reset();
+    int64_t n = 0;
+    for (size_t p : b.params) n += owners_[p] == me ? ranges_[p].second : 0;
+    if (n > 0) {
+      auto parts = received_[i].view({w, n});
+      auto sum = parts[0].clone();
+      for (int s = 1; s < w; ++s) sum.add_(parts[s]);
+      sum.div_(w);
+      int64_t at = 0;
+      for (size_t p : b.params) {
+        if (owners_[p] != me) continue;
+        flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second)
+            .copy_(sum.narrow(0, at, ranges_[p].second));
+        at += ranges_[p].second;
+      }
+    }
+    received_[i] = at::Tensor();
+  }
+  if (shared_works_[i]) {
+    shared_works_[i]->wait();
+    shared_works_[i].reset();
+    int64_t at = 0;
+    for (size_t p : b.params) {
+      if (owners_[p] >= 0) continue;
+      flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second)
+          .copy_(shared_[i].narrow(0, at, ranges_[p].second));
+      at += ranges_[p].second;
+    }
+    shared_[i] = at::Tensor();
+  }
+}
+
 void GradSync::complete(size_t i) {
+  if (!owners_.empty()) {
+    complete_to_owners(i);
+    return;
+  }
   works_[i]->wait();
   works_[i].reset();
   if (!reduce_scatter_) return;
@@ -156,7 +242,7 @@ double GradSync::finish() {
   for (auto& p : pending_) p = 0;
   launch_ready_buckets();
   for (size_t i = 0; i < works_.size(); ++i) {
-    if (works_[i]) complete(i);
+    if (works_[i] || shared_works_[i]) complete(i);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -12,6 +12,11 @@
 // Reduce-scatter mode (ZeRO-2): the buffer is also cut into size() equal shards and each rank
 // needs only its own shard averaged. Each bucket then goes out as an all-to-all — the piece of
 // the bucket in shard q to rank q — and the received pieces are summed in rank order.
+//
+// Owner mode (DistMuon): owners[i] >= 0 means only that rank needs parameter i's averaged
+// gradient (it alone updates the parameter); -1 means every rank does. Per bucket, the owned
+// gradients go out as one all-to-all (each to its owner, summed there in rank order) and the
+// rest as one all-reduce, each over a packed copy of the pieces.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -43,7 +48,7 @@ class GradSync {
   // params[i]'s gradient is flat_grads[ranges[i].first, +ranges[i].second).
   GradSync(Group& group, const std::vector<at::Tensor>& params,
            const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
-           int64_t bucket_bytes, bool reduce_scatter = false);
+           int64_t bucket_bytes, bool reduce_scatter = false, std::vector<int> owners = {});
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -66,7 +71,9 @@ class GradSync {
  private:
   void launch_ready_buckets();
   void launch(size_t bucket);
+  void launch_to_owners(size_t bucket);
   void complete(size_t bucket);
+  void complete_to_owners(size_t bucket);
 
   Group& group_;
   at::Tensor flat_grads_;
@@ -77,7 +84,11 @@ class GradSync {
   std::vector<std::shared_ptr<Work>> works_;
   bool reduce_scatter_ = false;
   int64_t shard_ = 0;                 // reduce-scatter: elements per rank's shard
-  std::vector<at::Tensor> received_;  // reduce-scatter: per bucket, (size(), own piece)
+  std::vector<at::Tensor> received_;  // reduce-scatter/owner: per bucket, (size(), own piece)
+  std::vector<std::pair<int64_t, int64_t>> ranges_;  // per parameter (offset, numel)
+  std::vector<int> owners_;                          // owner mode: per parameter, -1 = all
+  std::vector<at::Tensor> shared_;                   // owner mode: per bucket, packed -1 pieces
+  std::vector<std::shared_ptr<Work>> shared_works_;
   size_t next_launch_ = 0;
   bool armed_ = false;
   // Keeps the accumulators (and so our hooks) alive between backward passes.

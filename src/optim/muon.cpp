@@ -95,6 +95,21 @@ int Muon::owner(const std::string& name) const {
   return -1;
 }
 
+double Muon::grad_norm() {
+  if (group_.size() == 1) return params_.grad_norm();
+  const auto& g = params_.grads();
+  double shared = 0;
+  for (const auto& [b, e] : adam_ranges_) {
+    shared += g.narrow(0, b, e - b).pow(2).sum().item<double>();
+  }
+  auto owned = torch::zeros({1}, torch::kFloat64);
+  for (const auto& m : matrices_) {
+    if (m.owner == group_.rank()) owned += params_.view(g, *m.seg).pow(2).sum().to(torch::kFloat64);
+  }
+  group_.allreduce(owned, dist::ReduceOp::kSum)->wait();
+  return std::sqrt(shared + owned.item<double>());
+}
+
 void Muon::scale_grads(double coef) {
   torch::NoGradGuard no_grad;
   params_.grads().mul_(coef);

@@ -13,7 +13,8 @@
 //
 // Distributed (DistMuon): each Muon matrix is owned by one rank — block-cyclic over the
 // matrices sorted by shape — which alone keeps its momentum and runs Newton-Schulz; the updated
-// matrices are then broadcast from their owners. Gradients arrive averaged (dist::GradSync).
+// matrices are then broadcast from their owners. dist::GradSync sends each matrix's gradient
+// to its owner alone (all-to-all, summed there) and all-reduces the AdamW group's.
 #pragma once
 #include <functional>
 
@@ -51,7 +52,13 @@ class Muon : public Optimizer {
   std::string name() const override { return "muon"; }
   int64_t shard_begin() const override { return 0; }
   int64_t shard_end() const override { return params_.numel(); }
-  double grad_norm() override { return params_.grad_norm(); }
+  GradReduction grad_reduction() const override {
+    return group_.size() > 1 ? GradReduction::kToOwners : GradReduction::kAllReduce;
+  }
+  int grad_owner(const std::string& name) const override { return owner(name); }
+  // With owners, a Muon matrix's averaged gradient exists only on its owner: the global norm
+  // sums the shared part (identical everywhere) once and the owned parts across ranks.
+  double grad_norm() override;
   void scale_grads(double coef) override;
   void step(double lr) override;
   int64_t step_count() const override { return step_; }

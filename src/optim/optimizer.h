@@ -19,6 +19,7 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 enum class GradReduction {
   kAllReduce,      // every rank needs the whole averaged gradient
   kReduceScatter,  // each rank needs only its shard: [shard_begin(), shard_end())
+  kToOwners,       // parameter p's gradient is needed only by grad_owner(p) (-1: by all)
 };
 
 class Optimizer {
@@ -30,6 +31,11 @@ class Optimizer {
   // This rank's shard of the flat buffers (the whole buffer when not sharded).
   virtual int64_t shard_begin() const = 0;
   virtual int64_t shard_end() const = 0;
+  // kToOwners: the rank that needs parameter `name`'s gradient, or -1 for every rank.
+  virtual int grad_owner(const std::string& name) const {
+    (void)name;
+    return -1;
+  }
 
   // Global L2 norm of the averaged gradient (may communicate).
   virtual double grad_norm() = 0;

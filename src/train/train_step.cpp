@@ -24,9 +24,13 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
     params_.push_back(named[seg.name]);
     ranges.emplace_back(seg.offset, seg.numel);
   }
+  std::vector<int> owners;
+  if (opt.grad_reduction() == optim::GradReduction::kToOwners) {
+    for (const auto& seg : flat.segments()) owners.push_back(opt.grad_owner(seg.name));
+  }
   sync_ = std::make_unique<dist::GradSync>(
       group, params_, ranges, flat.grads(), bucket_bytes,
-      opt.grad_reduction() == optim::GradReduction::kReduceScatter);
+      opt.grad_reduction() == optim::GradReduction::kReduceScatter, std::move(owners));
   if (workers_.count() > 1) {
     for (int w = 0; w < workers_.count(); ++w) {
       worker_grads_.push_back(torch::zeros_like(flat.grads()));

@@ -44,10 +44,19 @@ TEST(PlanBuckets, RejectsUnorderedRanges) {
   EXPECT_THROW(plan_buckets({{16, 10}, {0, 10}}, 32, 4, 8), Error);
 }
 
+enum class Mode { kAllReduce, kReduceScatter, kOwners };
+
+// Owner mode in the test: every third parameter is owned by rank (i/3)%2, the rest shared.
+int test_owner(size_t i) { return i % 3 == 0 ? static_cast<int>((i / 3) % 2) : -1; }
+
 // Each rank trains the same tiny GPT on different rows; after backward + finish() the flat
-// gradient must equal the mean of the two ranks' single-process gradients, and every bucket
-// must already have been launched by the hooks when backward returned.
-TEST(GradSync, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks) {
+// gradient must equal the mean of the two ranks' single-process gradients where this rank
+// needs it, and every bucket must already have been launched by the hooks when backward
+// returned.
+class GradSyncModes : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(GradSyncModes, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks) {
+  const Mode mode = GetParam();
   model::GptConfig cfg;
   cfg.n_layer = 2;
   cfg.n_head = 2;
@@ -66,7 +75,7 @@ TEST(GradSync, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks) {
     torch::manual_seed(1);
     Replica r{model::Gpt(cfg), nullptr};
     r.flat = std::make_unique<optim::FlatParams>(
-        *r.model, [&](const std::string& n) { return r.model->decays(n); });
+        *r.model, [&](const std::string& n) { return r.model->decays(n); }, /*pad=*/32);
     return r;
   };
   std::vector<Replica> replicas;
@@ -87,7 +96,12 @@ TEST(GradSync, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks) {
         params.push_back(named[s.name]);
         ranges.emplace_back(s.offset, s.numel);
       }
-      sync = std::make_unique<GradSync>(*group, params, ranges, flat.grads(), 4096);
+      std::vector<int> owners;
+      if (mode == Mode::kOwners) {
+        for (size_t i = 0; i < params.size(); ++i) owners.push_back(test_owner(i));
+      }
+      sync = std::make_unique<GradSync>(*group, params, ranges, flat.grads(), 4096,
+                                        mode == Mode::kReduceScatter, owners);
       sync->arm();
     }
     m->loss(x, y).backward();
@@ -130,13 +144,38 @@ TEST(GradSync, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks) {
     });
   }
   for (auto& t : threads) t.join();
+  const auto& segs = replicas[0].flat->segments();
+  const int64_t shard = expected.numel() / 2;
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     EXPECT_GT(buckets[r], 3u) << "the test wants several buckets";
     EXPECT_EQ(launched[r], buckets[r]) << "rank " << r << ": buckets not launched in backward";
-    EXPECT_TRUE(torch::allclose(got[r], expected, 1e-6, 1e-7)) << "rank " << r;
+    const auto& local = r == 0 ? g0 : g1;
+    switch (mode) {
+      case Mode::kAllReduce:
+        EXPECT_TRUE(torch::allclose(got[r], expected, 1e-6, 1e-7)) << "rank " << r;
+        break;
+      case Mode::kReduceScatter:
+        EXPECT_TRUE(torch::allclose(got[r].narrow(0, r * shard, shard),
+                                    expected.narrow(0, r * shard, shard), 1e-6, 1e-7))
+            << "rank " << r;
+        break;
+      case Mode::kOwners:
+        for (size_t i = 0; i < segs.size(); ++i) {
+          const auto g = got[r].narrow(0, segs[i].offset, segs[i].numel);
+          const int owner = test_owner(i);
+          // Needed here: averaged. Owned by the other rank: never received, still local.
+          const auto want =
+              (owner < 0 || owner == r ? expected : local).narrow(0, segs[i].offset, segs[i].numel);
+          EXPECT_TRUE(torch::allclose(g, want, 1e-6, 1e-7)) << "rank " << r << " " << segs[i].name;
+        }
+        break;
+    }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(GradSync, GradSyncModes,
+                         ::testing::Values(Mode::kAllReduce, Mode::kReduceScatter, Mode::kOwners));
 
 }  // namespace
 }  // namespace lmtrain::dist
