@@ -42,6 +42,7 @@ int cmd_bench(const Args& argv) {
             << "world_size: " << r.world_size << "\n"
             << "optimizer: " << r.optimizer << "\n"
             << "optimizer_state_bytes_per_rank: " << r.state_bytes << "\n"
+            << log::format("peak_rss_mib: %.1f\n", r.peak_rss_bytes / 1048576.0)
             << "threads: " << r.threads << "\n"
             << "workers: " << r.workers << "\n"
             << "tokens_per_step: " << r.tokens_per_step << "\n"

@@ -1,5 +1,6 @@
 #include "train/benchmark.h"
 
+#include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <algorithm>
@@ -101,6 +102,9 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_
                       6.0 * mcfg.n_layer * mcfg.n_embd * static_cast<double>(plan.seq_len);
   r.achieved_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
   r.comm_wait_ms = comm_wait_s / steps * 1e3;
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
   auto peak = torch::tensor({measure_gemm_peak_gflops()}, torch::kFloat64);
   group.allreduce(peak, dist::ReduceOp::kSum)->wait();
   r.peak_gemm_gflops = peak.item<double>();

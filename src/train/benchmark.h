@@ -25,8 +25,9 @@ struct BenchResult {
   double mfu = 0;  // achieved / peak
   int world_size = 1;
   std::string optimizer;
-  int64_t state_bytes = 0;  // optimizer state on rank 0
-  double comm_wait_ms = 0;  // per step: gradient all-reduce not hidden behind backward
+  int64_t state_bytes = 0;     // optimizer state on rank 0
+  int64_t peak_rss_bytes = 0;  // rank 0's peak resident set (getrusage)
+  double comm_wait_ms = 0;     // per step: gradient all-reduce not hidden behind backward
 };
 
 // In a distributed job every rank runs the benchmark on its own random batches; the figures are
