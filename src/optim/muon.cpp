@@ -16,6 +16,8 @@ MuonOptions MuonOptions::from_config(const core::Config& cfg) {
   o.momentum = cfg.get_float("optim.muon_momentum");
   o.momentum_start = cfg.get_float("optim.muon_momentum_start");
   o.momentum_warmup = cfg.get_int("optim.muon_momentum_warmup");
+  o.embedding_lr = cfg.get_float("optim.embedding_lr");
+  o.head_lr = cfg.get_float("optim.head_lr");
   return o;
 }
 
@@ -38,38 +40,33 @@ at::Tensor newton_schulz5(const at::Tensor& g, int steps) {
   return tall ? x.t() : x;
 }
 
-namespace {
-
-std::vector<std::pair<int64_t, int64_t>> merge(std::vector<std::pair<int64_t, int64_t>> r) {
-  std::sort(r.begin(), r.end());
-  std::vector<std::pair<int64_t, int64_t>> out;
-  for (const auto& x : r) {
-    if (!out.empty() && out.back().second >= x.first) {
-      out.back().second = std::max(out.back().second, x.second);
-    } else {
-      out.push_back(x);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 Muon::Muon(FlatParams& params, AdamWOptions adam, MuonOptions muon, double base_lr,
            dist::Group& group,
            const std::function<bool(const std::string&, const std::vector<int64_t>&)>& is_muon)
     : params_(params), adam_(adam), muon_(muon), base_lr_(base_lr), group_(group) {
-  std::vector<std::pair<int64_t, int64_t>> adam_group, decay;
+  auto peak_lr_of = [&](const std::string& name) {
+    const auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+    if ((has("wte") || has("wpe")) && muon.embedding_lr > 0) return muon.embedding_lr;
+    if (has("lm_head") && muon.head_lr > 0) return muon.head_lr;
+    return base_lr;
+  };
   for (const auto& seg : params.segments()) {
     if (seg.shape.size() == 2 && is_muon(seg.name, seg.shape)) {
       matrices_.push_back({&seg, 0, {}});
-    } else {
-      adam_group.emplace_back(seg.offset, seg.offset + seg.numel);
-      if (seg.decay) decay.emplace_back(seg.offset, seg.offset + seg.numel);
+      continue;
     }
+    // Segments are in offset order: extend the previous range when it is adjacent and alike
+    // (the 16-element alignment padding between them is zero and stays zero).
+    AdamRange r{seg.offset, seg.offset + seg.numel, peak_lr_of(seg.name), seg.decay};
+    if (!adam_ranges_.empty()) {
+      auto& last = adam_ranges_.back();
+      if (last.peak_lr == r.peak_lr && last.decay == r.decay && (r.begin - last.end) < 16) {
+        last.end = r.end;
+        continue;
+      }
+    }
+    adam_ranges_.push_back(r);
   }
-  adam_ranges_ = merge(adam_group);
-  decay_ranges_ = merge(decay);
   // Block-cyclic ownership over the matrices sorted by shape (then name), so that every rank
   // gets a similar share of the Newton-Schulz work.
   std::vector<Matrix*> order;
@@ -99,8 +96,8 @@ double Muon::grad_norm() {
   if (group_.size() == 1) return params_.grad_norm();
   const auto& g = params_.grads();
   double shared = 0;
-  for (const auto& [b, e] : adam_ranges_) {
-    shared += g.narrow(0, b, e - b).pow(2).sum().item<double>();
+  for (const auto& r : adam_ranges_) {
+    shared += g.narrow(0, r.begin, r.end - r.begin).pow(2).sum().item<double>();
   }
   auto owned = torch::zeros({1}, torch::kFloat64);
   for (const auto& m : matrices_) {
@@ -121,18 +118,18 @@ void Muon::step(double lr) {
   ++step_;
   auto p = params_.params();
   const auto& g = params_.grads();
-  // AdamW group: AdamW::step's operations on each range of the group.
-  if (adam_.weight_decay != 0) {
-    for (const auto& [b, e] : decay_ranges_) {
-      p.narrow(0, b, e - b).mul_(1 - lr * adam_.weight_decay);
-    }
-  }
-  for (const auto& [b, e] : adam_ranges_) {
-    adam_update(p.narrow(0, b, e - b), g.narrow(0, b, e - b), exp_avg_.narrow(0, b, e - b),
-                exp_avg_sq_.narrow(0, b, e - b), step_, lr, adam_);
+  // AdamW groups: AdamW::step's operations on each range, at the range's group lr.
+  const double schedule = base_lr_ > 0 ? lr / base_lr_ : 1.0;
+  for (const auto& r : adam_ranges_) {
+    const double lr_g = r.peak_lr * schedule;
+    const int64_t n = r.end - r.begin;
+    if (r.decay && adam_.weight_decay != 0)
+      p.narrow(0, r.begin, n).mul_(1 - lr_g * adam_.weight_decay);
+    adam_update(p.narrow(0, r.begin, n), g.narrow(0, r.begin, n), exp_avg_.narrow(0, r.begin, n),
+                exp_avg_sq_.narrow(0, r.begin, n), step_, lr_g, adam_);
   }
   // Muon group: owners update their matrices, then every matrix is broadcast from its owner.
-  const double lr_muon = base_lr_ > 0 ? muon_.lr * lr / base_lr_ : muon_.lr;
+  const double lr_muon = muon_.lr * schedule;
   std::vector<std::shared_ptr<dist::Work>> works;
   for (auto& mat : matrices_) {
     auto w = params_.view(p, *mat.seg);
@@ -207,7 +204,7 @@ std::vector<at::Tensor> Muon::replicated_state() const {
 
 int64_t Muon::state_bytes() const {
   int64_t n = 0;
-  for (const auto& [b, e] : adam_ranges_) n += 2 * (e - b);
+  for (const auto& r : adam_ranges_) n += 2 * (r.end - r.begin);
   for (const auto& m : matrices_) {
     if (m.momentum.defined()) n += m.momentum.numel();
   }

@@ -34,6 +34,10 @@ struct MuonOptions {
   int64_t momentum_warmup = 300;
   bool nesterov = true;
   int ns_steps = 5;
+  // Peak lrs of the AdamW groups (0 = the base optim.lr): token/position embeddings, the
+  // untied output head; norms and biases always use the base lr.
+  double embedding_lr = 0;
+  double head_lr = 0;
 
   static MuonOptions from_config(const core::Config& cfg);
   double momentum_at(int64_t step) const;  // step = updates done before this one
@@ -44,8 +48,8 @@ at::Tensor newton_schulz5(const at::Tensor& g, int steps = 5);
 
 class Muon : public Optimizer {
  public:
-  // `is_muon(name, shape)` picks the Muon group; lr_scale_adam: the AdamW group uses the lr
-  // passed to step(); the Muon group uses muon.lr * lr / base_lr (the same schedule).
+  // `is_muon(name, shape)` picks the Muon group. step(lr) gets the scheduled base lr; every
+  // group runs the same schedule from its own peak: group_lr * lr / base_lr.
   Muon(FlatParams& params, AdamWOptions adam, MuonOptions muon, double base_lr, dist::Group& group,
        const std::function<bool(const std::string&, const std::vector<int64_t>&)>& is_muon);
 
@@ -86,9 +90,13 @@ class Muon : public Optimizer {
   double base_lr_;
   dist::Group& group_;
   std::vector<Matrix> matrices_;
-  std::vector<std::pair<int64_t, int64_t>> adam_ranges_;   // merged AdamW-group element ranges
-  std::vector<std::pair<int64_t, int64_t>> decay_ranges_;  // AdamW-group ranges with decay
-  at::Tensor exp_avg_, exp_avg_sq_;                        // flat; used on adam_ranges_ only
+  struct AdamRange {
+    int64_t begin, end;  // element range of the flat buffers
+    double peak_lr;      // the group's lr at the schedule's peak
+    bool decay;
+  };
+  std::vector<AdamRange> adam_ranges_;  // the AdamW groups, adjacent equal ranges merged
+  at::Tensor exp_avg_, exp_avg_sq_;     // flat; used on adam_ranges_ only
   int64_t step_ = 0;
 };
 

@@ -50,9 +50,15 @@ void ZeroAdamW::step(double lr) {
   }
   adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_);
   if (group_.size() > 1) {
-    std::vector<at::Tensor> shards;
-    for (int r = 0; r < group_.size(); ++r) shards.push_back(flat.narrow(0, r * shard_, shard_));
-    group_.allgather(shards, p)->wait();
+    // All-gather of the updated shards, as one in-place broadcast per shard: c10d's Gloo
+    // allgather stages the whole buffer in a temporary (a full parameter copy per step), which
+    // would cost more memory than the sharded state saves. Same traffic, no staging copy.
+    std::vector<std::shared_ptr<dist::Work>> works;
+    for (int r = 0; r < group_.size(); ++r) {
+      auto shard = flat.narrow(0, r * shard_, shard_);
+      works.push_back(group_.broadcast(shard, r));
+    }
+    for (auto& w : works) w->wait();
   }
 }
 

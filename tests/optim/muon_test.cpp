@@ -87,3 +87,36 @@ TEST(Muon, MomentumWarmsUpLinearly) {
 
 }  // namespace
 }  // namespace lmtrain::optim
+
+namespace lmtrain::optim {
+namespace {
+
+struct Grouped : torch::nn::Module {
+  Grouped() {
+    register_parameter("wte", torch::zeros({4, 3}));
+    register_parameter("lm_head", torch::zeros({4, 3}));
+    register_parameter("bias", torch::zeros({3}));
+  }
+};
+
+// Adam's first step moves every element by lr (|m̂ / sqrt(v̂)| = 1): each AdamW group's step
+// shows its own learning rate.
+TEST(Muon, AdamWGroupsUseTheirOwnLearningRates) {
+  Grouped m;
+  FlatParams flat(m, [](const std::string&) { return false; });
+  auto group = dist::make_single_rank_group();
+  MuonOptions mo;
+  mo.embedding_lr = 0.3;
+  mo.head_lr = 0.2;
+  Muon opt(flat, AdamWOptions{}, mo, /*base_lr=*/0.1, *group,
+           [](const std::string&, const std::vector<int64_t>&) { return false; });
+  flat.grads().fill_(1.0);
+  opt.step(0.05);  // half way down the schedule: every group at half its peak
+  auto named = m.named_parameters();
+  EXPECT_NEAR(named["wte"].abs().max().item<double>(), 0.15, 1e-6);
+  EXPECT_NEAR(named["lm_head"].abs().max().item<double>(), 0.10, 1e-6);
+  EXPECT_NEAR(named["bias"].abs().max().item<double>(), 0.05, 1e-6);
+}
+
+}  // namespace
+}  // namespace lmtrain::optim
