@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/dist_setup.h"
+#include "cli/model_presets.h"
 #include "cli/run_config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -12,6 +13,8 @@ namespace lmtrain::cli {
 
 int cmd_train(const Args& argv) {
   auto flags = config_flags();
+  flags.push_back(
+      {"help-models", FlagKind::kBool, "list the presets in configs/ with their parameter counts"});
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
   if (args.help) {
     std::cout
@@ -27,6 +30,13 @@ int cmd_train(const Args& argv) {
         << "  --section.key=VALUE         override any config key (see --help-config)\n"
            "  --epochs --max_steps --save_every --batch_size --lr --resume --output_dir\n"
            "  --seed --data_dir           flat aliases of config keys\n";
+    return 0;
+  }
+  if (args.has("help-models")) {
+    const std::string dir = find_configs_dir();
+    if (dir.empty()) throw UsageError("--help-models: no configs/ directory found");
+    std::cout << "Presets in " << dir << "/ (parameters counted from the built model):\n"
+              << describe_presets(dir);
     return 0;
   }
   if (args.has("help-config")) {

@@ -7,26 +7,57 @@
 #include "model/attention.h"
 #include "model/dropout.h"
 #include "model/fused_attention.h"
+#include "model/rope.h"
 
 namespace lmtrain::model {
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg)
-    : n_head(cfg.n_head), n_embd(cfg.n_embd), dropout(cfg.dropout) {
-  c_attn = register_module("c_attn", Linear(cfg.n_embd, 3 * cfg.n_embd, cfg.bias));
-  c_proj = register_module("c_proj", Linear(cfg.n_embd, cfg.n_embd, cfg.bias));
+    : n_head(cfg.n_head),
+      n_kv_head(cfg.kv_heads()),
+      head_dim(cfg.head_dim()),
+      n_embd(cfg.n_embd),
+      dropout(cfg.dropout),
+      rope(cfg.pos == "rope"),
+      rope_theta(cfg.rope_theta) {
+  const int64_t qkv = (n_head + 2 * n_kv_head) * head_dim;
+  c_attn = register_module("c_attn", Linear(cfg.n_embd, qkv, cfg.bias));
+  c_proj = register_module("c_proj", Linear(n_head * head_dim, cfg.n_embd, cfg.bias));
+  if (cfg.qk_norm) {
+    q_norm = register_module("q_norm", LayerNorm(head_dim, false, true, cfg.norm_eps));
+    k_norm = register_module("k_norm", LayerNorm(head_dim, false, true, cfg.norm_eps));
+  }
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache,
                                                int64_t layer) {
-  const int64_t B = x.size(0), T = x.size(1), C = n_embd, H = n_head, D = C / H;
+  const int64_t B = x.size(0), T = x.size(1), H = n_head, K = n_kv_head, D = head_dim;
   const double p = is_training() ? dropout : 0.0;
-  auto packed = c_attn(x);  // (B, T, 3C)
-  if (!cache && p == 0 && fused_attention_supported(packed)) {
+  auto packed = c_attn(x);                                           // (B, T, (H + 2K) D)
+  const bool plain = K == H && H * D == n_embd && !rope && !q_norm;  // GPT-2's attention
+  if (plain && !cache && p == 0 && fused_attention_supported(packed)) {
     return c_proj(fused_causal_attention(packed, H));
   }
-  // (B, T, 3C) -> (3, B, H, T, D)
-  auto qkv = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
-  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  torch::Tensor q, k, v;  // (B, H or K, T, D)
+  if (plain) {
+    // (B, T, 3C) -> (3, B, H, T, D)
+    auto qkv = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  } else {
+    q = packed.narrow(2, 0, H * D).view({B, T, H, D});
+    k = packed.narrow(2, H * D, K * D).view({B, T, K, D});
+    v = packed.narrow(2, (H + K) * D, K * D).view({B, T, K, D}).transpose(1, 2);
+    if (q_norm) {  // Qwen3: RMSNorm over each head's D, before the rotation
+      q = q_norm(q);
+      k = k_norm(k);
+    }
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
+    if (rope) {
+      const int64_t start = cache ? cache->length : 0;
+      q = apply_rope(q, start, rope_theta);
+      k = apply_rope(k, start, rope_theta);
+    }
+  }
   if (cache) {
     const int64_t start = cache->length;
     // Write this call's keys/values into the preallocated (B, H, max_len, D) buffers.
@@ -35,26 +66,41 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     k = cache->k[layer].narrow(2, 0, start + T);
     v = cache->v[layer].narrow(2, 0, start + T);
   }
+  if (K < H) {
+    // Grouped-query attention: query head h reads kv head h / (H / K).
+    k = k.repeat_interleave(H / K, /*dim=*/1);
+    v = v.repeat_interleave(H / K, /*dim=*/1);
+  }
   auto y = causal_attention(q, k, v, p);  // (B, H, T, D)
-  y = y.transpose(1, 2).reshape({B, T, C});
+  y = y.transpose(1, 2).reshape({B, T, H * D});
   y = c_proj(y);
   if (p > 0) y = model::dropout(y, p);
   return y;
 }
 
-MlpImpl::MlpImpl(const GptConfig& cfg) {
-  c_fc = register_module("c_fc", Linear(cfg.n_embd, 4 * cfg.n_embd, cfg.bias));
-  c_proj = register_module("c_proj", Linear(4 * cfg.n_embd, cfg.n_embd, cfg.bias));
+MlpImpl::MlpImpl(const GptConfig& cfg) : kind(cfg.mlp), hidden(cfg.hidden_dim()) {
+  const int64_t fc = kind == "swiglu" ? 2 * hidden : hidden;  // SwiGLU: [gate; up]
+  c_fc = register_module("c_fc", Linear(cfg.n_embd, fc, cfg.bias));
+  c_proj = register_module("c_proj", Linear(hidden, cfg.n_embd, cfg.bias));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return c_proj(torch::gelu(c_fc(x), "tanh"));
+  auto h = c_fc(x);
+  if (kind == "swiglu") {
+    h = torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
+  } else if (kind == "relu2") {
+    h = torch::relu(h).square();
+  } else {
+    h = torch::gelu(h, "tanh");
+  }
+  return c_proj(h);
 }
 
 BlockImpl::BlockImpl(const GptConfig& cfg) : dropout(cfg.dropout) {
-  ln_1 = register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias));
+  const bool rms = cfg.norm == "rmsnorm";
+  ln_1 = register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
   attn = register_module("attn", CausalSelfAttention(cfg));
-  ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias));
+  ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
   mlp = register_module("mlp", Mlp(cfg));
 }
 
@@ -67,18 +113,19 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t
 
 TransformerImpl::TransformerImpl(const GptConfig& cfg) {
   wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd));
-  wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd));
+  if (cfg.pos == "learned") wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd));
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(Block(cfg));
-  ln_f = register_module("ln_f", LayerNorm(cfg.n_embd, cfg.bias));
+  ln_f =
+      register_module("ln_f", LayerNorm(cfg.n_embd, cfg.bias, cfg.norm == "rmsnorm", cfg.norm_eps));
 }
 
-GptImpl::GptImpl(const GptConfig& cfg) : cfg_(cfg) {
+GptImpl::GptImpl(const GptConfig& cfg, bool init) : cfg_(cfg) {
   transformer = register_module("transformer", Transformer(cfg));
   if (!cfg.tie_embeddings) {
     lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false));
   }
-  init_weights();
+  if (init) init_weights();
 }
 
 void GptImpl::init_weights() {
@@ -90,7 +137,7 @@ void GptImpl::init_weights() {
     const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
     if (is_bias) {
       p.zero_();
-    } else if (name.find("ln_") != std::string::npos) {
+    } else if (name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos) {
       p.fill_(1.0);
     } else if (name.find("c_proj.weight") != std::string::npos) {
       p.normal_(0.0, resid_std);
@@ -102,7 +149,7 @@ void GptImpl::init_weights() {
 
 bool GptImpl::decays(const std::string& name) const {
   if (name.find("wte") != std::string::npos || name.find("wpe") != std::string::npos) return false;
-  if (name.find("ln_") != std::string::npos) return false;
+  if (name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos) return false;
   return name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0;
 }
 
@@ -112,8 +159,11 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
     throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
                             (long long)(start + T), (long long)cfg_.block_size));
   }
-  auto pos = torch::arange(start, start + T, ids.options().dtype(torch::kLong));
-  auto x = transformer->wte(ids) + transformer->wpe(pos);  // (B, T, C) + (T, C)
+  auto x = transformer->wte(ids);  // (B, T, C)
+  if (transformer->wpe) {
+    auto pos = torch::arange(start, start + T, ids.options().dtype(torch::kLong));
+    x = x + transformer->wpe(pos);  // + (T, C)
+  }
   if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
   int64_t layer = 0;
   for (auto& module : *transformer->h) {
@@ -123,7 +173,11 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
 }
 
 torch::Tensor GptImpl::head(const torch::Tensor& x) const {
-  return torch::linear(x, cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight);
+  auto logits = torch::linear(x, cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight);
+  if (cfg_.logit_softcap > 0) {
+    logits = cfg_.logit_softcap * torch::tanh(logits / cfg_.logit_softcap);
+  }
+  return logits;
 }
 
 torch::Tensor GptImpl::forward(const torch::Tensor& ids) { return head(hidden(ids, 0, nullptr)); }
@@ -149,8 +203,8 @@ KvCache GptImpl::make_cache(int64_t batch, int64_t max_len) const {
   cache.max_len = std::min(max_len, cfg_.block_size);
   auto opts = transformer->wte->weight.options().requires_grad(false);
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-    cache.k.push_back(torch::zeros({batch, cfg_.n_head, cache.max_len, cfg_.head_dim()}, opts));
-    cache.v.push_back(torch::zeros({batch, cfg_.n_head, cache.max_len, cfg_.head_dim()}, opts));
+    cache.k.push_back(torch::zeros({batch, cfg_.kv_heads(), cache.max_len, cfg_.head_dim()}, opts));
+    cache.v.push_back(torch::zeros({batch, cfg_.kv_heads(), cache.max_len, cfg_.head_dim()}, opts));
   }
   return cache;
 }

@@ -1,6 +1,10 @@
-// GPT-2: learned positions, pre-LayerNorm blocks, GELU-tanh MLP, tied embeddings (optional),
-// GPT-2 init with scaled residual projections. Parameter names follow Hugging Face's GPT-2
-// ("transformer.h.0.attn.c_attn.weight"), with Linear weights stored (out, in).
+// The decoder family: GPT-2 (learned positions, pre-LayerNorm blocks, GELU-tanh MLP) and, by
+// options (gpt_config.h), Llama / Qwen3 / nanochat blocks: RMSNorm, RoPE, SwiGLU or relu²,
+// grouped-query attention, per-head QK-norm, logit soft-capping, untied head. GPT-2 init with
+// scaled residual projections. Parameter names follow Hugging Face's GPT-2 for every member
+// ("transformer.h.0.attn.c_attn.weight", Linear weights (out, in)): q, k, v live in one fused
+// c_attn of (n_head + 2 n_kv_head) * head_dim rows, SwiGLU's gate and up in one c_fc of 2 *
+// hidden rows; HF import/export maps other families' names onto these.
 // Model code makes no collective calls; parallelism is applied from outside.
 #pragma once
 #include <torch/nn/module.h>
@@ -13,7 +17,7 @@
 
 namespace lmtrain::model {
 
-// Per-layer key/value cache for incremental decoding: k[l], v[l] are (B, H, max_len, D).
+// Per-layer key/value cache for incremental decoding: k[l], v[l] are (B, n_kv_head, max_len, D).
 struct KvCache {
   std::vector<torch::Tensor> k, v;
   int64_t length = 0;  // positions filled so far
@@ -27,8 +31,11 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // [start, start+T) of layer `layer` and attends over everything cached so far.
   torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
   Linear c_attn{nullptr}, c_proj{nullptr};
-  int64_t n_head, n_embd;
+  LayerNorm q_norm{nullptr}, k_norm{nullptr};  // per-head RMSNorm (qk_norm only)
+  int64_t n_head, n_kv_head, head_dim, n_embd;
   double dropout;
+  bool rope;
+  double rope_theta;
 };
 TORCH_MODULE(CausalSelfAttention);
 
@@ -37,6 +44,8 @@ class MlpImpl : public torch::nn::Module {
   explicit MlpImpl(const GptConfig& cfg);
   torch::Tensor forward(const torch::Tensor& x);
   Linear c_fc{nullptr}, c_proj{nullptr};
+  std::string kind;  // gelu | swiglu | relu2
+  int64_t hidden;
 };
 TORCH_MODULE(Mlp);
 
@@ -63,7 +72,9 @@ TORCH_MODULE(Transformer);
 
 class GptImpl : public torch::nn::Module {
  public:
-  explicit GptImpl(const GptConfig& cfg);
+  // init=false leaves the weights uninitialised (never-touched memory): for counting and
+  // shape checks of models too big to fill, and before loading a checkpoint.
+  explicit GptImpl(const GptConfig& cfg, bool init = true);
 
   // ids (B, T) int64 -> logits (B, T, V).
   torch::Tensor forward(const torch::Tensor& ids);

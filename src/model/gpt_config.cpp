@@ -17,7 +17,35 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
   c.bias = cfg.get_bool("model.bias");
   c.tie_embeddings = cfg.get_bool("model.tie_embeddings");
   c.init_std = cfg.get_float("model.init_std");
-  if (c.n_embd % c.n_head != 0) {
+  c.arch = cfg.get_string("model.arch");
+  c.norm = cfg.get_string("model.norm");
+  c.norm_eps = cfg.get_float("model.norm_eps");
+  c.pos = cfg.get_string("model.pos");
+  c.rope_theta = cfg.get_float("model.rope_theta");
+  c.mlp = cfg.get_string("model.mlp");
+  c.mlp_hidden = cfg.get_int("model.mlp_hidden");
+  c.n_kv_head = cfg.get_int("model.n_kv_head");
+  c.head_dim_ = cfg.get_int("model.head_dim");
+  c.qk_norm = cfg.get_bool("model.qk_norm");
+  c.logit_softcap = cfg.get_float("model.logit_softcap");
+  if (const int64_t depth = cfg.get_int("model.depth"); depth > 0) {
+    // nanochat: width 64 * depth, heads of 128 (ceil), one block per unit of depth.
+    c.n_layer = depth;
+    c.n_embd = 64 * depth;
+    c.n_head = (c.n_embd + 127) / 128;
+    c.head_dim_ = 128;
+  }
+  if (c.n_kv_head > 0 && c.n_head % c.n_kv_head != 0) {
+    throw UsageError(
+        log::format("config key 'model.n_kv_head' = %lld must divide 'model.n_head' "
+                    "= %lld (each kv head serves a group of query heads)",
+                    (long long)c.n_kv_head, (long long)c.n_head));
+  }
+  if (c.pos == "rope" && c.head_dim() % 2 != 0) {
+    throw UsageError(
+        log::format("model.pos = rope needs an even head_dim (got %lld)", (long long)c.head_dim()));
+  }
+  if (c.head_dim_ == 0 && c.n_embd % c.n_head != 0) {
     throw UsageError(
         log::format("config key 'model.n_embd' = %lld must be divisible by "
                     "'model.n_head' = %lld",
@@ -47,23 +75,37 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
 }
 
 int64_t GptConfig::num_params() const {
-  const int64_t C = n_embd, b = bias ? 1 : 0;
-  const int64_t per_block = 2 * (C + b * C)            // ln_1, ln_2
-                            + (C * 3 * C + b * 3 * C)  // c_attn
-                            + (C * C + b * C)          // attn.c_proj
-                            + (C * 4 * C + b * 4 * C)  // mlp.c_fc
-                            + (4 * C * C + b * C);     // mlp.c_proj
-  int64_t n = vocab_size * C + block_size * C + n_layer * per_block + (C + b * C);
+  const int64_t C = n_embd, b = bias ? 1 : 0, D = head_dim(), H = n_head, K = kv_heads();
+  const int64_t I = hidden_dim();
+  const int64_t norm_params = norm == "rmsnorm" ? C : C + b * C;
+  const int64_t qkv = (H + 2 * K) * D;
+  const int64_t fc = mlp == "swiglu" ? 2 * I : I;
+  const int64_t per_block = 2 * norm_params          // ln_1, ln_2
+                            + (C * qkv + b * qkv)    // c_attn
+                            + (H * D * C + b * C)    // attn.c_proj
+                            + (qk_norm ? 2 * D : 0)  // q_norm, k_norm
+                            + (C * fc + b * fc)      // mlp.c_fc
+                            + (I * C + b * C);       // mlp.c_proj
+  int64_t n = vocab_size * C + n_layer * per_block + norm_params;
+  if (pos == "learned") n += block_size * C;
   if (!tie_embeddings) n += vocab_size * C;
   return n;
 }
 
 std::string GptConfig::describe() const {
+  std::string extra;
+  if (arch != "gpt2" || norm != "layernorm" || pos != "learned" || mlp != "gelu") {
+    extra = log::format(
+        " (%s, %s, %s, %lld kv heads, head_dim %lld%s%s)", norm.c_str(),
+        pos == "rope" ? log::format("rope theta %g", rope_theta).c_str() : pos.c_str(), mlp.c_str(),
+        (long long)kv_heads(), (long long)head_dim(), qk_norm ? ", qk-norm" : "",
+        logit_softcap > 0 ? log::format(", softcap %g", logit_softcap).c_str() : "");
+  }
   return log::format(
-      "gpt2: %lld layers, %lld heads, width %lld, vocab %lld, block %lld, "
-      "%.2fM parameters",
-      (long long)n_layer, (long long)n_head, (long long)n_embd, (long long)vocab_size,
-      (long long)block_size, num_params() / 1e6);
+      "%s: %lld layers, %lld heads, width %lld, vocab %lld, block %lld, "
+      "%.2fM parameters%s",
+      arch.c_str(), (long long)n_layer, (long long)n_head, (long long)n_embd, (long long)vocab_size,
+      (long long)block_size, num_params() / 1e6, extra.c_str());
 }
 
 }  // namespace lmtrain::model

@@ -1,4 +1,6 @@
-// Shape and options of a GPT-2 family model, read from the `model` config section.
+// Shape and options of a decoder-only transformer, read from the `model` config section: GPT-2
+// (LayerNorm, learned positions, GELU) and the Llama / Qwen3 / nanochat family (RMSNorm, RoPE,
+// SwiGLU or relu², grouped-query attention, per-head QK-norm, logit soft-capping).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,8 +21,22 @@ struct GptConfig {
   bool bias = true;
   bool tie_embeddings = true;
   double init_std = 0.02;
+  // Decoder-family options (GPT-2 defaults). See DESIGN.md and configs/ for the presets.
+  std::string arch = "gpt2";       // gpt2 | llama | qwen3 | nanochat (naming for HF I/O)
+  std::string norm = "layernorm";  // layernorm | rmsnorm
+  double norm_eps = 1e-5;
+  std::string pos = "learned";  // learned | rope
+  double rope_theta = 10000.0;
+  std::string mlp = "gelu";  // gelu (tanh) | swiglu | relu2
+  int64_t mlp_hidden = 0;    // 0: 4 * n_embd
+  int64_t n_kv_head = 0;     // 0: n_head (grouped-query attention when fewer)
+  int64_t head_dim_ = 0;     // 0: n_embd / n_head
+  bool qk_norm = false;      // RMSNorm on each head's q and k (Qwen3)
+  double logit_softcap = 0;  // > 0: logits = cap * tanh(logits / cap) (nanochat)
 
-  int64_t head_dim() const { return n_embd / n_head; }
+  int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int64_t hidden_dim() const { return mlp_hidden > 0 ? mlp_hidden : 4 * n_embd; }
 
   // `tokenizer_vocab` fills model.vocab_size=0 (rounded up to a multiple of 64, which keeps
   // the output GEMM well shaped). Throws UsageError naming the key for inconsistent shapes.

@@ -12,13 +12,19 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) const {
   return torch::linear(x, weight, bias);
 }
 
-LayerNormImpl::LayerNormImpl(int64_t d, bool with_bias) : dim(d) {
+LayerNormImpl::LayerNormImpl(int64_t d, bool with_bias, bool rms_norm, double epsilon)
+    : dim(d), rms(rms_norm), eps(epsilon) {
   weight = register_parameter("weight", torch::ones({d}));
-  if (with_bias) bias = register_parameter("bias", torch::zeros({d}));
+  if (with_bias && !rms) bias = register_parameter("bias", torch::zeros({d}));
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) const {
-  return torch::layer_norm(x, {dim}, weight, bias, 1e-5, /*cudnn_enable=*/true);
+  if (rms) {
+    auto xf = x.to(torch::kFloat32);
+    auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return weight * y.to(x.scalar_type());
+  }
+  return torch::layer_norm(x, {dim}, weight, bias, eps, /*cudnn_enable=*/true);
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d) {

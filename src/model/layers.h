@@ -15,13 +15,16 @@ class LinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Linear);
 
-// LayerNorm over the last dim, eps 1e-5; weight (C), bias (C) or absent.
+// Normalisation over the last dim: LayerNorm (weight, bias or absent) or, with rms, RMSNorm
+// x / sqrt(mean(x^2) + eps) * weight (no bias; computed in fp32 like HF's LlamaRMSNorm).
 class LayerNormImpl : public torch::nn::Module {
  public:
-  LayerNormImpl(int64_t dim, bool bias);
+  LayerNormImpl(int64_t dim, bool bias, bool rms = false, double eps = 1e-5);
   torch::Tensor forward(const torch::Tensor& x) const;
   torch::Tensor weight, bias;
   int64_t dim;
+  bool rms;
+  double eps;
 };
 TORCH_MODULE(LayerNorm);
 

@@ -113,3 +113,46 @@ TEST(EndToEnd, EpochsDeriveTheStepCountFromTheData) {
 
 }  // namespace
 }  // namespace lmtrain::testing
+
+namespace lmtrain::testing {
+namespace {
+
+// A Qwen3-style model (RMSNorm, RoPE, SwiGLU, GQA, QK-norm, untied head) and a nanochat-style
+// one (relu², soft-capping) through the same train -> eval -> generate path.
+TEST(EndToEnd, QwenAndNanochatStyleModelsTrainAndGenerate) {
+  TempDir dir("lmtrain_family");
+  const std::string data = prepare_synthetic_data(dir.path());
+  const std::string family =
+      " --model.norm=rmsnorm --model.pos=rope --model.qk_norm=true"
+      " --model.bias=false --model.tie_embeddings=false --model.head_dim=16";
+  const std::vector<std::pair<std::string, std::string>> variants = {
+      {"qwen3", " --model.arch=qwen3 --model.mlp=swiglu --model.mlp_hidden=96 --model.n_kv_head=1"},
+      {"nanochat", " --model.arch=nanochat --model.mlp=relu2 --model.logit_softcap=15"},
+  };
+  for (const auto& [name, extra] : variants) {
+    SCOPED_TRACE(name);
+    const std::string run = dir.file(name);
+    auto r =
+        run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
+                    " --run.dir=" + run + " --train.max_steps=60 --optim.lr=3e-3" + family + extra);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(name + ": 2 layers"), std::string::npos) << r.output;
+    double first = NAN, last = NAN;
+    std::ifstream in(run + "/metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      if (!j.contains("loss")) continue;
+      if (std::isnan(first)) first = j["loss"].get<double>();
+      last = j["loss"].get<double>();
+    }
+    EXPECT_LT(last, first - 0.5) << r.output;
+    auto g = run_command(lmtrain_binary() + " generate --checkpoint " + run +
+                         "/checkpoints/latest --prompt 'The cat' --max_new_tokens 20 --seed 1");
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+    EXPECT_GT(g.output.size(), 10u);
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain::testing

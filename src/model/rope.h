@@ -1,0 +1,14 @@
+// Rotary position embedding (Su et al., "RoFormer"), in Hugging Face Llama's convention: the
+// head dimension is split in halves (not interleaved pairs), and
+//   inv_freq[i] = 1 / theta^(2i / D),  angle[t, i] = t * inv_freq[i]   (fp32, as HF computes)
+//   rope(x)[t] = x[t] * cos(angle[t]) + rotate_half(x[t]) * sin(angle[t]),
+//   rotate_half([x1, x2]) = [-x2, x1], with the angles repeated over both halves.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+namespace lmtrain::model {
+
+// x: (B, H, T, D) at absolute positions start .. start+T-1. Returns the rotated (B, H, T, D).
+at::Tensor apply_rope(const at::Tensor& x, int64_t start, double theta);
+
+}  // namespace lmtrain::model
