@@ -42,6 +42,9 @@ int cmd_eval(const Args& argv) {
   const std::string data_dir = args.get("data_dir", cfg.get_string("data.dir"));
   const std::string path = data_dir + "/" + split + ".bin";
   data::TokenShard shard(path);
+  if (!loaded.tokenizer) {
+    throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
+  }
   if (shard.tokenizer_hash() != loaded.tokenizer->hash()) {
     throw UsageError(path + " was tokenized with a different tokenizer than the checkpoint's");
   }

@@ -49,6 +49,9 @@ int cmd_generate(const Args& argv) {
   core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
 
   auto loaded = train::load_inference_model(args.get("checkpoint"));
+  if (!loaded.tokenizer) {
+    throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
+  }
   const auto& tok = *loaded.tokenizer;
   const int64_t eot = static_cast<int64_t>(tok.eot_id());
   std::vector<uint32_t> prompt = tok.encode_with_special(args.get("prompt"));

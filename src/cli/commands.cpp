@@ -23,6 +23,8 @@ Commands:
   generate   sample text from a checkpoint (KV cache, temperature / top-k / top-p)
   eval       loss and perplexity of a checkpoint on a token split
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
+  import     import hf DIR: a Hugging Face gpt2/llama/qwen2/qwen3 model -> lmtrain checkpoint
+  export     export hf CHECKPOINT DIR: an lmtrain checkpoint -> Hugging Face model directory
   version    print the version and the libtorch it was built against
 
 Run `lmtrain <command> --help` for a command's flags.
@@ -47,6 +49,8 @@ int run_main(int argc, char** argv) {
     if (command == "eval") return cmd_eval(args);
     if (command == "bench") return cmd_bench(args);
     if (command == "launch") return cmd_launch(args);
+    if (command == "import") return cmd_import(args);
+    if (command == "export") return cmd_export(args);
     if (command == "version" || command == "--version") {
       std::cout << "lmtrain 0.1.0 (libtorch " << compat::torch_version_string() << ")\n";
       return 0;

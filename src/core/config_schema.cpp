@@ -29,7 +29,7 @@ const std::vector<KeySpec>& config_schema() {
   static const std::vector<KeySpec> schema = {
       S("run.dir", "runs/lmtrain", {}, "output directory: config, logs, metrics, checkpoints"),
 
-      S("model.arch", "gpt2", {"gpt2", "llama", "qwen3", "nanochat"},
+      S("model.arch", "gpt2", {"gpt2", "llama", "qwen2", "qwen3", "nanochat"},
         "model family (the options below set the architecture; arch names it for HF I/O)"),
       I("model.n_layer", 4, 1, 1024, "transformer blocks"),
       I("model.n_head", 4, 1, 1024, "attention heads (n_embd must be divisible by n_head)"),
@@ -51,7 +51,12 @@ const std::vector<KeySpec>& config_schema() {
         "key/value heads (0 = n_head; fewer = grouped-query attention)"),
       I("model.head_dim", 0, 0, 4096, "width of each head (0 = n_embd / n_head)"),
       B("model.qk_norm", false, "RMSNorm on each head's queries and keys (Qwen3)"),
+      B("model.qkv_bias", false,
+        "biases on the q, k, v projections even without model.bias (Qwen2)"),
       F("model.logit_softcap", "0", 0, 1e6, "> 0: logits = cap * tanh(logits / cap) (nanochat)"),
+      S("model.init_from", "", {},
+        "checkpoint (dir, run dir or latest/best link) whose weights start a fresh run, e.g. one "
+        "made by `lmtrain import hf`; the optimizer starts anew"),
       I("model.depth", 0, 0, 1024,
         "nanochat sizing: > 0 sets n_layer = depth, n_embd = 64 * depth, heads of 128"),
       F("model.init_std", "0.02", 0, 1,

@@ -20,7 +20,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg)
       rope(cfg.pos == "rope"),
       rope_theta(cfg.rope_theta) {
   const int64_t qkv = (n_head + 2 * n_kv_head) * head_dim;
-  c_attn = register_module("c_attn", Linear(cfg.n_embd, qkv, cfg.bias));
+  c_attn = register_module("c_attn", Linear(cfg.n_embd, qkv, cfg.bias || cfg.qkv_bias));
   c_proj = register_module("c_proj", Linear(n_head * head_dim, cfg.n_embd, cfg.bias));
   if (cfg.qk_norm) {
     q_norm = register_module("q_norm", LayerNorm(head_dim, false, true, cfg.norm_eps));

@@ -27,6 +27,7 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
   c.n_kv_head = cfg.get_int("model.n_kv_head");
   c.head_dim_ = cfg.get_int("model.head_dim");
   c.qk_norm = cfg.get_bool("model.qk_norm");
+  c.qkv_bias = cfg.get_bool("model.qkv_bias");
   c.logit_softcap = cfg.get_float("model.logit_softcap");
   if (const int64_t depth = cfg.get_int("model.depth"); depth > 0) {
     // nanochat: width 64 * depth, heads of 128 (ceil), one block per unit of depth.
@@ -80,12 +81,12 @@ int64_t GptConfig::num_params() const {
   const int64_t norm_params = norm == "rmsnorm" ? C : C + b * C;
   const int64_t qkv = (H + 2 * K) * D;
   const int64_t fc = mlp == "swiglu" ? 2 * I : I;
-  const int64_t per_block = 2 * norm_params          // ln_1, ln_2
-                            + (C * qkv + b * qkv)    // c_attn
-                            + (H * D * C + b * C)    // attn.c_proj
-                            + (qk_norm ? 2 * D : 0)  // q_norm, k_norm
-                            + (C * fc + b * fc)      // mlp.c_fc
-                            + (I * C + b * C);       // mlp.c_proj
+  const int64_t per_block = 2 * norm_params                          // ln_1, ln_2
+                            + (C * qkv + (b || qkv_bias ? qkv : 0))  // c_attn
+                            + (H * D * C + b * C)                    // attn.c_proj
+                            + (qk_norm ? 2 * D : 0)                  // q_norm, k_norm
+                            + (C * fc + b * fc)                      // mlp.c_fc
+                            + (I * C + b * C);                       // mlp.c_proj
   int64_t n = vocab_size * C + n_layer * per_block + norm_params;
   if (pos == "learned") n += block_size * C;
   if (!tie_embeddings) n += vocab_size * C;

@@ -32,6 +32,7 @@ struct GptConfig {
   int64_t n_kv_head = 0;     // 0: n_head (grouped-query attention when fewer)
   int64_t head_dim_ = 0;     // 0: n_embd / n_head
   bool qk_norm = false;      // RMSNorm on each head's q and k (Qwen3)
+  bool qkv_bias = false;     // biases on q, k, v even when `bias` is off (Qwen2)
   double logit_softcap = 0;  // > 0: logits = cap * tanh(logits / cap) (nanochat)
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }

@@ -1,5 +1,7 @@
 #include "train/checkpoint_model.h"
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "train/checkpoint_store.h"
 #include "train/training_checkpoint.h"
@@ -16,8 +18,11 @@ InferenceModel load_inference_model(const std::string& spec) {
   load_model_tensors(*out.model, ckpt.files.at("model.safetensors"),
                      ckpt.dir + "/model.safetensors");
   out.model->eval();
-  out.tokenizer = std::make_unique<data::BpeTokenizer>(
-      data::BpeTokenizer::load_hf(ckpt.dir + "/tokenizer.json"));
+  // Imported Hugging Face models may come without a tokenizer: usable on token ids only.
+  if (std::filesystem::exists(ckpt.dir + "/tokenizer.json")) {
+    out.tokenizer = std::make_unique<data::BpeTokenizer>(
+        data::BpeTokenizer::load_hf(ckpt.dir + "/tokenizer.json"));
+  }
   out.checkpoint_dir = ckpt.dir;
   out.step = ckpt.step;
   return out;

@@ -129,6 +129,21 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
                   (long long)train_stream.num_windows(), (long long)steps_per_epoch,
                   (long long)val_stream.num_windows(), (long long)max_steps));
 
+  // ---- initial weights from another checkpoint (e.g. `lmtrain import hf`)
+  if (const std::string init_from = cfg.get_string("model.init_from"); !init_from.empty()) {
+    auto dir = CheckpointStore::resolve(init_from, init_from);
+    if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
+    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+    check_model_compatible(src, cfg);
+    const std::string src_hash = src.meta.value("tokenizer_hash", "");
+    if (!src_hash.empty() && src_hash != tokenizer.hash()) {
+      throw UsageError("model.init_from = " + src.dir + " was trained with tokenizer " + src_hash +
+                       " but data.dir = " + data_dir + " uses " + tokenizer.hash());
+    }
+    load_model_tensors(*model, src.files.at("model.safetensors"), src.dir + "/model.safetensors");
+    log::info("initial weights from " + src.dir);
+  }
+
   // ---- resume
   TrainingState state;
   const std::string resume = cfg.get_string("checkpoint.resume");

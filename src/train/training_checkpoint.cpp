@@ -90,17 +90,34 @@ core::Config checkpoint_config(const LoadedCheckpoint& ckpt) {
 }
 
 void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config) {
-  const auto saved = checkpoint_config(ckpt).section("model");
-  const auto now = config.section("model");
+  // Compare the architectures the two configs resolve to (so mlp_hidden 0 and 4 * n_embd, or a
+  // depth-sized nanochat and its explicit shape, agree); dropout, init and init_from may differ.
+  const auto a = model::GptConfig::from_config(checkpoint_config(ckpt), 0);
+  const int64_t vocab = config.get_int("model.vocab_size");
+  const auto b = model::GptConfig::from_config(config, vocab > 0 ? 0 : a.vocab_size);
   std::string diffs;
-  for (const auto& [key, value] : now) {
-    // dropout may change between runs without changing the parameters' shapes.
-    if (key == "dropout" || key == "init_std") continue;
-    auto it = saved.find(key);
-    if (it != saved.end() && it->second != value) {
-      diffs += "\n  model." + key + ": checkpoint has " + it->second + ", config has " + value;
-    }
-  }
+  auto cmp = [&](const char* key, const std::string& x, const std::string& y) {
+    if (x != y)
+      diffs += std::string("\n  model.") + key + ": checkpoint has " + x + ", config has " + y;
+  };
+  auto n = [](auto v) { return c10::str(v); };
+  cmp("n_layer", n(a.n_layer), n(b.n_layer));
+  cmp("n_embd", n(a.n_embd), n(b.n_embd));
+  cmp("n_head", n(a.n_head), n(b.n_head));
+  cmp("n_kv_head", n(a.kv_heads()), n(b.kv_heads()));
+  cmp("head_dim", n(a.head_dim()), n(b.head_dim()));
+  cmp("mlp_hidden", n(a.hidden_dim()), n(b.hidden_dim()));
+  cmp("vocab_size", n(a.vocab_size), n(b.vocab_size));
+  if (a.pos == "learned" || b.pos == "learned") cmp("block_size", n(a.block_size), n(b.block_size));
+  cmp("norm", a.norm, b.norm);
+  cmp("pos", a.pos, b.pos);
+  cmp("mlp", a.mlp, b.mlp);
+  cmp("bias", n(a.bias), n(b.bias));
+  cmp("qkv_bias", n(a.qkv_bias), n(b.qkv_bias));
+  cmp("qk_norm", n(a.qk_norm), n(b.qk_norm));
+  cmp("tie_embeddings", n(a.tie_embeddings), n(b.tie_embeddings));
+  cmp("rope_theta", n(a.rope_theta), n(b.rope_theta));
+  cmp("logit_softcap", n(a.logit_softcap), n(b.logit_softcap));
   if (!diffs.empty()) {
     throw UsageError("checkpoint " + ckpt.dir +
                      " is incompatible with this config (different model shape):" + diffs);

@@ -1,0 +1,55 @@
+// `lmtrain import hf DIR --output RUN_DIR` and `lmtrain export hf CHECKPOINT DIR`.
+#include <iostream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "train/hf_checkpoint.h"
+
+namespace lmtrain::cli {
+
+int cmd_import(const Args& argv) {
+  const std::vector<FlagSpec> flags = {
+      {"output", FlagKind::kValue, "run directory to create the checkpoint in", "RUN_DIR"},
+  };
+  const auto args = parse_args("import", argv, flags, /*accept_config=*/false);
+  if (args.help) {
+    std::cout << "Usage: lmtrain import hf HF_DIR --output RUN_DIR\n\n"
+                 "Converts a Hugging Face model directory (config.json, model.safetensors or a\n"
+                 "sharded model.safetensors.index.json, tokenizer.json) of a gpt2, llama, qwen2\n"
+                 "or qwen3 model into an lmtrain checkpoint at RUN_DIR/checkpoints/latest.\n"
+                 "Fine-tune it with `lmtrain train --model.init_from=RUN_DIR ...` (same model\n"
+                 "keys; RUN_DIR/config.yaml has them), sample with `lmtrain generate`.\n\nFlags:\n"
+              << flags_help(flags);
+    return 0;
+  }
+  if (args.positional.size() != 2 || args.positional[0] != "hf") {
+    throw UsageError("usage: lmtrain import hf HF_DIR --output RUN_DIR");
+  }
+  if (!args.has("output")) throw UsageError("import: --output RUN_DIR is required");
+  const auto r = train::import_hf(args.positional[1], args.get("output"));
+  std::cout << "imported " << r.model_description << "\n"
+            << "checkpoint: " << r.checkpoint_dir << "\n"
+            << "config: " << args.get("output") << "/config.yaml\n";
+  if (!r.has_tokenizer) std::cout << "(no tokenizer.json in " << args.positional[1] << ")\n";
+  return 0;
+}
+
+int cmd_export(const Args& argv) {
+  const auto args = parse_args("export", argv, {}, /*accept_config=*/false);
+  if (args.help) {
+    std::cout << "Usage: lmtrain export hf CHECKPOINT OUT_DIR\n\n"
+                 "Writes OUT_DIR/{config.json, model.safetensors, tokenizer.json} for Hugging\n"
+                 "Face transformers (AutoModelForCausalLM.from_pretrained(OUT_DIR)). The model\n"
+                 "must be a gpt2, llama, qwen2 or qwen3 (model.arch and matching options).\n";
+    return 0;
+  }
+  if (args.positional.size() != 3 || args.positional[0] != "hf") {
+    throw UsageError("usage: lmtrain export hf CHECKPOINT OUT_DIR");
+  }
+  train::export_hf(args.positional[1], args.positional[2]);
+  std::cout << "exported " << args.positional[1] << " to " << args.positional[2] << "\n";
+  return 0;
+}
+
+}  // namespace lmtrain::cli
