@@ -175,7 +175,18 @@ TEST_P(GradSyncModes, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks)
 }
 
 INSTANTIATE_TEST_SUITE_P(GradSync, GradSyncModes,
-                         ::testing::Values(Mode::kAllReduce, Mode::kReduceScatter, Mode::kOwners));
+                         ::testing::Values(Mode::kAllReduce, Mode::kReduceScatter, Mode::kOwners),
+                         [](const ::testing::TestParamInfo<Mode>& info) -> std::string {
+                           switch (info.param) {
+                             case Mode::kAllReduce:
+                               return "AllReduce";
+                             case Mode::kReduceScatter:
+                               return "ReduceScatter";
+                             case Mode::kOwners:
+                               return "Owners";
+                           }
+                           return "Unknown";
+                         });
 
 }  // namespace
 }  // namespace lmtrain::dist
