@@ -29,10 +29,8 @@ The last line printed is `ratio: R` (lmtrain median tokens/s / reference median 
 EOF
 }
 
-die() {
-  echo "compare_cpu.sh: error: $*" >&2
-  exit 1
-}
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # Everything below uses paths relative to the repo root.
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -116,33 +114,12 @@ run_one() {
     die "$label run failed (exit $status): $*"
   fi
   # Last `tokens_per_s: X` line wins (a log prefix before the key is tolerated).
-  tps="$(printf '%s\n' "$out" |
-    sed -n 's/.*tokens_per_s:[[:space:]]*\([0-9][0-9.eE+-]*\).*/\1/p' | tail -n 1)"
+  tps="$(field tokens_per_s <<<"$out")"
   if [[ -z "$tps" ]]; then
     printf '%s\n' "$out" >&2
     die "$label printed no 'tokens_per_s: X' line: $*"
   fi
   result="$tps"
-}
-
-# busy_pct SECONDS: percent of all CPUs busy over SECONDS, from /proc/stat (empty if n/a).
-# Other sessions' processes may share these cores without showing up in `ps`.
-busy_pct() {
-  [[ -r /proc/stat ]] || return 0
-  local a b
-  a="$(head -n 1 /proc/stat)"
-  sleep "$1"
-  b="$(head -n 1 /proc/stat)"
-  printf '%s\n%s\n' "$a" "$b" | awk '
-    { idle[NR] = $5 + $6; tot[NR] = 0; for (i = 2; i <= NF; i++) tot[NR] += $i }
-    END { dt = tot[2] - tot[1]; if (dt > 0) printf "%.0f", 100 * (1 - (idle[2] - idle[1]) / dt) }'
-}
-
-# median of the arguments (mean of the two middle values for an even count)
-median() {
-  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-    END { if (NR % 2) printf "%.1f", v[(NR + 1) / 2];
-          else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 echo "preset: $preset  (n_layer=$n_layer n_embd=$n_embd n_head=$n_head seq_len=$seq_len" \

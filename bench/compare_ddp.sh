@@ -17,10 +17,8 @@
 #        TORCHRUN (default /usr/bin/torchrun)
 set -euo pipefail
 
-die() {
-  echo "compare_ddp.sh: error: $*" >&2
-  exit 1
-}
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -92,21 +90,19 @@ run_one() {
     printf '%s\n' "$out" >&2
     die "$label run failed (exit $status): $*"
   fi
-  result="$(printf '%s\n' "$out" |
-    sed -n 's/.*tokens_per_s:[[:space:]]*\([0-9][0-9.eE+-]*\).*/\1/p' | tail -n 1)"
-  comm="$(printf '%s\n' "$out" |
-    sed -n 's/.*comm_wait_ms:[[:space:]]*\([0-9][0-9.eE+-]*\).*/\1/p' | tail -n 1)"
+  result="$(field tokens_per_s <<<"$out")"
+  comm="$(field comm_wait_ms <<<"$out")"
   [[ -n "$result" ]] || { printf '%s\n' "$out" >&2; die "$label printed no tokens_per_s"; }
 }
 
-median() {
-  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-    END { if (NR % 2) printf "%.1f", v[(NR + 1) / 2];
-          else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 echo "preset: $preset (n_layer=$n_layer n_embd=$n_embd seq_len=$seq_len micro-batch per rank=$batch" \
   "vocab=$vocab), $steps timed + $warmup warmup steps, 1 thread per rank, $rounds rounds"
+idle_check="$(busy_pct 2)"
+if [[ -n "$idle_check" ]]; then
+  echo "cpu busy before start (2 s sample, all cores): ${idle_check}%"
+  if (( idle_check > 10 )); then echo "warning: the machine is not idle; figures will be noisy"; fi
+fi
 lm1=(); lm2=(); ref2=(); comms=()
 for (( r = 1; r <= rounds; r++ )); do
   run_one "lmtrain 1 rank" "${lm1_cmd[@]}"; lm1+=("$result")

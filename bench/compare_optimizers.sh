@@ -22,7 +22,8 @@ bin="${LMTRAIN_BIN:-build/lmtrain}"
 data="${DATA:-data/prepared/fortunes}"
 [[ -x "$bin" ]] || { echo "compare_optimizers.sh: build lmtrain first ($bin)" >&2; exit 1; }
 
-field() { sed -n "s/.*$1:[[:space:]]*\([0-9.eE+-]*\).*/\1/p" | tail -n 1; }
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 echo "== gpt2-small-cpu, 2 ranks x 1 thread, micro-batch 8 per rank, $steps timed steps"
 printf '%-8s %12s %16s %14s %14s\n' optimizer tokens/s state_MiB/rank peak_RSS_MiB comm_wait_ms
