@@ -38,6 +38,7 @@ std::string hostname() {
 std::string join_key(int rank) { return "lmtrain/rdzv/rank" + std::to_string(rank); }
 std::string claim_key(int rank) { return "lmtrain/rdzv/claims" + std::to_string(rank); }
 const char* kVerdictKey = "lmtrain/rdzv/verdict";
+const char* kReadKey = "lmtrain/rdzv/verdict_read";  // ranks that have read the verdict
 
 // What a rank announces: "<world_size> <host> <pid>".
 struct Announcement {
@@ -208,7 +209,17 @@ RendezvousResult rendezvous(const DistEnv& env, std::chrono::milliseconds timeou
   if (env.rank == 0) {
     const std::string verdict = judge_arrivals(*store, env, timeout);
     store->set(kVerdictKey, bytes(verdict));
-    if (verdict != "ok") throw Error(verdict);
+    if (verdict != "ok") {
+      // Rank 0's process hosts the store: exiting at once could cut the others off before they
+      // read the verdict. Wait (bounded) until every rank that joined has read it.
+      int64_t joined = 0;
+      for (int r = 1; r < env.world_size; ++r) joined += store->check({join_key(r)}) ? 1 : 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (store->add(kReadKey, 0) < joined && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      throw Error(verdict);
+    }
   } else {
     // Rank 0 answers within `timeout`; the margin lets its precise verdict arrive first.
     const auto wait = timeout + std::chrono::milliseconds(5000);
@@ -218,7 +229,16 @@ RendezvousResult rendezvous(const DistEnv& env, std::chrono::milliseconds timeou
       throw Error(log::format("rendezvous: rank %d got no answer from rank 0 within %s: %s",
                               env.rank, seconds(wait).c_str(), brief_error(e).c_str()));
     }
-    const std::string verdict = text(store->get(kVerdictKey));
+    std::string verdict;
+    try {
+      verdict = text(store->get(kVerdictKey));
+      store->add(kReadKey, 1);
+    } catch (const std::exception& e) {
+      throw Error(
+          log::format("rendezvous: rank %d lost rank 0 while reading its verdict (see rank "
+                      "0's error): %s",
+                      env.rank, brief_error(e).c_str()));
+    }
     if (verdict != "ok") throw Error(verdict);
   }
   return {c10::make_intrusive<c10d::PrefixStore>("lmtrain/pg", store)};
