@@ -80,7 +80,10 @@ AttemptResult supervise(std::vector<Rank>& ranks, double grace_s) {
         signal_all(SIGKILL);
       }
     }
-    // Reap exited ranks.
+    // Reap exited ranks. When several are found dead in one pass, blame one that died by a
+    // signal (a crash or a kill) before one that exited with an error: the latter is usually a
+    // peer whose collective failed because of the former.
+    Rank* culprit = nullptr;
     for (auto& r : ranks) {
       if (!r.running) continue;
       int status = 0;
@@ -88,16 +91,18 @@ AttemptResult supervise(std::vector<Rank>& ranks, double grace_s) {
       if (p != r.pid) continue;
       r.running = false;
       r.status = status;
-      if (failed(status) && res.failed_rank < 0 && !res.interrupted_by) {
-        res.ok = false;
-        res.failed_rank = r.rank;
-        res.failure = describe_status(status);
-        say(log::format("rank %d (pid %d) failed: %s; stopping the other ranks", r.rank, (int)r.pid,
-                        res.failure.c_str()));
-        signal_all(SIGTERM);
-        kill_pending = true;
-        kill_at = after_seconds(grace_s);
-      }
+      if (!failed(status) || res.failed_rank >= 0 || res.interrupted_by) continue;
+      if (!culprit || (WIFSIGNALED(status) && !WIFSIGNALED(culprit->status))) culprit = &r;
+    }
+    if (culprit) {
+      res.ok = false;
+      res.failed_rank = culprit->rank;
+      res.failure = describe_status(culprit->status);
+      say(log::format("rank %d (pid %d) failed: %s; stopping the other ranks", culprit->rank,
+                      (int)culprit->pid, res.failure.c_str()));
+      signal_all(SIGTERM);
+      kill_pending = true;
+      kill_at = after_seconds(grace_s);
     }
     if (kill_pending && Clock::now() >= kill_at) {
       for (auto& r : ranks) {
