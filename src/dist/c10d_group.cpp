@@ -30,6 +30,23 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
   return c10d::ReduceOp::SUM;
 }
 
+// The tensors as one flat tensor: a view when they already lie back to back in one contiguous
+// buffer (GradSync's bucket parts), else a packed copy.
+at::Tensor concatenated(const std::vector<at::Tensor>& tensors) {
+  bool adjacent = true;
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    adjacent = adjacent && t.is_contiguous() && t.dtype() == tensors[0].dtype() &&
+               t.storage().is_alias_of(tensors[0].storage()) &&
+               t.storage_offset() == tensors[0].storage_offset() + total;
+    total += t.numel();
+  }
+  if (adjacent) return tensors[0].as_strided({total}, {1});
+  std::vector<at::Tensor> flat;
+  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
 // Wraps an in-flight c10d collective; `finish` runs after it completes (e.g. the AVG divide).
 class C10dWork : public Work {
  public:
@@ -104,13 +121,9 @@ class C10dGroup : public Group {
     // ProcessGroupGloo has no reduce-scatter. An all-to-all sends chunk r of every rank to rank
     // r — the traffic of a ring reduce-scatter, (W-1)/W of the data — and the W received
     // chunks are reduced here, always in rank order, so every run sums identically.
-    std::vector<at::Tensor> flat;
     std::vector<int64_t> in_splits;
-    for (auto& t : inputs) {
-      flat.push_back(t.reshape({-1}));
-      in_splits.push_back(t.numel());
-    }
-    auto send = at::cat(flat);
+    for (auto& t : inputs) in_splits.push_back(t.numel());
+    auto send = concatenated(inputs);
     const int64_t n = output.numel();
     auto recv = at::empty({n * size_}, send.options());
     std::vector<int64_t> out_splits(size_, n);

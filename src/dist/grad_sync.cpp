@@ -119,117 +119,78 @@ void GradSync::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
 }
 
-namespace {
-// Elements of [begin, end) that fall in [lo, hi).
-int64_t overlap(int64_t begin, int64_t end, int64_t lo, int64_t hi) {
-  return std::max<int64_t>(0, std::min(end, hi) - std::max(begin, lo));
-}
-}  // namespace
-
 void GradSync::launch(size_t i) {
-  const auto& b = buckets_[i];
-  auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
   if (!owners_.empty()) {
     launch_to_owners(i);
     return;
   }
+  const auto& b = buckets_[i];
+  auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
   if (!reduce_scatter_) {
     works_[i] = group_.allreduce(slice, ReduceOp::kAvg);
     return;
   }
-  const int w = group_.size(), me = group_.rank();
-  std::vector<int64_t> send(w);
-  for (int q = 0; q < w; ++q) send[q] = overlap(b.begin, b.end, q * shard_, (q + 1) * shard_);
-  received_[i] = at::empty({w * send[me]}, flat_grads_.options());
-  works_[i] = group_.all_to_all(received_[i], slice, std::vector<int64_t>(w, send[me]), send);
+  // The part of the bucket in rank q's shard goes to rank q; this rank's part comes back
+  // averaged, in place. The parts are adjacent views of the bucket, so nothing is copied.
+  std::vector<at::Tensor> parts;
+  for (int q = 0; q < group_.size(); ++q) {
+    const int64_t lo = std::clamp(q * shard_, b.begin, b.end);
+    const int64_t hi = std::clamp((q + 1) * shard_, b.begin, b.end);
+    parts.push_back(flat_grads_.narrow(0, lo, hi - lo));
+  }
+  auto own = parts[group_.rank()];
+  works_[i] = group_.reduce_scatter(own, parts, ReduceOp::kAvg);
+}
+
+at::Tensor GradSync::pack(size_t i, int owner) const {
+  std::vector<at::Tensor> pieces;
+  for (size_t p : buckets_[i].params) {
+    if (owners_[p] == owner) {
+      pieces.push_back(flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second));
+    }
+  }
+  return pieces.empty() ? at::empty({0}, flat_grads_.options()) : at::cat(pieces);
+}
+
+void GradSync::unpack(size_t i, int owner, const at::Tensor& packed) {
+  int64_t at = 0;
+  for (size_t p : buckets_[i].params) {
+    if (owners_[p] != owner) continue;
+    flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second)
+        .copy_(packed.narrow(0, at, ranges_[p].second));
+    at += ranges_[p].second;
+  }
 }
 
 void GradSync::launch_to_owners(size_t i) {
-  const auto& b = buckets_[i];
-  const int w = group_.size(), me = group_.rank();
-  std::vector<at::Tensor> send_pieces, shared_pieces;
-  std::vector<int64_t> send(w, 0);
-  for (int q = 0; q < w; ++q) {
-    for (size_t p : b.params) {
-      if (owners_[p] != q) continue;
-      send_pieces.push_back(flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second));
-      send[q] += ranges_[p].second;
-    }
-  }
-  for (size_t p : b.params) {
-    if (owners_[p] < 0) {
-      shared_pieces.push_back(flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second));
-    }
-  }
   // Every rank has the same buckets and owners, so all take the same branches here.
-  if (!send_pieces.empty()) {
-    auto packed = at::cat(send_pieces);
-    received_[i] = at::empty({w * send[me]}, flat_grads_.options());
-    works_[i] = group_.all_to_all(received_[i], packed, std::vector<int64_t>(w, send[me]), send);
+  std::vector<at::Tensor> to_rank;
+  bool owned = false;
+  for (int q = 0; q < group_.size(); ++q) {
+    to_rank.push_back(pack(i, q));
+    owned |= to_rank.back().numel() > 0;
   }
-  if (!shared_pieces.empty()) {
-    shared_[i] = at::cat(shared_pieces);
-    shared_works_[i] = group_.allreduce(shared_[i], ReduceOp::kAvg);
+  if (owned) {
+    received_[i] = at::empty_like(to_rank[group_.rank()]);
+    works_[i] = group_.reduce_scatter(received_[i], to_rank, ReduceOp::kAvg);
   }
+  shared_[i] = pack(i, -1);
+  if (shared_[i].numel() > 0) shared_works_[i] = group_.allreduce(shared_[i], ReduceOp::kAvg);
 }
 
-void GradSync::complete_to_owners(size_t i) {
-  const auto& b = buckets_[i];
-  const int w = group_.size(), me = group_.rank();
+void GradSync::complete(size_t i) {
   if (works_[i]) {
     works_[i]->wait();
     works_[i].reset();
-    int64_t n = 0;
-    for (size_t p : b.params) n += owners_[p] == me ? ranges_[p].second : 0;
-    if (n > 0) {
-      auto parts = received_[i].view({w, n});
-      auto sum = parts[0].clone();
-      for (int s = 1; s < w; ++s) sum.add_(parts[s]);
-      sum.div_(w);
-      int64_t at = 0;
-      for (size_t p : b.params) {
-        if (owners_[p] != me) continue;
-        flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second)
-            .copy_(sum.narrow(0, at, ranges_[p].second));
-        at += ranges_[p].second;
-      }
-    }
+    if (!owners_.empty()) unpack(i, group_.rank(), received_[i]);
     received_[i] = at::Tensor();
   }
   if (shared_works_[i]) {
     shared_works_[i]->wait();
     shared_works_[i].reset();
-    int64_t at = 0;
-    for (size_t p : b.params) {
-      if (owners_[p] >= 0) continue;
-      flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second)
-          .copy_(shared_[i].narrow(0, at, ranges_[p].second));
-      at += ranges_[p].second;
-    }
-    shared_[i] = at::Tensor();
+    unpack(i, -1, shared_[i]);
   }
-}
-
-void GradSync::complete(size_t i) {
-  if (!owners_.empty()) {
-    complete_to_owners(i);
-    return;
-  }
-  works_[i]->wait();
-  works_[i].reset();
-  if (!reduce_scatter_) return;
-  const auto& b = buckets_[i];
-  const int w = group_.size(), me = group_.rank();
-  const int64_t lo = std::max(b.begin, me * shard_);
-  const int64_t n = overlap(b.begin, b.end, me * shard_, (me + 1) * shard_);
-  if (n > 0) {
-    auto parts = received_[i].view({w, n});
-    auto own = flat_grads_.narrow(0, lo, n);
-    own.copy_(parts[0]);
-    for (int s = 1; s < w; ++s) own.add_(parts[s]);
-    own.div_(w);
-  }
-  received_[i] = at::Tensor();
+  shared_[i] = at::Tensor();
 }
 
 double GradSync::finish() {

@@ -73,7 +73,10 @@ class GradSync {
   void launch(size_t bucket);
   void launch_to_owners(size_t bucket);
   void complete(size_t bucket);
-  void complete_to_owners(size_t bucket);
+  // Owner mode: the gradients of bucket's parameters owned by `owner` (-1: shared), packed in
+  // parameter order; and the reverse copy back into the flat buffer.
+  at::Tensor pack(size_t bucket, int owner) const;
+  void unpack(size_t bucket, int owner, const at::Tensor& packed);
 
   Group& group_;
   at::Tensor flat_grads_;
@@ -84,7 +87,7 @@ class GradSync {
   std::vector<std::shared_ptr<Work>> works_;
   bool reduce_scatter_ = false;
   int64_t shard_ = 0;                 // reduce-scatter: elements per rank's shard
-  std::vector<at::Tensor> received_;  // reduce-scatter/owner: per bucket, (size(), own piece)
+  std::vector<at::Tensor> received_;  // owner mode: per bucket, this rank's averaged gradients
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // per parameter (offset, numel)
   std::vector<int> owners_;                          // owner mode: per parameter, -1 = all
   std::vector<at::Tensor> shared_;                   // owner mode: per bucket, packed -1 pieces
