@@ -58,6 +58,20 @@ void check_shard_hash(const data::TokenShard& shard, const std::string& path,
   }
 }
 
+// A checkpoint a run starts from must hold this config's model and have been trained on
+// data.dir's tokenizer (when it records one, or always with hash_required).
+void check_start_checkpoint(const LoadedCheckpoint& ckpt, const core::Config& cfg,
+                            const std::string& tokenizer_hash, const std::string& data_dir,
+                            bool hash_required) {
+  check_model_compatible(ckpt, cfg);
+  const std::string saved = ckpt.meta.value("tokenizer_hash", "");
+  if ((hash_required || !saved.empty()) && saved != tokenizer_hash) {
+    throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer (" +
+                     (saved.empty() ? std::string("none recorded") : saved) +
+                     ") than data.dir = " + data_dir + " (" + tokenizer_hash + ")");
+  }
+}
+
 int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
   int64_t max_steps = cfg.get_int("train.max_steps");
   const int64_t epochs = cfg.get_int("train.epochs");
@@ -129,23 +143,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
                   (long long)train_stream.num_windows(), (long long)steps_per_epoch,
                   (long long)val_stream.num_windows(), (long long)max_steps));
 
-  // ---- initial weights from another checkpoint (e.g. `lmtrain import hf`)
-  if (const std::string init_from = cfg.get_string("model.init_from"); !init_from.empty()) {
-    auto dir = CheckpointStore::resolve(init_from, init_from);
-    if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
-    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
-    check_model_compatible(src, cfg);
-    const std::string src_hash = src.meta.value("tokenizer_hash", "");
-    if (!src_hash.empty() && src_hash != tokenizer.hash()) {
-      throw UsageError("model.init_from = " + src.dir + " was trained with tokenizer " + src_hash +
-                       " but data.dir = " + data_dir + " uses " + tokenizer.hash());
-    }
-    load_model_tensors(*model, src.files.at("model.safetensors"), src.dir + "/model.safetensors");
-    log::info("initial weights from " + src.dir);
-  }
-
-  // ---- resume
+  // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
   TrainingState state;
+  bool resumed = false;
   const std::string resume = cfg.get_string("checkpoint.resume");
   if (!resume.empty() && resume != "none") {
     auto dir = CheckpointStore::resolve(resume, run_dir);
@@ -154,18 +154,23 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
-      check_model_compatible(ckpt, cfg);
-      if (ckpt.meta.value("tokenizer_hash", "") != tokenizer.hash()) {
-        throw UsageError("checkpoint " + ckpt.dir +
-                         " was trained with a different tokenizer "
-                         "than data.dir = " +
-                         data_dir);
-      }
+      check_start_checkpoint(ckpt, cfg, tokenizer.hash(), data_dir, /*hash_required=*/true);
       state = restore_training_checkpoint(ckpt, *model, optimizer);
+      resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
                             ckpt.dir.c_str(), (long long)state.step,
                             (long long)state.position.epoch, (long long)state.position.cursor));
     }
+  }
+  const std::string init_from = cfg.get_string("model.init_from");
+  if (!resumed && !init_from.empty()) {
+    auto dir = CheckpointStore::resolve(init_from, init_from);
+    if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
+    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+    // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
+    check_start_checkpoint(src, cfg, tokenizer.hash(), data_dir, /*hash_required=*/false);
+    load_model_tensors(*model, src.files.at("model.safetensors"), src.dir + "/model.safetensors");
+    log::info("initial weights from " + src.dir);
   }
 
   if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
