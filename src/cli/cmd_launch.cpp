@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/parse_int.h"
 #include "dist/launcher.h"
 #include "dist/rendezvous.h"
 
@@ -34,17 +35,9 @@ Flags (dashes or underscores):
 )";
 
 int parse_nonneg(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  long n = -1;
-  try {
-    n = std::stol(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || n < 0 || n > 1'000'000) {
-    throw UsageError("launch: --" + flag + "='" + v + "' is not a non-negative integer");
-  }
-  return static_cast<int>(n);
+  const auto n = core::parse_nonnegative_int(v, 1'000'000);
+  if (!n) throw UsageError("launch: --" + flag + "='" + v + "' is not a non-negative integer");
+  return static_cast<int>(*n);
 }
 
 }  // namespace

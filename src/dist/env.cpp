@@ -3,23 +3,18 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/parse_int.h"
 
 namespace lmtrain::dist {
 namespace {
 
 int parse_int(const std::string& var, const std::string& value) {
-  size_t used = 0;
-  long v = 0;
-  try {
-    v = std::stol(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size() || v < 0 || v > (1L << 30)) {
+  const auto v = core::parse_nonnegative_int(value, int64_t{1} << 30);
+  if (!v) {
     throw UsageError("environment variable " + var + "='" + value +
                      "' is not a non-negative integer");
   }
-  return static_cast<int>(v);
+  return static_cast<int>(*v);
 }
 
 struct Reader {
