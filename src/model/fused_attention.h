@@ -6,7 +6,8 @@
 // to (B, T, C); backward does the same in reverse plus a cat. For the small heads of CPU-sized
 // models that bookkeeping costs more than the arithmetic. This kernel reads q, k, v in place,
 // skips the masked half, writes y directly as (B, T, C), and its backward writes d(qkv)
-// directly: one parallel loop over (batch, head) each way.
+// directly: one parallel loop over (batch, head) each way. The per-head products are register-
+// tiled and skip the masked half (kernels/cpu_kernels.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -17,7 +18,7 @@ namespace lmtrain::model {
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head);
 
 // Whether the model should use fused_causal_attention for this input: CPU, float32, contiguous,
-// and enabled with LMTRAIN_FUSED_ATTENTION=1 (see the measurements in the .cpp).
+// and the fused CPU kernels not switched off (kernels/kernel_switch.h).
 bool fused_attention_supported(const at::Tensor& qkv);
 
 }  // namespace lmtrain::model

@@ -7,6 +7,8 @@
 #include "model/attention.h"
 #include "model/dropout.h"
 #include "model/fused_attention.h"
+#include "model/fused_cross_entropy.h"
+#include "model/fused_gelu.h"
 #include "model/rope.h"
 
 namespace lmtrain::model {
@@ -91,7 +93,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   } else if (kind == "relu2") {
     h = torch::relu(h).square();
   } else {
-    h = torch::gelu(h, "tanh");
+    h = gelu_tanh(h);
   }
   return c_proj(h);
 }
@@ -183,7 +185,12 @@ torch::Tensor GptImpl::head(const torch::Tensor& x) const {
 torch::Tensor GptImpl::forward(const torch::Tensor& ids) { return head(hidden(ids, 0, nullptr)); }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& ids, const torch::Tensor& targets) {
-  auto logits = forward(ids);
+  const auto& w = cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight;
+  auto x = hidden(ids, 0, nullptr);
+  if (cfg_.logit_softcap <= 0 && fused_cross_entropy_supported(x, w)) {
+    return fused_linear_cross_entropy(x.reshape({-1, x.size(-1)}), w, targets.reshape({-1}));
+  }
+  auto logits = head(x);
   return torch::cross_entropy_loss(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 

@@ -1,10 +1,14 @@
 #include "optim/adamw.h"
 
+#include <ATen/Parallel.h>
+
 #include <cmath>
 #include <map>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/kernel_switch.h"
 #include "optim/adam_state.h"
 
 namespace lmtrain::optim {
@@ -40,6 +44,25 @@ void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, 
                  double lr, const AdamWOptions& o) {
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
+  const bool fused = p.device().is_cpu() && p.scalar_type() == at::kFloat &&
+                     g.scalar_type() == at::kFloat && m.scalar_type() == at::kFloat &&
+                     v.scalar_type() == at::kFloat && p.is_contiguous() && g.is_contiguous() &&
+                     m.is_contiguous() && v.is_contiguous();
+  if (fused && kernels::fused_cpu_kernels_enabled()) {  // one pass instead of eight
+    const kernels::AdamScalars s{
+        static_cast<float>(o.beta1),       static_cast<float>(o.beta2),
+        static_cast<float>(o.eps),         static_cast<float>(1.0 - o.beta1),
+        static_cast<float>(1.0 - o.beta2), static_cast<float>(lr / bc1),
+        static_cast<float>(std::sqrt(bc2))};
+    float* pp = p.data_ptr<float>();
+    const float* gp = g.data_ptr<float>();
+    float* mp = m.data_ptr<float>();
+    float* vp = v.data_ptr<float>();
+    at::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+      kernels::adam_update(pp + begin, gp + begin, mp + begin, vp + begin, end - begin, s);
+    });
+    return;
+  }
   m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
   v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
   auto denom = (v.sqrt() / std::sqrt(bc2)).add_(o.eps);

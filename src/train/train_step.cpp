@@ -32,7 +32,7 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
       group, params_, ranges, flat.grads(), bucket_bytes,
       opt.grad_reduction() == optim::GradReduction::kReduceScatter, std::move(owners));
   if (workers_.count() > 1) {
-    for (int w = 0; w < workers_.count(); ++w) {
+    for (int w = 1; w < workers_.count(); ++w) {
       worker_grads_.push_back(torch::zeros_like(flat.grads()));
     }
   }
@@ -57,7 +57,10 @@ double TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& 
 double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch) {
   const int k = workers_.count();
   std::vector<double> loss_parts(k, 0.0);
-  for (auto& g : worker_grads_) g.zero_();
+  // Worker 0 writes the flat gradient buffer itself, worker w > 0 its own buffer; the first
+  // micro-step copies (no zero fill), later ones add. One add per extra worker at the end.
+  auto target = [&](int w) { return w == 0 ? flat_.grads() : worker_grads_[w - 1]; };
+  std::vector<char> written(k, 0);  // not vector<bool>: workers write their flags concurrently
   for (int64_t m = 0; m < accum_steps; ++m) {
     auto [x, y] = next_batch(m);
     const int64_t B = x.size(0);
@@ -73,18 +76,25 @@ double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& n
       auto grads = torch::autograd::grad({loss * weight}, params_);
       const auto& segs = flat_.segments();
       torch::NoGradGuard no_grad;
+      const at::Tensor buf = target(w);
       for (size_t i = 0; i < segs.size(); ++i) {
-        flat_.view(worker_grads_[w], segs[i]).add_(grads[i]);
+        auto view = flat_.view(buf, segs[i]);
+        if (written[w]) {
+          view.add_(grads[i]);
+        } else {
+          view.copy_(grads[i]);
+        }
       }
+      written[w] = 1;
       loss_parts[w] += loss.item<double>() * weight;
     });
   }
   torch::NoGradGuard no_grad;
-  auto grads = flat_.grads();
-  grads.copy_(worker_grads_[0]);
+  // Only a batch with fewer rows than workers leaves a worker without work (and a stale buffer).
+  if (!written[0]) flat_.grads().zero_();
   double loss = loss_parts[0];
   for (int w = 1; w < k; ++w) {
-    grads.add_(worker_grads_[w]);
+    if (written[w]) flat_.grads().add_(worker_grads_[w - 1]);
     loss += loss_parts[w];
   }
   return loss;

@@ -53,7 +53,7 @@ class TrainStepper {
   StepWorkers workers_;
   uint64_t seed_;  // dropout masks are seeded from (seed, optimizer step, micro-step, slice)
   std::vector<torch::Tensor> params_;        // in flat segment order
-  std::vector<torch::Tensor> worker_grads_;  // one flat buffer per worker
+  std::vector<torch::Tensor> worker_grads_;  // workers 1..k-1 (worker 0 writes flat.grads())
   std::unique_ptr<dist::GradSync> sync_;
 };
 

@@ -1,4 +1,5 @@
-// The fused CPU attention kernel must equal the generic path, forward and backward.
+// The fused CPU attention kernel must equal the generic path, forward and backward, for head
+// sizes on and off the 16-wide register tile and lengths on and off the 6-row blocks.
 #include "model/fused_attention.h"
 
 #include <gtest/gtest.h>
@@ -19,7 +20,8 @@ TEST(FusedAttention, MatchesGenericPathForwardAndBackward) {
   struct Case {
     int64_t B, T, H, D;
   };
-  for (auto c : {Case{2, 5, 2, 4}, Case{3, 17, 3, 8}, Case{1, 64, 4, 32}, Case{2, 33, 1, 7}}) {
+  for (auto c : {Case{2, 5, 2, 4}, Case{3, 17, 3, 8}, Case{1, 64, 4, 32}, Case{2, 33, 1, 7},
+                 Case{1, 100, 2, 16}, Case{1, 256, 2, 64}, Case{2, 1, 2, 8}}) {
     torch::manual_seed(c.T);
     auto qkv = torch::randn({c.B, c.T, 3 * c.H * c.D}).requires_grad_(true);
     auto qkv_ref = qkv.detach().clone().requires_grad_(true);

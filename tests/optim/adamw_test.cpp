@@ -147,3 +147,34 @@ TEST(FlatParams, ParametersAreViewsAndGradsAccumulateInPlace) {
 
 }  // namespace
 }  // namespace lmtrain::optim
+
+namespace lmtrain::optim {
+namespace {
+
+// The one-pass CPU update (kernels::adam_update) rounds exactly like torch::optim::AdamW's
+// sequence of libtorch ops, for a length that is not a multiple of the vector width.
+TEST(AdamW, FusedUpdateEqualsLibtorchOpSequenceBitwise) {
+  torch::manual_seed(5);
+  const int64_t n = 1000 * 8 + 5;
+  auto p = torch::randn({n}), g = torch::randn({n}) * 1e-3;
+  auto m = torch::randn({n}) * 1e-3, v = torch::rand({n}) * 1e-6;
+  auto p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+  AdamWOptions o;
+  o.beta1 = 0.9;
+  o.beta2 = 0.95;
+  o.eps = 1e-8;
+  const int64_t step = 7;
+  const double lr = 3e-3;
+  adam_update(p, g, m, v, step, lr, o);
+  const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
+  m2.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+  v2.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+  auto denom = (v2.sqrt() / std::sqrt(bc2)).add_(o.eps);
+  p2.addcdiv_(m2, denom, -lr / bc1);
+  EXPECT_EQ(m.ne(m2).sum().item<int64_t>(), 0);
+  EXPECT_EQ(v.ne(v2).sum().item<int64_t>(), 0);
+  EXPECT_EQ(p.ne(p2).sum().item<int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace lmtrain::optim
