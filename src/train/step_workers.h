@@ -6,40 +6,29 @@
 // each doing its own forward/backward with one intra-op thread, keeps every core busy for the
 // whole step instead. Gradients come back per slice (torch::autograd::grad, no shared
 // accumulation), and are summed in slice order, so results are deterministic for a given k.
+//
+// The k threads are the process's OpenMP team itself (one `omp parallel` region per call), not
+// threads of our own: inside the region every libtorch op and OpenBLAS call sees that it is in
+// a parallel region and runs single-threaded, and between calls the same team runs the step's
+// multi-threaded ops. With separate std::threads, the OpenMP team's idle threads busy-wait
+// (libgomp spins ~ms before sleeping) on the very cores the workers need: measured 10% of the
+// step on bench-small with 2 cores.
 #pragma once
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 namespace lmtrain::train {
 
 class StepWorkers {
  public:
-  // `count` threads in all: count-1 background threads plus the caller.
   explicit StepWorkers(int count);
-  ~StepWorkers();
-  StepWorkers(const StepWorkers&) = delete;
-  StepWorkers& operator=(const StepWorkers&) = delete;
 
   int count() const { return count_; }
   // Runs fn(0), ..., fn(count-1) concurrently (fn(0) on the caller) with one intra-op thread
-  // each; returns when all are done, rethrowing the first exception.
+  // each; returns when all are done, rethrowing the first exception (by worker index).
   void run(const std::function<void(int)>& fn);
 
  private:
-  void loop(int index);
-
   int count_;
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable start_cv_, done_cv_;
-  const std::function<void(int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool shutdown_ = false;
-  std::exception_ptr error_;
 };
 
 }  // namespace lmtrain::train
