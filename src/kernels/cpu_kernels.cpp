@@ -1,5 +1,6 @@
 #include "kernels/cpu_kernels.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -31,16 +32,21 @@ bool detect_avx2_fma() {
 }
 
 const bool kAvx2 = detect_avx2_fma();
+// Cleared by use_baseline_isa(true): tests run the baseline variants on AVX2 machines too.
+std::atomic<bool> use_avx2{kAvx2};
 
 }  // namespace
 
 #if LMTRAIN_HAVE_AVX2_VARIANT
-#define LMTRAIN_DISPATCH(fn, ...) (kAvx2 ? avx2::fn(__VA_ARGS__) : generic::fn(__VA_ARGS__))
+#define LMTRAIN_DISPATCH(fn, ...) \
+  (use_avx2.load(std::memory_order_relaxed) ? avx2::fn(__VA_ARGS__) : generic::fn(__VA_ARGS__))
 #else
 #define LMTRAIN_DISPATCH(fn, ...) generic::fn(__VA_ARGS__)
 #endif
 
 bool cpu_has_avx2_fma() { return kAvx2; }
+
+void use_baseline_isa(bool on) { use_avx2 = kAvx2 && !on; }
 
 size_t attention_scratch_floats(int64_t T, int64_t D) { return generic::scratch_floats(T, D); }
 

@@ -11,8 +11,11 @@
 
 namespace lmtrain::kernels {
 
-// Whether the AVX2+FMA variants run on this CPU (for logs and tests).
+// Whether this CPU has AVX2+FMA, i.e. whether the AVX2 variants run (unless overridden below).
 bool cpu_has_avx2_fma();
+// For tests: true makes every kernel run its baseline-ISA variant, false restores the choice
+// by CPU. Not for use while kernels run on other threads.
+void use_baseline_isa(bool on);
 
 // ---- Causal attention for one (batch, head) ---------------------------------------------
 // q, k, v: T rows of D floats, row stride ld_qkv (e.g. 3C inside a packed (B, T, 3C) qkv).

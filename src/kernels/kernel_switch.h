@@ -10,5 +10,7 @@ namespace lmtrain::kernels {
 // Each kernel still applies only to contiguous fp32 CPU tensors; anything else takes the
 // libtorch path.
 bool fused_cpu_kernels_enabled();
+// Overrides the environment (tests compare both paths in one process).
+void set_fused_cpu_kernels_enabled(bool on);
 
 }  // namespace lmtrain::kernels

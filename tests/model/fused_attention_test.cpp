@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernel_isa_fixture.h"
 #include "model/attention.h"
 
 namespace lmtrain::model {
@@ -16,7 +17,9 @@ at::Tensor reference(const at::Tensor& qkv, int64_t H) {
   return causal_attention(parts[0], parts[1], parts[2], 0.0).transpose(1, 2).reshape({B, T, C});
 }
 
-TEST(FusedAttention, MatchesGenericPathForwardAndBackward) {
+LMTRAIN_KERNEL_ISA_SUITE(FusedAttentionIsa);
+
+TEST_P(FusedAttentionIsa, MatchesGenericPathForwardAndBackward) {
   struct Case {
     int64_t B, T, H, D;
   };

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "kernel_isa_fixture.h"
 #include "model/fused_cross_entropy.h"
 #include "model/fused_gelu.h"
 
@@ -12,7 +13,10 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
 
-TEST(FusedCrossEntropy, LossAndGradientsMatchLinearPlusCrossEntropy) {
+LMTRAIN_KERNEL_ISA_SUITE(FusedCrossEntropyIsa);
+LMTRAIN_KERNEL_ISA_SUITE(FusedGeluIsa);
+
+TEST_P(FusedCrossEntropyIsa, LossAndGradientsMatchLinearPlusCrossEntropy) {
   struct Case {
     int64_t N, C, V;
   };
@@ -61,7 +65,7 @@ TEST(FusedCrossEntropy, TargetOutsideTheVocabularyIsAnError) {
   EXPECT_THROW(fused_linear_cross_entropy(x, w, torch::tensor({-1, 0, 0, 0}, torch::kLong)), Error);
 }
 
-TEST(FusedGelu, MatchesTorchGeluTanhForwardAndBackward) {
+TEST_P(FusedGeluIsa, MatchesTorchGeluTanhForwardAndBackward) {
   // Lengths off the 8-wide vector; values from deep negative (gelu -> 0) to large positive
   // (tanh saturates) and near zero (where tanh(u) ~ u). The reference is libtorch's gelu in
   // double; the kernel must be as close to it as float rounding allows (relative 1e-6).

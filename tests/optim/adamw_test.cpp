@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernel_isa_fixture.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
@@ -153,7 +154,9 @@ namespace {
 
 // The one-pass CPU update (kernels::adam_update) rounds exactly like torch::optim::AdamW's
 // sequence of libtorch ops, for a length that is not a multiple of the vector width.
-TEST(AdamW, FusedUpdateEqualsLibtorchOpSequenceBitwise) {
+LMTRAIN_KERNEL_ISA_SUITE(AdamWIsa);
+
+TEST_P(AdamWIsa, FusedUpdateEqualsLibtorchOpSequenceBitwise) {
   torch::manual_seed(5);
   const int64_t n = 1000 * 8 + 5;
   auto p = torch::randn({n}), g = torch::randn({n}) * 1e-3;
