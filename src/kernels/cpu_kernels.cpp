@@ -44,8 +44,6 @@ std::atomic<bool> use_avx2{kAvx2};
 #define LMTRAIN_DISPATCH(fn, ...) generic::fn(__VA_ARGS__)
 #endif
 
-bool cpu_has_avx2_fma() { return kAvx2; }
-
 void use_baseline_isa(bool on) { use_avx2 = kAvx2 && !on; }
 
 size_t attention_scratch_floats(int64_t T, int64_t D) { return generic::scratch_floats(T, D); }

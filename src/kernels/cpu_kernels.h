@@ -11,10 +11,8 @@
 
 namespace lmtrain::kernels {
 
-// Whether this CPU has AVX2+FMA, i.e. whether the AVX2 variants run (unless overridden below).
-bool cpu_has_avx2_fma();
 // For tests: true makes every kernel run its baseline-ISA variant, false restores the choice
-// by CPU. Not for use while kernels run on other threads.
+// by CPU (AVX2+FMA where it has them). Not for use while kernels run on other threads.
 void use_baseline_isa(bool on);
 
 // ---- Causal attention for one (batch, head) ---------------------------------------------

@@ -47,19 +47,19 @@ class FusedLinearCrossEntropy : public torch::autograd::Function<FusedLinearCros
     const at::Tensor &x = saved[0], &weight = saved[1], &exps = saved[2], &inv_sum = saved[3],
                      &targets = saved[4];
     const int64_t N = x.size(0);
-    // Scalar g / N as a 0-dim tensor (no host sync), broadcast into the (N, C) / (V, C) terms.
+    // Scalar g / N as a 0-dim tensor (no host sync). It is folded into the (N, C) operands and
+    // the (N,) row scale, so no extra pass runs over the (V, C) weight gradient.
     const at::Tensor g = grads[0].to(at::kFloat) / static_cast<double>(N);
+    const at::Tensor row_scale = (inv_sum * g).unsqueeze(1);  // (N, 1): g/N / sum
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(0)) {
       // dx = g/N (diag(1/sum) (E W) - W[target])
-      dx = at::mm(exps, weight).mul_(inv_sum.unsqueeze(1)).sub_(weight.index_select(0, targets));
-      dx.mul_(g);
+      dx = at::mm(exps, weight).mul_(row_scale).sub_(weight.index_select(0, targets).mul_(g));
     }
     if (ctx->needs_input_grad(1)) {
       // dW = g/N (E^T (diag(1/sum) x) - onehot^T x)
-      dw = at::mm(exps.t(), x * inv_sum.unsqueeze(1));
-      dw.index_add_(0, targets, x.neg());
-      dw.mul_(g);
+      dw = at::mm(exps.t(), x * row_scale);
+      dw.index_add_(0, targets, x * g.neg());
     }
     return {dx, dw, at::Tensor()};
   }
