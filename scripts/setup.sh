@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
-# Installs what lmtrain needs on Debian 12, idempotently: only missing packages, saying which.
-#   build:  compiler, CMake, Ninja, libtorch (CPU) + OpenBLAS (OpenMP), Gloo headers, yaml-cpp,
-#           PCRE2, nlohmann-json, GoogleTest
-#   data:   fortunes (the default demo corpus)
-#   tools:  python3-torch (reference benchmarks, reference values, torchrun), openmpi-bin
-#           (mpirun, to prove `mpirun -np N lmtrain train` works), iproute2 (the multi-node
-#           test's network namespaces)
+# Installs what lmtrain needs on Debian 12, idempotently, saying what it installs:
+#   Debian:  compiler, CMake, Ninja, Gloo headers (pip's torch ships none), yaml-cpp, PCRE2,
+#            nlohmann-json, GoogleTest; fortunes (the demo corpus); openmpi-bin (mpirun tests),
+#            iproute2 (the multi-node test's network namespaces); python3-venv
+#   PyPI:    scripts/requirements.txt into .venv/ (torch 2.11 = the libtorch we build against,
+#            plus transformers, tokenizers, safetensors, tensorboard, peft for the tests)
+# LMTRAIN_VENV overrides the venv's place (default: .venv in the repo).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   g++ cmake ninja-build pkg-config
-  libtorch-dev libopenblas0-openmp libgloo-dev
-  libyaml-cpp-dev libpcre2-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  fortunes
-  python3 python3-torch openmpi-bin iproute2
+  libgloo-dev libyaml-cpp-dev libpcre2-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  fortunes openmpi-bin iproute2
 )
+python_ok() { python3 -c 'import venv, ensurepip' >/dev/null 2>&1; }
+python_ok || packages+=(python3 python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-
 if ((${#missing[@]} == 0)); then
-  echo "setup: all ${#packages[@]} packages already installed"
-  exit 0
+  echo "setup: all ${#packages[@]} Debian packages already installed"
+else
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+  echo "setup: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends \
+    "${missing[@]}"
 fi
 
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
-echo "setup: installing ${missing[*]}"
-"${sudo[@]}" apt-get update -qq
-DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends \
-  "${missing[@]}"
-echo "setup: done"
+venv=${LMTRAIN_VENV:-$PWD/.venv}
+stamp="$venv/.lmtrain-requirements"
+if [[ -f "$stamp" ]] && cmp -s "$stamp" scripts/requirements.txt; then
+  echo "setup: $venv is up to date with scripts/requirements.txt"
+  exit 0
+fi
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+echo "setup: pip installing scripts/requirements.txt into $venv (torch with its CUDA libraries: ~5 GB, a few minutes)"
+start=$SECONDS
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements.txt
+cp scripts/requirements.txt "$stamp"
+echo "setup: pip done in $((SECONDS - start)) s"
