@@ -2,20 +2,22 @@
 # Side-by-side CPU training throughput: lmtrain vs. the PyTorch-Python reference
 # (bench/reference/train_gpt2.py), same model shape, batch, steps and thread count.
 #
-# Runs alternate (lmtrain, reference, lmtrain, reference, ...) so that slow drift in the
-# machine (thermal, noisy neighbours) hits both sides alike. Prints every run's tokens/s,
-# the median of each side, and last a line `ratio: R` = lmtrain median / reference median.
+# The reference runs twice per round: eager PyTorch and torch.compile'd (--no_compile skips the
+# latter). Runs alternate (lmtrain, eager, compiled, lmtrain, ...) so that slow drift in the
+# machine (thermal, noisy neighbours) hits all sides alike. Prints every run's tokens/s, the
+# median of each side, `ratio_compiled: R` (lmtrain / compiled) and last `ratio: R` = lmtrain
+# median / eager reference median.
 #
 # Usage: bench/compare_cpu.sh [--preset small|gpt2-small-cpu] [--rounds R] [--steps N]
 #                             [--warmup W] [--threads K]
 # Env:   LMTRAIN_BIN  lmtrain binary (default: build/lmtrain under the repo root)
-#        PYTHON       reference interpreter (default: /usr/bin/python3, Debian's python3-torch)
+#        PYTHON       reference interpreter (default: .venv/bin/python, torch 2.11 from scripts/setup.sh)
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
 Usage: bench/compare_cpu.sh [--preset small|gpt2-small-cpu] [--rounds R] [--steps N]
-                            [--warmup W] [--threads K]
+                            [--warmup W] [--threads K] [--no_compile]
 
   --preset   gpt2-small-cpu (default): 6 layers, 384 wide, 6 heads, T=256, B=8, vocab 8192
              small:                    4 layers, 128 wide, 4 heads, T=64,  B=12, vocab 8192
@@ -23,8 +25,9 @@ Usage: bench/compare_cpu.sh [--preset small|gpt2-small-cpu] [--rounds R] [--step
   --steps    timed steps per run (default 20 for gpt2-small-cpu, 100 for small)
   --warmup   untimed steps per run (default 3 for gpt2-small-cpu, 10 for small)
   --threads  intra-op threads for both sides; also exported as OMP_NUM_THREADS (default 2)
+  --no_compile  skip the torch.compile'd reference
 
-Env: LMTRAIN_BIN (default build/lmtrain), PYTHON (default /usr/bin/python3).
+Env: LMTRAIN_BIN (default build/lmtrain), PYTHON (default .venv/bin/python).
 The last line printed is `ratio: R` (lmtrain median tokens/s / reference median tokens/s).
 EOF
 }
@@ -41,6 +44,7 @@ rounds=3
 steps=""
 warmup=""
 threads=2
+compile=1
 
 while (( $# > 0 )); do
   case "$1" in
@@ -54,6 +58,7 @@ while (( $# > 0 )); do
     --warmup=*) warmup="${1#*=}"; shift ;;
     --threads) [[ $# -ge 2 ]] || die "--threads needs a value"; threads="$2"; shift 2 ;;
     --threads=*) threads="${1#*=}"; shift ;;
+    --no_compile) compile=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -81,7 +86,7 @@ warmup="${warmup:-$default_warmup}"
 [[ "$threads" =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive integer (got '$threads')"
 
 lmtrain_bin="${LMTRAIN_BIN:-build/lmtrain}"
-python_bin="${PYTHON:-/usr/bin/python3}"
+python_bin="${PYTHON:-.venv/bin/python}"
 reference="bench/reference/train_gpt2.py"
 
 [[ -x "$lmtrain_bin" ]] ||
@@ -138,6 +143,7 @@ fi
 
 lm_results=()
 ref_results=()
+comp_results=()
 for (( r = 1; r <= rounds; r++ )); do
   run_one lmtrain "${lmtrain_cmd[@]}"
   lm_results+=("$result")
@@ -145,11 +151,21 @@ for (( r = 1; r <= rounds; r++ )); do
   run_one reference "${reference_cmd[@]}"
   ref_results+=("$result")
   printf 'round %d  reference  tokens_per_s: %s\n' "$r" "$result"
+  if (( compile )); then
+    run_one compiled "${reference_cmd[@]}" --compile
+    comp_results+=("$result")
+    printf 'round %d  compiled   tokens_per_s: %s\n' "$r" "$result"
+  fi
 done
 
 lm_median="$(median "${lm_results[@]}")"
 ref_median="$(median "${ref_results[@]}")"
 echo "median lmtrain    tokens_per_s: $lm_median"
 echo "median reference  tokens_per_s: $ref_median"
+if (( compile )); then
+  comp_median="$(median "${comp_results[@]}")"
+  echo "median compiled   tokens_per_s: $comp_median"
+  awk -v a="$lm_median" -v b="$comp_median" 'BEGIN { printf "ratio_compiled: %.3f\n", a / b }'
+fi
 awk -v a="$lm_median" -v b="$ref_median" \
   'BEGIN { if (b > 0) printf "ratio: %.3f\n", a / b; else { print "ratio: nan"; exit 1 } }'

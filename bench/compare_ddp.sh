@@ -13,8 +13,8 @@
 #
 # Usage: bench/compare_ddp.sh [--preset gpt2-small-cpu|small] [--rounds R] [--steps N]
 #                             [--warmup W]
-# Env:   LMTRAIN_BIN (default build/lmtrain), PYTHON (default /usr/bin/python3),
-#        TORCHRUN (default /usr/bin/torchrun)
+# Env:   LMTRAIN_BIN (default build/lmtrain), PYTHON (default .venv/bin/python),
+#        TORCHRUN (default: torchrun beside $PYTHON)
 set -euo pipefail
 
 # shellcheck source=common.sh
@@ -60,11 +60,11 @@ warmup="${warmup:-$default_warmup}"
 [[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer (got '$warmup')"
 
 lmtrain_bin="${LMTRAIN_BIN:-build/lmtrain}"
-python_bin="${PYTHON:-/usr/bin/python3}"
-torchrun_bin="${TORCHRUN:-/usr/bin/torchrun}"
+python_bin="${PYTHON:-.venv/bin/python}"
+torchrun_bin="${TORCHRUN:-$(dirname "$python_bin")/torchrun}"
 [[ -x "$lmtrain_bin" ]] || die "lmtrain binary not found: '$lmtrain_bin' (build it, or set LMTRAIN_BIN)"
 [[ -x "$python_bin" ]] || die "python not found: '$python_bin' (set PYTHON)"
-[[ -x "$torchrun_bin" ]] || die "torchrun not found: '$torchrun_bin' (apt install python3-torch, or set TORCHRUN)"
+[[ -x "$torchrun_bin" ]] || die "torchrun not found: '$torchrun_bin' (run scripts/setup.sh, or set TORCHRUN)"
 
 export OMP_NUM_THREADS=1
 bench_flags=(--config "$config" "--model.vocab_size=$vocab" "--data.seq_len=$seq_len"
@@ -72,8 +72,7 @@ bench_flags=(--config "$config" "--model.vocab_size=$vocab" "--data.seq_len=$seq
   --train.workers=1 "--bench.steps=$steps" "--bench.warmup=$warmup")
 lm1_cmd=("$lmtrain_bin" bench "${bench_flags[@]}")
 lm2_cmd=("$lmtrain_bin" launch --standalone --nproc_per_node=2 -- bench "${bench_flags[@]}")
-# --redirects/--tee 9:0: works around Debian torchrun 1.13 on Python 3.11 (see the reference).
-ref2_cmd=("$torchrun_bin" --standalone --nproc_per_node=2 --redirects 9:0 --tee 9:0
+ref2_cmd=("$torchrun_bin" --standalone --nproc_per_node=2
   bench/reference/train_gpt2.py
   --n_layer "$n_layer" --n_head "$n_head" --n_embd "$n_embd" --vocab_size "$vocab"
   --block_size "$seq_len" --seq_len "$seq_len" --batch_size "$batch"

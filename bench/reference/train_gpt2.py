@@ -1,9 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Minimal nanoGPT-style GPT-2 trainer: the PyTorch-Python speed reference for lmtrain.
 
-Written the way a competent PyTorch user would write it (idiomatic eager PyTorch, no
-torch.compile, no fused/foreach flags, no hand-written kernels), so that
-`bench/compare_cpu.sh` compares lmtrain against an honest baseline.
+Written the way a competent PyTorch user would write it (idiomatic PyTorch 2.x, no
+hand-written kernels), so that `bench/compare_cpu.sh` and `bench/compare_gpu.sh` compare
+lmtrain against an honest baseline. Eager by default; `--compile` wraps the model in
+torch.compile. On a GPU (`--device cuda`) it does what nanoGPT does: bf16 autocast
+(`--dtype bf16`), F.scaled_dot_product_attention (flash), fused AdamW, TF32 matmuls.
 
 Trains on random tokens from a fixed-seed generator; the batches are generated before
 timing starts. The last two lines printed are always:
@@ -11,7 +13,7 @@ timing starts. The last two lines printed are always:
     ms_per_step: X
     tokens_per_s: Y
 
-Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/reference/train_gpt2.py
+Run with the venv's interpreter (scripts/setup.sh): .venv/bin/python bench/reference/train_gpt2.py
 
 Data parallel: launched by torchrun with WORLD_SIZE > 1, it runs as ordinary PyTorch DDP on
 CPU, the reference for `lmtrain launch`:
@@ -48,9 +50,10 @@ import torch.nn.functional as F
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, block_size):
+    def __init__(self, n_embd, n_head, block_size, sdpa=False):
         super().__init__()
         assert n_embd % n_head == 0, "n_embd must be divisible by n_head"
+        self.sdpa = sdpa
         self.n_head = n_head
         self.n_embd = n_embd
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
@@ -66,6 +69,9 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if self.sdpa:  # flash / memory-efficient attention where available
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T)
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
@@ -87,10 +93,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, block_size):
+    def __init__(self, n_embd, n_head, block_size, sdpa=False):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd, eps=1e-5)
-        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size, sdpa)
         self.ln_2 = nn.LayerNorm(n_embd, eps=1e-5)
         self.mlp = MLP(n_embd)
 
@@ -101,7 +107,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, sdpa=False):
         super().__init__()
         self.vocab_size = vocab_size
         self.block_size = block_size
@@ -110,7 +116,7 @@ class GPT(nn.Module):
             dict(
                 wte=nn.Embedding(vocab_size, n_embd),
                 wpe=nn.Embedding(block_size, n_embd),
-                h=nn.ModuleList([Block(n_embd, n_head, block_size) for _ in range(n_layer)]),
+                h=nn.ModuleList([Block(n_embd, n_head, block_size, sdpa) for _ in range(n_layer)]),
                 ln_f=nn.LayerNorm(n_embd, eps=1e-5),
             )
         )
@@ -143,7 +149,7 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss
 
-    def configure_optimizer(self, lr, weight_decay, betas, eps):
+    def configure_optimizer(self, lr, weight_decay, betas, eps, fused=False):
         # Decay every matrix except the embeddings (wte is tied to lm_head, so the shared
         # tensor counts as an embedding); biases and LayerNorm params are never decayed.
         no_decay_ids = {id(self.transformer.wte.weight), id(self.transformer.wpe.weight)}
@@ -157,11 +163,11 @@ class GPT(nn.Module):
             {"params": decay, "weight_decay": weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ]
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description="nanoGPT-style GPT-2 CPU training speed reference")
+    p = argparse.ArgumentParser(description="nanoGPT-style GPT-2 training speed reference")
     p.add_argument("--n_layer", type=int, default=4)
     p.add_argument("--n_head", type=int, default=4)
     p.add_argument("--n_embd", type=int, default=128)
@@ -175,11 +181,19 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--pool", type=int, default=8, help="distinct random batches, cycled")
     p.add_argument("--log_every", type=int, default=0, help="print a line every N steps (0: off)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16 = autocast to bfloat16 (fp32 master weights)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--attention", default=None, choices=["manual", "sdpa"],
+                   help="default: sdpa on cuda, manual (masked softmax) on cpu")
     p.add_argument("--overfit", action="store_true",
                    help="sanity check: train on one fixed batch and print loss every step")
     args = p.parse_args()
     if args.block_size is None:
         args.block_size = args.seq_len
+    if args.attention is None:
+        args.attention = "sdpa" if args.device == "cuda" else "manual"
     if args.seq_len > args.block_size:
         p.error("--seq_len must be <= --block_size")
     if args.steps < 1 or args.warmup < 0 or args.threads < 1 or args.pool < 1:
@@ -192,7 +206,7 @@ def main():
     # torchrun sets WORLD_SIZE (and RANK, MASTER_ADDR, MASTER_PORT) for each worker.
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     rank = dist.get_rank() if distributed else 0
     world_size = dist.get_world_size() if distributed else 1
     is_main = rank == 0
@@ -202,16 +216,28 @@ def main():
     except RuntimeError:
         pass  # only allowed before any inter-op parallel work has started
     torch.manual_seed(args.seed)
+    cuda = args.device == "cuda"
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else "cpu"
+    if cuda:
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
 
-    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd)
+    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
+                sdpa=args.attention == "sdpa").to(device)
     model.train()
-    optimizer = model.configure_optimizer(lr=6e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
+    optimizer = model.configure_optimizer(lr=6e-4, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8,
+                                          fused=cuda)
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
     if distributed:
         # The optimizer keeps the raw module's parameters: DDP trains those same tensors and
         # averages their .grad across ranks during backward, before clipping and the step.
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[device] if cuda else None)
+    if args.compile:
+        model = torch.compile(model)
+    autocast = torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16,
+                              enabled=args.dtype == "bf16")
 
     B, T = args.batch_size, args.seq_len
     # Per-rank data (seed + rank): in DDP each rank trains on a different micro-batch.
@@ -220,7 +246,7 @@ def main():
     pool = []
     for _ in range(n_pool):
         tokens = torch.randint(0, args.vocab_size, (B, T + 1), generator=gen)
-        pool.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
+        pool.append((tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)))
 
     log = print if is_main else (lambda *a, **k: None)
     log(
@@ -228,7 +254,8 @@ def main():
         f"vocab_size={args.vocab_size} block_size={args.block_size} seq_len={T} batch_size={B} "
         f"params={n_params} ({n_params / 1e6:.2f}M) threads={torch.get_num_threads()} "
         f"interop_threads={torch.get_num_interop_threads()} torch={torch.__version__} "
-        f"warmup={args.warmup} steps={args.steps}"
+        f"warmup={args.warmup} steps={args.steps} device={args.device} dtype={args.dtype} "
+        f"compile={args.compile} attention={args.attention}"
         + (f" world_size={world_size} backend=gloo ddp" if distributed else ""),
         flush=True,
     )
@@ -236,7 +263,8 @@ def main():
     def train_step(step):
         x, y = pool[step % n_pool]
         optimizer.zero_grad(set_to_none=True)
-        _, loss = model(x, y)
+        with autocast:
+            _, loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -248,6 +276,9 @@ def main():
         if log_every:
             log(f"warmup {step}: loss {loss.item():.4f}", flush=True)
 
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     if distributed:
         dist.barrier()  # start the clock with every rank ready
     t0 = time.perf_counter()
@@ -260,9 +291,13 @@ def main():
             log(f"step {i}: loss {loss.item():.4f} "
                 f"ms {(now - t_last) * 1000.0 / log_every:.1f}", flush=True)
             t_last = now
+    if cuda:
+        torch.cuda.synchronize()
     if distributed:
         dist.barrier()  # stop it only when the slowest rank has finished its steps
     elapsed = time.perf_counter() - t0
+    if cuda:
+        log(f"peak_mem_mib: {torch.cuda.max_memory_allocated() / 2**20:.1f}")
 
     if distributed:
         log(f"world_size: {world_size}")

@@ -36,13 +36,15 @@ int cmd_bench(const Args& argv) {
   }
   const auto config = load_run_config(args);
   auto dist = setup_distributed(config);
-  const auto r = train::run_benchmark(config, *dist.group, dist.env.local_world_size);
+  const auto r = train::run_benchmark(config, *dist.group, dist.runtime, dist.env.local_world_size);
   if (dist.env.rank != 0) return 0;
   std::cout << "model: " << r.model << "\n"
             << "world_size: " << r.world_size << "\n"
             << "optimizer: " << r.optimizer << "\n"
             << "optimizer_state_bytes_per_rank: " << r.state_bytes << "\n"
+            << "runtime: " << r.runtime << "\n"
             << log::format("peak_rss_mib: %.1f\n", r.peak_rss_bytes / 1048576.0)
+            << log::format("peak_device_mib: %.1f\n", r.peak_device_bytes / 1048576.0)
             << "threads: " << r.threads << "\n"
             << "workers: " << r.workers << "\n"
             << "tokens_per_step: " << r.tokens_per_step << "\n"

@@ -23,6 +23,7 @@ int cmd_eval(const Args& argv) {
        "N"},
       {"batch_size", FlagKind::kValue, "windows per batch (default: the run's micro batch)", "B"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
+      {"device", FlagKind::kValue, "auto | cpu | cuda (default auto: a GPU when visible)", "D"},
   };
   const auto args = parse_args("eval", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -37,7 +38,9 @@ int cmd_eval(const Args& argv) {
   if (split != "val" && split != "train") throw UsageError("--split must be val or train");
   core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
 
-  auto loaded = train::load_inference_model(args.get("checkpoint"));
+  const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
+  rt.activate();
+  auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   const auto& cfg = *loaded.config;
   const std::string data_dir = args.get("data_dir", cfg.get_string("data.dir"));
   const std::string path = data_dir + "/" + split + ".bin";
@@ -55,7 +58,7 @@ int cmd_eval(const Args& argv) {
   int64_t batches = args.get_int("batches", 0);
   if (batches <= 0) batches = std::max<int64_t>(1, stream.num_windows() / B);
   auto group = dist::make_single_rank_group();
-  const double loss = train::evaluate(*loaded.model, stream, B, batches, *group);
+  const double loss = train::evaluate(*loaded.model, stream, B, batches, *group, rt);
   std::cout << log::format(
       "checkpoint: %s (step %lld)\n%s loss: %.4f\nperplexity: %.3f\n"
       "windows: %lld x %lld tokens\n",

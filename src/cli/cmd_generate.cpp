@@ -22,6 +22,7 @@ int cmd_generate(const Args& argv) {
       {"num_samples", FlagKind::kValue, "independent samples (default 1)", "N"},
       {"stop_at_eot", FlagKind::kBool, "stop at <|endoftext|> (default true)"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
+      {"device", FlagKind::kValue, "auto | cpu | cuda (default auto: a GPU when visible)", "D"},
   };
   const auto args = parse_args("generate", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -48,7 +49,9 @@ int cmd_generate(const Args& argv) {
   const bool stop_at_eot = args.get("stop_at_eot", "true") != "false";
   core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
 
-  auto loaded = train::load_inference_model(args.get("checkpoint"));
+  const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
+  rt.activate();
+  auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   if (!loaded.tokenizer) {
     throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
   }

@@ -25,6 +25,10 @@ int cmd_train(const Args& argv) {
            "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
            "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
            "SLURM_*). Each rank logs to RUN_DIR/train.rankN.log; rank 0 writes the rest.\n\n"
+           "Devices and precision: --train.device=auto|cpu|cuda (auto: a GPU when visible;\n"
+           "rank r uses cuda:LOCAL_RANK), --train.precision=fp32|bf16|fp16 (16-bit compute,\n"
+           "fp32 master weights; fp16 adds dynamic loss scaling and needs CUDA; bf16 on a CPU\n"
+           "is correct but slow), --train.activation_checkpointing=none|block|every:K.\n\n"
            "Flags:\n"
         << flags_help(flags)
         << "  --section.key=VALUE         override any config key (see --help-config)\n"
@@ -54,7 +58,7 @@ int cmd_train(const Args& argv) {
     log::info(log::format("restart %d of this job: resuming from the latest checkpoint",
                           dist.env.restart_count));
   }
-  train::run_training(config, *dist.group, dist.env.local_world_size);
+  train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size);
   return 0;
 }
 

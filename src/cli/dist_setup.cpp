@@ -16,7 +16,12 @@ DistSetup setup_distributed(const core::Config& cfg) {
     if (s.env.rank != 0) log::set_quiet(true);
     log::info(s.env.describe());
   }
-  s.group = dist::make_group(s.env, dist::GroupOptions::from_config(cfg));
+  s.runtime = core::Runtime::from_config(cfg, s.env.local_rank);
+  s.runtime.activate();
+  auto options = dist::GroupOptions::from_config(cfg);
+  options.cuda = s.runtime.cuda();
+  options.device = s.runtime.device;
+  s.group = dist::make_group(s.env, options);
   return s;
 }
 

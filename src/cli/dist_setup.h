@@ -1,9 +1,10 @@
 // Shared by `train` and `bench`: find this process's place in the job (dist/env.h), set up
-// the console for it, and build its dist::Group.
+// the console for it, pick its runtime (device, precision) and build its dist::Group.
 #pragma once
 #include <memory>
 
 #include "core/config.h"
+#include "core/runtime.h"
 #include "dist/env.h"
 #include "dist/group.h"
 
@@ -11,6 +12,7 @@ namespace lmtrain::cli {
 
 struct DistSetup {
   dist::DistEnv env;
+  core::Runtime runtime;  // this rank's device (cuda:LOCAL_RANK) and precision
   std::unique_ptr<dist::Group> group;
 };
 

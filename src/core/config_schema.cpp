@@ -84,7 +84,22 @@ const std::vector<KeySpec>& config_schema() {
       I("train.workers", 0, 0, 1024,
         "threads that each run forward/backward on a slice of every micro-batch with one "
         "intra-op thread (CPU); 0 = auto (train.threads, at most micro_batch_size); 1 = off"),
-      S("train.precision", "fp32", {"fp32"}, "numeric precision of training"),
+      S("train.device", "auto", {"auto", "cpu", "cuda"},
+        "where the run computes: auto = cuda when a GPU is visible (rank r uses cuda:LOCAL_RANK), "
+        "else cpu"),
+      S("train.precision", "fp32", {"fp32", "bf16", "fp16"},
+        "compute precision: fp32; bf16 or fp16 = fp32 master weights and optimizer state, "
+        "matmuls and attention in 16 bits (autocast). fp16 adds dynamic loss scaling and needs "
+        "CUDA. bf16 on CPU is correct but slow (for tests, not speed)"),
+      S("train.grad_reduce_dtype", "fp32", {"fp32", "bf16"},
+        "dtype gradients are all-reduced in across ranks (bf16 halves the traffic)"),
+      B("train.tf32", true, "CUDA: TF32 tensor cores for fp32 matmuls and convolutions"),
+      S("train.activation_checkpointing", "none", {},
+        "none; block = recompute every block in backward; every:K = every K-th block. Saves "
+        "activation memory for a second forward of those blocks"),
+      F("train.loss_scale", "65536", 1, 1e30, "fp16: initial dynamic loss scale"),
+      I("train.loss_scale_window", 1000, 1, kBig,
+        "fp16: double the loss scale after this many steps without inf/nan gradients"),
 
       S("optim.name", "adamw", {"adamw", "muon"},
         "optimizer: adamw, or muon (Muon for the blocks' 2-D matrices, AdamW at optim.lr for "
@@ -133,6 +148,9 @@ const std::vector<KeySpec>& config_schema() {
 
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),
+      F("bench.peak_tflops", "0", 0, 1e6,
+        "`lmtrain bench` on a GPU: peak TFLOP/s per GPU for MFU (989 = H100 dense bf16); 0 = "
+        "measure a GEMM in the compute dtype"),
   };
   return schema;
 }

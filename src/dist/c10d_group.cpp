@@ -1,12 +1,16 @@
-// dist::Group over a c10d process group (ProcessGroupGloo here; ProcessGroupNCCL where the
-// libtorch build has it). Every c10d failure is rethrown as an lmtrain::Error naming this rank
-// and the collective, so a dead peer reads as such rather than as a socket error.
+// dist::Group over a c10d backend: ProcessGroupGloo (CPU tensors) or ProcessGroupNCCL (CUDA
+// builds, tensors on this rank's GPU). Every c10d failure is rethrown as an lmtrain::Error naming
+// this rank and the collective, so a dead peer reads as such rather than as a socket error.
+// NCCL only takes GPU tensors: small CPU tensors (flags, counters, fingerprints) are staged
+// through the GPU here, so callers above need not know the backend.
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/c10d_error.h"
+#include "dist/nccl_backend.h"
 #include "dist/process_group.h"
 #include "dist/rendezvous.h"
 
@@ -72,33 +76,64 @@ class C10dWork : public Work {
   bool done_ = false;
 };
 
+// Makes the backend of a (sub)group over `store`.
+using BackendFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)>;
+
 class C10dGroup : public Group {
  public:
-  C10dGroup(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, int rank, int size)
-      : pg_(std::move(pg)), rank_(rank), size_(size) {}
+  C10dGroup(c10::intrusive_ptr<c10d::Backend> pg, std::string name, int rank, int size,
+            c10::intrusive_ptr<c10d::Store> store, BackendFactory factory, c10::Device device)
+      : pg_(std::move(pg)),
+        name_(std::move(name)),
+        rank_(rank),
+        size_(size),
+        store_(std::move(store)),
+        factory_(std::move(factory)),
+        device_(device) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "gloo"; }
+  std::string backend() const override { return name_; }
+
+  std::unique_ptr<Group> split(const std::vector<int>& ranks) override {
+    const int index = split_index(ranks, rank_, size_);
+    // Every rank counts its split calls, so all agree on the store prefix of this one.
+    const std::string prefix = "split" + std::to_string(splits_++) + "/";
+    if (index < 0) return nullptr;
+    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    const int n = static_cast<int>(ranks.size());
+    try {
+      return std::make_unique<C10dGroup>(factory_(store, index, n), name_, index, n, store,
+                                         factory_, device_);
+    } catch (const std::exception& e) {
+      throw Error(log::format("rank %d: building a %s sub-group of %d ranks failed: %s", rank_,
+                              name_.c_str(), n, brief_error(e).c_str()));
+    }
+  }
 
   std::shared_ptr<Work> allreduce(at::Tensor& tensor, ReduceOp op) override {
-    std::vector<at::Tensor> tensors{tensor};
+    auto staged = stage(tensor);
+    std::vector<at::Tensor> tensors{staged};
     c10d::AllreduceOptions opts;
     opts.reduceOp = to_c10d(op);
     auto work = run("allreduce", [&] { return pg_->allreduce(tensors, opts); });
-    std::function<void()> finish;
-    if (op == ReduceOp::kAvg) {
-      finish = [t = tensor, n = size_]() mutable { t.div_(n); };
-    }
+    std::function<void()> finish = [t = tensor, staged, avg = op == ReduceOp::kAvg,
+                                    n = size_]() mutable {
+      if (avg) staged.div_(n);
+      if (!staged.is_same(t)) t.copy_(staged);
+    };
     return wrap(std::move(work), "allreduce", std::move(finish));
   }
 
   std::shared_ptr<Work> broadcast(at::Tensor& tensor, int root) override {
     check_rank(root, "broadcast root");
-    std::vector<at::Tensor> tensors{tensor};
+    auto staged = stage(tensor);
+    std::vector<at::Tensor> tensors{staged};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
-    return wrap(run("broadcast", [&] { return pg_->broadcast(tensors, opts); }), "broadcast", {});
+    return wrap(run("broadcast", [&] { return pg_->broadcast(tensors, opts); }), "broadcast",
+                unstage(tensor, staged));
   }
 
   std::shared_ptr<Work> allgather(std::vector<at::Tensor>& outputs,
@@ -106,11 +141,17 @@ class C10dGroup : public Group {
     if (static_cast<int>(outputs.size()) != size_) {
       throw Error(log::format("allgather needs %d outputs, got %zu", size_, outputs.size()));
     }
-    std::vector<std::vector<at::Tensor>> out{outputs};
-    std::vector<at::Tensor> in{input};
+    std::vector<at::Tensor> staged_out;
+    for (auto& o : outputs) staged_out.push_back(stage(o));
+    std::vector<std::vector<at::Tensor>> out{staged_out};
+    std::vector<at::Tensor> in{stage(input)};
     auto work = run("allgather", [&] { return pg_->allgather(out, in); });
-    // Gloo writes into the tensors it was given (views of `outputs` share storage).
-    return wrap(std::move(work), "allgather", {});
+    // The backend writes into the tensors it was given (views of `outputs` share storage).
+    return wrap(std::move(work), "allgather", [outputs, staged_out]() mutable {
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        if (!staged_out[i].is_same(outputs[i])) outputs[i].copy_(staged_out[i]);
+      }
+    });
   }
 
   std::shared_ptr<Work> reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs,
@@ -118,6 +159,7 @@ class C10dGroup : public Group {
     if (static_cast<int>(inputs.size()) != size_) {
       throw Error(log::format("reduce_scatter needs %d inputs, got %zu", size_, inputs.size()));
     }
+    if (name_ == "nccl") return reduce_scatter_native(output, inputs, op);
     // ProcessGroupGloo has no reduce-scatter. An all-to-all sends chunk r of every rank to rank
     // r — the traffic of a ring reduce-scatter, (W-1)/W of the data — and the W received
     // chunks are reduced here, always in rank order, so every run sums identically.
@@ -167,12 +209,12 @@ class C10dGroup : public Group {
     };
     check(output_splits, output, "output");
     check(input_splits, input, "input");
-    at::Tensor in = input;
+    at::Tensor in = stage(input);
+    at::Tensor out = stage(output);
     std::vector<int64_t> out_s = output_splits, in_s = input_splits;
     c10d::AllToAllOptions opts;
-    auto work =
-        run("all_to_all", [&] { return pg_->alltoall_base(output, in, out_s, in_s, opts); });
-    return wrap(std::move(work), "all_to_all", {});
+    auto work = run("all_to_all", [&] { return pg_->alltoall_base(out, in, out_s, in_s, opts); });
+    return wrap(std::move(work), "all_to_all", unstage(output, out));
   }
 
   void barrier() override {
@@ -180,6 +222,34 @@ class C10dGroup : public Group {
   }
 
  private:
+  // NCCL: reduce-scatter of adjacent inputs in one call (ReduceOp::AVG done as SUM + divide,
+  // as for Gloo, so both backends round alike).
+  std::shared_ptr<Work> reduce_scatter_native(at::Tensor& output, std::vector<at::Tensor>& inputs,
+                                              ReduceOp op) {
+    auto in = stage(concatenated(inputs));
+    auto out = stage(output).view({-1});
+    c10d::ReduceScatterOptions opts;
+    opts.reduceOp = to_c10d(op);
+    auto work = run("reduce_scatter", [&] { return pg_->_reduce_scatter_base(out, in, opts); });
+    return wrap(std::move(work), "reduce_scatter",
+                [output, out, avg = op == ReduceOp::kAvg, n = size_]() mutable {
+                  if (avg) out.div_(n);
+                  auto o = output.view({-1});
+                  if (!out.is_same(o)) o.copy_(out);
+                });
+  }
+
+  // The tensor the backend can take: for NCCL a GPU copy of a CPU tensor, else itself.
+  at::Tensor stage(const at::Tensor& t) const {
+    if (name_ != "nccl" || !t.is_cpu()) return t;
+    return t.to(device_);
+  }
+  // After the collective: copy a staged result back into the caller's tensor.
+  static std::function<void()> unstage(const at::Tensor& original, const at::Tensor& staged) {
+    if (staged.is_same(original)) return {};
+    return [original, staged]() mutable { original.copy_(staged); };
+  }
+
   void check_rank(int r, const char* what) const {
     if (r < 0 || r >= size_) {
       throw Error(log::format("%s %d is outside the world of %d", what, r, size_));
@@ -202,8 +272,13 @@ class C10dGroup : public Group {
                                       std::move(finish));
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  c10::intrusive_ptr<c10d::Backend> pg_;
+  std::string name_;
   int rank_, size_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  BackendFactory factory_;
+  c10::Device device_;
+  int splits_ = 0;
 };
 
 std::shared_ptr<::gloo::transport::Device> gloo_device(const DistEnv& env) {
@@ -225,26 +300,51 @@ GroupOptions GroupOptions::from_config(const core::Config& cfg) {
 }
 
 std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& options) {
-  if (!env.distributed()) return make_single_rank_group();
   std::string backend = options.backend;
   if (backend == "auto") backend = options.cuda ? "nccl" : "gloo";
+  // A world of one needs no process group, unless NCCL was asked for by name: then a real one of
+  // one rank (a single GPU runs the NCCL code path; under a launcher for its MASTER_PORT).
+  if (!env.distributed() && options.backend != "nccl") return make_single_rank_group();
   if (backend == "nccl") {
-    throw UsageError(
-        "dist.backend=nccl: this build of lmtrain has no NCCL (CPU libtorch); use "
-        "dist.backend=gloo");
+    if (!nccl_available()) {
+      throw UsageError(
+          "dist.backend=nccl: this lmtrain was built against a libtorch without CUDA/NCCL; use "
+          "dist.backend=gloo");
+    }
+    if (!options.cuda) {
+      throw UsageError(
+          "dist.backend=nccl needs the tensors on GPUs, but train.device resolved to cpu: use "
+          "dist.backend=gloo (or auto) on CPU, or train.device=cuda");
+    }
   }
   auto rdzv = rendezvous(env, to_ms(options.init_timeout_s));
-  auto opts = c10d::ProcessGroupGloo::Options::create(to_ms(options.timeout_s));
-  opts->devices.push_back(gloo_device(env));
-  // Two Gloo threads: one bucket can be reduced while the next one is sent.
-  opts->threads = 2;
+  BackendFactory factory;
+  if (backend == "nccl") {
+    factory = [timeout = to_ms(options.timeout_s), device = options.device](
+                  const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+      return make_nccl_backend(store, rank, size, timeout, device);
+    };
+  } else {
+    auto device = gloo_device(env);
+    factory = [timeout = to_ms(options.timeout_s), device](
+                  const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      opts->devices.push_back(device);
+      // Two Gloo threads: one bucket can be reduced while the next one is sent.
+      opts->threads = 2;
+      return c10::intrusive_ptr<c10d::Backend>(
+          c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts));
+    };
+  }
   try {
-    auto pg =
-        c10::make_intrusive<c10d::ProcessGroupGloo>(rdzv.store, env.rank, env.world_size, opts);
-    return std::make_unique<C10dGroup>(std::move(pg), env.rank, env.world_size);
+    auto pg = factory(rdzv.store, env.rank, env.world_size);
+    return std::make_unique<C10dGroup>(std::move(pg), backend, env.rank, env.world_size, rdzv.store,
+                                       factory, options.device);
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
-    throw Error(log::format("rank %d: building the Gloo process group failed: %s", env.rank,
-                            brief_error(e).c_str()));
+    throw Error(log::format("rank %d: building the %s process group failed: %s", env.rank,
+                            backend.c_str(), brief_error(e).c_str()));
   }
 }
 

@@ -58,12 +58,21 @@ std::vector<GradBucket> plan_buckets(const std::vector<std::pair<int64_t, int64_
 
 GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
                    const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
-                   int64_t bucket_bytes, bool reduce_scatter, std::vector<int> owners)
+                   int64_t bucket_bytes, bool reduce_scatter, std::vector<int> owners,
+                   std::optional<at::ScalarType> reduce_dtype)
     : group_(group),
       flat_grads_(std::move(flat_grads)),
       reduce_scatter_(reduce_scatter),
       ranges_(ranges),
       owners_(std::move(owners)) {
+  if (reduce_dtype && *reduce_dtype != flat_grads_.scalar_type()) {
+    if (reduce_scatter_ || !owners_.empty()) {
+      throw UsageError(
+          "train.grad_reduce_dtype=bf16 applies to all-reduced gradients: use it with "
+          "dist.zero=0 or 1 and optim.name=adamw, or keep fp32");
+    }
+    reduce_dtype_ = reduce_dtype;
+  }
   if (!owners_.empty() && owners_.size() != params.size()) {
     throw Error("GradSync: one owner per parameter expected");
   }
@@ -80,6 +89,7 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
   pending_.resize(buckets_.size());
   seen_.assign(params.size(), false);
   works_.resize(buckets_.size());
+  lowered_.resize(buckets_.size());
   received_.resize(buckets_.size());
   shared_.resize(buckets_.size());
   shared_works_.resize(buckets_.size());
@@ -127,7 +137,12 @@ void GradSync::launch(size_t i) {
   const auto& b = buckets_[i];
   auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
   if (!reduce_scatter_) {
-    works_[i] = group_.allreduce(slice, ReduceOp::kAvg);
+    if (reduce_dtype_) {
+      lowered_[i] = slice.to(*reduce_dtype_);
+      works_[i] = group_.allreduce(lowered_[i], ReduceOp::kAvg);
+    } else {
+      works_[i] = group_.allreduce(slice, ReduceOp::kAvg);
+    }
     return;
   }
   // The part of the bucket in rank q's shard goes to rank q; this rank's part comes back
@@ -184,6 +199,11 @@ void GradSync::complete(size_t i) {
     works_[i].reset();
     if (!owners_.empty()) unpack(i, group_.rank(), received_[i]);
     received_[i] = at::Tensor();
+    if (lowered_[i].defined()) {
+      const auto& b = buckets_[i];
+      flat_grads_.narrow(0, b.begin, b.end - b.begin).copy_(lowered_[i]);
+      lowered_[i] = at::Tensor();
+    }
   }
   if (shared_works_[i]) {
     shared_works_[i]->wait();

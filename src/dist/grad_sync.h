@@ -17,11 +17,15 @@
 // gradient (it alone updates the parameter); -1 means every rank does. Per bucket, the owned
 // gradients go out as one all-to-all (each to its owner, summed there in rank order) and the
 // rest as one all-reduce, each over a packed copy of the pieces.
+//
+// `reduce_dtype` (all-reduce mode): buckets travel in this dtype (bf16 halves the traffic) and
+// the average comes back into the fp32 buffer.
 #pragma once
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -48,7 +52,8 @@ class GradSync {
   // params[i]'s gradient is flat_grads[ranges[i].first, +ranges[i].second).
   GradSync(Group& group, const std::vector<at::Tensor>& params,
            const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
-           int64_t bucket_bytes, bool reduce_scatter = false, std::vector<int> owners = {});
+           int64_t bucket_bytes, bool reduce_scatter = false, std::vector<int> owners = {},
+           std::optional<at::ScalarType> reduce_dtype = std::nullopt);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -92,6 +97,8 @@ class GradSync {
   std::vector<int> owners_;                          // owner mode: per parameter, -1 = all
   std::vector<at::Tensor> shared_;                   // owner mode: per bucket, packed -1 pieces
   std::vector<std::shared_ptr<Work>> shared_works_;
+  std::optional<at::ScalarType> reduce_dtype_;  // all-reduce mode: wire dtype, if not the buffer's
+  std::vector<at::Tensor> lowered_;             // per bucket: the wire copy in flight
   size_t next_launch_ = 0;
   bool armed_ = false;
   // Keeps the accumulators (and so our hooks) alive between backward passes.

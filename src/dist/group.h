@@ -42,7 +42,17 @@ class Group {
                                            const std::vector<int64_t>& output_splits = {},
                                            const std::vector<int64_t>& input_splits = {}) = 0;
   virtual void barrier() = 0;
+
+  // A sub-group over `ranks` (this group's rank numbers, increasing), like
+  // torch.distributed.new_group: every rank of this group calls split with the same list, in
+  // the same order of calls; members get the sub-group (rank = index in `ranks`), the others
+  // nullptr. Throws naming the list when it is not increasing ranks of this group.
+  virtual std::unique_ptr<Group> split(const std::vector<int>& ranks) = 0;
 };
+
+// Checks a split() rank list against a group of `size` ranks; returns this rank's index in it
+// or -1.
+int split_index(const std::vector<int>& ranks, int rank, int size);
 
 // World of one: every collective completes immediately with the identity result.
 std::unique_ptr<Group> make_single_rank_group();

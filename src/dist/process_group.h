@@ -2,6 +2,8 @@
 // group for a world of one, else a c10d process group (Gloo on CPU, NCCL in CUDA builds) after a
 // checked TCPStore rendezvous (dist/rendezvous.h).
 #pragma once
+#include <c10/core/Device.h>
+
 #include <memory>
 #include <string>
 
@@ -15,10 +17,11 @@ class Config;
 namespace lmtrain::dist {
 
 struct GroupOptions {
-  std::string backend = "auto";  // auto | gloo | nccl
-  double init_timeout_s = 120;   // rendezvous
-  double timeout_s = 600;        // any one collective
-  bool cuda = false;             // tensors live on the GPU (auto picks nccl)
+  std::string backend = "auto";   // auto | gloo | nccl
+  double init_timeout_s = 120;    // rendezvous
+  double timeout_s = 600;         // any one collective
+  bool cuda = false;              // tensors live on the GPU (auto picks nccl)
+  c10::Device device{c10::kCPU};  // this rank's device (NCCL binds the group to it)
 
   static GroupOptions from_config(const core::Config& cfg);
 };

@@ -39,12 +39,31 @@ class SingleRankGroup : public Group {
     return done();
   }
   void barrier() override {}
+  std::unique_ptr<Group> split(const std::vector<int>& ranks) override {
+    if (split_index(ranks, 0, 1) < 0) return nullptr;
+    return make_single_rank_group();
+  }
 
  private:
   static std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
 };
 
 }  // namespace
+
+int split_index(const std::vector<int>& ranks, int rank, int size) {
+  int index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size || (i > 0 && ranks[i] <= ranks[i - 1])) {
+      std::string list;
+      for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+      throw Error("split: ranks [" + list + "] are not increasing ranks of a group of " +
+                  std::to_string(size));
+    }
+    if (ranks[i] == rank) index = static_cast<int>(i);
+  }
+  if (ranks.empty()) throw Error("split: empty rank list");
+  return index;
+}
 
 std::unique_ptr<Group> make_single_rank_group() { return std::make_unique<SingleRankGroup>(); }
 

@@ -8,9 +8,15 @@
 namespace lmtrain::infer {
 namespace {
 
-at::Tensor ids_tensor(const std::vector<uint32_t>& ids) {
+// (1, T) on the model's device.
+at::Tensor ids_tensor(const std::vector<uint32_t>& ids, const model::GptImpl& model) {
   std::vector<int64_t> v(ids.begin(), ids.end());
-  return torch::tensor(v, torch::kLong).view({1, -1});
+  return torch::tensor(v, torch::kLong).view({1, -1}).to(model.device());
+}
+
+// The last position's logits (1, V) on the CPU, where the seeded sampler draws.
+at::Tensor last_logits(const at::Tensor& logits) {
+  return logits.select(1, logits.size(1) - 1).to(torch::kCPU);
 }
 
 }  // namespace
@@ -28,15 +34,15 @@ std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t
   }
   const int64_t budget = std::min<int64_t>(max_new_tokens, block - prompt.size());
   auto cache = model.make_cache(1, prompt.size() + budget);
-  auto logits = model.forward_cached(ids_tensor(prompt), cache);  // (1, T, V)
+  auto logits = model.forward_cached(ids_tensor(prompt, model), cache);  // (1, T, V)
   std::vector<uint32_t> out;
   for (int64_t i = 0; i < budget; ++i) {
-    auto next = sample_next(logits.select(1, logits.size(1) - 1), opts, gen);  // (1,)
+    auto next = sample_next(last_logits(logits), opts, gen);  // (1,)
     const auto id = static_cast<uint32_t>(next.item<int64_t>());
     out.push_back(id);
     if (on_token) on_token(id);
     if (eot_id >= 0 && id == static_cast<uint32_t>(eot_id)) break;
-    if (i + 1 < budget) logits = model.forward_cached(next.view({1, 1}), cache);
+    if (i + 1 < budget) logits = model.forward_cached(ids_tensor({id}, model), cache);
   }
   return out;
 }
@@ -49,9 +55,8 @@ std::vector<uint32_t> generate_uncached(model::GptImpl& model, const std::vector
   std::vector<uint32_t> seq = prompt, out;
   const int64_t block = model.config().block_size;
   for (int64_t i = 0; i < max_new_tokens && static_cast<int64_t>(seq.size()) < block; ++i) {
-    auto logits = model.forward(ids_tensor(seq));
-    auto id = static_cast<uint32_t>(
-        sample_next(logits.select(1, logits.size(1) - 1), opts, gen).item<int64_t>());
+    auto logits = model.forward(ids_tensor(seq, model));
+    auto id = static_cast<uint32_t>(sample_next(last_logits(logits), opts, gen).item<int64_t>());
     out.push_back(id);
     seq.push_back(id);
     if (eot_id >= 0 && id == static_cast<uint32_t>(eot_id)) break;

@@ -2,24 +2,66 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#ifdef LMTRAIN_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
+
+#include "core/error.h"
+
 namespace lmtrain::model {
 namespace {
-thread_local at::Generator* t_generator = nullptr;
+thread_local ScopedDropoutSeed* t_scope = nullptr;
+
+at::Generator make_generator(const at::Tensor& like, uint64_t seed) {
+  if (like.is_cuda()) {
+#ifdef LMTRAIN_CUDA
+    auto gen = at::cuda::detail::createCUDAGenerator(like.device().index());
+    gen.set_current_seed(seed);
+    return gen;
+#else
+    throw Error("dropout on a CUDA tensor in a build without CUDA");
+#endif
+  }
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
 
 }  // namespace
 
-ScopedDropoutSeed::ScopedDropoutSeed(uint64_t seed)
-    : gen_(at::make_generator<at::CPUGeneratorImpl>(seed)), previous_(t_generator) {
-  t_generator = &gen_;
+ScopedDropoutSeed::ScopedDropoutSeed(uint64_t seed) : seed_(seed), previous_(t_scope) {
+  t_scope = this;
 }
 
-ScopedDropoutSeed::~ScopedDropoutSeed() { t_generator = previous_; }
+ScopedDropoutSeed::ScopedDropoutSeed(const DropoutRngState& state)
+    : seed_(state.seed), previous_(t_scope) {
+  if (state.cpu) cpu_ = state.cpu->clone();
+  if (state.cuda) cuda_ = state.cuda->clone();
+  t_scope = this;
+}
+
+ScopedDropoutSeed::~ScopedDropoutSeed() { t_scope = previous_; }
+
+at::Generator& ScopedDropoutSeed::generator_for(const at::Tensor& like) {
+  auto& slot = like.is_cuda() ? cuda_ : cpu_;
+  if (!slot) slot = make_generator(like, seed_);
+  return *slot;
+}
+
+DropoutRngState ScopedDropoutSeed::capture() const {
+  DropoutRngState s;
+  s.active = true;
+  s.seed = seed_;
+  if (cpu_) s.cpu = cpu_->clone();
+  if (cuda_) s.cuda = cuda_->clone();
+  return s;
+}
+
+DropoutRngState capture_dropout_rng() { return t_scope ? t_scope->capture() : DropoutRngState{}; }
 
 at::Tensor dropout(const at::Tensor& x, double p) {
   if (p <= 0) return x;
   auto noise = at::empty_like(x);
-  if (t_generator) {
-    noise.bernoulli_(1.0 - p, *t_generator);
+  if (t_scope) {
+    noise.bernoulli_(1.0 - p, t_scope->generator_for(x));
   } else {
     noise.bernoulli_(1.0 - p);
   }

@@ -1,30 +1,50 @@
-// Dropout with a per-thread generator. Training steps split across worker threads would
-// otherwise draw from the one global CPU generator in a thread-interleaving order, making runs
-// irreproducible; the trainer instead installs a generator seeded from (seed, step, micro-batch,
-// slice) around each forward/backward, so dropout masks depend only on the data position.
+// Dropout with per-thread generators. Training steps split across worker threads would
+// otherwise draw from the one global generator in a thread-interleaving order, making runs
+// irreproducible; the trainer instead installs generators seeded from (seed, step, micro-batch,
+// slice) around each forward/backward, so dropout masks depend only on the data position — on
+// CPU and on CUDA alike, which is also why checkpoints need no RNG state for dropout.
 #pragma once
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace lmtrain::model {
 
-// Installs a CPU generator seeded with `seed` for dropout on this thread while alive.
+// The generators of the innermost scope, copied in their current state (activation
+// checkpointing replays a block's masks from it). `active` is false outside any scope.
+struct DropoutRngState {
+  bool active = false;
+  uint64_t seed = 0;
+  std::optional<at::Generator> cpu, cuda;  // made lazily on first use per device type
+};
+
+// Installs generators seeded with `seed` for dropout on this thread while alive: one per
+// device type, made on first use.
 class ScopedDropoutSeed {
  public:
   explicit ScopedDropoutSeed(uint64_t seed);
+  // Installs copies of a captured state, so the same masks come out again.
+  explicit ScopedDropoutSeed(const DropoutRngState& state);
   ~ScopedDropoutSeed();
   ScopedDropoutSeed(const ScopedDropoutSeed&) = delete;
   ScopedDropoutSeed& operator=(const ScopedDropoutSeed&) = delete;
 
+  at::Generator& generator_for(const at::Tensor& like);
+  DropoutRngState capture() const;
+
  private:
-  at::Generator gen_;
-  at::Generator* previous_;
+  uint64_t seed_;
+  std::optional<at::Generator> cpu_, cuda_;
+  ScopedDropoutSeed* previous_;
 };
 
+// This thread's dropout generators in their current state.
+DropoutRngState capture_dropout_rng();
+
 // Inverted dropout: zeroes elements with probability p and scales the rest by 1/(1-p).
-// Uses this thread's installed generator, else the global one.
+// Uses this thread's installed generators, else the global ones.
 at::Tensor dropout(const at::Tensor& x, double p);
 
 }  // namespace lmtrain::model

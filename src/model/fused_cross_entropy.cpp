@@ -1,6 +1,7 @@
 #include "model/fused_cross_entropy.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.h"
@@ -68,9 +69,10 @@ class FusedLinearCrossEntropy : public torch::autograd::Function<FusedLinearCros
 }  // namespace
 
 bool fused_cross_entropy_supported(const at::Tensor& x, const at::Tensor& weight) {
-  return kernels::fused_cpu_kernels_enabled() && x.device().is_cpu() && weight.device().is_cpu() &&
-         x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat && x.dim() >= 2 &&
-         weight.dim() == 2;
+  // Under CPU autocast (bf16) the head's matmul belongs in the compute dtype: libtorch's path.
+  return kernels::fused_cpu_kernels_enabled() && !at::autocast::is_autocast_enabled(at::kCPU) &&
+         x.device().is_cpu() && weight.device().is_cpu() && x.scalar_type() == at::kFloat &&
+         weight.scalar_type() == at::kFloat && x.dim() >= 2 && weight.dim() == 2;
 }
 
 at::Tensor fused_linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,

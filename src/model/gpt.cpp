@@ -167,9 +167,17 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
     x = x + transformer->wpe(pos);  // + (T, C)
   }
   if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
+  const bool recompute = is_training() && torch::GradMode::is_enabled() && !cache;
   int64_t layer = 0;
   for (auto& module : *transformer->h) {
-    x = module->as<BlockImpl>()->forward(x, cache, layer++);
+    auto* block = module->as<BlockImpl>();
+    if (recompute && checkpoint_.applies_to(layer)) {
+      x = checkpointed([block](const at::Tensor& in) { return block->forward(in); }, x,
+                       block->parameters());
+    } else {
+      x = block->forward(x, cache, layer);
+    }
+    ++layer;
   }
   return transformer->ln_f(x);
 }

@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "model/activation_checkpoint.h"
 #include "model/gpt_config.h"
 #include "model/layers.h"
 
@@ -92,6 +93,10 @@ class GptImpl : public torch::nn::Module {
   bool decays(const std::string& name) const;
 
   const GptConfig& config() const { return cfg_; }
+  c10::Device device() const { return transformer->wte->weight.device(); }
+  // Blocks recomputed in backward while training (see activation_checkpoint.h).
+  void set_checkpointing(CheckpointPolicy policy) { checkpoint_ = policy; }
+  const CheckpointPolicy& checkpointing() const { return checkpoint_; }
   Transformer transformer{nullptr};
   Linear lm_head{nullptr};  // only when embeddings are untied
 
@@ -99,6 +104,7 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache);
   torch::Tensor head(const torch::Tensor& x) const;
   GptConfig cfg_;
+  CheckpointPolicy checkpoint_;
 };
 TORCH_MODULE(Gpt);
 

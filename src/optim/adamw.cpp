@@ -42,6 +42,15 @@ void AdamW::step(double lr) {
 
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
                  double lr, const AdamWOptions& o) {
+  if (p.is_cuda()) {
+    // libtorch's fused CUDA AdamW (torch.optim.AdamW(fused=True)): one multi-tensor kernel for
+    // moments, bias corrections and the update. Weight decay is applied by the caller (only on
+    // the decayed ranges), so it gets weight_decay 0 here.
+    const auto steps = at::full({}, static_cast<double>(step), p.options().dtype(at::kFloat));
+    at::_fused_adamw_({p}, {g}, {m}, {v}, {}, {steps}, lr, o.beta1, o.beta2, 0.0, o.eps,
+                      /*amsgrad=*/false, /*maximize=*/false);
+    return;
+  }
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(step));
   const bool fused = p.device().is_cpu() && p.scalar_type() == at::kFloat &&
@@ -69,7 +78,7 @@ void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, 
   p.addcdiv_(m, denom, -lr / bc1);
 }
 
-void AdamW::scale_grads(double coef) {
+void AdamW::scale_grads(const at::Tensor& coef) {
   torch::NoGradGuard no_grad;
   params_.grads().mul_(coef);
 }

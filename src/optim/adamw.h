@@ -41,8 +41,8 @@ class AdamW : public Optimizer {
   std::string name() const override { return "adamw"; }
   int64_t shard_begin() const override { return 0; }
   int64_t shard_end() const override { return params_.numel(); }
-  double grad_norm() override { return params_.grad_norm(); }
-  void scale_grads(double coef) override;
+  at::Tensor grad_norm() override { return params_.grad_norm(); }
+  void scale_grads(const at::Tensor& coef) override;
   // One update with learning rate `lr` from the gradients in params.grads().
   void step(double lr) override;
   int64_t step_count() const override { return step_; }

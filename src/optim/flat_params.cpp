@@ -84,6 +84,6 @@ std::string FlatParams::layout_signature() const {
   return buf;
 }
 
-double FlatParams::grad_norm() const { return grads_.norm().item<double>(); }
+at::Tensor FlatParams::grad_norm() const { return grads_.norm().to(torch::kFloat64); }
 
 }  // namespace lmtrain::optim

@@ -47,8 +47,8 @@ class FlatParams {
   std::string layout_signature() const;
 
   void zero_grad() { grads_.zero_(); }
-  // Global L2 norm of all gradients.
-  double grad_norm() const;
+  // L2 norm of all gradients: float64 scalar tensor on the buffers' device.
+  at::Tensor grad_norm() const;
 
  private:
   std::vector<ParamSegment> segments_;

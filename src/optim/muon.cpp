@@ -92,22 +92,24 @@ int Muon::owner(const std::string& name) const {
   return -1;
 }
 
-double Muon::grad_norm() {
+at::Tensor Muon::grad_norm() {
   if (group_.size() == 1) return params_.grad_norm();
   const auto& g = params_.grads();
-  double shared = 0;
+  const auto f64 = g.options().dtype(torch::kFloat64);
+  // Summed in float64, range by range: the same arithmetic on every device.
+  auto shared = torch::zeros({}, f64);
   for (const auto& r : adam_ranges_) {
-    shared += g.narrow(0, r.begin, r.end - r.begin).pow(2).sum().item<double>();
+    shared += g.narrow(0, r.begin, r.end - r.begin).pow(2).sum().to(torch::kFloat64);
   }
-  auto owned = torch::zeros({1}, torch::kFloat64);
+  auto owned = torch::zeros({1}, f64);
   for (const auto& m : matrices_) {
     if (m.owner == group_.rank()) owned += params_.view(g, *m.seg).pow(2).sum().to(torch::kFloat64);
   }
   group_.allreduce(owned, dist::ReduceOp::kSum)->wait();
-  return std::sqrt(shared + owned.item<double>());
+  return (shared + owned.reshape({})).sqrt();
 }
 
-void Muon::scale_grads(double coef) {
+void Muon::scale_grads(const at::Tensor& coef) {
   torch::NoGradGuard no_grad;
   params_.grads().mul_(coef);
 }

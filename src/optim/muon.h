@@ -62,8 +62,8 @@ class Muon : public Optimizer {
   int grad_owner(const std::string& name) const override { return owner(name); }
   // With owners, a Muon matrix's averaged gradient exists only on its owner: the global norm
   // sums the shared part (identical everywhere) once and the owned parts across ranks.
-  double grad_norm() override;
-  void scale_grads(double coef) override;
+  at::Tensor grad_norm() override;
+  void scale_grads(const at::Tensor& coef) override;
   void step(double lr) override;
   int64_t step_count() const override { return step_; }
 

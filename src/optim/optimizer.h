@@ -2,6 +2,7 @@
 // AdamW) and Muon optimizers are interchangeable. One step is:
 //   gradients averaged by dist::GradSync (fully, or reduce-scattered: grad_reduction())
 //   -> grad_norm() (global, across shards) -> scale_grads() when clipping -> step(lr).
+// Every tensor (parameters, gradients, state) lives on the runtime's device (core/runtime.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -37,9 +38,11 @@ class Optimizer {
     return -1;
   }
 
-  // Global L2 norm of the averaged gradient (may communicate).
-  virtual double grad_norm() = 0;
-  virtual void scale_grads(double coef) = 0;
+  // Global L2 norm of the averaged gradient (may communicate): a float64 scalar tensor on the
+  // gradients' device, so a CUDA step never waits for it (clipping stays on the device).
+  virtual at::Tensor grad_norm() = 0;
+  // Multiplies the gradients this rank updates from by `coef` (a scalar tensor, any device).
+  virtual void scale_grads(const at::Tensor& coef) = 0;
   // One update with learning rate `lr` (the AdamW groups' lr; other groups scale from it).
   virtual void step(double lr) = 0;
   virtual int64_t step_count() const = 0;

@@ -24,13 +24,13 @@ ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, 
   exp_avg_sq_ = torch::zeros({shard_}, params.params().options());
 }
 
-double ZeroAdamW::grad_norm() {
+at::Tensor ZeroAdamW::grad_norm() {
   auto sq = params_.grads().narrow(0, begin_, shard_).pow(2).sum().to(torch::kFloat64).reshape({1});
   group_.allreduce(sq, dist::ReduceOp::kSum)->wait();
-  return std::sqrt(sq.item<double>());
+  return sq.sqrt().reshape({});
 }
 
-void ZeroAdamW::scale_grads(double coef) {
+void ZeroAdamW::scale_grads(const at::Tensor& coef) {
   torch::NoGradGuard no_grad;
   params_.grads().narrow(0, begin_, shard_).mul_(coef);
 }

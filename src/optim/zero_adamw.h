@@ -25,8 +25,8 @@ class ZeroAdamW : public Optimizer {
   }
   int64_t shard_begin() const override { return begin_; }
   int64_t shard_end() const override { return begin_ + shard_; }
-  double grad_norm() override;
-  void scale_grads(double coef) override;
+  at::Tensor grad_norm() override;
+  void scale_grads(const at::Tensor& coef) override;
   void step(double lr) override;
   int64_t step_count() const override { return step_; }
 

@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "core/threads.h"
 #include "dist/group.h"
-#include "model/gpt.h"
+#include "model/build_model.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
@@ -22,22 +22,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }
 
-double measure_gemm_peak_gflops(int64_t n, int reps) {
+double measure_gemm_peak_gflops(int64_t n, int reps, const c10::Device& device,
+                                at::ScalarType dtype) {
   torch::NoGradGuard no_grad;
-  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
-  at::mm_out(c, a, b);  // warm up (thread pool, caches)
+  const auto opts = torch::TensorOptions(dtype).device(device);
+  auto a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts),
+       c = torch::empty({n, n}, opts);
+  at::mm_out(c, a, b);  // warm up (thread pool, caches, cuBLAS handles)
+  core::synchronize(device);
   double best = 0;
   for (int i = 0; i < reps; ++i) {
     auto t0 = Clock::now();
     at::mm_out(c, a, b);
+    core::synchronize(device);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     best = std::max(best, 2.0 * n * n * n / s / 1e9);
   }
   return best;
 }
 
-BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_size) {
+BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runtime& rt,
+                          int local_world_size) {
   BenchResult r;
+  r.runtime = rt.describe();
   r.world_size = group.size();
   r.threads =
       core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
@@ -48,7 +55,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
   const auto plan = BatchPlan::from_config(cfg, group.size());
   torch::manual_seed(cfg.get_int("train.seed"));
-  model::Gpt model(mcfg);
+  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size});
   optim::FlatParams flat(
       *model, [&](const std::string& n) { return model->decays(n); },
       optim::flat_pad_multiple(cfg, group.size()));
@@ -64,7 +71,8 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_
   std::vector<torch::Tensor> batches;
   for (int64_t i = 0; i < pool; ++i) {
     batches.push_back(
-        torch::randint(mcfg.vocab_size, {plan.micro_batch, plan.seq_len + 1}, torch::kLong));
+        torch::randint(mcfg.vocab_size, {plan.micro_batch, plan.seq_len + 1}, torch::kLong)
+            .to(rt.device));
   }
   int64_t counter = 0;
   auto next = [&](int64_t) {
@@ -76,11 +84,13 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_
   log::info(mcfg.describe());
   log::info(plan.describe());
   r.workers = resolve_workers(cfg.get_int("train.workers"), r.threads, plan.micro_batch);
-  TrainStepper stepper(*model, flat, opt, group, r.workers,
+  TrainStepper stepper(*model, flat, opt, group, rt, r.workers,
                        static_cast<uint64_t>(cfg.get_int("train.seed")),
                        static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20)));
   for (int64_t i = 0; i < warmup; ++i) stepper.step(plan.accum_steps, next, lr, clip);
+  core::synchronize(rt.device);
   group.barrier();
+  core::reset_peak_device_memory(rt.device);
   // LMTRAIN_PROFILE=FILE records the timed steps with libtorch's profiler (chrome://tracing).
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* path = std::getenv("LMTRAIN_PROFILE")) {
@@ -91,6 +101,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_
   for (int64_t i = 0; i < steps; ++i) {
     comm_wait_s += stepper.step(plan.accum_steps, next, lr, clip).comm_wait_s;
   }
+  core::synchronize(rt.device);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   profile.reset();
 
@@ -105,7 +116,13 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, int local_world_
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
-  auto peak = torch::tensor({measure_gemm_peak_gflops()}, torch::kFloat64);
+  r.peak_device_bytes = core::peak_device_memory(rt.device);
+  const double nominal_tflops = cfg.get_float("bench.peak_tflops");
+  const double my_peak =
+      rt.cuda() && nominal_tflops > 0
+          ? nominal_tflops * 1e3
+          : measure_gemm_peak_gflops(rt.cuda() ? 8192 : 1024, 10, rt.device, rt.compute_dtype);
+  auto peak = torch::tensor({my_peak}, torch::kFloat64);
   group.allreduce(peak, dist::ReduceOp::kSum)->wait();
   r.peak_gemm_gflops = peak.item<double>();
   r.mfu = r.achieved_gflops / r.peak_gemm_gflops;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/runtime.h"
 #include "dist/group.h"
 
 namespace lmtrain::train {
@@ -25,16 +26,24 @@ struct BenchResult {
   double mfu = 0;  // achieved / peak
   int world_size = 1;
   std::string optimizer;
-  int64_t state_bytes = 0;     // optimizer state on rank 0
-  int64_t peak_rss_bytes = 0;  // rank 0's peak resident set (getrusage)
-  double comm_wait_ms = 0;     // per step: gradient all-reduce not hidden behind backward
+  int64_t state_bytes = 0;        // optimizer state on rank 0
+  int64_t peak_rss_bytes = 0;     // rank 0's peak resident set (getrusage)
+  int64_t peak_device_bytes = 0;  // GPU: rank 0's max_memory_allocated over the timed steps
+  std::string runtime;            // device and precision
+  double comm_wait_ms = 0;        // per step: gradient all-reduce not hidden behind backward
 };
 
 // In a distributed job every rank runs the benchmark on its own random batches; the figures are
 // global (tokens of all ranks; peak = sum of the ranks' GEMM peaks, measured concurrently).
-BenchResult run_benchmark(core::Config config, dist::Group& group, int local_world_size);
+// On a GPU the peak is bench.peak_tflops when set (e.g. 989 for an H100's dense bf16), else the
+// measured GEMM peak in the run's compute dtype.
+BenchResult run_benchmark(core::Config config, dist::Group& group, const core::Runtime& rt,
+                          int local_world_size);
 
-// Best fp32 GFLOP/s of a square matmul (n x n) @ (n x n) over a few repetitions.
-double measure_gemm_peak_gflops(int64_t n = 1024, int reps = 10);
+// Best GFLOP/s of a square matmul (n x n) @ (n x n) of `dtype` on `device` over a few
+// repetitions.
+double measure_gemm_peak_gflops(int64_t n = 1024, int reps = 10,
+                                const c10::Device& device = c10::Device(c10::kCPU),
+                                at::ScalarType dtype = at::kFloat);
 
 }  // namespace lmtrain::train

@@ -3,18 +3,19 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "model/build_model.h"
 #include "train/checkpoint_store.h"
 #include "train/training_checkpoint.h"
 
 namespace lmtrain::train {
 
-InferenceModel load_inference_model(const std::string& spec) {
+InferenceModel load_inference_model(const std::string& spec, const core::Runtime& rt) {
   auto dir = CheckpointStore::resolve(spec, spec);
   if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
   auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
   InferenceModel out;
   out.config = std::make_unique<core::Config>(checkpoint_config(ckpt));
-  out.model = model::Gpt(model::GptConfig::from_config(*out.config, 0));
+  out.model = model::build_model(*out.config, rt, {/*init=*/false});
   load_model_tensors(*out.model, ckpt.files.at("model.safetensors"),
                      ckpt.dir + "/model.safetensors");
   out.model->eval();

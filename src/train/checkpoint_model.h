@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/runtime.h"
 #include "data/bpe_tokenizer.h"
 #include "model/gpt.h"
 
@@ -18,7 +19,8 @@ struct InferenceModel {
 };
 
 // spec: a checkpoint dir, a latest/best link, or a run dir (its latest checkpoint).
-// The model is in eval mode.
-InferenceModel load_inference_model(const std::string& spec);
+// The model is in eval mode, on rt's device.
+InferenceModel load_inference_model(const std::string& spec,
+                                    const core::Runtime& rt = core::Runtime::cpu());
 
 }  // namespace lmtrain::train

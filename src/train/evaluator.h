@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/runtime.h"
 #include "dist/group.h"
 #include "model/gpt.h"
 
@@ -12,7 +13,9 @@ class WindowStream;
 
 namespace lmtrain::train {
 
+// Runs on rt's device under its autocast; the losses are summed there and read once.
 double evaluate(model::GptImpl& model, data::WindowStream& split, int64_t micro_batch,
-                int64_t batches, dist::Group& group);
+                int64_t batches, dist::Group& group,
+                const core::Runtime& rt = core::Runtime::cpu());
 
 }  // namespace lmtrain::train

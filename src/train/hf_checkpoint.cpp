@@ -10,7 +10,7 @@
 #include "core/log.h"
 #include "core/safetensors.h"
 #include "data/bpe_tokenizer.h"
-#include "model/gpt.h"
+#include "model/build_model.h"
 #include "model/hf_format.h"
 #include "train/checkpoint_store.h"
 #include "train/training_checkpoint.h"
@@ -74,7 +74,7 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir) {
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
 
   auto tensors = model::hf::import_tensors(mcfg, read_hf_tensors(hf_dir));
-  model::Gpt m(mcfg, /*init=*/false);
+  auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false});
   TensorList model_tensors;
   for (auto& item : m->named_parameters()) {
     auto it = tensors.find(item.key());

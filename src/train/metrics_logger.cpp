@@ -37,6 +37,11 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                       {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
                       {"elapsed_s", m.elapsed_s}};
   if (m.comm_wait_ms >= 0) j["comm_wait_ms"] = m.comm_wait_ms;
+  if (m.loss_scale > 0) {
+    j["loss_scale"] = m.loss_scale;
+    j["skipped_steps"] = m.skipped_steps;
+  }
+  if (m.peak_mem_bytes > 0) j["peak_mem_mib"] = m.peak_mem_bytes / 1048576.0;
   jsonl_ << j.dump() << '\n';
   jsonl_.flush();
   if (tb_) {
@@ -45,15 +50,28 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     tb_->add_scalar("train/grad_norm", m.grad_norm, m.step);
     tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
     if (m.comm_wait_ms >= 0) tb_->add_scalar("train/comm_wait_ms", m.comm_wait_ms, m.step);
+    if (m.loss_scale > 0) {
+      tb_->add_scalar("train/loss_scale", m.loss_scale, m.step);
+      tb_->add_scalar("train/skipped_steps", static_cast<double>(m.skipped_steps), m.step);
+    }
+    if (m.peak_mem_bytes > 0) {
+      tb_->add_scalar("train/peak_mem_mib", m.peak_mem_bytes / 1048576.0, m.step);
+    }
   }
   const double per_step = m.step > 0 ? m.elapsed_s / m.step : 0;
   const double eta = per_step * static_cast<double>(max_steps_ - m.step);
+  std::string extra;
+  if (m.comm_wait_ms >= 0) extra += log::format(" | comm wait %.1f ms", m.comm_wait_ms);
+  if (m.loss_scale > 0) {
+    extra += log::format(" | scale %.6g, %lld skipped", m.loss_scale, (long long)m.skipped_steps);
+  }
+  if (m.peak_mem_bytes > 0)
+    extra += log::format(" | peak mem %.0f MiB", m.peak_mem_bytes / 1048576.0);
   log::info(log::format(
       "step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s%s | "
       "elapsed %s | ETA %s",
       (long long)m.step, (long long)max_steps_, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
-      m.comm_wait_ms >= 0 ? log::format(" | comm wait %.1f ms", m.comm_wait_ms).c_str() : "",
-      format_duration(m.elapsed_s).c_str(), format_duration(eta).c_str()));
+      extra.c_str(), format_duration(m.elapsed_s).c_str(), format_duration(eta).c_str()));
 }
 
 void MetricsLogger::log_eval(int64_t step, double val_loss) {

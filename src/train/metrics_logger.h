@@ -20,7 +20,10 @@ struct StepMetrics {
   double grad_norm = 0;
   double tokens_per_s = 0;
   double elapsed_s = 0;
-  double comm_wait_ms = -1;  // per step, gradient all-reduce not hidden by backward (<0: n/a)
+  double comm_wait_ms = -1;    // per step, gradient all-reduce not hidden by backward (<0: n/a)
+  double loss_scale = 0;       // fp16 dynamic loss scale (0: not in use)
+  int64_t skipped_steps = 0;   // fp16 steps skipped for inf/nan gradients, whole run
+  int64_t peak_mem_bytes = 0;  // GPU: peak bytes allocated since start (0: CPU)
 };
 
 class MetricsLogger {

@@ -14,7 +14,8 @@ void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const opti
   group.broadcast(params, 0)->wait();
   for (auto t : opt.replicated_state()) group.broadcast(t, 0)->wait();
 
-  const auto crc = core::crc32c(params.data_ptr(), params.numel() * params.element_size());
+  const auto host = params.to(torch::kCPU);  // the parameters may live on a GPU
+  const auto crc = core::crc32c(host.data_ptr(), host.numel() * host.element_size());
   // (fingerprint, numel, step, optimizer step, epoch, cursor)
   auto mine = torch::tensor({static_cast<int64_t>(crc), params.numel(), state.step,
                              opt.step_count(), state.position.epoch, state.position.cursor},

@@ -16,8 +16,16 @@ int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
 }
 
 TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
-                           dist::Group& group, int workers, uint64_t seed, int64_t bucket_bytes)
-    : model_(model), flat_(flat), opt_(opt), group_(group), workers_(workers), seed_(seed) {
+                           dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
+                           int64_t bucket_bytes, LossScaler scaler)
+    : model_(model),
+      flat_(flat),
+      opt_(opt),
+      group_(group),
+      rt_(rt),
+      scaler_(scaler),
+      workers_(rt.cuda() ? 1 : workers),  // split-batch workers are a CPU feature
+      seed_(seed) {
   auto named = model.named_parameters();
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const auto& seg : flat.segments()) {
@@ -28,9 +36,10 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   if (opt.grad_reduction() == optim::GradReduction::kToOwners) {
     for (const auto& seg : flat.segments()) owners.push_back(opt.grad_owner(seg.name));
   }
-  sync_ = std::make_unique<dist::GradSync>(
-      group, params_, ranges, flat.grads(), bucket_bytes,
-      opt.grad_reduction() == optim::GradReduction::kReduceScatter, std::move(owners));
+  sync_ =
+      std::make_unique<dist::GradSync>(group, params_, ranges, flat.grads(), bucket_bytes,
+                                       opt.grad_reduction() == optim::GradReduction::kReduceScatter,
+                                       std::move(owners), rt.reduce_dtype);
   if (workers_.count() > 1) {
     for (int w = 1; w < workers_.count(); ++w) {
       worker_grads_.push_back(torch::zeros_like(flat.grads()));
@@ -38,23 +47,29 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
 }
 
-double TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch) {
+at::Tensor TrainStepper::forward_loss(const at::Tensor& x, const at::Tensor& y) {
+  core::AutocastScope autocast(rt_);  // forward only; backward follows the recorded dtypes
+  return model_.loss(x, y);
+}
+
+at::Tensor TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch) {
   flat_.zero_grad();
-  double loss_sum = 0;
+  at::Tensor loss_sum;  // float64 on the device: no host sync per micro-step
   for (int64_t m = 0; m < accum_steps; ++m) {
     auto [x, y] = next_batch(m);
     model::ScopedDropoutSeed dropout_seed(
         core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
-    auto loss = model_.loss(x, y);
+    auto loss = forward_loss(x, y);
     if (m == accum_steps - 1) sync_->arm();  // communicate during the last backward only
     // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
-    (loss / static_cast<double>(accum_steps)).backward();
-    loss_sum += loss.item<double>();
+    scaler_.scale_loss(loss / static_cast<double>(accum_steps)).backward();
+    auto l = loss.detach().to(torch::kFloat64);
+    loss_sum = loss_sum.defined() ? loss_sum + l : l;
   }
-  return loss_sum / accum_steps;
+  return loss_sum / static_cast<double>(accum_steps);
 }
 
-double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch) {
+at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch) {
   const int k = workers_.count();
   std::vector<double> loss_parts(k, 0.0);
   // Worker 0 writes the flat gradient buffer itself, worker w > 0 its own buffer; the first
@@ -71,9 +86,9 @@ double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& n
           core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, w));
       // Slice mean loss weighted by its share of the rows: the weighted sum over slices is
       // the micro-batch mean, and dividing by accum_steps averages over micro-batches.
-      auto loss = model_.loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));
+      auto loss = forward_loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));
       const double weight = static_cast<double>(hi - lo) / B / accum_steps;
-      auto grads = torch::autograd::grad({loss * weight}, params_);
+      auto grads = torch::autograd::grad({scaler_.scale_loss(loss * weight)}, params_);
       const auto& segs = flat_.segments();
       torch::NoGradGuard no_grad;
       const at::Tensor buf = target(w);
@@ -97,25 +112,39 @@ double TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& n
     if (written[w]) flat_.grads().add_(worker_grads_[w - 1]);
     loss += loss_parts[w];
   }
-  return loss;
+  return torch::scalar_tensor(loss, torch::kFloat64);
 }
 
 StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,
                               double grad_clip) {
-  const double local_loss = workers_.count() > 1 ? accumulate_split(accum_steps, next_batch)
-                                                 : accumulate_single(accum_steps, next_batch);
+  auto loss = workers_.count() > 1 ? accumulate_split(accum_steps, next_batch)
+                                   : accumulate_single(accum_steps, next_batch);
   StepResult r;
   // Average across ranks (a no-op in a world of one).
   r.comm_wait_s = sync_->finish();
-  auto loss_t = torch::tensor({local_loss}, torch::kFloat64);
-  group_.allreduce(loss_t, dist::ReduceOp::kAvg)->wait();
+  r.loss = loss.reshape({1});
+  group_.allreduce(r.loss, dist::ReduceOp::kAvg)->wait();
+  r.loss = r.loss.reshape({});
 
-  r.loss = loss_t.item<double>();
+  torch::NoGradGuard no_grad;
+  auto grads = flat_.grads();
+  if (scaler_.unscale_and_check(grads, group_)) {
+    // fp16 overflow on some rank: no update; the next step retries at half the scale.
+    scaler_.update(true);
+    r.skipped = true;
+    r.grad_norm = torch::full({}, INFINITY, loss.options());
+    return r;
+  }
+  scaler_.update(false);
   r.grad_norm = opt_.grad_norm();  // global, also when each rank holds a shard
   if (grad_clip > 0) {
     // Same rule as torch.nn.utils.clip_grad_norm_.
-    const double coef = grad_clip / (r.grad_norm + 1e-6);
-    if (coef < 1.0) opt_.scale_grads(coef);
+    if (r.grad_norm.is_cpu()) {
+      const double coef = grad_clip / (r.grad_norm.item<double>() + 1e-6);
+      if (coef < 1.0) opt_.scale_grads(torch::scalar_tensor(coef, torch::kFloat64));
+    } else {  // on the device, without waiting for the norm: coef = min(1, clip / norm)
+      opt_.scale_grads((grad_clip / (r.grad_norm + 1e-6)).clamp_max(1.0));
+    }
   }
   opt_.step(lr);
   return r;

@@ -1,6 +1,11 @@
 // One optimizer step: accumulate gradients over micro-batches, average them across ranks,
 // clip by global norm, update. Shared by `train` and `bench`.
 //
+// On CUDA nothing here waits for the device: the loss and the gradient norm stay device
+// tensors (read by the caller when it logs), and clipping scales by a device-side coefficient.
+// The forward runs under autocast when the runtime computes in bf16/fp16; fp16 adds the loss
+// scaler (one flag read per step to decide whether to skip it).
+//
 // Across ranks, gradients are averaged by dist::GradSync: bucket all-reduces start from
 // gradient hooks during the last micro-step's backward, so communication overlaps compute.
 //
@@ -14,19 +19,25 @@
 #include <utility>
 #include <vector>
 
+#include "core/runtime.h"
 #include "dist/grad_sync.h"
 #include "dist/group.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
+#include "train/loss_scaler.h"
 #include "train/step_workers.h"
 
 namespace lmtrain::train {
 
 struct StepResult {
-  double loss = 0;         // mean over the global batch
-  double grad_norm = 0;    // before clipping
+  at::Tensor loss;         // float64 scalar on the device: mean over the global batch
+  at::Tensor grad_norm;    // float64 scalar on the device: before clipping (inf when skipped)
   double comm_wait_s = 0;  // time blocked on gradient all-reduce after backward (not hidden)
+  bool skipped = false;    // fp16: inf/nan gradients, no update (the loss scale was halved)
+  // Host values (each waits for the device).
+  double loss_value() const { return loss.item<double>(); }
+  double grad_norm_value() const { return grad_norm.item<double>(); }
 };
 
 // Returns (inputs, targets), each (B, T) int64, for micro-step m.
@@ -35,21 +46,27 @@ using MicroBatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int64
 class TrainStepper {
  public:
   TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
-               dist::Group& group, int workers, uint64_t seed, int64_t bucket_bytes);
+               dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
+               int64_t bucket_bytes, LossScaler scaler = LossScaler(false, 1, 1));
 
   StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr, double grad_clip);
   int workers() const { return workers_.count(); }
   const dist::GradSync& grad_sync() const { return *sync_; }
+  LossScaler& loss_scaler() { return scaler_; }
 
  private:
-  // Fills flat.grads() with the mean gradient over the micro-batches; returns the mean loss.
-  double accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch);
-  double accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch);
+  // Fills flat.grads() with the mean gradient over the micro-batches (times the loss scale);
+  // returns this rank's mean loss as a float64 scalar tensor on the device.
+  at::Tensor accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch);
+  at::Tensor accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch);
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
 
   model::GptImpl& model_;
   optim::FlatParams& flat_;
   optim::Optimizer& opt_;
   dist::Group& group_;
+  core::Runtime rt_;
+  LossScaler scaler_;
   StepWorkers workers_;
   uint64_t seed_;  // dropout masks are seeded from (seed, optimizer step, micro-step, slice)
   std::vector<torch::Tensor> params_;        // in flat segment order

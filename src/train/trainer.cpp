@@ -12,7 +12,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
-#include "model/gpt.h"
+#include "model/build_model.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
@@ -84,7 +84,8 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
 
 }  // namespace
 
-TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_size) {
+TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
+                         int local_world_size) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
   const std::string run_dir = cfg.get_string("run.dir");
@@ -94,6 +95,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
                         group.size(), threads, run_dir.c_str()));
+  log::info(rt.describe());
 
   // ---- data
   const std::string data_dir = cfg.get_string("data.dir");
@@ -125,7 +127,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
 
   // ---- model and optimizer
   torch::manual_seed(seed);
-  model::Gpt model(mcfg);
+  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size});
   optim::FlatParams flat(
       *model, [&](const std::string& n) { return model->decays(n); },
       optim::flat_pad_multiple(cfg, group.size()));
@@ -179,19 +181,6 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   const std::string tokenizer_json = core::read_file(tok_path);
 
   TrainResult result;
-  auto save = [&](std::optional<double> val_loss) {
-    if (optimizer.sharded()) {
-      // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
-      if (!is_main) write_optimizer_shard(run_dir, state.step, rank, optimizer);
-      group.barrier();
-    }
-    if (!is_main) return;
-    CheckpointInputs in{cfg,          *model,         optimizer,       state,
-                        group.size(), tokenizer_json, tokenizer.hash()};
-    result.last_checkpoint = save_training_checkpoint(store, in, val_loss, result.last_loss);
-    log::info("saved checkpoint " + result.last_checkpoint);
-  };
-
   const int64_t log_every = cfg.get_int("log.every");
   const int64_t eval_every = cfg.get_int("train.eval_every");
   const int64_t eval_batches = cfg.get_int("train.eval_batches");
@@ -206,7 +195,32 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
   const int workers = resolve_workers(cfg.get_int("train.workers"), threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state);
   const auto bucket_bytes = static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20));
-  TrainStepper stepper(*model, flat, optimizer, group, workers, seed, bucket_bytes);
+  TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, bucket_bytes,
+                       LossScaler(rt.loss_scaling(), cfg.get_float("train.loss_scale"),
+                                  cfg.get_int("train.loss_scale_window")));
+  // A resumed fp16 run continues with its saved scale; anything else starts at
+  // train.loss_scale.
+  if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
+  if (rt.loss_scaling()) {
+    log::info(log::format("fp16 loss scale %.6g (doubles after %lld clean steps)",
+                          stepper.loss_scaler().scale(),
+                          (long long)cfg.get_int("train.loss_scale_window")));
+  }
+
+  auto save = [&](std::optional<double> val_loss) {
+    if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
+    if (optimizer.sharded()) {
+      // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
+      if (!is_main) write_optimizer_shard(run_dir, state.step, rank, optimizer);
+      group.barrier();
+    }
+    if (!is_main) return;
+    CheckpointInputs in{cfg,          *model,         optimizer,       state,
+                        group.size(), tokenizer_json, tokenizer.hash()};
+    result.last_checkpoint = save_training_checkpoint(store, in, val_loss, result.last_loss);
+    log::info("saved checkpoint " + result.last_checkpoint);
+  };
+
   log::info(
       log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
   if (group.size() > 1) {
@@ -224,13 +238,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       for (int64_t slot : plan.slots(rank, m)) {
         ids.push_back(train_stream.window_at(state.position.epoch, state.position.cursor + slot));
       }
-      return data::make_batch(train_stream, ids);
+      return data::make_batch(train_stream, ids, rt.device);
     };
     auto r = stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
-    if (!std::isfinite(r.loss)) {
-      throw Error(log::format("loss became %f at step %lld: lower optim.lr or check the data",
-                              r.loss, (long long)state.step + 1));
-    }
     ++state.step;
     maybe_inject_fault(rank, state.step);
     state.position.cursor += plan.global_windows;
@@ -238,21 +248,41 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       ++state.position.epoch;  // the remainder of this epoch's order is dropped
       state.position.cursor = 0;
     }
+    const bool last = state.step == max_steps;
+    // Every rank must stop at the same step, whichever of them got the signal.
+    const bool stopping =
+        any_rank(group, core::stop_requested()) || (stop_at > 0 && state.step >= stop_at);
+    const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last;
+    const bool save_now = (ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping;
+    const bool log_now = state.step % log_every == 0 || state.step == start_step + 1 || last;
+    // The loss is read from the device only here (on a GPU each read waits for the step), and
+    // always before a checkpoint, so a diverged model is never saved.
+    if (log_now || save_now) {
+      result.last_loss = r.loss_value();
+      if (!std::isfinite(result.last_loss)) {
+        throw Error(log::format("loss became %f by step %lld: lower optim.lr or check the data",
+                                result.last_loss, (long long)state.step));
+      }
+    }
+    // On a GPU the steps in between only queued work; the read above waited for all of it, so
+    // the interval's summed time is its wall time.
     const double dt = seconds_since(t0);
     train_seconds += dt;
     interval_seconds += dt;
     interval_tokens += plan.tokens_per_step();
     interval_comm_s += r.comm_wait_s;
     ++interval_steps;
-    result.last_loss = r.loss;
 
-    if (state.step % log_every == 0 || state.step == start_step + 1 || state.step == max_steps) {
+    if (log_now) {
       StepMetrics m;
       m.step = state.step;
       m.epoch = state.position.epoch;
-      m.loss = r.loss;
+      m.loss = result.last_loss;
       m.lr = lr;
-      m.grad_norm = r.grad_norm;
+      m.grad_norm = r.grad_norm_value();
+      m.loss_scale = stepper.loss_scaler().enabled() ? stepper.loss_scaler().scale() : 0;
+      m.skipped_steps = stepper.loss_scaler().state().skipped_steps;
+      m.peak_mem_bytes = core::peak_device_memory(rt.device);
       m.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
       m.elapsed_s = train_seconds;
       m.comm_wait_ms = group.size() > 1 ? 1e3 * interval_comm_s / interval_steps : -1;
@@ -262,17 +292,13 @@ TrainResult run_training(core::Config cfg, dist::Group& group, int local_world_s
       interval_comm_s = 0;
       interval_steps = 0;
     }
-    const bool last = state.step == max_steps;
-    // Every rank must stop at the same step, whichever of them got the signal.
-    const bool stopping =
-        any_rank(group, core::stop_requested()) || (stop_at > 0 && state.step >= stop_at);
     std::optional<double> val_loss;
-    if ((eval_every > 0 && state.step % eval_every == 0) || last) {
-      val_loss = evaluate(*model, val_stream, plan.micro_batch, eval_batches, group);
+    if (eval_now) {
+      val_loss = evaluate(*model, val_stream, plan.micro_batch, eval_batches, group, rt);
       metrics.log_eval(state.step, *val_loss);
       result.last_val_loss = val_loss;
     }
-    if ((ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping) save(val_loss);
+    if (save_now) save(val_loss);
     if (stopping && !last) {
       result.stopped_early = true;
       log::info(stop_at > 0 && state.step >= stop_at

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/runtime.h"
 #include "dist/group.h"
 
 namespace lmtrain::train {
@@ -18,6 +19,8 @@ struct TrainResult {
 };
 
 // `config` is the resolved config (defaults < file < overrides).
-TrainResult run_training(core::Config config, dist::Group& group, int local_world_size);
+// `rt`: this rank's device and precision (core::Runtime::from_config).
+TrainResult run_training(core::Config config, dist::Group& group, const core::Runtime& rt,
+                         int local_world_size);
 
 }  // namespace lmtrain::train

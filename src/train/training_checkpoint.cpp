@@ -66,6 +66,11 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
       {"config", in.config.to_yaml()},
       {"model", in.model.config().describe()},
   };
+  if (in.state.loss_scale) {
+    meta["loss_scale"] = {{"scale", in.state.loss_scale->scale},
+                          {"good_steps", in.state.loss_scale->good_steps},
+                          {"skipped_steps", in.state.loss_scale->skipped_steps}};
+  }
   auto dir = store.save(in.state.step, files, std::move(meta), val_loss);
   std::error_code ec;
   std::filesystem::remove_all(staging, ec);
@@ -173,6 +178,14 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   st.step = ckpt.meta.at("step").get<int64_t>();
   st.position.epoch = ckpt.meta.at("epoch").get<int64_t>();
   st.position.cursor = ckpt.meta.at("data_cursor").get<int64_t>();
+  if (ckpt.meta.contains("loss_scale")) {
+    const auto& ls = ckpt.meta["loss_scale"];
+    LossScalerState s;
+    s.scale = ls.value("scale", 1.0);
+    s.good_steps = ls.value("good_steps", int64_t{0});
+    s.skipped_steps = ls.value("skipped_steps", int64_t{0});
+    st.loss_scale = s;
+  }
   return st;
 }
 

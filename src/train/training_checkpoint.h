@@ -7,7 +7,11 @@
 //   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
 //   meta.json                step, epoch, data position, world size, tokenizer hash,
 //                            resolved config (YAML), optimizer name, step and state layout
-//                            (how to reshard), checksums (added by CheckpointStore)
+//                            (how to reshard), fp16 loss scale, checksums (added by
+//                            CheckpointStore)
+// Tensors are written from whatever device they live on and read back onto the model's, so a
+// checkpoint saved on a GPU resumes on a CPU and back. Dropout needs no device RNG state: its
+// masks are seeded from (seed, step, micro-step) (model/dropout.h).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -19,12 +23,14 @@
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint_store.h"
+#include "train/loss_scaler.h"
 
 namespace lmtrain::train {
 
 struct TrainingState {
   int64_t step = 0;  // completed optimizer steps
   data::DataPosition position;
+  std::optional<LossScalerState> loss_scale;  // fp16 runs only
 };
 
 struct CheckpointInputs {

@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <thread>
-
 #include "core/error.h"
 #include "dist/process_group.h"
 #include "e2e/dist_harness.h"
@@ -117,33 +115,10 @@ TEST_P(GradSyncModes, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks)
   const auto g1 = grads_of(1, nullptr, nullptr, nullptr);
   const auto expected = (g0 + g1) / 2;
 
-  const int port = testing::free_port();
   std::vector<at::Tensor> got(2);
   std::vector<size_t> launched(2), buckets(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DistEnv env;
-        env.rank = r;
-        env.world_size = 2;
-        env.local_rank = r;
-        env.local_world_size = 2;
-        env.master_port = port;
-        env.source = "test";
-        GroupOptions opts;
-        opts.init_timeout_s = 30;
-        opts.timeout_s = 30;
-        auto group = make_group(env, opts);
-        got[r] = grads_of(r, group.get(), &launched[r], &buckets[r]);
-        group->barrier();
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const auto errors = testing::run_ranks_in_process(
+      2, [&](int r, Group& group) { got[r] = grads_of(r, &group, &launched[r], &buckets[r]); });
   const auto& segs = replicas[0].flat->segments();
   const int64_t shard = expected.numel() / 2;
   for (int r = 0; r < 2; ++r) {

@@ -45,12 +45,14 @@ class DdpTest : public ::testing::Test {
     return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(nproc) +
            " --master_port=" + std::to_string(free_port()) + extra + " -- train";
   }
-  // Debian's torchrun (Python 3.11) cannot parse its default --redirects/--tee "0" (an enum
-  // change in 3.11); a mapping for a local rank that doesn't exist parses and changes nothing.
+  // torchrun of the venv's torch 2.11 (scripts/setup.sh), beside its interpreter.
+  static std::string torchrun_binary() {
+    const std::string python = LMTRAIN_PYTHON;
+    return python.substr(0, python.rfind('/') + 1) + "torchrun";
+  }
   static std::string torchrun(int nproc) {
-    return "/usr/bin/torchrun --redirects 9:0 --tee 9:0 --no_python --nproc_per_node=" +
-           std::to_string(nproc) + " --master_port=" + std::to_string(free_port()) + " " +
-           lmtrain_binary() + " train";
+    return torchrun_binary() + " --no_python --nproc_per_node=" + std::to_string(nproc) +
+           " --master_port=" + std::to_string(free_port()) + " " + lmtrain_binary() + " train";
   }
   // Open MPI only starts the processes and tells each its rank (OMPI_COMM_WORLD_*); the
   // rendezvous and all communication are still c10d's.
@@ -122,7 +124,8 @@ TEST_F(DdpTest, LaunchFourRanksWithAndWithoutAccumulationMatchOneRank) {
 }
 
 TEST_F(DdpTest, TorchrunTwoAndFourRanksMatchOneRank) {
-  if (access("/usr/bin/torchrun", X_OK) != 0) GTEST_SKIP() << "/usr/bin/torchrun not installed";
+  ASSERT_EQ(access(torchrun_binary().c_str(), X_OK), 0)
+      << torchrun_binary() << " missing: run scripts/setup.sh (it installs torch into the venv)";
   run_and_compare("torchrun2", torchrun(2), " --train.micro_batch_size=4");
   run_and_compare("torchrun4", torchrun(4), " --train.micro_batch_size=4");
 }

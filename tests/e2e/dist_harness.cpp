@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/safetensors.h"
+#include "dist/process_group.h"
 #include "dist/rendezvous.h"
 
 namespace lmtrain::testing {
@@ -39,15 +40,50 @@ double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b) 
   return worst;
 }
 
-double last_logged_loss(const std::string& run_dir) {
+std::vector<double> logged_losses(const std::string& run_dir) {
   std::ifstream in(run_dir + "/metrics.jsonl");
   std::string line;
-  double loss = -1;
+  std::vector<double> losses;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) loss = j["loss"].get<double>();
+    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
   }
-  return loss;
+  return losses;
+}
+
+double last_logged_loss(const std::string& run_dir) {
+  const auto losses = logged_losses(run_dir);
+  return losses.empty() ? -1 : losses.back();
+}
+
+std::vector<std::string> run_ranks_in_process(
+    int world, const std::function<void(int rank, dist::Group& group)>& body) {
+  const int port = free_port();
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        dist::DistEnv env;
+        env.rank = r;
+        env.world_size = world;
+        env.local_rank = r;
+        env.local_world_size = world;
+        env.master_port = port;
+        env.source = "test";
+        dist::GroupOptions opts;
+        opts.init_timeout_s = 30;
+        opts.timeout_s = 30;
+        auto group = dist::make_group(env, opts);
+        body(r, *group);
+        group->barrier();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
 }
 
 }  // namespace lmtrain::testing

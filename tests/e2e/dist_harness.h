@@ -1,9 +1,11 @@
 // Helpers for the multi-process tests: free ports, concurrent commands, and comparing the
 // parameters of two checkpoints.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "dist/group.h"
 #include "test_util.h"
 
 namespace lmtrain::testing {
@@ -18,7 +20,13 @@ std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands
 // directories; fails the current test if the tensor names differ.
 double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b);
 
-// The loss of the last step record in RUN_DIR/metrics.jsonl.
+// The loss of every step record in RUN_DIR/metrics.jsonl, and of the last one (-1: none).
+std::vector<double> logged_losses(const std::string& run_dir);
 double last_logged_loss(const std::string& run_dir);
+
+// Runs body(rank, group) on `world` ranks, each a thread of this process with its own TCPStore
+// client and Gloo group on loopback; returns each rank's error text ("" = none).
+std::vector<std::string> run_ranks_in_process(
+    int world, const std::function<void(int rank, dist::Group& group)>& body);
 
 }  // namespace lmtrain::testing

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel_isa_fixture.h"
+#include "kernels/kernel_switch.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
@@ -22,6 +23,14 @@ model::GptConfig tiny_config() {
 }
 
 TEST(AdamW, MatchesTorchAdamWWithDecayGroupsAndChangingLr) {
+  // The semantics (decay groups, changing lr, bias correction) against torch::optim::AdamW, on
+  // libtorch's update ops: the fused CPU update differs from them in the last bit of some
+  // parameters (libtorch's sqrt is not correctly rounded; FusedUpdateMatchesOpSequence...
+  // below), which 12 steps of training would grow past this test's 1e-6.
+  kernels::set_fused_cpu_kernels_enabled(false);
+  struct Restore {
+    ~Restore() { kernels::set_fused_cpu_kernels_enabled(true); }
+  } restore;
   torch::manual_seed(0);
   model::Gpt ours(tiny_config());
   model::Gpt ref(tiny_config());
@@ -137,13 +146,13 @@ TEST(FlatParams, ParametersAreViewsAndGradsAccumulateInPlace) {
   EXPECT_EQ(w.sum().item<double>(), 0.5 * w.numel());
   auto ids = torch::randint(40, {2, 8}, torch::kLong);
   m->loss(ids, ids).backward();
-  const double norm1 = flat.grad_norm();
+  const double norm1 = flat.grad_norm().item<double>();
   EXPECT_GT(norm1, 0);
   m->loss(ids, ids).backward();  // accumulates: grads double
-  EXPECT_NEAR(flat.grad_norm(), 2 * norm1, 1e-5 * norm1);
+  EXPECT_NEAR(flat.grad_norm().item<double>(), 2 * norm1, 1e-5 * norm1);
   EXPECT_TRUE(w.grad().data_ptr() >= flat.grads().data_ptr());
   flat.zero_grad();
-  EXPECT_EQ(flat.grad_norm(), 0);
+  EXPECT_EQ(flat.grad_norm().item<double>(), 0);
 }
 
 }  // namespace
@@ -156,7 +165,10 @@ namespace {
 // sequence of libtorch ops, for a length that is not a multiple of the vector width.
 LMTRAIN_KERNEL_ISA_SUITE(AdamWIsa);
 
-TEST_P(AdamWIsa, FusedUpdateEqualsLibtorchOpSequenceBitwise) {
+// The kernel computes libtorch's op sequence with a correctly rounded sqrt, bit for bit.
+// libtorch 2.x's own vectorised sqrt is not correctly rounded (it differs from IEEE sqrt in ~20%
+// of these elements), so against its plain sequence only a few parameters differ.
+TEST_P(AdamWIsa, FusedUpdateMatchesOpSequenceWithExactSqrt) {
   torch::manual_seed(5);
   const int64_t n = 1000 * 8 + 5;
   auto p = torch::randn({n}), g = torch::randn({n}) * 1e-3;
@@ -168,15 +180,19 @@ TEST_P(AdamWIsa, FusedUpdateEqualsLibtorchOpSequenceBitwise) {
   o.eps = 1e-8;
   const int64_t step = 7;
   const double lr = 3e-3;
+  auto p_libtorch = p.clone();
   adam_update(p, g, m, v, step, lr, o);
   const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
   m2.mul_(o.beta1).add_(g, 1.0 - o.beta1);
   v2.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
-  auto denom = (v2.sqrt() / std::sqrt(bc2)).add_(o.eps);
-  p2.addcdiv_(m2, denom, -lr / bc1);
+  // float sqrt via double is correctly rounded (double has more than 2 * 24 + 2 bits).
+  auto exact_sqrt = v2.to(torch::kFloat64).sqrt().to(torch::kFloat);
+  p2.addcdiv_(m2, (exact_sqrt / std::sqrt(bc2)).add_(o.eps), -lr / bc1);
+  p_libtorch.addcdiv_(m2, (v2.sqrt() / std::sqrt(bc2)).add_(o.eps), -lr / bc1);
   EXPECT_EQ(m.ne(m2).sum().item<int64_t>(), 0);
   EXPECT_EQ(v.ne(v2).sum().item<int64_t>(), 0);
   EXPECT_EQ(p.ne(p2).sum().item<int64_t>(), 0);
+  EXPECT_LT(p.ne(p_libtorch).sum().item<int64_t>(), n / 100);
 }
 
 }  // namespace

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The GPU machine's one command (run from the repo root there, e.g. through the device tool):
+# builds lmtrain against the machine's torch, runs the whole suite including the GPU tests
+# (tests/cuda, named Cuda*), runs the GPU benchmarks, prints one summary table and writes every
+# log under $OUT (default /tmp/lmtrain-device).
+#
+# The machine has torch 2.11+cu130 in its python3 but none of our -dev packages and no network:
+# carry the .debs fetched here by `scripts/fetch_device_debs.sh` (into .deb/, git-ignored) and
+# the prepared demo corpus (.devdata/, from scripts/fetch_device_debs.sh too).
+#   LMTRAIN_DEVICE_STEPS=all|tests|bench   which parts after the build (default all; a device call
+#   is limited to 10 minutes, so run `tests` and then `bench` while the machine is warm: the
+#   build is reused)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/lmtrain-device}
+mkdir -p "$OUT"
+parts=${LMTRAIN_DEVICE_STEPS:-all}
+want() { [[ "$parts" == all || "$parts" == "$1" ]]; }
+summary="$OUT/summary.md"
+: >"$summary"
+source bench/common.sh  # field
+note() { echo "$*" | tee -a "$summary"; }
+t0=$SECONDS
+elapsed() { echo "$((SECONDS - t0))s"; }
+
+# ---- dependencies from the carried .debs, unpacked aside (never into /)
+deps=/opt/deps
+mkdir -p "$deps"
+for f in .deb/*.deb; do dpkg -x "$f" "$deps"; done
+export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
+export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+python=${PYTHON:-$(command -v python3)}
+prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+note "# lmtrain device check"
+note ""
+note "GPU: $(cat "$OUT/gpu.txt"); torch $("$python" -c 'import torch; print(torch.__version__)')"
+
+# ---- build
+if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix;$deps/usr" \
+  "-DCMAKE_CXX_FLAGS=-idirafter $deps/usr/include" "-DLMTRAIN_PYTHON=$python" \
+  >"$OUT/configure.log" 2>&1; then
+  note "configure FAILED (see configure.log)"; tail -30 "$OUT/configure.log"; exit 1
+fi
+if ! ninja -C build -j"$(nproc)" >"$OUT/build.log" 2>&1; then
+  note "build FAILED (see build.log)"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1
+fi
+note "build: ok ($(elapsed))"
+
+# ---- tests: the CPU suite (GPUs hidden) and the GPU tests
+if want tests; then
+(cd build && ctest -j"$(nproc)" --timeout 600 --output-on-failure -E '^Cuda') >"$OUT/ctest_cpu.log" 2>&1
+note "CPU suite: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cpu.log" | tail -1) ($(elapsed))"
+grep -E '^\s+[0-9]+ - ' "$OUT/ctest_cpu.log" | head -20 | tee -a "$summary"
+(cd build && ctest --timeout 600 --output-on-failure -R '^Cuda') >"$OUT/ctest_cuda.log" 2>&1
+note "GPU tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log" | tail -1) ($(elapsed))"
+grep -E '^\s+[0-9]+ - |Passed|Failed|Skipped' "$OUT/ctest_cuda.log" | grep -E 'Cuda' | tee -a "$summary"
+fi
+want bench || { cat "$summary"; exit 0; }
+
+# ---- benchmarks
+note ""
+note "## GPT-2 124M, T=1024, bf16 (bench/compare_gpu.sh)"
+for b in 16 32; do
+  bash bench/compare_gpu.sh --batch "$b" --out "$OUT/gpu_b$b" >"$OUT/compare_gpu_b$b.log" 2>&1
+  note ""
+  note "batch $b:"
+  grep -E '^\||^ratio' "$OUT/compare_gpu_b$b.log" | tee -a "$summary"
+done
+note "($(elapsed))"
+
+bench() { build/lmtrain bench --train.device=cuda --bench.peak_tflops=989 "$@"; }
+note ""
+note "## lmtrain bench variants (GPT-2 124M, T=1024, batch 16)"
+for v in "fp32 (TF32)|--train.precision=fp32" "bf16|--train.precision=bf16" \
+         "bf16 + activation checkpointing|--train.precision=bf16 --train.activation_checkpointing=block" \
+         "fp16|--train.precision=fp16"; do
+  name=${v%%|*}; flags=${v#*|}
+  # shellcheck disable=SC2086
+  bench --config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16 \
+    --train.total_batch_size=16384 $flags >"$OUT/bench_${name// /_}.log" 2>&1
+  note "$(printf '| %-32s | %10s tok/s | MFU %s | peak %s MiB |' "$name" \
+    "$(field tokens_per_s <"$OUT/bench_${name// /_}.log")" "$(field mfu <"$OUT/bench_${name// /_}.log")" \
+    "$(field peak_device_mib <"$OUT/bench_${name// /_}.log")")"
+done
+note "($(elapsed))"
+
+if true; then
+  note ""
+  note "## Qwen3-0.6B (configs/qwen3-0.6b.yaml), T=2048, bf16"
+  bench --config configs/qwen3-0.6b.yaml --model.vocab_size=151936 --data.seq_len=2048 \
+    --train.micro_batch_size=8 --train.total_batch_size=16384 --train.precision=bf16 \
+    >"$OUT/bench_qwen3.log" 2>&1
+  note "$(printf '| qwen3-0.6b | %s tok/s | MFU %s | peak %s MiB |' \
+    "$(field tokens_per_s <"$OUT/bench_qwen3.log")" "$(field mfu <"$OUT/bench_qwen3.log")" \
+    "$(field peak_device_mib <"$OUT/bench_qwen3.log")")"
+
+  if [[ -f .devdata/fortunes/train.bin ]]; then
+    note ""
+    note "## bf16 vs fp32 loss over 200 steps (GPT-2 124M shape, fortunes, batch 16 x 512)"
+    for p in fp32 bf16; do
+      build/lmtrain train --config configs/gpt2-124m.yaml --data.dir=.devdata/fortunes \
+        --run.dir="$OUT/run_$p" --data.seq_len=512 --train.micro_batch_size=16 \
+        --train.total_batch_size=8192 --train.max_steps=200 --optim.warmup_steps=20 \
+        --train.eval_every=0 --checkpoint.every=0 --log.every=20 --log.tensorboard=false \
+        --train.device=cuda --train.precision=$p >"$OUT/train_$p.log" 2>&1
+    done
+    "$python" - "$OUT" <<'PY' | tee -a "$summary"
+import json, sys
+out = sys.argv[1]
+def curve(p):
+    rows = [json.loads(l) for l in open(f"{out}/run_{p}/metrics.jsonl")]
+    return {r["step"]: r["loss"] for r in rows if "loss" in r}, [r["val_loss"] for r in rows if "val_loss" in r]
+a, va = curve("fp32"); b, vb = curve("bf16")
+gap = max(abs(a[s] - b[s]) for s in a if s in b)
+print(f"max |train loss gap| over logged steps: {gap:.4f}; final train {a[max(a)]:.4f} (fp32) vs {b[max(b)]:.4f} (bf16); val {va[-1]:.4f} vs {vb[-1]:.4f}")
+PY
+  fi
+fi
+note ""
+note "total: $(elapsed)"
+cat "$summary"

@@ -1,0 +1,166 @@
+#include "core/runtime.h"
+
+#include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+
+#ifdef LMTRAIN_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace lmtrain::core {
+
+bool built_with_cuda() {
+#ifdef LMTRAIN_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+  return built_with_cuda() ? static_cast<int>(torch::cuda::device_count()) : 0;
+}
+
+bool cuda_available() { return cuda_device_count() > 0; }
+
+namespace {
+
+Precision parse_precision(const std::string& s) {
+  if (s == "bf16") return Precision::kBf16;
+  if (s == "fp16") return Precision::kFp16;
+  return Precision::kFp32;
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+
+}  // namespace
+
+Runtime Runtime::for_device(const std::string& device, const std::string& flag, int local_rank) {
+  Runtime rt;
+  if (device != "auto" && device != "cpu" && device != "cuda") {
+    throw UsageError(flag + " = '" + device + "': expected auto, cpu or cuda");
+  }
+  if (device == "cuda" || (device == "auto" && cuda_available())) {
+    if (!built_with_cuda()) {
+      throw UsageError(flag +
+                       "=cuda: this lmtrain was built against a libtorch without CUDA; rebuild "
+                       "with scripts/build.sh against the venv's torch, or use " +
+                       flag + "=cpu");
+    }
+    const int n = cuda_device_count();
+    if (n == 0) {
+      throw UsageError(flag +
+                       "=cuda: no GPU is visible (torch sees 0 CUDA devices; check the driver "
+                       "and CUDA_VISIBLE_DEVICES), or use " +
+                       flag + "=cpu");
+    }
+    if (local_rank >= n) {
+      throw UsageError(log::format(
+          "%s=cuda: local rank %d needs cuda:%d, but only %d GPU(s) are visible: start at most "
+          "%d rank(s) per node",
+          flag.c_str(), local_rank, local_rank, n, n));
+    }
+    rt.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  }
+  return rt;
+}
+
+Runtime Runtime::from_config(const Config& cfg, int local_rank) {
+  Runtime rt = for_device(cfg.get_string("train.device"), "train.device", local_rank);
+  rt.precision = parse_precision(cfg.get_string("train.precision"));
+  if (rt.precision == Precision::kFp16 && !rt.cuda()) {
+    throw UsageError(
+        "train.precision=fp16 needs CUDA (fp16 matmuls on CPU are emulated and loss scaling "
+        "exists for GPUs); use train.precision=bf16 or fp32 on CPU");
+  }
+  rt.compute_dtype = rt.precision == Precision::kBf16   ? at::kBFloat16
+                     : rt.precision == Precision::kFp16 ? at::kHalf
+                                                        : at::kFloat;
+  rt.reduce_dtype =
+      cfg.get_string("train.grad_reduce_dtype") == "bf16" ? at::kBFloat16 : at::kFloat;
+  rt.tf32 = cfg.get_bool("train.tf32");
+  return rt;
+}
+
+void Runtime::activate() const {
+#ifdef LMTRAIN_CUDA
+  if (cuda()) {
+    c10::cuda::set_device(device.index());
+    at::globalContext().setAllowTF32CuBLAS(tf32);
+    at::globalContext().setAllowTF32CuDNN(tf32);
+  }
+#endif
+}
+
+std::string Runtime::describe() const {
+  std::string s = "runtime: " + device.str() + ", " + precision_name(precision);
+  if (autocast()) {
+    s += std::string(" (fp32 master weights, ") + c10::toString(compute_dtype) + " compute";
+    if (loss_scaling()) s += ", dynamic loss scaling";
+    s += ")";
+  }
+  s += std::string(", gradients reduced in ") + c10::toString(reduce_dtype);
+  if (cuda()) s += tf32 ? ", TF32 on" : ", TF32 off";
+  return s;
+}
+
+AutocastScope::AutocastScope(const Runtime& rt) : type_(rt.device.type()) {
+  if (!rt.autocast()) return;
+  active_ = true;
+  prev_enabled_ = at::autocast::is_autocast_enabled(type_);
+  prev_dtype_ = at::autocast::get_autocast_dtype(type_);
+  at::autocast::set_autocast_enabled(type_, true);
+  at::autocast::set_autocast_dtype(type_, rt.compute_dtype);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(type_, prev_enabled_);
+  at::autocast::set_autocast_dtype(type_, prev_dtype_);
+}
+
+int64_t peak_device_memory(const c10::Device& device) {
+#ifdef LMTRAIN_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+        .peak;
+  }
+#endif
+  (void)device;
+  return 0;
+}
+
+void reset_peak_device_memory(const c10::Device& device) {
+#ifdef LMTRAIN_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+  (void)device;
+}
+
+void synchronize(const c10::Device& device) {
+#ifdef LMTRAIN_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+  (void)device;
+}
+
+}  // namespace lmtrain::core

@@ -1,0 +1,75 @@
+// The runtime a run computes with: device and the three dtypes of mixed precision. Made once
+// from the config (train.device, train.precision, train.grad_reduce_dtype, train.tf32) and
+// passed to whatever creates tensors: the model builder, batches, dist::Group, the optimizer.
+// Nothing below cli/ asks "are we on CUDA?" by itself.
+//
+// Mixed precision follows the common recipe (PyTorch AMP, llm.c): fp32 master weights and
+// optimizer state; matmuls and attention in 16 bits under autocast, which casts weights at use;
+// fp16 adds dynamic loss scaling (train/loss_scaler.h).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <string>
+
+namespace lmtrain::core {
+
+class Config;
+
+enum class Precision { kFp32, kBf16, kFp16 };
+
+struct Runtime {
+  c10::Device device{c10::kCPU};
+  Precision precision = Precision::kFp32;
+  at::ScalarType param_dtype = at::kFloat;    // master weights, gradients, optimizer state
+  at::ScalarType compute_dtype = at::kFloat;  // autocast dtype of matmuls and attention
+  at::ScalarType reduce_dtype = at::kFloat;   // gradient all-reduce across ranks
+  bool tf32 = true;
+
+  bool cuda() const { return device.is_cuda(); }
+  bool autocast() const { return compute_dtype != param_dtype; }
+  bool loss_scaling() const { return precision == Precision::kFp16; }
+
+  // Throws UsageError naming the key: train.device=cuda without a visible GPU or in a build
+  // without CUDA, fp16 on CPU. `local_rank` picks cuda:LOCAL_RANK.
+  static Runtime from_config(const Config& cfg, int local_rank);
+  // The CPU fp32 runtime (tools that only read weights: export, counting).
+  static Runtime cpu() { return Runtime{}; }
+  // fp32 on `device` = auto | cpu | cuda (generate, eval); errors name `flag`.
+  static Runtime for_device(const std::string& device, const std::string& flag, int local_rank = 0);
+  // Applies process-wide settings (current CUDA device, TF32). Call once before building.
+  void activate() const;
+  std::string describe() const;
+};
+
+// True when this build has CUDA and at least one GPU is visible (CUDA_VISIBLE_DEVICES applies).
+bool cuda_available();
+int cuda_device_count();
+bool built_with_cuda();
+
+// Autocast of `rt.compute_dtype` on rt's device type while alive (no-op for fp32). The cast-
+// weight cache is cleared on exit, as torch.autocast does when leaving the outermost region.
+class AutocastScope {
+ public:
+  explicit AutocastScope(const Runtime& rt);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool active_ = false;
+  c10::DeviceType type_ = c10::kCPU;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kFloat;
+};
+
+// Peak bytes the caching allocator handed out on `device` since the last reset (0 on CPU),
+// and the reset.
+int64_t peak_device_memory(const c10::Device& device);
+void reset_peak_device_memory(const c10::Device& device);
+
+// Blocks until the device has finished queued work (timing, CUDA only).
+void synchronize(const c10::Device& device);
+
+}  // namespace lmtrain::core

@@ -1,0 +1,22 @@
+// An all-to-all that autograd differentiates: the exchange expert parallelism uses to send
+// tokens to the ranks holding their experts and back. Backward is the reverse exchange: the
+// gradient of the rows this rank received goes back to the ranks that sent them.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dist/group.h"
+
+namespace lmtrain::dist {
+
+// input (sum(input_splits), ...): rows [sum(input_splits[<r]), +input_splits[r]) go to rank r.
+// Returns (sum(output_splits), ...): rows from rank s at [sum(output_splits[<s]), ...).
+// Split sizes may differ per rank and be zero; each rank passes its own. Blocks until the
+// exchange is done (forward and backward).
+at::Tensor all_to_all_autograd(Group& group, const at::Tensor& input,
+                               const std::vector<int64_t>& output_splits,
+                               const std::vector<int64_t>& input_splits);
+
+}  // namespace lmtrain::dist

@@ -1,0 +1,19 @@
+#include "model/build_model.h"
+
+#include "core/config.h"
+#include "model/activation_checkpoint.h"
+
+namespace lmtrain::model {
+
+Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts) {
+  const auto mcfg = GptConfig::from_config(cfg, opts.tokenizer_vocab);
+  Gpt model(mcfg, opts.init);
+  model->set_checkpointing(
+      CheckpointPolicy::parse(cfg.get_string("train.activation_checkpointing")));
+  if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
+    model->to(rt.device, rt.param_dtype);
+  }
+  return model;
+}
+
+}  // namespace lmtrain::model

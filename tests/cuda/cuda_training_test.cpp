@@ -1,0 +1,133 @@
+// GPU tests (named Cuda*): they run the real binary on cuda:0 and compare with the CPU. Where no
+// GPU is visible (every CI machine) each skips, saying so. TF32 is off wherever results are
+// compared with the CPU's, so fp32 on both sides means fp32.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "core/runtime.h"
+#include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CudaTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!core::cuda_available()) return;
+    dir_ = new TempDir("lmtrain_cuda");
+    data_ = prepare_synthetic_data(dir_->path());
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!core::cuda_available())
+      GTEST_SKIP() << "no GPU visible to libtorch (CUDA build: " << core::built_with_cuda() << ")";
+  }
+
+  // Tiny GPT-2, 12 steps; `extra` picks the device and precision.
+  static CommandResult train(const std::string& run, const std::string& extra,
+                             const std::string& launcher = "") {
+    return run_command((launcher.empty() ? lmtrain_binary() : launcher) + " train" +
+                       tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
+                       " --train.max_steps=12 --optim.eps=1e-6 --train.tf32=false" + extra);
+  }
+  static TempDir* dir_;
+  static std::string data_;
+};
+TempDir* CudaTest::dir_ = nullptr;
+std::string CudaTest::data_;
+
+TEST_F(CudaTest, CudaFp32TrainingMatchesCpu) {
+  const auto cpu = dir_->file("cpu"), gpu = dir_->file("gpu");
+  auto a = train(cpu, " --train.device=cpu");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = train(gpu, " --train.device=cuda");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("runtime: cuda:0, fp32"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("peak mem"), std::string::npos) << b.output;
+  EXPECT_LE(max_param_rel_diff(gpu + "/checkpoints/latest", cpu + "/checkpoints/latest"), 1e-4);
+  EXPECT_NEAR(last_logged_loss(gpu), last_logged_loss(cpu), 1e-4);
+}
+
+TEST_F(CudaTest, CudaOneRankOverNcclMatchesCpu) {
+  const auto cpu = dir_->file("cpu_ref"), gpu = dir_->file("nccl1");
+  ASSERT_EQ(train(cpu, " --train.device=cpu").exit_code, 0);
+  auto r = train(gpu, " --train.device=cuda --dist.backend=nccl",
+                 lmtrain_binary() + " launch --standalone --nproc_per_node=1 --");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LE(max_param_rel_diff(gpu + "/checkpoints/latest", cpu + "/checkpoints/latest"), 1e-4)
+      << r.output;
+}
+
+TEST_F(CudaTest, CudaBf16AndFp16TrainCloseToFp32) {
+  const auto f32 = dir_->file("f32"), b16 = dir_->file("bf16"), f16 = dir_->file("fp16");
+  ASSERT_EQ(train(f32, " --train.device=cuda").exit_code, 0);
+  auto b = train(b16, " --train.device=cuda --train.precision=bf16");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto h = train(f16, " --train.device=cuda --train.precision=fp16 --train.loss_scale=1024");
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  EXPECT_NE(h.output.find("scale 1024"), std::string::npos) << h.output;
+  const auto l32 = logged_losses(f32), l16b = logged_losses(b16), l16h = logged_losses(f16);
+  ASSERT_EQ(l32.size(), l16b.size());
+  ASSERT_EQ(l32.size(), l16h.size());
+  for (size_t i = 0; i < l32.size(); ++i) {
+    EXPECT_NEAR(l16b[i], l32[i], 0.05) << "bf16, step " << i + 1;
+    EXPECT_NEAR(l16h[i], l32[i], 0.01) << "fp16, step " << i + 1;
+  }
+}
+
+TEST_F(CudaTest, CudaCheckpointResumesOnCpuAndBackLikeAnUninterruptedRun) {
+  const auto whole = dir_->file("whole"), hop = dir_->file("hop");
+  ASSERT_EQ(train(whole, " --train.device=cuda").exit_code, 0);
+  auto a = train(hop, " --train.device=cuda --train.stop_at_step=4");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = train(hop, " --train.device=cpu --train.stop_at_step=8 --resume=auto");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto c = train(hop, " --train.device=cuda --resume=auto");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_LE(max_param_rel_diff(hop + "/checkpoints/latest", whole + "/checkpoints/latest"), 1e-4);
+}
+
+TEST_F(CudaTest, CudaKvCacheGreedyGenerationMatchesCpu) {
+  const auto run = dir_->file("gen");
+  ASSERT_EQ(train(run, " --train.device=cuda").exit_code, 0);
+  auto gen = [&](const char* device) {
+    return run_command(lmtrain_binary() + " generate --checkpoint " + run +
+                       " --prompt 'the ' --max_new_tokens 24 --temperature 0 --device " + device);
+  };
+  auto g = gen("cuda"), c = gen("cpu");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(g.output, c.output);
+}
+
+TEST_F(CudaTest, CudaActivationCheckpointingLowersPeakMemory) {
+  auto bench = [&](const char* policy) {
+    auto r =
+        run_command(lmtrain_binary() + " bench --config " + source_dir() +
+                    "/configs/gpt2-tiny.yaml --model.vocab_size=4096 --data.seq_len=256"
+                    " --train.micro_batch_size=16 --train.total_batch_size=4096 --train.device=cuda"
+                    " --bench.steps=2"
+                    " --bench.warmup=1 --train.activation_checkpointing=" +
+                    policy);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::smatch m;
+    const std::regex re("peak_device_mib: ([0-9.]+)");
+    EXPECT_TRUE(std::regex_search(r.output, m, re)) << r.output;
+    return m.empty() ? 0.0 : std::stod(m[1]);
+  };
+  const double none = bench("none"), block = bench("block");
+  EXPECT_GT(none, 0);
+  EXPECT_LT(block, none);
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
