@@ -49,6 +49,28 @@ CommandResult run_command(const std::string& command) {
 std::string lmtrain_binary() { return LMTRAIN_BINARY; }
 std::string source_dir() { return LMTRAIN_SOURCE_DIR; }
 
+std::string lmtrain_python() {
+  const std::string python = LMTRAIN_PYTHON;
+  if (python.empty() || !fs::exists(python)) {
+    throw std::runtime_error("LMTRAIN_PYTHON ('" + python +
+                             "') is not a python: configure the build with the project venv "
+                             "(scripts/setup.sh, then scripts/build.sh)");
+  }
+  return python;
+}
+
+CommandResult run_hf_check(const std::string& args) {
+  return run_command(lmtrain_python() + " " + source_dir() + "/tests/fixtures/hf_check.py " + args);
+}
+
+nlohmann::json check_result(const CommandResult& r) {
+  const std::string marker = "@@JSON@@";
+  const size_t at = r.output.rfind(marker);
+  if (at == std::string::npos) throw std::runtime_error("no JSON result in:\n" + r.output);
+  const size_t begin = at + marker.size();
+  return nlohmann::json::parse(r.output.substr(begin, r.output.find('\n', begin) - begin));
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

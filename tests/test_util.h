@@ -1,5 +1,6 @@
 // Helpers shared by the tests: scratch directories and running the lmtrain binary.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace lmtrain::testing {
@@ -30,6 +31,13 @@ CommandResult run_command(const std::string& command);
 // Path of the built lmtrain binary and of the source tree.
 std::string lmtrain_binary();
 std::string source_dir();
+
+// The project venv's python (LMTRAIN_PYTHON, set by CMake; a hard requirement of the tests),
+// and a run of tests/fixtures/hf_check.py ARGS with it. check_result() is the JSON object the
+// script printed last (after its "@@JSON@@" marker); it throws when there is none.
+std::string lmtrain_python();
+CommandResult run_hf_check(const std::string& args);
+nlohmann::json check_result(const CommandResult& r);
 
 // Whole file as a string; throws if unreadable.
 std::string read_text(const std::string& path);

@@ -23,13 +23,17 @@ int cmd_generate(const Args& argv) {
       {"stop_at_eot", FlagKind::kBool, "stop at <|endoftext|> (default true)"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
       {"device", FlagKind::kValue, "auto | cpu | cuda (default auto: a GPU when visible)", "D"},
+      {"print_ids", FlagKind::kBool,
+       "print the generated token ids (space-separated) instead of their text"},
   };
   const auto args = parse_args("generate", argv, flags, /*accept_config=*/false);
   if (args.help) {
     std::cout << "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"
                  "       [--temperature T] [--top_k K] [--top_p P] [--seed S]\n\n"
                  "Prints the prompt's continuation to stdout (the prompt itself is not\n"
-                 "repeated). Decoding is incremental with a KV cache.\n\nFlags:\n"
+                 "repeated). Decoding is incremental with a KV cache. --print_ids prints\n"
+                 "every generated token id instead, the <|endoftext|> that stops it included.\n\n"
+                 "Flags:\n"
               << flags_help(flags);
     return 0;
   }
@@ -47,6 +51,7 @@ int cmd_generate(const Args& argv) {
   if (max_new < 0) throw UsageError("--max_new_tokens must be >= 0");
   if (samples < 1) throw UsageError("--num_samples must be >= 1");
   const bool stop_at_eot = args.get("stop_at_eot", "true") != "false";
+  const bool print_ids = args.get("print_ids", "false") != "false";
   core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
@@ -64,7 +69,12 @@ int cmd_generate(const Args& argv) {
     // Stream each token as it is decoded; bytes of a multi-byte character may span tokens,
     // which the terminal reassembles.
     infer::generate(*loaded.model, prompt, max_new, opts, static_cast<uint64_t>(seed + s),
-                    stop_at_eot ? eot : -1, [&](uint32_t id) {
+                    stop_at_eot ? eot : -1, [&, first = true](uint32_t id) mutable {
+                      if (print_ids) {
+                        std::cout << (first ? "" : " ") << id << std::flush;
+                        first = false;
+                        return;
+                      }
                       if (static_cast<int64_t>(id) == eot) return;
                       std::cout << tok.decode(&id, 1) << std::flush;
                     });

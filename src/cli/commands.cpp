@@ -18,6 +18,7 @@ Usage: lmtrain <command> [flags]
 
 Commands:
   prepare    text / JSONL files -> trained BPE tokenizer + binary token shards
+  tokenize   encode a file to token ids with a tokenizer.json (or decode ids back)
   train      train a model from a YAML config (+ --section.key=value overrides)
   launch     start and supervise the ranks of a distributed job on this node (torchrun flags)
   generate   sample text from a checkpoint (KV cache, temperature / top-k / top-p)
@@ -44,6 +45,7 @@ int run_main(int argc, char** argv) {
   Args args(all.begin() + 1, all.end());
   try {
     if (command == "prepare") return cmd_prepare(args);
+    if (command == "tokenize") return cmd_tokenize(args);
     if (command == "train") return cmd_train(args);
     if (command == "generate") return cmd_generate(args);
     if (command == "eval") return cmd_eval(args);

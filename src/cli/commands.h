@@ -9,6 +9,7 @@ namespace lmtrain::cli {
 using Args = std::vector<std::string>;
 
 int cmd_prepare(const Args& args);
+int cmd_tokenize(const Args& args);
 int cmd_train(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_eval(const Args& args);

@@ -136,6 +136,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   h.str("lmtrain-bpe-v1");
   h.str(m->options.pattern);
   h.u64(m->options.ignore_merges);
+  if (m->options.add_prefix_space) h.str("add_prefix_space");  // keeps older hashes unchanged
   h.u64(n);
   for (const std::string& t : m->tokens) h.str(t);
   h.u64(m->merges.size());
@@ -199,6 +200,11 @@ std::vector<uint32_t> BpeTokenizer::encode(std::string_view text) const {
 }
 
 void BpeTokenizer::encode_append(std::string_view text, std::vector<uint32_t>* out) const {
+  if (model_->options.add_prefix_space && !text.empty() && text[0] != ' ') {
+    const std::string prefixed = " " + std::string(text);
+    model_->pretok.split(prefixed, [&](std::string_view word) { encode_word(word, out); });
+    return;
+  }
   model_->pretok.split(text, [&](std::string_view word) { encode_word(word, out); });
 }
 

@@ -30,6 +30,9 @@ struct BpeOptions {
   // Hugging Face `ignore_merges` (Llama 3): a pre-token that is itself in the vocabulary is
   // emitted as one token without running merges.
   bool ignore_merges = false;
+  // Hugging Face ByteLevel `add_prefix_space`: a text (or each stretch between special tokens)
+  // that does not start with ' ' is encoded as if it did (tokenizers' ByteLevel() default).
+  bool add_prefix_space = false;
 };
 
 class BpeTokenizer {

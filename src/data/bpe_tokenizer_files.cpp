@@ -111,9 +111,6 @@ std::string hf_pattern(const std::string& path, const json& pt) {
   if (!pt.is_object()) throw bad("missing");
   const std::string type = pt.value("type", "");
   if (type == "ByteLevel") {
-    if (pt.value("add_prefix_space", false)) {
-      log::warn("tokenizer " + path + ": ByteLevel add_prefix_space=true is ignored");
-    }
     if (!pt.value("use_regex", true)) throw bad("ByteLevel without a regex");
     return kGpt2Pattern;
   }
@@ -133,6 +130,12 @@ std::string hf_pattern(const std::string& path, const json& pt) {
     return split["pattern"]["Regex"].get<std::string>();
   }
   throw bad("type " + type);
+}
+
+// ByteLevel's add_prefix_space, alone or as the last step of a Sequence.
+bool add_prefix_space(const json& pt) {
+  const json& bl = pt.value("type", "") == "Sequence" ? pt["pretokenizers"].back() : pt;
+  return bl.value("add_prefix_space", false);
 }
 
 }  // namespace
@@ -188,6 +191,7 @@ BpeTokenizer BpeTokenizer::load_hf(const std::string& path) {
   if (!model.contains("vocab")) throw Error("tokenizer file " + path + " has no model.vocab");
   BpeOptions options;
   options.pattern = hf_pattern(path, j.value("pre_tokenizer", json()));
+  options.add_prefix_space = add_prefix_space(j.value("pre_tokenizer", json()));
   options.ignore_merges = model.value("ignore_merges", false);
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     log::warn("tokenizer " + path + ": normalizer is ignored (text is encoded as given)");
@@ -272,9 +276,9 @@ void BpeTokenizer::save_hf(const std::string& path) const {
                      {"normalized", false},
                      {"special", true}});
   }
-  auto byte_level = [](bool use_regex) {
+  auto byte_level = [this](bool use_regex) {
     return ojson{{"type", "ByteLevel"},
-                 {"add_prefix_space", false},
+                 {"add_prefix_space", options().add_prefix_space},
                  {"trim_offsets", true},
                  {"use_regex", use_regex}};
   };

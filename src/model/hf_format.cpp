@@ -5,18 +5,9 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/log.h"
 
 namespace lmtrain::model::hf {
 namespace {
-
-template <typename T>
-T get_or(const nlohmann::json& j, const char* key, T fallback) {
-  return j.contains(key) && !j[key].is_null() ? j[key].get<T>() : fallback;
-}
-
-std::string num(double v) { return log::format("%.17g", v); }
-std::string num(int64_t v) { return std::to_string(v); }
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -38,151 +29,7 @@ std::vector<std::pair<std::string, std::string>> llama_block_pairs(const GptConf
   return p;
 }
 
-void check_llama_family(const GptConfig& c) {
-  if (c.norm != "rmsnorm" || c.pos != "rope" || c.mlp != "swiglu" || c.bias ||
-      c.logit_softcap > 0) {
-    throw UsageError("model.arch=" + c.arch +
-                     " needs norm=rmsnorm, pos=rope, mlp=swiglu, bias=false and no soft-capping "
-                     "to match Hugging Face's " +
-                     c.arch);
-  }
-  if ((c.arch == "qwen3") != c.qk_norm) {
-    throw UsageError("model.qk_norm must be " + std::string(c.arch == "qwen3" ? "true" : "false") +
-                     " for model.arch=" + c.arch);
-  }
-  if ((c.arch == "qwen2") != c.qkv_bias) {
-    throw UsageError("model.qkv_bias must be " + std::string(c.arch == "qwen2" ? "true" : "false") +
-                     " for model.arch=" + c.arch);
-  }
-}
-
-void check_gpt2(const GptConfig& c) {
-  if (c.norm != "layernorm" || c.pos != "learned" || c.mlp != "gelu" || !c.bias ||
-      c.kv_heads() != c.n_head || c.head_dim() * c.n_head != c.n_embd || c.qk_norm ||
-      c.logit_softcap > 0 || c.hidden_dim() != 4 * c.n_embd) {
-    throw UsageError(
-        "model.arch=gpt2 exports only GPT-2 itself (layernorm, learned positions, gelu, biases, "
-        "full heads, 4x MLP)");
-  }
-}
-
 }  // namespace
-
-std::vector<std::pair<std::string, std::string>> config_overrides(const nlohmann::json& j) {
-  const std::string type = get_or<std::string>(j, "model_type", "");
-  std::vector<std::pair<std::string, std::string>> o;
-  if (type == "gpt2") {
-    const auto C = get_or<int64_t>(j, "n_embd", 768);
-    o = {{"model.arch", "gpt2"},
-         {"model.n_layer", num(get_or<int64_t>(j, "n_layer", 12))},
-         {"model.n_head", num(get_or<int64_t>(j, "n_head", 12))},
-         {"model.n_embd", num(C)},
-         {"model.block_size", num(get_or<int64_t>(j, "n_positions", 1024))},
-         {"model.vocab_size", num(get_or<int64_t>(j, "vocab_size", 50257))},
-         {"model.norm_eps", num(get_or<double>(j, "layer_norm_epsilon", 1e-5))},
-         {"model.mlp_hidden", num(get_or<int64_t>(j, "n_inner", 4 * C))},
-         {"model.tie_embeddings", get_or<bool>(j, "tie_word_embeddings", true) ? "true" : "false"},
-         {"model.bias", "true"}};
-    const auto act = get_or<std::string>(j, "activation_function", "gelu_new");
-    if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
-      throw UsageError("config.json: GPT-2 activation_function '" + act +
-                       "' is not supported (gelu_new)");
-    }
-    return o;
-  }
-  if (type == "llama" || type == "qwen2" || type == "qwen3") {
-    const auto C = get_or<int64_t>(j, "hidden_size", 4096);
-    const auto H = get_or<int64_t>(j, "num_attention_heads", 32);
-    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-      throw UsageError("config.json: rope_scaling " + j["rope_scaling"].dump() +
-                       " is not supported (plain RoPE only)");
-    }
-    const auto act = get_or<std::string>(j, "hidden_act", "silu");
-    if (act != "silu") throw UsageError("config.json: hidden_act '" + act + "' is not supported");
-    if (get_or<bool>(j, "mlp_bias", false)) {
-      throw UsageError("config.json: mlp_bias=true is not supported");
-    }
-    const bool attention_bias = get_or<bool>(j, "attention_bias", type == "qwen2");
-    if (type == "llama" && attention_bias) {
-      throw UsageError("config.json: llama attention_bias=true is not supported");
-    }
-    o = {
-        {"model.arch", type},
-        {"model.n_layer", num(get_or<int64_t>(j, "num_hidden_layers", 32))},
-        {"model.n_head", num(H)},
-        {"model.n_kv_head", num(get_or<int64_t>(j, "num_key_value_heads", H))},
-        {"model.n_embd", num(C)},
-        {"model.head_dim", num(get_or<int64_t>(j, "head_dim", C / H))},
-        {"model.mlp", "swiglu"},
-        {"model.mlp_hidden", num(get_or<int64_t>(j, "intermediate_size", 4 * C))},
-        {"model.norm", "rmsnorm"},
-        {"model.norm_eps", num(get_or<double>(j, "rms_norm_eps", 1e-6))},
-        {"model.pos", "rope"},
-        {"model.rope_theta", num(get_or<double>(j, "rope_theta", 10000.0))},
-        {"model.qk_norm", type == "qwen3" ? "true" : "false"},
-        {"model.qkv_bias", type == "qwen2" ? "true" : "false"},
-        {"model.bias", "false"},
-        {"model.block_size", num(get_or<int64_t>(j, "max_position_embeddings", 2048))},
-        {"model.vocab_size", num(get_or<int64_t>(j, "vocab_size", 32000))},
-        {"model.tie_embeddings", get_or<bool>(j, "tie_word_embeddings", false) ? "true" : "false"}};
-    return o;
-  }
-  throw UsageError("config.json: model_type '" + type +
-                   "' is not supported (supported: gpt2, llama, qwen2, qwen3)");
-}
-
-nlohmann::json hf_config(const GptConfig& c) {
-  if (c.arch == "gpt2") {
-    check_gpt2(c);
-    return {{"model_type", "gpt2"},
-            {"architectures", {"GPT2LMHeadModel"}},
-            {"n_layer", c.n_layer},
-            {"n_head", c.n_head},
-            {"n_embd", c.n_embd},
-            {"n_positions", c.block_size},
-            {"n_ctx", c.block_size},
-            {"vocab_size", c.vocab_size},
-            {"layer_norm_epsilon", c.norm_eps},
-            {"activation_function", "gelu_new"},
-            {"resid_pdrop", 0.0},
-            {"embd_pdrop", 0.0},
-            {"attn_pdrop", 0.0},
-            {"tie_word_embeddings", c.tie_embeddings},
-            {"torch_dtype", "float32"}};
-  }
-  if (c.arch == "llama" || c.arch == "qwen2" || c.arch == "qwen3") {
-    check_llama_family(c);
-    const std::string cls = c.arch == "llama"   ? "LlamaForCausalLM"
-                            : c.arch == "qwen2" ? "Qwen2ForCausalLM"
-                                                : "Qwen3ForCausalLM";
-    nlohmann::json j = {{"model_type", c.arch},
-                        {"architectures", {cls}},
-                        {"hidden_size", c.n_embd},
-                        {"intermediate_size", c.hidden_dim()},
-                        {"num_hidden_layers", c.n_layer},
-                        {"num_attention_heads", c.n_head},
-                        {"num_key_value_heads", c.kv_heads()},
-                        {"head_dim", c.head_dim()},
-                        {"hidden_act", "silu"},
-                        {"rms_norm_eps", c.norm_eps},
-                        {"rope_theta", c.rope_theta},
-                        {"rope_scaling", nullptr},
-                        {"max_position_embeddings", c.block_size},
-                        {"vocab_size", c.vocab_size},
-                        {"tie_word_embeddings", c.tie_embeddings},
-                        {"attention_dropout", 0.0},
-                        {"torch_dtype", "float32"}};
-    if (c.arch == "llama") {
-      j["attention_bias"] = false;
-      j["mlp_bias"] = false;
-    }
-    if (c.arch == "qwen3") j["attention_bias"] = false;
-    return j;
-  }
-  throw UsageError("model.arch=" + c.arch +
-                   " has no Hugging Face transformers equivalent (export supports gpt2, llama, "
-                   "qwen2, qwen3)");
-}
 
 namespace {
 
@@ -194,11 +41,11 @@ class HfReader {
     auto it = hf_.find(name);
     if (it == hf_.end()) it = hf_.find("transformer." + name);
     if (it == hf_.end() && name.rfind("transformer.", 0) == 0) it = hf_.find(name.substr(12));
-    if (it == hf_.end()) throw Error("Hugging Face checkpoint has no tensor '" + name + "'");
+    if (it == hf_.end()) throw UsageError("Hugging Face checkpoint has no tensor '" + name + "'");
     if (it->second.sizes().vec() != shape) {
-      throw Error("Hugging Face tensor '" + it->first + "' has shape " +
-                  c10::str(it->second.sizes()) + ", the config implies " +
-                  c10::str(c10::IntArrayRef(shape)));
+      throw UsageError("Hugging Face tensor '" + it->first + "' has shape " +
+                       c10::str(it->second.sizes()) + ", the config implies " +
+                       c10::str(c10::IntArrayRef(shape)));
     }
     used_.insert(it->first);
     return it->second.to(at::kFloat).contiguous();
@@ -212,7 +59,7 @@ class HfReader {
           ends_with(name, "rotary_emb.inv_freq") || name == "lm_head.weight") {
         continue;
       }
-      throw Error("Hugging Face tensor '" + name + "' has no place in this model");
+      throw UsageError("Hugging Face tensor '" + name + "' has no place in this model");
     }
   }
 

@@ -24,17 +24,22 @@ namespace lmtrain::model::hf {
 
 using Tensors = std::map<std::string, at::Tensor>;
 
-// config.json -> lmtrain config overrides ("model.n_layer" -> "12", ...). Throws UsageError for
-// an unsupported model_type or option (naming it).
+// config.json (transformers 4.x or 5.x style) -> lmtrain config overrides ("model.n_layer" ->
+// "12", ...). Throws UsageError for an unsupported model_type or option, naming the key.
 std::vector<std::pair<std::string, std::string>> config_overrides(const nlohmann::json& config);
 
 // lmtrain model -> config.json. Throws UsageError when the model has no HF equivalent.
 nlohmann::json hf_config(const GptConfig& cfg);
 
 // HF tensors (by HF name) -> lmtrain tensors (by lmtrain name). Every lmtrain parameter must be
-// found with the right shape; errors name the tensor. Unused HF buffers (GPT-2's attn.bias
-// masks, rotary inv_freq) are ignored; any other leftover tensor is an error.
+// found with the right shape; errors (UsageError) name the tensor. Unused HF buffers (GPT-2's
+// attn.bias masks, rotary inv_freq) are ignored; any other leftover tensor is an error.
 Tensors import_tensors(const GptConfig& cfg, const Tensors& hf);
+
+// Throw UsageError unless the model is exactly what transformers' GPT2LMHeadModel /
+// Llama-Qwen classes compute (model/hf_config.cpp).
+void check_gpt2(const GptConfig& cfg);
+void check_llama_family(const GptConfig& cfg);
 
 // lmtrain parameters -> HF tensors, in HF names (tied embeddings: no lm_head.weight).
 Tensors export_tensors(const GptConfig& cfg, const Tensors& ours);

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -58,6 +60,33 @@ model::hf::Tensors read_hf_tensors(const std::string& dir) {
     }
   }
   return out;
+}
+
+// The end-of-text token (content, id) of a tokenizer.json lmtrain can read.
+std::optional<std::pair<std::string, uint32_t>> end_of_text(const std::string& path) {
+  try {
+    const auto tok = data::BpeTokenizer::load_hf(path);
+    const uint32_t id = tok.eot_id();
+    return std::make_pair(tok.token_bytes(id), id);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// tokenizer_config.json for AutoTokenizer: without one, transformers picks the model family's
+// tokenizer class (e.g. Qwen2Tokenizer), which rebuilds its own normalizer and pre-tokenizer
+// instead of using tokenizer.json as written. PreTrainedTokenizerFast takes tokenizer.json
+// as is; clean_up_tokenization_spaces=false keeps decode() byte-exact.
+nlohmann::json tokenizer_config(const std::optional<std::pair<std::string, uint32_t>>& eot,
+                                int64_t context) {
+  nlohmann::json j = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                      {"model_max_length", context},
+                      {"clean_up_tokenization_spaces", false}};
+  if (eot) {
+    j["eos_token"] = eot->first;
+    j["bos_token"] = eot->first;
+  }
+  return j;
 }
 
 }  // namespace
@@ -120,18 +149,25 @@ void export_hf(const std::string& spec, const std::string& out_dir) {
   auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
   const auto cfg = checkpoint_config(ckpt);
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
-  const auto hf_config = model::hf::hf_config(mcfg);  // validates before writing anything
+  auto hf_config = model::hf::hf_config(mcfg);  // validates before writing anything
   const auto& stored = ckpt.files.at("model.safetensors").tensors;
   model::hf::Tensors ours(stored.begin(), stored.end());
   const auto hf = model::hf::export_tensors(mcfg, ours);
   core::ensure_dir(out_dir);
   core::NamedTensors list(hf.begin(), hf.end());
   core::write_safetensors(out_dir + "/model.safetensors", list, {{"format", "pt"}});
-  core::write_file_atomic(out_dir + "/config.json", hf_config.dump(2) + "\n");
-  if (fs::exists(ckpt.dir + "/tokenizer.json")) {
-    core::write_file_atomic(out_dir + "/tokenizer.json",
-                            core::read_file(ckpt.dir + "/tokenizer.json"));
+  const std::string tok = ckpt.dir + "/tokenizer.json";
+  if (fs::exists(tok)) {
+    core::write_file_atomic(out_dir + "/tokenizer.json", core::read_file(tok));
+    const auto eot = end_of_text(tok);
+    if (eot) {
+      hf_config["eos_token_id"] = eot->second;
+      hf_config["bos_token_id"] = eot->second;
+    }
+    core::write_file_atomic(out_dir + "/tokenizer_config.json",
+                            tokenizer_config(eot, mcfg.block_size).dump(2) + "\n");
   }
+  core::write_file_atomic(out_dir + "/config.json", hf_config.dump(2) + "\n");
 }
 
 }  // namespace lmtrain::train

@@ -17,8 +17,9 @@ struct ImportResult {
 // tensor or unsupported option.
 ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir);
 
-// Writes config.json, model.safetensors (HF names) and tokenizer.json into out_dir, for
-// transformers' AutoModelForCausalLM.from_pretrained.
+// Writes config.json (read alike by transformers 4.x and 5.x), model.safetensors (HF names) and,
+// when the checkpoint has one, tokenizer.json + tokenizer_config.json into out_dir, for
+// transformers' AutoModelForCausalLM / AutoTokenizer.from_pretrained.
 void export_hf(const std::string& checkpoint_spec, const std::string& out_dir);
 
 }  // namespace lmtrain::train

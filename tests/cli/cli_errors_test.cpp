@@ -33,6 +33,7 @@ TEST(Cli, BadCommandLinesExitWithCodeTwoAndNameTheProblem) {
       {"generate --prompt hi", 2, "--checkpoint is required"},
       {"generate --checkpoint /nonexistent/run", 2, "/nonexistent/run"},
       {"eval --checkpoint /nonexistent/run", 2, "/nonexistent/run"},
+      {"tokenize --input /dev/null", 2, "--tokenizer is required"},
   };
   for (const auto& c : cases) {
     auto r = run_command(lmtrain_binary() + " " + c.args);
@@ -43,7 +44,8 @@ TEST(Cli, BadCommandLinesExitWithCodeTwoAndNameTheProblem) {
 }
 
 TEST(Cli, EveryCommandHasHelp) {
-  for (const char* cmd : {"prepare", "train", "generate", "eval", "bench"}) {
+  for (const char* cmd :
+       {"prepare", "tokenize", "train", "generate", "eval", "bench", "import", "export"}) {
     auto r = run_command(lmtrain_binary() + " " + cmd + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.output.find("Usage: lmtrain " + std::string(cmd)), std::string::npos) << r.output;

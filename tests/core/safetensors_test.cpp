@@ -4,17 +4,17 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/sha256.h"
 #include "test_util.h"
 
 namespace lmtrain::core {
 namespace {
-
-const char* kPython = "/usr/bin/python3";
 
 // Expects `fn` to throw lmtrain::Error whose message contains every one of `needles`.
 template <typename Fn>
@@ -129,7 +129,7 @@ TEST(SafetensorsTest, ReadsHandBuiltSpecFile) {
 }
 
 TEST(SafetensorsTest, InteroperatesWithPythonStructJson) {
-  if (!std::filesystem::exists(kPython)) GTEST_SKIP() << kPython << " not installed";
+  const std::string python = testing::lmtrain_python();
   testing::TempDir dir;
   // Python writes a file per the spec using only struct + json ...
   testing::write_text(dir.file("write.py"), R"PY(
@@ -146,8 +146,8 @@ h = json.dumps(header).encode()
 h += b" " * ((8 - len(h) % 8) % 8)
 open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
 )PY");
-  auto r = testing::run_command(std::string(kPython) + " " + dir.file("write.py") + " " +
-                                dir.file("py.safetensors"));
+  auto r =
+      testing::run_command(python + " " + dir.file("write.py") + " " + dir.file("py.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   SafetensorsFile f = read_safetensors(dir.file("py.safetensors"));
   EXPECT_EQ(f.names, (std::vector<std::string>{"w", "ids", "mask", "h"}));
@@ -182,14 +182,52 @@ for name, e in header.items():
         out[name] = list(struct.unpack("<%d%s" % (len(b) // struct.calcsize(c), c), b))
 print(json.dumps(out, sort_keys=True))
 )PY");
-  r = testing::run_command(std::string(kPython) + " " + dir.file("read.py") + " " +
-                           dir.file("cpp.safetensors"));
+  r = testing::run_command(python + " " + dir.file("read.py") + " " + dir.file("cpp.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto decoded = nlohmann::json::parse(r.output);
   EXPECT_EQ(decoded["a"], nlohmann::json::array({0.5, -4.0}));
   EXPECT_EQ(decoded["b"], nlohmann::json::array({1.0, -2.0}));
   EXPECT_EQ(decoded["c"], nlohmann::json::array({7, -9}));
   EXPECT_EQ(decoded["__metadata__"]["format"], "pt");
+}
+
+// The `safetensors` library itself (the venv's) loads a file of every dtype we write, with our
+// names, dtypes, shapes and bytes.
+TEST(SafetensorsTest, SafetensorsLibraryReadsEveryDtype) {
+  testing::TempDir dir;
+  torch::manual_seed(3);
+  const auto x = torch::randn({3, 5});
+  const NamedTensors tensors = {{"f64", x.to(torch::kDouble)},
+                                {"f32", x},
+                                {"f16", x.to(torch::kHalf)},
+                                {"bf16", x.to(torch::kBFloat16)},
+                                {"i64", torch::arange(-4, 4)},
+                                {"i32", torch::arange(7, torch::kInt32)},
+                                {"i16", torch::arange(3, torch::kInt16)},
+                                {"i8", torch::arange(-3, 3, torch::kInt8)},
+                                {"u8", torch::arange(9, torch::kUInt8).view({3, 3})},
+                                {"bool", torch::tensor({true, false, true})},
+                                {"scalar", torch::tensor(2.5f)},
+                                {"empty", torch::zeros({0, 4})}};
+  const std::string path = dir.file("all.safetensors");
+  write_safetensors(path, tensors, {{"format", "pt"}, {"note", "dtypes"}});
+  auto r = testing::run_hf_check("safetensors " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto py = testing::check_result(r)[path];
+  EXPECT_EQ(py["metadata"]["note"], "dtypes");
+  ASSERT_EQ(py["tensors"].size(), tensors.size());
+  const std::map<std::string, std::string> dtype = {
+      {"f64", "float64"}, {"f32", "float32"}, {"f16", "float16"},    {"bf16", "bfloat16"},
+      {"i64", "int64"},   {"i32", "int32"},   {"i16", "int16"},      {"i8", "int8"},
+      {"u8", "uint8"},    {"bool", "bool"},   {"scalar", "float32"}, {"empty", "float32"}};
+  for (const auto& [name, t] : tensors) {
+    SCOPED_TRACE(name);
+    const auto& e = py["tensors"][name];
+    EXPECT_EQ(e["dtype"], dtype.at(name));
+    EXPECT_EQ(e["shape"].get<std::vector<int64_t>>(), t.sizes().vec());
+    const auto c = t.contiguous();
+    EXPECT_EQ(e["sha256"], sha256_hex(c.data_ptr(), c.nbytes()));
+  }
 }
 
 TEST(SafetensorsTest, ConvertsFloatsOnly) {

@@ -1,0 +1,161 @@
+// Hugging Face directories lmtrain cannot reproduce exactly are usage errors (exit 2) that name
+// the key or tensor, never an import that would give different logits. Each case starts from
+// a valid fixture (tests/fixtures/hf) and changes one thing.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/safetensors.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class HfBadInput : public ::testing::Test {
+ protected:
+  // A copy of fixture `name` with its config.json edited by `edit`.
+  std::string copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    const std::string dir = tmp_.file(name + "_" + std::to_string(count_++));
+    fs::copy(source_dir() + "/tests/fixtures/hf/" + name, dir, fs::copy_options::recursive);
+    auto cfg = nlohmann::json::parse(read_text(dir + "/config.json"));
+    edit(cfg);
+    write_text(dir + "/config.json", cfg.dump(2));
+    return dir;
+  }
+  // `lmtrain import hf DIR` must exit 2 with `message` in its output.
+  void expect_usage_error(const std::string& dir, const std::string& message) {
+    auto r = run_command(lmtrain_binary() + " import hf " + dir + " --output " + dir + "_run");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(dir + "_run/checkpoints/latest")) << r.output;
+  }
+  TempDir tmp_{"lmtrain_hf_bad"};
+  int count_ = 0;
+};
+
+TEST_F(HfBadInput, UnsupportedArchitecture) {
+  expect_usage_error(copy("llama", [](auto& c) { c["model_type"] = "mistral"; }),
+                     "model_type 'mistral' is not supported");
+  expect_usage_error(
+      copy("llama", [](auto& c) { c["architectures"] = {"LlamaForSequenceClassification"}; }),
+      "architectures 'LlamaForSequenceClassification' is not supported");
+}
+
+TEST_F(HfBadInput, MissingTensor) {
+  const std::string dir = copy("qwen3", [](auto&) {});
+  auto f = core::read_safetensors(dir + "/model.safetensors");
+  core::NamedTensors kept;
+  for (const auto& name : f.names) {
+    if (name != "model.layers.1.self_attn.k_norm.weight") kept.emplace_back(name, f.tensors[name]);
+  }
+  core::write_safetensors(dir + "/model.safetensors", kept);
+  expect_usage_error(dir, "no tensor 'model.layers.1.self_attn.k_norm.weight'");
+}
+
+TEST_F(HfBadInput, TensorOfTheWrongShape) {
+  // 2 kv heads stored, 4 claimed: k_proj has 16 rows, the config implies 32.
+  expect_usage_error(copy("llama", [](auto& c) { c["num_key_value_heads"] = 4; }),
+                     "'model.layers.0.self_attn.k_proj.weight' has shape [16, 32], the config "
+                     "implies [32, 32]");
+  const std::string dir = copy("gpt2", [](auto&) {});
+  auto f = core::read_safetensors(dir + "/model.safetensors");
+  core::NamedTensors edited;
+  for (const auto& name : f.names) {
+    auto t = f.tensors[name];
+    if (name == "transformer.h.1.mlp.c_fc.weight") t = t.narrow(1, 0, 100).contiguous();
+    edited.emplace_back(name, t);
+  }
+  core::write_safetensors(dir + "/model.safetensors", edited);
+  expect_usage_error(dir, "'transformer.h.1.mlp.c_fc.weight' has shape [32, 100]");
+}
+
+TEST_F(HfBadInput, RopeScalingOfAnyKind) {
+  const nlohmann::json yarn = {{"rope_type", "yarn"},
+                               {"factor", 4.0},
+                               {"original_max_position_embeddings", 32},
+                               {"rope_theta", 1e6}};
+  // 5.x style: rope_parameters.
+  expect_usage_error(copy("qwen3", [&](auto& c) { c["rope_parameters"] = yarn; }),
+                     "rope_parameters.rope_type 'yarn'");
+  // 4.x style: rope_scaling, with "type" (older) or "rope_type".
+  expect_usage_error(copy("qwen2_v4",
+                          [](auto& c) {
+                            c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+                          }),
+                     "rope_scaling.rope_type 'yarn'");
+  expect_usage_error(copy("llama_v4",
+                          [](auto& c) {
+                            c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+                          }),
+                     "rope_scaling.rope_type 'llama3'");
+  expect_usage_error(copy("llama",
+                          [](auto& c) {
+                            c["rope_parameters"] = {{"rope_type", "default"},
+                                                    {"rope_theta", 1e4},
+                                                    {"partial_rotary_factor", 0.5}};
+                          }),
+                     "partial_rotary_factor");
+  // Both styles present and disagreeing: 4.x and 5.x would build different models.
+  expect_usage_error(copy("qwen2", [](auto& c) { c["rope_theta"] = 10000.0; }),
+                     "rope_theta 10000 and rope_parameters.rope_theta 1000000 disagree");
+}
+
+TEST_F(HfBadInput, ActiveSlidingWindow) {
+  // 5.x style: layer_types.
+  expect_usage_error(copy("qwen2",
+                          [](auto& c) {
+                            c["use_sliding_window"] = true;
+                            c["sliding_window"] = 4;
+                            c["layer_types"] = {"full_attention", "sliding_attention"};
+                          }),
+                     "sliding_window=4 with use_sliding_window=true");
+  // 4.x style: layers from max_window_layers on slide.
+  expect_usage_error(copy("qwen3_v4",
+                          [](auto& c) {
+                            c["use_sliding_window"] = true;
+                            c["sliding_window"] = 8;
+                            c["max_window_layers"] = 0;
+                          }),
+                     "sliding_window=8 with use_sliding_window=true (2 of 2 layers");
+  // A window as long as the context, or a window not in use, changes nothing: imports.
+  for (const auto& edit : std::vector<std::function<void(nlohmann::json&)>>{
+           [](auto& c) {
+             c["use_sliding_window"] = true;
+             c["sliding_window"] = 64;
+             c["layer_types"] = {"sliding_attention", "sliding_attention"};
+           },
+           [](auto& c) {
+             c["use_sliding_window"] = false;
+             c["sliding_window"] = 4;
+             c["layer_types"] = {"sliding_attention", "sliding_attention"};
+           }}) {
+    const std::string dir = copy("qwen2", edit);
+    auto r = run_command(lmtrain_binary() + " import hf " + dir + " --output " + dir + "_run");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+}
+
+TEST_F(HfBadInput, OtherOptionsThatChangeTheModel) {
+  expect_usage_error(copy("qwen3", [](auto& c) { c["attention_bias"] = true; }),
+                     "attention_bias=true is not supported");
+  expect_usage_error(copy("llama", [](auto& c) { c["mlp_bias"] = true; }),
+                     "mlp_bias=true is not supported");
+  expect_usage_error(copy("llama", [](auto& c) { c["hidden_act"] = "gelu"; }),
+                     "hidden_act 'gelu' is not supported");
+  expect_usage_error(copy("gpt2", [](auto& c) { c["scale_attn_by_inverse_layer_idx"] = true; }),
+                     "scale_attn_by_inverse_layer_idx=true is not supported");
+  expect_usage_error(copy("gpt2", [](auto& c) { c["activation_function"] = "relu"; }),
+                     "activation_function 'relu' is not supported");
+  expect_usage_error(copy("qwen2",
+                          [](auto& c) {
+                            c["quantization_config"] = {{"quant_method", "gptq"}};
+                          }),
+                     "quantization_config is not supported");
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
