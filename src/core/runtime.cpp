@@ -120,19 +120,28 @@ std::string Runtime::describe() const {
   return s;
 }
 
-AutocastScope::AutocastScope(const Runtime& rt) : type_(rt.device.type()) {
-  if (!rt.autocast()) return;
+AutocastScope::AutocastScope(const Runtime& rt) {
+  if (rt.autocast()) enter(rt.device.type(), true, rt.compute_dtype);
+}
+
+AutocastScope::AutocastScope(c10::DeviceType type, bool enabled, at::ScalarType dtype) {
+  enter(type, enabled, dtype);
+}
+
+void AutocastScope::enter(c10::DeviceType type, bool enabled, at::ScalarType dtype) {
   active_ = true;
+  enabled_ = enabled;
+  type_ = type;
   prev_enabled_ = at::autocast::is_autocast_enabled(type_);
   prev_dtype_ = at::autocast::get_autocast_dtype(type_);
-  at::autocast::set_autocast_enabled(type_, true);
-  at::autocast::set_autocast_dtype(type_, rt.compute_dtype);
-  at::autocast::increment_nesting();
+  at::autocast::set_autocast_enabled(type_, enabled);
+  at::autocast::set_autocast_dtype(type_, dtype);
+  if (enabled) at::autocast::increment_nesting();
 }
 
 AutocastScope::~AutocastScope() {
   if (!active_) return;
-  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  if (enabled_ && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   at::autocast::set_autocast_enabled(type_, prev_enabled_);
   at::autocast::set_autocast_dtype(type_, prev_dtype_);
 }

@@ -48,17 +48,24 @@ bool cuda_available();
 int cuda_device_count();
 bool built_with_cuda();
 
-// Autocast of `rt.compute_dtype` on rt's device type while alive (no-op for fp32). The cast-
-// weight cache is cleared on exit, as torch.autocast does when leaving the outermost region.
+// Autocast state for one device type while alive; the previous state comes back on exit, and the
+// cast-weight cache is cleared on leaving the outermost enabled region (as torch.autocast does).
 class AutocastScope {
  public:
+  // Autocast of `rt.compute_dtype` on rt's device type; nothing at all for fp32.
   explicit AutocastScope(const Runtime& rt);
+  // Exactly this state, enabled or not: re-enters a recorded one (activation checkpointing's
+  // recompute runs under the forward's autocast state, whatever surrounds the backward).
+  AutocastScope(c10::DeviceType type, bool enabled, at::ScalarType dtype);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-  bool active_ = false;
+  void enter(c10::DeviceType type, bool enabled, at::ScalarType dtype);
+
+  bool active_ = false;   // state was changed (and must be restored)
+  bool enabled_ = false;  // autocast on inside: nesting counted
   c10::DeviceType type_ = c10::kCPU;
   bool prev_enabled_ = false;
   at::ScalarType prev_dtype_ = at::kFloat;

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.h"
+#include "core/runtime.h"
 #include "model/dropout.h"
 
 namespace lmtrain::model {
@@ -52,29 +53,6 @@ struct Saved : torch::CustomClassHolder {
   std::vector<at::Tensor> params;
 };
 
-// Enters `state` for this thread while alive, restoring the previous state after.
-class ScopedAutocast {
- public:
-  explicit ScopedAutocast(const AutocastState& state)
-      : state_(state),
-        prev_enabled_(at::autocast::is_autocast_enabled(state.type)),
-        prev_dtype_(at::autocast::get_autocast_dtype(state.type)) {
-    at::autocast::set_autocast_enabled(state.type, state.enabled);
-    at::autocast::set_autocast_dtype(state.type, state.dtype);
-    if (state.enabled) at::autocast::increment_nesting();
-  }
-  ~ScopedAutocast() {
-    if (state_.enabled && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(state_.type, prev_enabled_);
-    at::autocast::set_autocast_dtype(state_.type, prev_dtype_);
-  }
-
- private:
-  AutocastState state_;
-  bool prev_enabled_;
-  at::ScalarType prev_dtype_;
-};
-
 class Checkpointed : public torch::autograd::Function<Checkpointed> {
  public:
   // Autograd inputs: x and each of params (one gradient slot each); fn is not a tensor.
@@ -106,7 +84,8 @@ class Checkpointed : public torch::autograd::Function<Checkpointed> {
       torch::AutoGradMode grad_on(true);
       std::optional<ScopedDropoutSeed> rng;  // the forward's masks again
       if (state.rng.active) rng.emplace(state.rng);
-      ScopedAutocast autocast(state.autocast);
+      core::AutocastScope autocast(state.autocast.type, state.autocast.enabled,
+                                   state.autocast.dtype);
       y = state.fn(x);
     }
     std::vector<at::Tensor> inputs{x};

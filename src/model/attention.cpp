@@ -28,8 +28,7 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3);
   const int64_t Tk = k.size(2);
   // The fused kernel draws dropout from the global generator: only use it without dropout.
-  if (compat::kHasFusedSdpa && Tq == Tk && dropout_p == 0)
-    return compat::fused_causal_sdpa(q, k, v, dropout_p);
+  if (Tq == Tk && dropout_p == 0) return compat::fused_causal_sdpa(q, k, v, dropout_p);
   // Explicit path: scores = mask + scale * q k^T in one baddbmm, softmax, weights @ v.
   // (B*H, Tq, D) x (B*H, D, Tk) -> (B*H, Tq, Tk)
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
