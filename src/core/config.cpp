@@ -189,20 +189,29 @@ void Config::merge_yaml(const YAML::Node& root, const std::string& origin) {
       if (section.second.IsNull()) continue;  // "train:" with nothing under it
       throw UsageError("config section '" + name + "' in " + origin + " must be a mapping of keys");
     }
-    for (const auto& kv : section.second) {
-      const std::string path = name + "." + kv.first.as<std::string>();
-      const KeySpec* spec = find_key(path);
-      if (!spec)
-        throw UsageError("unknown config key '" + path + "' in " + origin + suggestion(path));
-      if (!kv.second.IsScalar()) {
-        throw UsageError("config key '" + path + "' in " + origin + " expects " +
-                         type_name(spec->type) + ", got a " +
-                         (kv.second.IsMap()        ? "mapping"
-                          : kv.second.IsSequence() ? "list"
-                                                   : "null"));
-      }
-      values_[path] = canonicalize_value(*spec, kv.second.Scalar(), origin);
+    merge_keys(section.second, name, origin);
+  }
+}
+
+void Config::merge_keys(const YAML::Node& map, const std::string& prefix,
+                        const std::string& origin) {
+  for (const auto& kv : map) {
+    const std::string path = prefix + "." + kv.first.as<std::string>();
+    const KeySpec* spec = find_key(path);
+    if (!spec && kv.second.IsMap() && is_known_section(path)) {
+      merge_keys(kv.second, path, origin);  // a subsection, e.g. model: moe: num_experts: 8
+      continue;
     }
+    if (!spec)
+      throw UsageError("unknown config key '" + path + "' in " + origin + suggestion(path));
+    if (!kv.second.IsScalar()) {
+      throw UsageError("config key '" + path + "' in " + origin + " expects " +
+                       type_name(spec->type) + ", got a " +
+                       (kv.second.IsMap()        ? "mapping"
+                        : kv.second.IsSequence() ? "list"
+                                                 : "null"));
+    }
+    values_[path] = canonicalize_value(*spec, kv.second.Scalar(), origin);
   }
 }
 

@@ -55,12 +55,14 @@ class Config {
   bool get_bool(const std::string& path) const;
   const std::string& get_string(const std::string& path) const;
 
-  // Nested YAML with sections in schema order.
+  // Nested YAML with sections in schema order (subsection keys as "moe.top_k").
   std::string to_yaml() const;
   // Values of one section ("model") as key -> canonical text, for comparisons.
   std::map<std::string, std::string> section(const std::string& name) const;
 
  private:
+  // The keys of one (sub)section mapping, `prefix` being its path ("model", "model.moe").
+  void merge_keys(const YAML::Node& map, const std::string& prefix, const std::string& origin);
   const std::string& raw(const std::string& path, ValueType expected) const;
   std::map<std::string, std::string> values_;  // path -> canonical text
 };

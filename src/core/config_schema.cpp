@@ -29,7 +29,8 @@ const std::vector<KeySpec>& config_schema() {
   static const std::vector<KeySpec> schema = {
       S("run.dir", "runs/lmtrain", {}, "output directory: config, logs, metrics, checkpoints"),
 
-      S("model.arch", "gpt2", {"gpt2", "llama", "qwen2", "qwen3", "nanochat"},
+      S("model.arch", "gpt2",
+        {"gpt2", "llama", "qwen2", "qwen3", "nanochat", "qwen3_moe", "mixtral"},
         "model family (the options below set the architecture; arch names it for HF I/O)"),
       I("model.n_layer", 4, 1, 1024, "transformer blocks"),
       I("model.n_head", 4, 1, 1024, "attention heads (n_embd must be divisible by n_head)"),
@@ -62,6 +63,31 @@ const std::vector<KeySpec>& config_schema() {
       F("model.init_std", "0.02", 0, 1,
         "std of the normal init; residual projections get "
         "std/sqrt(2*n_layer)"),
+
+      I("model.moe.num_experts", 0, 0, 1 << 16,
+        "Mixture-of-Experts: routed experts per MoE layer (0 = dense model)"),
+      I("model.moe.top_k", 2, 1, 1 << 16, "experts each token is routed to"),
+      I("model.moe.expert_hidden", 0, 0, 1 << 20,
+        "hidden width of each expert MLP (0 = the dense MLP's hidden width)"),
+      I("model.moe.shared_experts", 0, 0, 1 << 10,
+        "always-on experts every token passes through (DeepSeek / Qwen-MoE style)"),
+      I("model.moe.every", 1, 1, 1024,
+        "layer l is an MoE layer when (l + 1) % every == 0 (HF decoder_sparse_step)"),
+      S("model.moe.dense_layers", "", {},
+        "comma-separated layer indices kept dense (HF mlp_only_layers), e.g. \"0,1\""),
+      S("model.moe.gate", "softmax", {"softmax", "sigmoid"},
+        "router gate: softmax over experts, or per-expert sigmoid (DeepSeek-V3)"),
+      B("model.moe.renormalize", true, "rescale each token's top-k gate weights to sum to 1"),
+      F("model.moe.capacity_factor", "0", 0, 1e6,
+        "0 = dropless; > 0: each expert takes at most ceil(cf * tokens * top_k / experts) "
+        "assignments, the rest pass through on the residual (first choices win, then token order)"),
+      F("model.moe.aux_loss_coef", "0.01", 0, 1e6,
+        "weight of the Switch/GShard load-balancing loss (mean over MoE layers; computed per "
+        "micro-batch and rank)"),
+      F("model.moe.z_loss_coef", "0", 0, 1e6, "weight of the router z-loss (mean over MoE layers)"),
+      F("model.moe.bias_update_rate", "0", 0, 1e6,
+        "DeepSeek-V3 auxiliary-loss-free balancing: per-expert selection bias moved by this much "
+        "per step toward the global mean load (0 = off)"),
 
       S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
       I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),

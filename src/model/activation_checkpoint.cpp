@@ -35,7 +35,7 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using BlockFn = std::function<at::Tensor(const at::Tensor&)>;
+using BlockFn = std::function<std::vector<at::Tensor>(const at::Tensor&)>;
 
 // Autocast state of the forward, re-entered for the recompute (backward runs outside it).
 struct AutocastState {
@@ -56,8 +56,8 @@ struct Saved : torch::CustomClassHolder {
 class Checkpointed : public torch::autograd::Function<Checkpointed> {
  public:
   // Autograd inputs: x and each of params (one gradient slot each); fn is not a tensor.
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const BlockFn* fn,
-                            at::TensorList params) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const BlockFn* fn,
+                               at::TensorList params) {
     auto saved = c10::make_intrusive<Saved>();
     saved->fn = *fn;
     saved->rng = capture_dropout_rng();
@@ -72,39 +72,67 @@ class Checkpointed : public torch::autograd::Function<Checkpointed> {
     // run's and from the recompute. So run it as they do, with grad on, and drop the graph: it
     // lives only until this block returns.
     torch::AutoGradMode grad_on(true);
-    return (*fn)(x.detach().requires_grad_(x.requires_grad())).detach();
+    auto outs = (*fn)(x.detach().requires_grad_(x.requires_grad()));
+    variable_list result;
+    std::vector<at::Tensor> constants;
+    for (auto& o : outs) {
+      const bool differentiable = o.requires_grad();
+      result.push_back(o.detach());
+      if (!differentiable) constants.push_back(result.back());
+    }
+    if (!constants.empty()) ctx->mark_non_differentiable(constants);
+    return result;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->saved_data["state"].toCapsule();
     auto& state = static_cast<Saved&>(*saved);
     auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    at::Tensor y;
+    std::vector<at::Tensor> ys;
     {
       torch::AutoGradMode grad_on(true);
       std::optional<ScopedDropoutSeed> rng;  // the forward's masks again
       if (state.rng.active) rng.emplace(state.rng);
       core::AutocastScope autocast(state.autocast.type, state.autocast.enabled,
                                    state.autocast.dtype);
-      y = state.fn(x);
+      ys = state.fn(x);
+    }
+    // Only outputs the loss reached carry a gradient; an unused one contributes nothing.
+    std::vector<at::Tensor> outputs, grads;
+    for (size_t i = 0; i < ys.size(); ++i) {
+      if (ys[i].requires_grad() && grad_out[i].defined()) {
+        outputs.push_back(ys[i]);
+        grads.push_back(grad_out[i]);
+      }
     }
     std::vector<at::Tensor> inputs{x};
     inputs.insert(inputs.end(), state.params.begin(), state.params.end());
-    auto grads = torch::autograd::grad({y}, inputs, {grad_out[0]}, /*retain_graph=*/false,
-                                       /*create_graph=*/false, /*allow_unused=*/true);
     variable_list out;
-    out.reserve(grads.size() + 1);
-    out.push_back(grads[0]);
+    out.reserve(inputs.size() + 1);
+    if (outputs.empty()) {
+      out.resize(inputs.size() + 1);
+      return out;
+    }
+    auto input_grads = torch::autograd::grad(outputs, inputs, grads, /*retain_graph=*/false,
+                                             /*create_graph=*/false, /*allow_unused=*/true);
+    out.push_back(input_grads[0]);
     out.emplace_back();  // fn
-    out.insert(out.end(), grads.begin() + 1, grads.end());
+    out.insert(out.end(), input_grads.begin() + 1, input_grads.end());
     return out;
   }
 };
 
 }  // namespace
 
-at::Tensor checkpointed(const BlockFn& fn, const at::Tensor& x,
+at::Tensor checkpointed(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x,
                         const std::vector<at::Tensor>& params) {
+  // fn is copied: the recompute in backward outlives this call.
+  BlockFn multi = [fn](const at::Tensor& in) { return std::vector<at::Tensor>{fn(in)}; };
+  return Checkpointed::apply(x, &multi, at::TensorList(params))[0];
+}
+
+std::vector<at::Tensor> checkpointed_multi(const BlockFn& fn, const at::Tensor& x,
+                                           const std::vector<at::Tensor>& params) {
   return Checkpointed::apply(x, &fn, at::TensorList(params));
 }
 

@@ -26,4 +26,11 @@ struct CheckpointPolicy {
 at::Tensor checkpointed(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x,
                         const std::vector<at::Tensor>& params);
 
+// Several outputs (an MoE block: y, its balancing loss, detached statistics). Outputs that do
+// not require grad in the forward come back as constants; the others get gradients from
+// whichever of them the loss used.
+std::vector<at::Tensor> checkpointed_multi(
+    const std::function<std::vector<at::Tensor>(const at::Tensor&)>& fn, const at::Tensor& x,
+    const std::vector<at::Tensor>& params);
+
 }  // namespace lmtrain::model

@@ -23,7 +23,8 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg)
       rope_theta(cfg.rope_theta) {
   const int64_t qkv = (n_head + 2 * n_kv_head) * head_dim;
   c_attn = register_module("c_attn", Linear(cfg.n_embd, qkv, cfg.bias || cfg.qkv_bias));
-  c_proj = register_module("c_proj", Linear(n_head * head_dim, cfg.n_embd, cfg.bias));
+  c_proj = register_module("c_proj", Linear(n_head * head_dim, cfg.n_embd, cfg.bias,
+                                            block_matrix_tag(InitRule::kResidualProj)));
   if (cfg.qk_norm) {
     q_norm = register_module("q_norm", LayerNorm(head_dim, false, true, cfg.norm_eps));
     k_norm = register_module("k_norm", LayerNorm(head_dim, false, true, cfg.norm_eps));
@@ -83,50 +84,64 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
 MlpImpl::MlpImpl(const GptConfig& cfg) : kind(cfg.mlp), hidden(cfg.hidden_dim()) {
   const int64_t fc = kind == "swiglu" ? 2 * hidden : hidden;  // SwiGLU: [gate; up]
   c_fc = register_module("c_fc", Linear(cfg.n_embd, fc, cfg.bias));
-  c_proj = register_module("c_proj", Linear(hidden, cfg.n_embd, cfg.bias));
+  c_proj = register_module(
+      "c_proj", Linear(hidden, cfg.n_embd, cfg.bias, block_matrix_tag(InitRule::kResidualProj)));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  auto h = c_fc(x);
-  if (kind == "swiglu") {
-    h = torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
-  } else if (kind == "relu2") {
-    h = torch::relu(h).square();
-  } else {
-    h = gelu_tanh(h);
-  }
-  return c_proj(h);
+  return c_proj(mlp_activation(c_fc(x), kind, hidden));
 }
 
-BlockImpl::BlockImpl(const GptConfig& cfg) : dropout(cfg.dropout) {
+BlockImpl::BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts)
+    : dropout(cfg.dropout) {
   const bool rms = cfg.norm == "rmsnorm";
   ln_1 = register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
   attn = register_module("attn", CausalSelfAttention(cfg));
   ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
-  mlp = register_module("mlp", Mlp(cfg));
+  if (cfg.moe.is_moe_layer(layer)) {
+    moe = register_module("mlp", Moe(cfg, experts));
+  } else {
+    mlp = register_module("mlp", Mlp(cfg));
+  }
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
   auto h = x + attn(ln_1(x), cache, layer);
-  auto m = mlp(ln_2(h));
+  auto m = moe ? moe->forward(ln_2(h)).y : mlp(ln_2(h));
   if (is_training() && dropout > 0) m = model::dropout(m, dropout);
   return h + m;
 }
 
-TransformerImpl::TransformerImpl(const GptConfig& cfg) {
+std::vector<torch::Tensor> BlockImpl::forward_parts(const torch::Tensor& x) {
+  if (!moe) return {forward(x)};
+  auto h = x + attn(ln_1(x));
+  auto out = moe->forward(ln_2(h));
+  auto m = out.y;
+  if (is_training() && dropout > 0) m = model::dropout(m, dropout);
+  return {h + m, out.objective, out.stats.load, out.stats.dropped, out.stats.aux, out.stats.z};
+}
+
+TransformerImpl::TransformerImpl(const GptConfig& cfg, ExpertPlacement experts) {
   wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd));
   if (cfg.pos == "learned") wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(Block(cfg));
+  for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(Block(cfg, i, experts));
   ln_f =
       register_module("ln_f", LayerNorm(cfg.n_embd, cfg.bias, cfg.norm == "rmsnorm", cfg.norm_eps));
 }
 
-GptImpl::GptImpl(const GptConfig& cfg, bool init) : cfg_(cfg) {
-  transformer = register_module("transformer", Transformer(cfg));
+GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg_(cfg) {
+  if (experts.count == 0) experts = {0, cfg.moe.num_experts};
+  transformer = register_module("transformer", Transformer(cfg, experts));
   if (!cfg.tie_embeddings) {
-    lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false));
+    ParamTag head_tag;  // decayed, but not one of the blocks' matrices (Muon leaves it to AdamW)
+    lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false, head_tag));
   }
+  for (auto& module : *transformer->h) {
+    auto* block = module->as<BlockImpl>();
+    if (block->moe) moe_layers_.push_back(block->moe.get());
+  }
+  tags_ = collect_param_tags(*this);
   if (init) init_weights();
 }
 
@@ -134,28 +149,38 @@ void GptImpl::init_weights() {
   torch::NoGradGuard no_grad;
   const double resid_std = cfg_.init_std / std::sqrt(2.0 * cfg_.n_layer);
   for (auto& item : named_parameters()) {
-    const std::string& name = item.key();
     auto& p = item.value();
-    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    if (is_bias) {
-      p.zero_();
-    } else if (name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos) {
-      p.fill_(1.0);
-    } else if (name.find("c_proj.weight") != std::string::npos) {
-      p.normal_(0.0, resid_std);
-    } else {
-      p.normal_(0.0, cfg_.init_std);
+    switch (tags_.at(item.key()).init) {
+      case InitRule::kZero:
+        p.zero_();
+        break;
+      case InitRule::kOne:
+        p.fill_(1.0);
+        break;
+      case InitRule::kResidualProj:
+        p.normal_(0.0, resid_std);
+        break;
+      case InitRule::kNormal:
+        p.normal_(0.0, cfg_.init_std);
+        break;
     }
   }
+  for (auto* moe : moe_layers_) moe->expert_bias.zero_();
 }
 
-bool GptImpl::decays(const std::string& name) const {
-  if (name.find("wte") != std::string::npos || name.find("wpe") != std::string::npos) return false;
-  if (name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos) return false;
-  return name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0;
+std::vector<std::pair<std::string, torch::Tensor>> GptImpl::state_tensors() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : named_parameters()) out.emplace_back(item.key(), item.value());
+  for (const auto& item : named_buffers()) out.emplace_back(item.key(), item.value());
+  return out;
 }
 
-torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache) {
+void GptImpl::set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d) {
+  for (auto* moe : moe_layers_) moe->set_dispatcher(d);
+}
+
+torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
+                              std::vector<std::vector<torch::Tensor>>* moe) {
   const int64_t T = ids.size(1);
   if (start + T > cfg_.block_size) {
     throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
@@ -171,7 +196,16 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   int64_t layer = 0;
   for (auto& module : *transformer->h) {
     auto* block = module->as<BlockImpl>();
-    if (recompute && checkpoint_.applies_to(layer)) {
+    if (block->moe && !cache) {
+      // MoE blocks in training and scoring: keep the balancing terms and statistics.
+      auto parts = recompute && checkpoint_.applies_to(layer)
+                       ? checkpointed_multi(
+                             [block](const at::Tensor& in) { return block->forward_parts(in); }, x,
+                             block->parameters())
+                       : block->forward_parts(x);
+      x = parts[0];
+      if (moe) moe->emplace_back(parts.begin() + 1, parts.end());
+    } else if (recompute && checkpoint_.applies_to(layer)) {
       x = checkpointed([block](const at::Tensor& in) { return block->forward(in); }, x,
                        block->parameters());
     } else {
@@ -193,13 +227,28 @@ torch::Tensor GptImpl::head(const torch::Tensor& x) const {
 torch::Tensor GptImpl::forward(const torch::Tensor& ids) { return head(hidden(ids, 0, nullptr)); }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& ids, const torch::Tensor& targets) {
+  return cross_entropy(hidden(ids, 0, nullptr), targets);
+}
+
+LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& targets) {
+  LossTerms t;
+  std::vector<std::vector<torch::Tensor>> moe;
+  t.ce = cross_entropy(hidden(ids, 0, nullptr, &moe), targets);
+  for (const auto& layer : moe) {  // {objective, load, dropped, aux, z}
+    t.moe_objective = t.moe_objective.defined() ? t.moe_objective + layer[0] : layer[0];
+    t.moe_stats.push_back({layer[1], layer[2], layer[3], layer[4]});
+  }
+  if (!moe.empty()) t.moe_objective = t.moe_objective / static_cast<double>(moe.size());
+  return t;
+}
+
+torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x, const torch::Tensor& targets) {
   const auto& w = cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight;
-  auto x = hidden(ids, 0, nullptr);
   if (cfg_.logit_softcap <= 0 && fused_cross_entropy_supported(x, w)) {
     return fused_linear_cross_entropy(x.reshape({-1, x.size(-1)}), w, targets.reshape({-1}));
   }
   auto logits = head(x);
-  return torch::cross_entropy_loss(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+  return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
 torch::Tensor GptImpl::forward_cached(const torch::Tensor& ids, KvCache& cache) {

@@ -10,11 +10,15 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <memory>
 #include <vector>
 
 #include "model/activation_checkpoint.h"
+#include "model/expert_dispatcher.h"
 #include "model/gpt_config.h"
 #include "model/layers.h"
+#include "model/moe.h"
+#include "model/param_tags.h"
 
 namespace lmtrain::model {
 
@@ -50,13 +54,18 @@ class MlpImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+// Attention, then a feed-forward slot ("mlp"): the dense MLP, or in MoE layers the MoE layer.
 class BlockImpl : public torch::nn::Module {
  public:
-  explicit BlockImpl(const GptConfig& cfg);
+  BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts);
   torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
+  // Training forward: {y} for a dense block; {y, balancing objective, load (E), dropped, aux, z}
+  // for an MoE block (see MoeOutput), so activation checkpointing can carry all of them.
+  std::vector<torch::Tensor> forward_parts(const torch::Tensor& x);
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
-  Mlp mlp{nullptr};
+  Mlp mlp{nullptr};  // dense blocks
+  Moe moe{nullptr};  // MoE blocks (registered as "mlp" too)
   double dropout;
 };
 TORCH_MODULE(Block);
@@ -64,23 +73,35 @@ TORCH_MODULE(Block);
 // The "transformer" submodule of HF's GPT2LMHeadModel.
 class TransformerImpl : public torch::nn::Module {
  public:
-  explicit TransformerImpl(const GptConfig& cfg);
+  TransformerImpl(const GptConfig& cfg, ExpertPlacement experts);
   Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList h{nullptr};
   LayerNorm ln_f{nullptr};
 };
 TORCH_MODULE(Transformer);
 
+// The loss of one training forward, split into its terms.
+struct LossTerms {
+  torch::Tensor ce;                 // mean cross-entropy
+  torch::Tensor moe_objective;      // mean over MoE layers of their weighted balancing losses;
+                                    // undefined for a dense model
+  std::vector<MoeStats> moe_stats;  // one per MoE layer, in layer order
+  torch::Tensor total() const { return moe_objective.defined() ? ce + moe_objective : ce; }
+};
+
 class GptImpl : public torch::nn::Module {
  public:
   // init=false leaves the weights uninitialised (never-touched memory): for counting and
   // shape checks of models too big to fill, and before loading a checkpoint.
-  explicit GptImpl(const GptConfig& cfg, bool init = true);
+  // `experts`: the routed experts this process holds (default: all of them).
+  explicit GptImpl(const GptConfig& cfg, bool init = true, ExpertPlacement experts = {});
 
   // ids (B, T) int64 -> logits (B, T, V).
   torch::Tensor forward(const torch::Tensor& ids);
   // Mean cross-entropy of predicting targets (B, T) from ids (B, T).
   torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& targets);
+  // The training objective's terms (cross-entropy, MoE balancing losses and statistics).
+  LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets);
   // Incremental decoding: ids (B, T_new) continue the sequence held in `cache`;
   // returns logits (B, T_new, V) and advances cache.length by T_new.
   torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache);
@@ -89,8 +110,15 @@ class GptImpl : public torch::nn::Module {
   // GPT-2 init: N(0, init_std) weights, residual projections N(0, init_std/sqrt(2 n_layer)),
   // zero biases, unit LayerNorm weights. Uses the global torch generator.
   void init_weights();
-  // Parameters that get weight decay: 2-D matrices except embeddings.
-  bool decays(const std::string& name) const;
+  // Tags of every parameter, set by the layers that registered them (param_tags.h).
+  const ParamTags& param_tags() const { return tags_; }
+  bool decays(const std::string& name) const { return tags_.at(name).decay; }
+  // Weights and persistent buffers (the MoE selection bias): what a checkpoint stores.
+  std::vector<std::pair<std::string, torch::Tensor>> state_tensors() const;
+
+  // MoE layers in layer order (empty for a dense model), and their dispatcher (default local).
+  const std::vector<MoeImpl*>& moe_layers() const { return moe_layers_; }
+  void set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d);
 
   const GptConfig& config() const { return cfg_; }
   c10::Device device() const { return transformer->wte->weight.device(); }
@@ -101,10 +129,15 @@ class GptImpl : public torch::nn::Module {
   Linear lm_head{nullptr};  // only when embeddings are untied
 
  private:
-  torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache);
+  // moe: when given, receives each MoE layer's {objective, load, dropped, aux, z}.
+  torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
+                       std::vector<std::vector<torch::Tensor>>* moe = nullptr);
   torch::Tensor head(const torch::Tensor& x) const;
+  torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& targets);
   GptConfig cfg_;
   CheckpointPolicy checkpoint_;
+  ParamTags tags_;
+  std::vector<MoeImpl*> moe_layers_;
 };
 TORCH_MODULE(Gpt);
 

@@ -36,6 +36,7 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
     c.n_head = (c.n_embd + 127) / 128;
     c.head_dim_ = 128;
   }
+  c.moe = MoeConfig::from_config(cfg, c.n_layer, c.hidden_dim());
   if (c.n_kv_head > 0 && c.n_head % c.n_kv_head != 0) {
     throw UsageError(
         log::format("config key 'model.n_kv_head' = %lld must divide 'model.n_head' "
@@ -75,22 +76,47 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
   return c;
 }
 
+namespace {
+
+// Parameters of one MLP of hidden width I over width C.
+int64_t mlp_params(const GptConfig& c, int64_t I) {
+  const int64_t C = c.n_embd, b = c.bias ? 1 : 0;
+  const int64_t fc = c.mlp == "swiglu" ? 2 * I : I;
+  return (C * fc + b * fc) + (I * C + b * C);  // c_fc, c_proj
+}
+
+// Parameters of one routed expert (no biases).
+int64_t expert_params(const GptConfig& c) {
+  const int64_t I = c.moe.expert_hidden, fc = c.mlp == "swiglu" ? 2 * I : I;
+  return c.n_embd * fc + I * c.n_embd;
+}
+
+}  // namespace
+
 int64_t GptConfig::num_params() const {
   const int64_t C = n_embd, b = bias ? 1 : 0, D = head_dim(), H = n_head, K = kv_heads();
-  const int64_t I = hidden_dim();
   const int64_t norm_params = norm == "rmsnorm" ? C : C + b * C;
   const int64_t qkv = (H + 2 * K) * D;
-  const int64_t fc = mlp == "swiglu" ? 2 * I : I;
-  const int64_t per_block = 2 * norm_params                          // ln_1, ln_2
-                            + (C * qkv + (b || qkv_bias ? qkv : 0))  // c_attn
-                            + (H * D * C + b * C)                    // attn.c_proj
-                            + (qk_norm ? 2 * D : 0)                  // q_norm, k_norm
-                            + (C * fc + b * fc)                      // mlp.c_fc
-                            + (I * C + b * C);                       // mlp.c_proj
-  int64_t n = vocab_size * C + n_layer * per_block + norm_params;
+  const int64_t attn_block = 2 * norm_params                          // ln_1, ln_2
+                             + (C * qkv + (b || qkv_bias ? qkv : 0))  // c_attn
+                             + (H * D * C + b * C)                    // attn.c_proj
+                             + (qk_norm ? 2 * D : 0);                 // q_norm, k_norm
+  // An MoE feed-forward: router, the routed experts, the shared experts' MLP.
+  const int64_t moe_ffn =
+      moe.num_experts * C + moe.num_experts * expert_params(*this) +
+      (moe.shared_experts > 0 ? mlp_params(*this, moe.shared_experts * moe.expert_hidden) : 0);
+  int64_t n = vocab_size * C + norm_params;
+  for (int64_t l = 0; l < n_layer; ++l) {
+    n += attn_block + (moe.is_moe_layer(l) ? moe_ffn : mlp_params(*this, hidden_dim()));
+  }
   if (pos == "learned") n += block_size * C;
   if (!tie_embeddings) n += vocab_size * C;
   return n;
+}
+
+int64_t GptConfig::active_params() const {
+  return num_params() -
+         moe.moe_layers(n_layer) * (moe.num_experts - moe.top_k) * expert_params(*this);
 }
 
 std::string GptConfig::describe() const {
@@ -101,6 +127,11 @@ std::string GptConfig::describe() const {
         pos == "rope" ? log::format("rope theta %g", rope_theta).c_str() : pos.c_str(), mlp.c_str(),
         (long long)kv_heads(), (long long)head_dim(), qk_norm ? ", qk-norm" : "",
         logit_softcap > 0 ? log::format(", softcap %g", logit_softcap).c_str() : "");
+  }
+  if (moe.enabled()) {
+    extra +=
+        log::format("; %s in %lld of %lld layers, %.2fM active per token", moe.describe().c_str(),
+                    (long long)moe.moe_layers(n_layer), (long long)n_layer, active_params() / 1e6);
   }
   return log::format(
       "%s: %lld layers, %lld heads, width %lld, vocab %lld, block %lld, "

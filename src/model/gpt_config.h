@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/moe_config.h"
+
 namespace lmtrain::core {
 class Config;
 }
@@ -34,6 +36,7 @@ struct GptConfig {
   bool qk_norm = false;      // RMSNorm on each head's q and k (Qwen3)
   bool qkv_bias = false;     // biases on q, k, v even when `bias` is off (Qwen2)
   double logit_softcap = 0;  // > 0: logits = cap * tanh(logits / cap) (nanochat)
+  MoeConfig moe;             // model.moe.*: MoE feed-forward in some or all blocks
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -42,8 +45,10 @@ struct GptConfig {
   // `tokenizer_vocab` fills model.vocab_size=0 (rounded up to a multiple of 64, which keeps
   // the output GEMM well shaped). Throws UsageError naming the key for inconsistent shapes.
   static GptConfig from_config(const core::Config& cfg, int64_t tokenizer_vocab);
-  // Parameter count computed from the shapes (tied embedding counted once).
+  // Parameter count computed from the shapes (tied embedding counted once), and the count one
+  // token uses (MoE: top_k of the routed experts, plus everything else).
   int64_t num_params() const;
+  int64_t active_params() const;
   std::string describe() const;
 };
 

@@ -1,10 +1,21 @@
 #include "model/layers.h"
 
+#include "model/fused_gelu.h"
+
 namespace lmtrain::model {
 
-LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias) {
-  weight = register_parameter("weight", torch::empty({out, in}));
-  if (with_bias) bias = register_parameter("bias", torch::zeros({out}));
+namespace {
+ParamTag constant_tag(InitRule init) {
+  ParamTag t;
+  t.init = init;
+  t.decay = false;
+  return t;
+}
+}  // namespace
+
+LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias, ParamTag weight_tag) {
+  weight = register_tagged("weight", torch::empty({out, in}), weight_tag);
+  if (with_bias) bias = register_tagged("bias", torch::zeros({out}), constant_tag(InitRule::kZero));
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) const {
@@ -14,8 +25,9 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) const {
 
 LayerNormImpl::LayerNormImpl(int64_t d, bool with_bias, bool rms_norm, double epsilon)
     : dim(d), rms(rms_norm), eps(epsilon) {
-  weight = register_parameter("weight", torch::ones({d}));
-  if (with_bias && !rms) bias = register_parameter("bias", torch::zeros({d}));
+  weight = register_tagged("weight", torch::ones({d}), constant_tag(InitRule::kOne));
+  if (with_bias && !rms)
+    bias = register_tagged("bias", torch::zeros({d}), constant_tag(InitRule::kZero));
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) const {
@@ -28,11 +40,19 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) const {
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d) {
-  weight = register_parameter("weight", torch::empty({num, d}));
+  ParamTag tag;  // N(0, init_std), no weight decay, not a Muon matrix
+  tag.decay = false;
+  weight = register_tagged("weight", torch::empty({num, d}), tag);
 }
 
 torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) const {
   return torch::embedding(weight, ids);
+}
+
+torch::Tensor mlp_activation(const torch::Tensor& h, const std::string& kind, int64_t hidden) {
+  if (kind == "swiglu") return torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
+  if (kind == "relu2") return torch::relu(h).square();
+  return gelu_tanh(h);
 }
 
 }  // namespace lmtrain::model

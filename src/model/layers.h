@@ -4,12 +4,15 @@
 #pragma once
 #include <torch/nn/module.h>
 
+#include "model/param_tags.h"
+
 namespace lmtrain::model {
 
-// y = x W^T + b; weight (out, in), bias (out) or absent.
-class LinearImpl : public torch::nn::Module {
+// y = x W^T + b; weight (out, in), bias (out) or absent. `weight_tag`: how the weight is
+// initialised and optimised (the bias is always zero-initialised and not decayed).
+class LinearImpl : public TaggedModule {
  public:
-  LinearImpl(int64_t in, int64_t out, bool bias);
+  LinearImpl(int64_t in, int64_t out, bool bias, ParamTag weight_tag = block_matrix_tag());
   torch::Tensor forward(const torch::Tensor& x) const;
   torch::Tensor weight, bias;
 };
@@ -17,7 +20,7 @@ TORCH_MODULE(Linear);
 
 // Normalisation over the last dim: LayerNorm (weight, bias or absent) or, with rms, RMSNorm
 // x / sqrt(mean(x^2) + eps) * weight (no bias; computed in fp32 like HF's LlamaRMSNorm).
-class LayerNormImpl : public torch::nn::Module {
+class LayerNormImpl : public TaggedModule {
  public:
   LayerNormImpl(int64_t dim, bool bias, bool rms = false, double eps = 1e-5);
   torch::Tensor forward(const torch::Tensor& x) const;
@@ -29,12 +32,16 @@ class LayerNormImpl : public torch::nn::Module {
 TORCH_MODULE(LayerNorm);
 
 // Lookup table; weight (num, dim).
-class EmbeddingImpl : public torch::nn::Module {
+class EmbeddingImpl : public TaggedModule {
  public:
   EmbeddingImpl(int64_t num, int64_t dim);
   torch::Tensor forward(const torch::Tensor& ids) const;
   torch::Tensor weight;
 };
 TORCH_MODULE(Embedding);
+
+// The MLP nonlinearity on h = c_fc(x): "swiglu" (h = [gate; up], (R, 2 hidden) -> silu(gate) *
+// up), "relu2" (relu(h)^2) or "gelu" (tanh approximation).
+torch::Tensor mlp_activation(const torch::Tensor& h, const std::string& kind, int64_t hidden);
 
 }  // namespace lmtrain::model

@@ -11,8 +11,33 @@ constexpr int64_t kAlign = 16;  // elements: 64-byte aligned segment starts for 
 int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
+FlatParams::FlatParams(torch::nn::Module& module, const model::ParamTags& tags,
+                       int64_t pad_multiple) {
+  build(
+      module,
+      [&](const std::string& name) {
+        auto it = tags.find(name);
+        if (it == tags.end()) throw Error("internal: parameter '" + name + "' has no tag");
+        return it->second;
+      },
+      pad_multiple);
+}
+
 FlatParams::FlatParams(torch::nn::Module& module,
                        const std::function<bool(const std::string&)>& decays,
+                       int64_t pad_multiple) {
+  build(
+      module,
+      [&](const std::string& name) {
+        model::ParamTag tag;
+        tag.decay = decays(name);
+        return tag;
+      },
+      pad_multiple);
+}
+
+void FlatParams::build(torch::nn::Module& module,
+                       const std::function<model::ParamTag(const std::string&)>& tag_of,
                        int64_t pad_multiple) {
   auto named = module.named_parameters(/*recurse=*/true);
   // Reverse registration order: modules register in forward order, so this is roughly the
@@ -28,7 +53,10 @@ FlatParams::FlatParams(torch::nn::Module& module,
     seg.offset = offset;
     seg.numel = p.numel();
     seg.shape = p.sizes().vec();
-    seg.decay = decays(name);
+    const auto tag = tag_of(name);
+    seg.decay = tag.decay;
+    seg.block_matrix = tag.block_matrix;
+    seg.expert = tag.expert;
     const int64_t end = align_up(offset + seg.numel);
     if (seg.decay) {
       if (!decay_ranges_.empty() && decay_ranges_.back().second == offset) {

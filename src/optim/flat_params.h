@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/param_tags.h"
+
 namespace lmtrain::optim {
 
 struct ParamSegment {
@@ -22,12 +24,17 @@ struct ParamSegment {
   int64_t numel = 0;
   std::vector<int64_t> shape;
   bool decay = false;
+  bool block_matrix = false;  // tag: a transformer block's matrix (Muon's group)
+  bool expert = false;        // tag: a stack of per-expert tensors
 };
 
 class FlatParams {
  public:
   // The buffers are padded with zeros to a multiple of `pad_multiple` elements (16 * world
   // size makes them split evenly into 16-aligned shards for a sharded optimizer).
+  // Decay, Muon group and expert flags from the model's parameter tags.
+  FlatParams(torch::nn::Module& module, const model::ParamTags& tags, int64_t pad_multiple = 16);
+  // Only the decay flag (tests of the optimizers on plain modules).
   FlatParams(torch::nn::Module& module, const std::function<bool(const std::string&)>& decays,
              int64_t pad_multiple = 16);
 
@@ -51,6 +58,8 @@ class FlatParams {
   at::Tensor grad_norm() const;
 
  private:
+  void build(torch::nn::Module& module,
+             const std::function<model::ParamTag(const std::string&)>& tag, int64_t pad_multiple);
   std::vector<ParamSegment> segments_;
   torch::Tensor params_, grads_;
   std::vector<std::pair<int64_t, int64_t>> decay_ranges_;

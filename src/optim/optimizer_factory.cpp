@@ -27,10 +27,9 @@ std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& f
           "dist.zero applies to optim.name=adamw; Muon shards by matrix ownership on its own "
           "(DistMuon) whenever there is more than one rank: set dist.zero=0");
     }
-    // nanochat's grouping: Muon for the transformer blocks' 2-D weight matrices.
-    auto is_muon = [](const std::string& n, const std::vector<int64_t>& shape) {
-      return shape.size() == 2 && n.find(".h.") != std::string::npos && n.size() > 7 &&
-             n.compare(n.size() - 7, 7, ".weight") == 0;
+    // nanochat's grouping: Muon for the transformer blocks' 2-D weight matrices (their tag).
+    auto is_muon = [&flat](const std::string& n, const std::vector<int64_t>& shape) {
+      return shape.size() == 2 && flat.segment(n).block_matrix;
     };
     return std::make_unique<Muon>(flat, AdamWOptions::from_config(cfg),
                                   MuonOptions::from_config(cfg), cfg.get_float("optim.lr"), group,

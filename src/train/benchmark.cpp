@@ -56,9 +56,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   const auto plan = BatchPlan::from_config(cfg, group.size());
   torch::manual_seed(cfg.get_int("train.seed"));
   auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size});
-  optim::FlatParams flat(
-      *model, [&](const std::string& n) { return model->decays(n); },
-      optim::flat_pad_multiple(cfg, group.size()));
+  optim::FlatParams flat(*model, model->param_tags(), optim::flat_pad_multiple(cfg, group.size()));
   auto opt_ptr = optim::make_optimizer(cfg, flat, group);
   auto& opt = *opt_ptr;
   r.optimizer = opt.name();

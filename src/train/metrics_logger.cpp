@@ -1,5 +1,6 @@
 #include "train/metrics_logger.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,25 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     j["skipped_steps"] = m.skipped_steps;
   }
   if (m.peak_mem_bytes > 0) j["peak_mem_mib"] = m.peak_mem_bytes / 1048576.0;
+  // MoE: per layer, and the worst layer's balance on the progress line.
+  double worst_cv = 0, worst_max = 0, mean_drop = 0, mean_aux = 0;
+  if (!m.moe.empty()) {
+    auto layers = nlohmann::json::array();
+    for (const auto& l : m.moe) {
+      layers.push_back({{"layer", l.layer},
+                        {"load_min", l.load_min},
+                        {"load_max", l.load_max},
+                        {"load_cv", l.load_cv},
+                        {"dropped", l.dropped},
+                        {"aux_loss", l.aux},
+                        {"z_loss", l.z}});
+      worst_cv = std::max(worst_cv, l.load_cv);
+      worst_max = std::max(worst_max, l.load_max);
+      mean_drop += l.dropped / static_cast<double>(m.moe.size());
+      mean_aux += l.aux / static_cast<double>(m.moe.size());
+    }
+    j["moe"] = layers;
+  }
   jsonl_ << j.dump() << '\n';
   jsonl_.flush();
   if (tb_) {
@@ -57,6 +77,15 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     if (m.peak_mem_bytes > 0) {
       tb_->add_scalar("train/peak_mem_mib", m.peak_mem_bytes / 1048576.0, m.step);
     }
+    for (const auto& l : m.moe) {
+      const std::string tag = "moe/layer" + std::to_string(l.layer) + "/";
+      tb_->add_scalar(tag + "load_min", l.load_min, m.step);
+      tb_->add_scalar(tag + "load_max", l.load_max, m.step);
+      tb_->add_scalar(tag + "load_cv", l.load_cv, m.step);
+      tb_->add_scalar(tag + "dropped", l.dropped, m.step);
+      tb_->add_scalar(tag + "aux_loss", l.aux, m.step);
+      tb_->add_scalar(tag + "z_loss", l.z, m.step);
+    }
   }
   const double per_step = m.step > 0 ? m.elapsed_s / m.step : 0;
   const double eta = per_step * static_cast<double>(max_steps_ - m.step);
@@ -67,6 +96,10 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   }
   if (m.peak_mem_bytes > 0)
     extra += log::format(" | peak mem %.0f MiB", m.peak_mem_bytes / 1048576.0);
+  if (!m.moe.empty()) {
+    extra += log::format(" | moe load cv %.2f, max share %.2f, dropped %.1f%%, aux %.3f", worst_cv,
+                         worst_max, 100 * mean_drop, mean_aux);
+  }
   log::info(log::format(
       "step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s%s | "
       "elapsed %s | ETA %s",

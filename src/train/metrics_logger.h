@@ -7,6 +7,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "train/moe_step_stats.h"
 
 namespace lmtrain::train {
 
@@ -24,6 +27,7 @@ struct StepMetrics {
   double loss_scale = 0;       // fp16 dynamic loss scale (0: not in use)
   int64_t skipped_steps = 0;   // fp16 steps skipped for inf/nan gradients, whole run
   int64_t peak_mem_bytes = 0;  // GPU: peak bytes allocated since start (0: CPU)
+  std::vector<MoeLayerMetrics> moe;  // MoE models: per MoE layer, of the logged step
 };
 
 class MetricsLogger {

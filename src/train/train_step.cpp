@@ -47,31 +47,35 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
 }
 
-at::Tensor TrainStepper::forward_loss(const at::Tensor& x, const at::Tensor& y) {
+model::LossTerms TrainStepper::forward_loss(const at::Tensor& x, const at::Tensor& y) {
   core::AutocastScope autocast(rt_);  // forward only; backward follows the recorded dtypes
-  return model_.loss(x, y);
+  return model_.loss_terms(x, y);
 }
 
-at::Tensor TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch) {
+at::Tensor TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch,
+                                           MoeStepStats& moe) {
   flat_.zero_grad();
   at::Tensor loss_sum;  // float64 on the device: no host sync per micro-step
   for (int64_t m = 0; m < accum_steps; ++m) {
     auto [x, y] = next_batch(m);
     model::ScopedDropoutSeed dropout_seed(
         core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
-    auto loss = forward_loss(x, y);
+    auto terms = forward_loss(x, y);
+    moe.add(terms.moe_stats, 1.0 / static_cast<double>(accum_steps));
     if (m == accum_steps - 1) sync_->arm();  // communicate during the last backward only
     // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
-    scaler_.scale_loss(loss / static_cast<double>(accum_steps)).backward();
-    auto l = loss.detach().to(torch::kFloat64);
+    scaler_.scale_loss(terms.total() / static_cast<double>(accum_steps)).backward();
+    auto l = terms.ce.detach().to(torch::kFloat64);
     loss_sum = loss_sum.defined() ? loss_sum + l : l;
   }
   return loss_sum / static_cast<double>(accum_steps);
 }
 
-at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch) {
+at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch,
+                                          MoeStepStats& moe) {
   const int k = workers_.count();
   std::vector<double> loss_parts(k, 0.0);
+  std::vector<MoeStepStats> worker_moe(k);
   // Worker 0 writes the flat gradient buffer itself, worker w > 0 its own buffer; the first
   // micro-step copies (no zero fill), later ones add. One add per extra worker at the end.
   auto target = [&](int w) { return w == 0 ? flat_.grads() : worker_grads_[w - 1]; };
@@ -86,9 +90,10 @@ at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchF
           core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, w));
       // Slice mean loss weighted by its share of the rows: the weighted sum over slices is
       // the micro-batch mean, and dividing by accum_steps averages over micro-batches.
-      auto loss = forward_loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));
+      auto terms = forward_loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));
       const double weight = static_cast<double>(hi - lo) / B / accum_steps;
-      auto grads = torch::autograd::grad({scaler_.scale_loss(loss * weight)}, params_);
+      worker_moe[w].add(terms.moe_stats, weight);
+      auto grads = torch::autograd::grad({scaler_.scale_loss(terms.total() * weight)}, params_);
       const auto& segs = flat_.segments();
       torch::NoGradGuard no_grad;
       const at::Tensor buf = target(w);
@@ -101,13 +106,14 @@ at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchF
         }
       }
       written[w] = 1;
-      loss_parts[w] += loss.item<double>() * weight;
+      loss_parts[w] += terms.ce.item<double>() * weight;
     });
   }
   torch::NoGradGuard no_grad;
   // Only a batch with fewer rows than workers leaves a worker without work (and a stale buffer).
   if (!written[0]) flat_.grads().zero_();
   double loss = loss_parts[0];
+  for (int w = 0; w < k; ++w) moe.add(worker_moe[w]);  // in worker order: deterministic
   for (int w = 1; w < k; ++w) {
     if (written[w]) flat_.grads().add_(worker_grads_[w - 1]);
     loss += loss_parts[w];
@@ -117,14 +123,18 @@ at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchF
 
 StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,
                               double grad_clip) {
-  auto loss = workers_.count() > 1 ? accumulate_split(accum_steps, next_batch)
-                                   : accumulate_single(accum_steps, next_batch);
+  MoeStepStats moe;
+  auto loss = workers_.count() > 1 ? accumulate_split(accum_steps, next_batch, moe)
+                                   : accumulate_single(accum_steps, next_batch, moe);
   StepResult r;
   // Average across ranks (a no-op in a world of one).
   r.comm_wait_s = sync_->finish();
   r.loss = loss.reshape({1});
   group_.allreduce(r.loss, dist::ReduceOp::kAvg)->wait();
   r.loss = r.loss.reshape({});
+  // Global expert loads; the balancing bias moves before any skip (it depends on routing only).
+  moe.finish(group_, model_, model_.config().moe.bias_update_rate);
+  r.moe = moe.packed();
 
   torch::NoGradGuard no_grad;
   auto grads = flat_.grads();

@@ -26,6 +26,7 @@
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 #include "train/loss_scaler.h"
+#include "train/moe_step_stats.h"
 #include "train/step_workers.h"
 
 namespace lmtrain::train {
@@ -35,6 +36,7 @@ struct StepResult {
   at::Tensor grad_norm;    // float64 scalar on the device: before clipping (inf when skipped)
   double comm_wait_s = 0;  // time blocked on gradient all-reduce after backward (not hidden)
   bool skipped = false;    // fp16: inf/nan gradients, no update (the loss scale was halved)
+  at::Tensor moe;          // MoE models: global per-layer statistics (see MoeStepStats::packed)
   // Host values (each waits for the device).
   double loss_value() const { return loss.item<double>(); }
   double grad_norm_value() const { return grad_norm.item<double>(); }
@@ -55,11 +57,14 @@ class TrainStepper {
   LossScaler& loss_scaler() { return scaler_; }
 
  private:
-  // Fills flat.grads() with the mean gradient over the micro-batches (times the loss scale);
-  // returns this rank's mean loss as a float64 scalar tensor on the device.
-  at::Tensor accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch);
-  at::Tensor accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch);
-  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
+  // Fills flat.grads() with the mean gradient over the micro-batches (times the loss scale) of
+  // the training objective (cross-entropy + MoE balancing losses); returns this rank's mean
+  // cross-entropy as a float64 scalar tensor on the device and adds MoE statistics to `moe`.
+  at::Tensor accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch,
+                               MoeStepStats& moe);
+  at::Tensor accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch,
+                              MoeStepStats& moe);
+  model::LossTerms forward_loss(const at::Tensor& x, const at::Tensor& y);
 
   model::GptImpl& model_;
   optim::FlatParams& flat_;

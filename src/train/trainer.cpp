@@ -128,9 +128,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   // ---- model and optimizer
   torch::manual_seed(seed);
   auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size});
-  optim::FlatParams flat(
-      *model, [&](const std::string& n) { return model->decays(n); },
-      optim::flat_pad_multiple(cfg, group.size()));
+  optim::FlatParams flat(*model, model->param_tags(), optim::flat_pad_multiple(cfg, group.size()));
   auto optimizer_ptr = optim::make_optimizer(cfg, flat, group);
   optim::Optimizer& optimizer = *optimizer_ptr;
   const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
@@ -230,6 +228,10 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   }
   double interval_comm_s = 0;
   int64_t interval_steps = 0;
+  std::vector<int64_t> moe_layer_index;  // block index of each MoE layer, for the metrics
+  for (int64_t l = 0; l < mcfg.n_layer; ++l) {
+    if (mcfg.moe.is_moe_layer(l)) moe_layer_index.push_back(l);
+  }
   while (state.step < max_steps) {
     const auto t0 = Clock::now();
     const double lr = schedule.at(state.step);
@@ -286,6 +288,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       m.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
       m.elapsed_s = train_seconds;
       m.comm_wait_ms = group.size() > 1 ? 1e3 * interval_comm_s / interval_steps : -1;
+      m.moe = summarize_moe(r.moe, moe_layer_index);
       metrics.log_step(m);
       interval_seconds = 0;
       interval_tokens = 0;

@@ -36,9 +36,8 @@ void set_cpu_rng_state(const at::Tensor& state) {
 std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
                                      std::optional<double> val_loss, double train_loss) {
   TensorList model_tensors;
-  for (const auto& item : in.model.named_parameters()) {
-    model_tensors.emplace_back(item.key(), item.value().detach());
-  }
+  for (const auto& [name, t] : in.model.state_tensors())
+    model_tensors.emplace_back(name, t.detach());
   TensorList optim_tensors = in.optimizer.state_tensors();
   optim_tensors.emplace_back(kRngTensor, cpu_rng_state());
 
@@ -123,6 +122,13 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
   cmp("tie_embeddings", n(a.tie_embeddings), n(b.tie_embeddings));
   cmp("rope_theta", n(a.rope_theta), n(b.rope_theta));
   cmp("logit_softcap", n(a.logit_softcap), n(b.logit_softcap));
+  cmp("moe.num_experts", n(a.moe.num_experts), n(b.moe.num_experts));
+  if (a.moe.enabled() && b.moe.enabled()) {
+    cmp("moe.expert_hidden", n(a.moe.expert_hidden), n(b.moe.expert_hidden));
+    cmp("moe.shared_experts", n(a.moe.shared_experts), n(b.moe.shared_experts));
+    cmp("moe.every", n(a.moe.every), n(b.moe.every));
+    cmp("moe.dense_layers", n(a.moe.moe_layers(a.n_layer)), n(b.moe.moe_layers(b.n_layer)));
+  }
   if (!diffs.empty()) {
     throw UsageError("checkpoint " + ckpt.dir +
                      " is incompatible with this config (different model shape):" + diffs);
@@ -132,17 +138,17 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
                         const std::string& origin) {
   torch::NoGradGuard no_grad;
-  for (auto& item : model.named_parameters()) {
-    auto it = file.tensors.find(item.key());
+  for (auto& [name, t] : model.state_tensors()) {
+    auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
-      throw Error(origin + " has no tensor '" + item.key() + "'");
+      throw Error(origin + " has no tensor '" + name + "'");
     }
-    if (it->second.sizes() != item.value().sizes()) {
+    if (it->second.sizes() != t.sizes()) {
       throw Error(log::format("%s: tensor '%s' has shape %s, the model expects %s", origin.c_str(),
-                              item.key().c_str(), c10::str(it->second.sizes()).c_str(),
-                              c10::str(item.value().sizes()).c_str()));
+                              name.c_str(), c10::str(it->second.sizes()).c_str(),
+                              c10::str(t.sizes()).c_str()));
     }
-    item.value().copy_(it->second);
+    t.copy_(it->second);
   }
 }
 

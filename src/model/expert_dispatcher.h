@@ -1,0 +1,42 @@
+// How an MoE layer reaches its experts. The layer sorts its token rows by expert and hands them
+// to the dispatcher with a function that runs the experts this process holds; the dispatcher
+// returns every row's expert output in the same order. Model code makes no collective call: the
+// local dispatcher (here) calls the experts directly, the expert-parallel one (train/) sends rows
+// to the ranks that hold their experts and brings the results back.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace lmtrain::model {
+
+// rows (R, C) sorted by local expert, counts[e] rows for local expert e -> (R, C) outputs.
+using ExpertCompute =
+    std::function<at::Tensor(const at::Tensor& rows, const std::vector<int64_t>& counts)>;
+
+// Experts [first, first + count) of num_experts live in this process.
+struct ExpertPlacement {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+
+class ExpertDispatcher {
+ public:
+  virtual ~ExpertDispatcher() = default;
+  // rows (M, C) sorted by global expert, counts (num_experts) -> (M, C).
+  virtual at::Tensor run(const at::Tensor& rows, const std::vector<int64_t>& counts,
+                         const ExpertCompute& compute) = 0;
+};
+
+// Every expert is local.
+class LocalExpertDispatcher : public ExpertDispatcher {
+ public:
+  at::Tensor run(const at::Tensor& rows, const std::vector<int64_t>& counts,
+                 const ExpertCompute& compute) override {
+    return compute(rows, counts);
+  }
+};
+
+}  // namespace lmtrain::model

@@ -1,0 +1,85 @@
+#include "model/moe.h"
+
+#include <ATen/ATen.h>
+
+#include "core/runtime.h"
+#include "model/gpt.h"
+#include "model/grouped_linear.h"
+#include "model/moe_routing.h"
+
+namespace lmtrain::model {
+
+ExpertLinearImpl::ExpertLinearImpl(int64_t experts, int64_t in, int64_t out, InitRule init) {
+  ParamTag tag;
+  tag.init = init;
+  tag.expert = true;
+  weight = register_tagged("weight", torch::empty({experts, out, in}), tag);
+}
+
+ExpertsImpl::ExpertsImpl(const GptConfig& cfg, ExpertPlacement p)
+    : placement(p), kind(cfg.mlp), hidden(cfg.moe.expert_hidden) {
+  const int64_t fc = kind == "swiglu" ? 2 * hidden : hidden;  // SwiGLU: [gate; up]
+  c_fc = register_module("c_fc", ExpertLinear(p.count, cfg.n_embd, fc, InitRule::kNormal));
+  c_proj =
+      register_module("c_proj", ExpertLinear(p.count, hidden, cfg.n_embd, InitRule::kResidualProj));
+}
+
+torch::Tensor ExpertsImpl::forward(const torch::Tensor& rows, const std::vector<int64_t>& counts) {
+  auto h = mlp_activation(grouped_linear(rows, c_fc->weight, counts), kind, hidden);  // (R, H)
+  return grouped_linear(h, c_proj->weight, counts);                                   // (R, C)
+}
+
+MoeImpl::MoeImpl(const GptConfig& cfg, ExpertPlacement placement)
+    : moe(cfg.moe), dispatcher_(std::make_shared<LocalExpertDispatcher>()) {
+  router = register_module("router", Linear(cfg.n_embd, moe.num_experts, false));
+  experts = register_module("experts", Experts(cfg, placement));
+  if (moe.shared_experts > 0) {
+    GptConfig shared_cfg = cfg;
+    shared_cfg.mlp_hidden = moe.shared_experts * moe.expert_hidden;
+    shared = register_module("shared", std::make_shared<MlpImpl>(shared_cfg));
+  }
+  expert_bias = register_buffer("expert_bias", torch::zeros({moe.num_experts}));
+}
+
+MoeOutput MoeImpl::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), E = moe.num_experts;
+  const int64_t k = moe.top_k;
+  auto flat = x.reshape({B * T, C});  // (N, C)
+  torch::Tensor logits;
+  {
+    // Router in fp32 whatever the compute dtype: small logit differences decide the experts.
+    core::AutocastScope fp32(x.device().type(), false, at::kFloat);
+    logits = torch::linear(flat.to(at::kFloat), router->weight.to(at::kFloat));  // (N, E)
+  }
+  const auto routing = route(logits, moe.bias_update_rate > 0 ? expert_bias : at::Tensor(), k,
+                             moe.gate, moe.renormalize);
+  const auto plan = plan_dispatch(routing.expert, E, moe.capacity_factor);
+
+  // Rows sorted by expert through the (local or expert-parallel) dispatcher.
+  auto rows = flat.index_select(0, plan.token);  // (M, C)
+  auto out_rows = dispatcher_->run(
+      rows, plan.counts,
+      [this](const at::Tensor& r, const std::vector<int64_t>& c) { return experts(r, c); });
+  // Combine: each kept assignment writes its weighted output into its own (token, slot) row,
+  // then the k slots of a token are summed in slot order (deterministic, no atomics).
+  auto weights = routing.weight.reshape({-1}).index_select(0, plan.slot).unsqueeze(1);  // (M, 1)
+  auto weighted = (out_rows.to(at::kFloat) * weights).to(x.scalar_type());
+  auto per_slot =
+      torch::zeros({B * T * k, C}, weighted.options()).index_copy(0, plan.slot, weighted);
+  auto y = per_slot.view({B * T, k, C}).sum(1);  // (N, C)
+  if (shared) y = y + shared->forward(flat).to(y.scalar_type());
+
+  MoeOutput out;
+  out.y = y.view({B, T, C});
+  auto aux = load_balancing_loss(routing.scores, plan.load, moe.gate);
+  auto z = router_z_loss(logits);
+  out.objective = aux * moe.aux_loss_coef + z * moe.z_loss_coef;
+  out.stats.load = plan.load;
+  out.stats.dropped = torch::scalar_tensor(static_cast<double>(plan.dropped),
+                                           logits.options().requires_grad(false));
+  out.stats.aux = aux.detach();
+  out.stats.z = z.detach();
+  return out;
+}
+
+}  // namespace lmtrain::model

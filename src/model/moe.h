@@ -1,0 +1,75 @@
+// The Mixture-of-Experts feed-forward: a router picks top_k of num_experts expert MLPs per
+// token, the tokens are sorted by expert and run as grouped GEMMs, and the gate-weighted outputs
+// are summed back per token; optional shared experts see every token. Dropped tokens (capacity
+// mode) get no routed output and pass through on the residual.
+//
+// Parameters (HF transformers 5.x layout, so import/export is a rename):
+//   router.weight     (E, C)            router logits = x W^T, computed in fp32
+//   experts.c_fc.weight   (E_local, fc, C)  fc = 2 * expert_hidden for SwiGLU ([gate; up])
+//   experts.c_proj.weight (E_local, C, expert_hidden)
+//   shared.c_fc / shared.c_proj       a dense MLP of shared_experts * expert_hidden
+// Buffer expert_bias (E) fp32: DeepSeek-V3's selection bias, updated by the trainer.
+#pragma once
+#include <memory>
+
+#include "model/expert_dispatcher.h"
+#include "model/gpt_config.h"
+#include "model/layers.h"
+#include "model/param_tags.h"
+
+namespace lmtrain::model {
+
+class MlpImpl;
+
+// Stacked expert weights (E_local, out, in) applied by grouped_linear.
+class ExpertLinearImpl : public TaggedModule {
+ public:
+  ExpertLinearImpl(int64_t experts, int64_t in, int64_t out, InitRule init);
+  torch::Tensor weight;
+};
+TORCH_MODULE(ExpertLinear);
+
+class ExpertsImpl : public torch::nn::Module {
+ public:
+  ExpertsImpl(const GptConfig& cfg, ExpertPlacement placement);
+  // rows (R, C) sorted by local expert -> (R, C).
+  torch::Tensor forward(const torch::Tensor& rows, const std::vector<int64_t>& counts);
+  ExpertLinear c_fc{nullptr}, c_proj{nullptr};
+  ExpertPlacement placement;
+  std::string kind;  // gelu | swiglu | relu2, as the dense MLP
+  int64_t hidden;
+};
+TORCH_MODULE(Experts);
+
+// Detached per-layer statistics of one forward, for logs and the balancing bias.
+struct MoeStats {
+  at::Tensor load;     // (E) fp32: assignments per expert before capacity
+  at::Tensor dropped;  // fp32 scalar: assignments dropped by capacity
+  at::Tensor aux;      // fp32 scalar: load-balancing loss (unweighted)
+  at::Tensor z;        // fp32 scalar: router z-loss (unweighted)
+};
+
+struct MoeOutput {
+  torch::Tensor y;          // (B, T, C)
+  torch::Tensor objective;  // fp32 scalar: aux_loss_coef * aux + z_loss_coef * z (with grad)
+  MoeStats stats;
+};
+
+class MoeImpl : public TaggedModule {
+ public:
+  MoeImpl(const GptConfig& cfg, ExpertPlacement placement);
+  MoeOutput forward(const torch::Tensor& x);
+  void set_dispatcher(std::shared_ptr<ExpertDispatcher> d) { dispatcher_ = std::move(d); }
+
+  Linear router{nullptr};     // weight (E, C)
+  torch::Tensor expert_bias;  // (E) fp32 buffer
+  Experts experts{nullptr};
+  std::shared_ptr<MlpImpl> shared;  // null without shared experts
+  MoeConfig moe;
+
+ private:
+  std::shared_ptr<ExpertDispatcher> dispatcher_;
+};
+TORCH_MODULE(Moe);
+
+}  // namespace lmtrain::model

@@ -1,0 +1,32 @@
+#include "model/param_tags.h"
+
+#include "core/error.h"
+
+namespace lmtrain::model {
+
+torch::Tensor TaggedModule::register_tagged(const std::string& name, torch::Tensor tensor,
+                                            ParamTag tag) {
+  tags_[name] = tag;
+  return register_parameter(name, std::move(tensor));
+}
+
+ParamTags collect_param_tags(const torch::nn::Module& root) {
+  ParamTags tags;
+  auto add = [&](const torch::nn::Module& m, const std::string& prefix) {
+    if (const auto* tagged = dynamic_cast<const TaggedModule*>(&m)) {
+      for (const auto& [name, tag] : tagged->own_tags()) tags[prefix + name] = tag;
+    }
+  };
+  add(root, "");  // not through named_modules: a root under construction has no shared_ptr yet
+  for (const auto& item : root.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    add(*item.value(), item.key() + ".");
+  }
+  for (const auto& item : root.named_parameters(/*recurse=*/true)) {
+    if (!tags.count(item.key())) {
+      throw Error("internal: parameter '" + item.key() + "' was registered without a tag");
+    }
+  }
+  return tags;
+}
+
+}  // namespace lmtrain::model

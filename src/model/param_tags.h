@@ -1,0 +1,55 @@
+// Parameter tags: what the rest of the system needs to know about each parameter, set by the
+// layer that registers it (not guessed later from its name). Initialisation, weight decay, the
+// optimizer group (Muon takes the blocks' hidden matrices), and expert parallelism (which
+// parameters are stacks of per-expert tensors, sharded over the EP group along dim 0) read them.
+#pragma once
+#include <torch/nn/module.h>
+
+#include <map>
+#include <string>
+
+namespace lmtrain::model {
+
+enum class InitRule {
+  kNormal,        // N(0, init_std)
+  kResidualProj,  // N(0, init_std / sqrt(2 n_layer)): projections that write into the residual
+  kZero,
+  kOne,
+};
+
+struct ParamTag {
+  InitRule init = InitRule::kNormal;
+  bool decay = true;          // AdamW weight decay applies
+  bool block_matrix = false;  // a transformer block's 2-D weight matrix: the Muon group
+  bool expert = false;        // (num_experts, ...) stack; dim 0 is the expert index
+};
+
+// A transformer block's weight matrix: decayed, in Muon's group.
+inline ParamTag block_matrix_tag(InitRule init = InitRule::kNormal) {
+  ParamTag t;
+  t.init = init;
+  t.block_matrix = true;
+  return t;
+}
+
+// Full parameter name ("transformer.h.0.mlp.c_fc.weight") -> tag.
+using ParamTags = std::map<std::string, ParamTag>;
+
+// A module whose parameters carry tags. Layers register through register_tagged(); modules that
+// only hold submodules need not derive from it.
+class TaggedModule : public torch::nn::Module {
+ public:
+  const std::map<std::string, ParamTag>& own_tags() const { return tags_; }
+
+ protected:
+  torch::Tensor register_tagged(const std::string& name, torch::Tensor tensor, ParamTag tag);
+
+ private:
+  std::map<std::string, ParamTag> tags_;
+};
+
+// Tags of every parameter under `root`, by full name. Throws lmtrain::Error naming a parameter
+// that was registered without a tag (a layer that bypassed register_tagged).
+ParamTags collect_param_tags(const torch::nn::Module& root);
+
+}  // namespace lmtrain::model

@@ -1,0 +1,129 @@
+// MoE training end to end with real processes: 2 data-parallel ranks equal one rank on the same
+// global batch (the global expert load drives the balancing bias identically everywhere), a
+// resumed run equals an uninterrupted one (the bias is saved with the weights), metrics.jsonl
+// carries the per-layer MoE statistics, and bad MoE settings or a checkpoint with another
+// expert count are refused naming the keys.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/safetensors.h"
+#include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class MoeTrainTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("lmtrain_moe_train");
+    data_ = prepare_synthetic_data(dir_->path());
+    baseline_ = dir_->file("one_rank");
+    auto r = run_command(lmtrain_binary() + " train" + flags(baseline_));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  // A 2-layer model, both layers MoE with 4 SwiGLU experts, top-2, dropless; the balancing bias
+  // on and the z-loss on. The Switch aux loss is off here: it is computed per micro-batch and
+  // rank (as in Megatron and HF), so it is not world-size invariant by design.
+  static std::string flags(const std::string& run) {
+    return tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
+           " --model.mlp=swiglu --model.moe.num_experts=4 --model.moe.top_k=2"
+           " --model.moe.expert_hidden=32 --model.moe.aux_loss_coef=0"
+           " --model.moe.z_loss_coef=0.01 --model.moe.bias_update_rate=0.01"
+           " --train.max_steps=10 --dist.bucket_mb=0.02 --optim.eps=1e-6";
+  }
+  static std::string launch(int nproc) {
+    return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(nproc) +
+           " --master_port=" + std::to_string(free_port()) + " -- train";
+  }
+  static at::Tensor tensor(const std::string& run, const std::string& name) {
+    auto f = core::read_safetensors(run + "/checkpoints/latest/model.safetensors");
+    auto it = f.tensors.find(name);
+    EXPECT_NE(it, f.tensors.end()) << name;
+    return it == f.tensors.end() ? at::Tensor() : it->second;
+  }
+
+  static TempDir* dir_;
+  static std::string data_, baseline_;
+};
+TempDir* MoeTrainTest::dir_ = nullptr;
+std::string MoeTrainTest::data_, MoeTrainTest::baseline_;
+
+TEST_F(MoeTrainTest, TwoDataParallelRanksEqualOneRank) {
+  const std::string run = dir_->file("two_ranks");
+  auto r = run_command(launch(2) + flags(run));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
+            1e-5);
+  // The bias moved (the router is not perfectly balanced) and moved alike.
+  auto bias = tensor(run, "transformer.h.0.mlp.expert_bias");
+  ASSERT_TRUE(bias.defined());
+  EXPECT_GT(bias.abs().max().item<double>(), 0.0);
+  EXPECT_TRUE(bias.equal(tensor(baseline_, "transformer.h.0.mlp.expert_bias")));
+}
+
+TEST_F(MoeTrainTest, ResumedRunEqualsUninterrupted) {
+  const std::string run = dir_->file("resumed");
+  auto first = run_command(lmtrain_binary() + " train" + flags(run) + " --train.stop_at_step=4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto second = run_command(lmtrain_binary() + " train" + flags(run) + " --resume=auto");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_EQ(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
+            0.0);
+  EXPECT_TRUE(tensor(run, "transformer.h.1.mlp.expert_bias")
+                  .equal(tensor(baseline_, "transformer.h.1.mlp.expert_bias")));
+}
+
+TEST_F(MoeTrainTest, MetricsCarryPerLayerLoadDropsAndLosses) {
+  std::ifstream in(baseline_ + "/metrics.jsonl");
+  std::string line;
+  int records = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    ASSERT_TRUE(j.contains("moe")) << line;
+    ASSERT_EQ(j["moe"].size(), 2u) << line;
+    for (const auto& layer : j["moe"]) {
+      const double lo = layer["load_min"], hi = layer["load_max"];
+      EXPECT_LE(lo, 0.25 + 1e-12);  // 4 experts: the smallest share is at most even
+      EXPECT_GE(hi, 0.25 - 1e-12);
+      EXPECT_GE(layer["load_cv"].get<double>(), 0.0);
+      EXPECT_EQ(layer["dropped"].get<double>(), 0.0);  // dropless
+      EXPECT_GT(layer["z_loss"].get<double>(), 0.0);
+      EXPECT_GT(layer["aux_loss"].get<double>(), 0.0);  // computed for the log even at coef 0
+    }
+    ++records;
+  }
+  EXPECT_EQ(records, 10);
+}
+
+TEST_F(MoeTrainTest, BadSettingsAndAnotherExpertCountAreRefusedNamingTheKeys) {
+  const std::string run = dir_->file("bad");
+  auto r = run_command(lmtrain_binary() + " train" + flags(run) + " --model.moe.top_k=5");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.moe.top_k"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model.moe.num_experts"), std::string::npos) << r.output;
+
+  r = run_command(lmtrain_binary() + " train" + flags(run) + " --model.moe.every=3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.moe.every"), std::string::npos) << r.output;
+
+  const std::string copy = dir_->file("other_experts");
+  fs::copy(baseline_, copy, fs::copy_options::recursive);
+  r = run_command(lmtrain_binary() + " train" + flags(copy) +
+                  " --model.moe.num_experts=8 --resume=auto --train.max_steps=12");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("moe.num_experts: checkpoint has 4, config has 8"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
