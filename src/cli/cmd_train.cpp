@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/args.h"
@@ -10,11 +11,59 @@
 #include "train/trainer.h"
 
 namespace lmtrain::cli {
+namespace {
+
+// --model_type (the seeds' train_distributed.py): the preset file it names.
+std::string model_type_preset(const ParsedArgs& args) {
+  if (!args.has("model_type")) return "";
+  const std::string type = args.get("model_type");
+  std::string file;
+  if (type == "pikv") file = "moe-tiny.yaml";
+  if (type == "standard") file = "moe-tiny-dense.yaml";
+  if (file.empty()) {
+    throw UsageError("--model_type='" + type + "': expected pikv (MoE) or standard (dense)");
+  }
+  const std::string dir = find_configs_dir();
+  if (dir.empty()) throw UsageError("--model_type: no configs/ directory found");
+  return dir + "/" + file;
+}
+
+// `train --nproc_per_node=N ...`: this process becomes the launcher of N `train` ranks.
+int spawn_ranks(const Args& argv, const std::string& nproc) {
+  if (std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK")) {
+    throw UsageError(
+        "--nproc_per_node starts the ranks itself: leave it out when running under a launcher "
+        "(RANK is set)");
+  }
+  Args launch = {"--standalone", "--nproc_per_node=" + nproc, "--", "train"};
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--nproc_per_node" || a == "--nproc-per-node") {
+      ++i;  // its value
+    } else if (a.rfind("--nproc_per_node=", 0) != 0 && a.rfind("--nproc-per-node=", 0) != 0 &&
+               a != "--use_spawn" && a != "--use-spawn") {
+      launch.push_back(a);
+    }
+  }
+  return cmd_launch(launch);
+}
+
+}  // namespace
 
 int cmd_train(const Args& argv) {
   auto flags = config_flags();
   flags.push_back(
       {"help-models", FlagKind::kBool, "list the presets in configs/ with their parameter counts"});
+  flags.push_back({"nproc_per_node", FlagKind::kValue,
+                   "start N ranks of this job on this node (like mp.spawn): the same as "
+                   "`lmtrain launch --standalone --nproc_per_node=N -- train ...`",
+                   "N"});
+  flags.push_back({"use_spawn", FlagKind::kBool,
+                   "accepted for the seeds' command lines: ranks are processes either way"});
+  flags.push_back({"model_type", FlagKind::kValue,
+                   "pikv: the MoE preset configs/moe-tiny.yaml; standard: its dense twin "
+                   "configs/moe-tiny-dense.yaml (merged before --config)",
+                   "NAME"});
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
   if (args.help) {
     std::cout
@@ -50,7 +99,8 @@ int cmd_train(const Args& argv) {
   if (!args.positional.empty()) {
     throw UsageError("unexpected argument '" + args.positional[0] + "' for `lmtrain train`");
   }
-  auto config = load_run_config(args);
+  if (args.has("nproc_per_node")) return spawn_ranks(argv, args.get("nproc_per_node"));
+  auto config = load_run_config(args, model_type_preset(args));
   auto dist = setup_distributed(config);
   if (dist.env.restart_count > 0 && config.get_string("checkpoint.resume").empty()) {
     // Restarted by `lmtrain launch --max_restarts` or torchrun: carry on from `latest`.

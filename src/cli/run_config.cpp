@@ -9,8 +9,9 @@ std::vector<FlagSpec> config_flags() {
   };
 }
 
-core::Config load_run_config(const ParsedArgs& args) {
+core::Config load_run_config(const ParsedArgs& args, const std::string& preset) {
   core::Config cfg = core::Config::defaults();
+  if (!preset.empty()) cfg.merge_yaml_file(preset);
   if (args.has("config")) cfg.merge_yaml_file(args.get("config"));
   for (const auto& [path, value] : args.overrides) cfg.set(path, value, "--" + path);
   return cfg;

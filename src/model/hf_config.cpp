@@ -40,6 +40,8 @@ std::string causal_lm_class(const std::string& type) {
   if (type == "gpt2") return "GPT2LMHeadModel";
   if (type == "llama") return "LlamaForCausalLM";
   if (type == "qwen2") return "Qwen2ForCausalLM";
+  if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
+  if (type == "mixtral") return "MixtralForCausalLM";
   return "Qwen3ForCausalLM";
 }
 
@@ -178,7 +180,16 @@ std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
   // Qwen2 always has q/k/v biases (and reads no attention_bias); Llama and Qwen3 have an
   // attention_bias switch that would add biases lmtrain does not have (o_proj too).
   if (type != "qwen2") reject_true(j, "attention_bias", "attention without biases only");
-  if (type != "llama") check_sliding_window(j, L, P);
+  if (type == "mixtral") {
+    // Mixtral applies sliding_window whenever it is set (no use_sliding_window switch).
+    if (has(j, "sliding_window") && get_or<int64_t>(j, "sliding_window", 0) < P) {
+      throw UsageError(
+          "config.json: sliding_window=" + num(get_or<int64_t>(j, "sliding_window", 0)) +
+          " is not supported: lmtrain attends to the full context");
+    }
+  } else if (type != "llama") {
+    check_sliding_window(j, L, P);
+  }
   return {
       {"model.arch", type},
       {"model.n_layer", num(L)},
@@ -192,12 +203,47 @@ std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
       {"model.norm_eps", num(get_or<double>(j, "rms_norm_eps", 1e-6))},
       {"model.pos", "rope"},
       {"model.rope_theta", num(theta)},
-      {"model.qk_norm", type == "qwen3" ? "true" : "false"},
+      {"model.qk_norm", type == "qwen3" || type == "qwen3_moe" ? "true" : "false"},
       {"model.qkv_bias", type == "qwen2" ? "true" : "false"},
       {"model.bias", "false"},
       {"model.block_size", num(P)},
       {"model.vocab_size", num(get_or<int64_t>(j, "vocab_size", 32000))},
       {"model.tie_embeddings", get_or<bool>(j, "tie_word_embeddings", false) ? "true" : "false"}};
+}
+
+std::string list_text(const json& j, const char* key) {
+  if (!has(j, key)) return "";
+  if (!j[key].is_array()) throw UsageError("config.json: " + std::string(key) + " is not a list");
+  std::string out;
+  for (const auto& v : j[key]) out += (out.empty() ? "" : ",") + num(v.get<int64_t>());
+  return out;
+}
+
+// Qwen3-MoE: Qwen3 attention; MoE in layers (l + 1) % decoder_sparse_step == 0 outside
+// mlp_only_layers, dense SwiGLU of intermediate_size elsewhere. Mixtral: Llama attention, every
+// layer MoE with experts of intermediate_size, gates always renormalised. Both route with a
+// softmax over fp32 logits, dropless (HF has no capacity).
+std::vector<std::pair<std::string, std::string>> moe_overrides(const json& j,
+                                                               const std::string& type) {
+  const bool mixtral = type == "mixtral";
+  // transformers 5.x writes num_local_experts for both (Qwen3-MoE's num_experts is an alias).
+  const auto experts = has(j, "num_local_experts") ? get_or<int64_t>(j, "num_local_experts", 8)
+                                                   : get_or<int64_t>(j, "num_experts", 8);
+  const auto hidden = get_or<int64_t>(j, mixtral ? "intermediate_size" : "moe_intermediate_size",
+                                      mixtral ? 14336 : 768);
+  // router_jitter_noise (Mixtral) multiplies inputs by noise in training only: logits unaffected.
+  return {{"model.moe.num_experts", num(experts)},
+          {"model.moe.top_k", num(get_or<int64_t>(j, "num_experts_per_tok", 2))},
+          {"model.moe.expert_hidden", num(hidden)},
+          {"model.moe.shared_experts", "0"},
+          {"model.moe.every", mixtral ? "1" : num(get_or<int64_t>(j, "decoder_sparse_step", 1))},
+          {"model.moe.dense_layers", mixtral ? "" : list_text(j, "mlp_only_layers")},
+          {"model.moe.gate", "softmax"},
+          {"model.moe.renormalize",
+           mixtral || get_or<bool>(j, "norm_topk_prob", false) ? "true" : "false"},
+          {"model.moe.capacity_factor", "0"},
+          {"model.moe.bias_update_rate", "0"},
+          {"model.moe.aux_loss_coef", num(get_or<double>(j, "router_aux_loss_coef", 0.001))}};
 }
 
 }  // namespace
@@ -220,9 +266,31 @@ void check_llama_family(const GptConfig& c) {
                      "to match Hugging Face's " +
                      c.arch);
   }
-  if ((c.arch == "qwen3") != c.qk_norm) {
-    throw UsageError("model.qk_norm must be " + std::string(c.arch == "qwen3" ? "true" : "false") +
+  const bool qk_norm = c.arch == "qwen3" || c.arch == "qwen3_moe";
+  if (qk_norm != c.qk_norm) {
+    throw UsageError("model.qk_norm must be " + std::string(qk_norm ? "true" : "false") +
                      " for model.arch=" + c.arch);
+  }
+  const bool moe_arch = c.arch == "qwen3_moe" || c.arch == "mixtral";
+  if (moe_arch != c.moe.enabled()) {
+    throw UsageError("model.arch=" + c.arch +
+                     (moe_arch ? " needs model.moe.num_experts > 0"
+                               : " is dense: set model.arch=qwen3_moe or mixtral for an MoE model "
+                                 "(model.moe.num_experts > 0)"));
+  }
+  if (moe_arch) {
+    const auto& m = c.moe;
+    std::string why;
+    if (m.gate != MoeGate::kSoftmax) why = "model.moe.gate=softmax";
+    if (m.capacity_factor > 0) why = "model.moe.capacity_factor=0 (dropless)";
+    if (m.shared_experts > 0) why = "model.moe.shared_experts=0";
+    if (c.arch == "mixtral" && (m.every != 1 || !m.dense_layers.empty() || !m.renormalize)) {
+      why = "model.moe.every=1, no model.moe.dense_layers and model.moe.renormalize=true";
+    }
+    if (!why.empty()) {
+      throw UsageError("model.arch=" + c.arch + " needs " + why + " to match Hugging Face's " +
+                       causal_lm_class(c.arch));
+    }
   }
   if ((c.arch == "qwen2") != c.qkv_bias) {
     throw UsageError("model.qkv_bias must be " + std::string(c.arch == "qwen2" ? "true" : "false") +
@@ -232,16 +300,25 @@ void check_llama_family(const GptConfig& c) {
 
 std::vector<std::pair<std::string, std::string>> config_overrides(const json& j) {
   const std::string type = get_or<std::string>(j, "model_type", "");
-  const std::set<std::string> supported = {"gpt2", "llama", "qwen2", "qwen3"};
+  const std::set<std::string> supported = {"gpt2",  "llama",     "qwen2",
+                                           "qwen3", "qwen3_moe", "mixtral"};
   if (!supported.count(type)) {
     throw UsageError("config.json: model_type '" + type +
-                     "' is not supported (supported: gpt2, llama, qwen2, qwen3)");
+                     "' is not supported (supported: gpt2, llama, qwen2, qwen3, qwen3_moe, "
+                     "mixtral)");
   }
   check_architectures(j, type);
   if (has(j, "quantization_config")) {
     throw UsageError("config.json: quantization_config is not supported (fp32/bf16/fp16 only)");
   }
-  return type == "gpt2" ? gpt2_overrides(j) : llama_overrides(j, type);
+  if (type == "gpt2") return gpt2_overrides(j);
+  auto overrides = llama_overrides(j, type);
+  if (type == "qwen3_moe" || type == "mixtral") {
+    for (auto& kv : moe_overrides(j, type)) overrides.push_back(kv);
+  } else {
+    overrides.emplace_back("model.moe.num_experts", "0");
+  }
+  return overrides;
 }
 
 json hf_config(const GptConfig& c) {
@@ -264,10 +341,11 @@ json hf_config(const GptConfig& c) {
             {"dtype", "float32"},
             {"torch_dtype", "float32"}};
   }
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3") {
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3_moe" &&
+      c.arch != "mixtral") {
     throw UsageError("model.arch=" + c.arch +
                      " has no Hugging Face transformers equivalent (export supports gpt2, llama, "
-                     "qwen2, qwen3)");
+                     "qwen2, qwen3, qwen3_moe, mixtral)");
   }
   check_llama_family(c);
   // Both config styles at once, with equal values, so that transformers 4.x (rope_theta,
@@ -293,7 +371,26 @@ json hf_config(const GptConfig& c) {
             {"torch_dtype", "float32"}};
   if (c.arch != "qwen2") j["attention_bias"] = false;
   if (c.arch == "llama") j["mlp_bias"] = false;
-  if (c.arch != "llama") {
+  if (c.arch == "qwen3_moe") {
+    j["num_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["moe_intermediate_size"] = c.moe.expert_hidden;
+    j["decoder_sparse_step"] = c.moe.every;
+    j["mlp_only_layers"] = c.moe.dense_layers;
+    j["norm_topk_prob"] = c.moe.renormalize;
+    j["router_aux_loss_coef"] = c.moe.aux_loss_coef;
+    j["output_router_logits"] = false;
+  }
+  if (c.arch == "mixtral") {
+    j["intermediate_size"] = c.moe.expert_hidden;
+    j["num_local_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["router_aux_loss_coef"] = c.moe.aux_loss_coef;
+    j["router_jitter_noise"] = 0.0;
+    j["output_router_logits"] = false;
+    j["sliding_window"] = nullptr;
+  }
+  if (c.arch != "llama" && c.arch != "mixtral") {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = c.n_layer;

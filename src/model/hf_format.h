@@ -1,5 +1,6 @@
 // Hugging Face transformers <-> lmtrain model mapping, for GPT2LMHeadModel ("gpt2"),
-// LlamaForCausalLM ("llama"), Qwen2ForCausalLM ("qwen2") and Qwen3ForCausalLM ("qwen3").
+// LlamaForCausalLM ("llama"), Qwen2ForCausalLM ("qwen2"), Qwen3ForCausalLM ("qwen3"),
+// Qwen3MoeForCausalLM ("qwen3_moe") and MixtralForCausalLM ("mixtral").
 //
 // lmtrain keeps GPT-2's names for every family member (model/gpt.h): q, k, v fused into
 // c_attn (rows [q; k; v]), SwiGLU's gate and up fused into c_fc (rows [gate; up]), Linear
@@ -9,6 +10,12 @@
 //                  attn.c_proj, self_attn.{q,k}_norm -> attn.{q,k}_norm,
 //                  post_attention_layernorm -> ln_2, mlp.{gate,up}_proj -> mlp.c_fc,
 //                  mlp.down_proj -> mlp.c_proj, model.norm -> transformer.ln_f, lm_head.
+//   MoE layers:    mlp.gate (Mixtral's Hub files: block_sparse_moe.gate) -> mlp.router;
+//                  experts stacked (transformers 5.x in memory: mlp.experts.gate_up_proj
+//                  (E, 2I, C), mlp.experts.down_proj (E, C, I)) or one tensor per expert (the
+//                  Hub: mlp.experts.E.{gate,up,down}_proj, Mixtral block_sparse_moe.experts.E.
+//                  {w1,w3,w2}) -> mlp.experts.c_fc (E, 2I, C) [gate; up], mlp.experts.c_proj.
+//                  Export writes the Hub layout.
 #pragma once
 #include <ATen/core/Tensor.h>
 

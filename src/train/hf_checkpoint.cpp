@@ -105,10 +105,15 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir) {
   auto tensors = model::hf::import_tensors(mcfg, read_hf_tensors(hf_dir));
   auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false});
   TensorList model_tensors;
-  for (auto& item : m->named_parameters()) {
-    auto it = tensors.find(item.key());
-    if (it == tensors.end()) throw Error("import: no weights for parameter '" + item.key() + "'");
-    model_tensors.emplace_back(item.key(), it->second);
+  for (auto& [name, t] : m->state_tensors()) {
+    auto it = tensors.find(name);
+    if (it != tensors.end()) {
+      model_tensors.emplace_back(name, it->second);
+    } else if (name.size() > 12 && name.compare(name.size() - 12, 12, ".expert_bias") == 0) {
+      model_tensors.emplace_back(name, torch::zeros(t.sizes()));  // HF routes without a bias
+    } else {
+      throw Error("import: no weights for parameter '" + name + "'");
+    }
   }
 
   CheckpointFiles files;

@@ -1,7 +1,8 @@
 // Parity with Hugging Face transformers itself (the project venv's, through
 // tests/fixtures/hf_check.py):
 //   - import: every model of tests/fixtures/hf (made by make_hf_fixtures.py: gpt2, llama,
-//     qwen2, qwen3; transformers 4.x and 5.x config styles; tied and untied heads; GQA and MQA)
+//     qwen2, qwen3, qwen3_moe, mixtral; transformers 4.x and 5.x config styles; tied and
+//     untied heads; GQA and MQA; MoE experts stacked and one tensor per expert)
 //     gives transformers' logits within 1e-4 and its greedy tokens;
 //   - export: `lmtrain export hf` of each imported fixture loads in AutoModelForCausalLM with
 //     the original's logits;

@@ -70,6 +70,38 @@ TEST_F(MoeTrainTest, TwoDataParallelRanksEqualOneRank) {
   EXPECT_TRUE(bias.equal(tensor(baseline_, "transformer.h.0.mlp.expert_bias")));
 }
 
+// The seeds' `train_distributed.py --use_spawn`: `train --nproc_per_node=2` starts its ranks.
+TEST_F(MoeTrainTest, TrainStartsItsOwnRanksLikeSpawnAndEqualsOneRank) {
+  const std::string run = dir_->file("spawned");
+  auto r = run_command(lmtrain_binary() + " train --nproc_per_node=2 --use_spawn" + flags(run));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("starting ranks 0..1 of 2"), std::string::npos) << r.output;
+  EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
+            1e-5);
+}
+
+// --model_type=pikv|standard picks the MoE preset or its dense twin (before any --config).
+TEST_F(MoeTrainTest, ModelTypePicksTheMoeOrTheDensePreset) {
+  const std::string tiny =
+      " --data.dir=" + data_ +
+      " --model.n_layer=1 --model.n_embd=32 --model.block_size=32 --data.seq_len=32"
+      " --train.micro_batch_size=2 --train.total_batch_size=64 --train.max_steps=1"
+      " --train.eval_every=0 --train.threads=1";
+  for (const auto& [type, experts] :
+       std::vector<std::pair<std::string, std::string>>{{"pikv", "8"}, {"standard", "0"}}) {
+    const std::string run = dir_->file("model_type_" + type);
+    auto r =
+        run_command(lmtrain_binary() + " train --model_type=" + type + tiny + " --run.dir=" + run);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string yaml = read_text(run + "/config.yaml");
+    EXPECT_NE(yaml.find("moe.num_experts: " + experts), std::string::npos) << yaml;
+  }
+  auto bad = run_command(lmtrain_binary() + " train --model_type=huge" + tiny +
+                         " --run.dir=" + dir_->file("model_type_bad"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--model_type='huge'"), std::string::npos) << bad.output;
+}
+
 TEST_F(MoeTrainTest, ResumedRunEqualsUninterrupted) {
   const std::string run = dir_->file("resumed");
   auto first = run_command(lmtrain_binary() + " train" + flags(run) + " --train.stop_at_step=4");
