@@ -42,7 +42,7 @@ std::string describe_presets(const std::string& configs_dir) {
     auto mcfg = model::GptConfig::from_config(cfg, 0);
     // Built, not estimated: the count is the sum of the module's parameter sizes. Without init
     // the weights are never written, so even multi-billion-parameter presets cost no memory.
-    auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false});
+    auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false, 0, {}});
     int64_t count = 0;
     for (const auto& p : m->parameters()) count += p.numel();
     out += log::format("%-22s %9.2fM  %s%s\n", fs::path(file).filename().c_str(), count / 1e6,

@@ -171,6 +171,10 @@ const std::vector<KeySpec>& config_schema() {
       I("dist.zero", 0, 0, 2,
         "ZeRO stage of the optimizer: 0 = replicated; 1 = optimizer state sharded over ranks; "
         "2 = state sharded and gradients reduce-scattered"),
+      I("dist.ep", 1, 1, 1 << 16,
+        "expert parallelism: groups of ep consecutive ranks split each MoE layer's experts "
+        "between them (tokens travel by all-to-all); world/ep data-parallel replicas of each "
+        "expert"),
 
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),

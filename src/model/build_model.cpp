@@ -7,7 +7,7 @@ namespace lmtrain::model {
 
 Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts) {
   const auto mcfg = GptConfig::from_config(cfg, opts.tokenizer_vocab);
-  Gpt model(mcfg, opts.init);
+  Gpt model(mcfg, opts.init, opts.experts);
   model->set_checkpointing(
       CheckpointPolicy::parse(cfg.get_string("train.activation_checkpointing")));
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {

@@ -19,6 +19,8 @@ struct BuildOptions {
   bool init = true;
   // Fills model.vocab_size = 0 (see GptConfig::from_config); 0 = the config must set it.
   int64_t tokenizer_vocab = 0;
+  // The routed experts this process holds (expert parallelism); default: all.
+  ExpertPlacement experts;
 };
 
 // Builds the `model` section of `cfg` and places it on rt.device in rt.param_dtype.

@@ -132,6 +132,7 @@ TransformerImpl::TransformerImpl(const GptConfig& cfg, ExpertPlacement experts) 
 
 GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg_(cfg) {
   if (experts.count == 0) experts = {0, cfg.moe.num_experts};
+  experts_ = experts;
   transformer = register_module("transformer", Transformer(cfg, experts));
   if (!cfg.tie_embeddings) {
     ParamTag head_tag;  // decayed, but not one of the blocks' matrices (Muon leaves it to AdamW)
@@ -150,7 +151,18 @@ void GptImpl::init_weights() {
   const double resid_std = cfg_.init_std / std::sqrt(2.0 * cfg_.n_layer);
   for (auto& item : named_parameters()) {
     auto& p = item.value();
-    switch (tags_.at(item.key()).init) {
+    const auto& tag = tags_.at(item.key());
+    if (tag.expert && experts_.count < cfg_.moe.num_experts) {
+      // Expert-parallel: draw the whole stack as one process would, keep this rank's experts,
+      // so every layout starts from the same weights.
+      auto sizes = p.sizes().vec();
+      sizes[0] = cfg_.moe.num_experts;
+      auto full = torch::empty(sizes, p.options());
+      full.normal_(0.0, tag.init == InitRule::kResidualProj ? resid_std : cfg_.init_std);
+      p.copy_(full.narrow(0, experts_.first, experts_.count));
+      continue;
+    }
+    switch (tag.init) {
       case InitRule::kZero:
         p.zero_();
         break;

@@ -116,6 +116,8 @@ class GptImpl : public torch::nn::Module {
   // Weights and persistent buffers (the MoE selection bias): what a checkpoint stores.
   std::vector<std::pair<std::string, torch::Tensor>> state_tensors() const;
 
+  // The routed experts this process holds (all of them unless expert-parallel).
+  const ExpertPlacement& expert_placement() const { return experts_; }
   // MoE layers in layer order (empty for a dense model), and their dispatcher (default local).
   const std::vector<MoeImpl*>& moe_layers() const { return moe_layers_; }
   void set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d);
@@ -137,6 +139,7 @@ class GptImpl : public torch::nn::Module {
   GptConfig cfg_;
   CheckpointPolicy checkpoint_;
   ParamTags tags_;
+  ExpertPlacement experts_;
   std::vector<MoeImpl*> moe_layers_;
 };
 TORCH_MODULE(Gpt);

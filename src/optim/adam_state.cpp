@@ -31,8 +31,12 @@ std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
     for (const char* k : {"exp_avg.", "exp_avg_sq."}) {
       auto& dst_flat = std::string(k) == "exp_avg." ? m : v;
       for (const auto& seg : flat.segments()) {
-        const auto& src = find_tensor(files[0], k + seg.name, 0);
+        auto src = find_tensor(files[0], k + seg.name, 0);
         auto dst = flat.view(dst_flat, seg);
+        if (seg.expert && src.dim() > 0 && dst.dim() > 0 && src.size(0) > dst.size(0) &&
+            flat.expert_first() + dst.size(0) <= src.size(0)) {
+          src = src.narrow(0, flat.expert_first(), dst.size(0));  // this rank's experts
+        }
         if (src.sizes() != dst.sizes()) {
           throw Error("optimizer state tensor '" + std::string(k) + seg.name + "' has shape " +
                       c10::str(src.sizes()) + ", the model expects " + c10::str(dst.sizes()));

@@ -45,7 +45,11 @@ void FlatParams::build(torch::nn::Module& module,
   std::vector<std::pair<std::string, torch::Tensor>> ordered;
   for (const auto& item : named) ordered.emplace_back(item.key(), item.value());
   std::reverse(ordered.begin(), ordered.end());
+  // Expert stacks last (stable: each part keeps the backward order).
+  std::stable_partition(ordered.begin(), ordered.end(),
+                        [&](const auto& item) { return !tag_of(item.first).expert; });
   int64_t offset = 0;
+  bool in_experts = false;
   torch::TensorOptions opts;
   for (auto& [name, p] : ordered) {
     ParamSegment seg;
@@ -54,6 +58,10 @@ void FlatParams::build(torch::nn::Module& module,
     seg.numel = p.numel();
     seg.shape = p.sizes().vec();
     const auto tag = tag_of(name);
+    if (tag.expert && !in_experts) {
+      in_experts = true;
+      expert_begin_ = offset;
+    }
     seg.decay = tag.decay;
     seg.block_matrix = tag.block_matrix;
     seg.expert = tag.expert;
@@ -71,6 +79,7 @@ void FlatParams::build(torch::nn::Module& module,
   }
   const int64_t multiple = std::max<int64_t>(1, pad_multiple);
   const int64_t total = (offset + multiple - 1) / multiple * multiple;
+  if (!in_experts) expert_begin_ = total;
   params_ = torch::zeros({total}, opts.requires_grad(false));
   grads_ = torch::zeros({total}, opts.requires_grad(false));
   torch::NoGradGuard no_grad;

@@ -6,6 +6,8 @@
 // their gradients, so gradient buckets (contiguous slices, dist/grad_sync.h) fill front to back
 // while backward runs. Each segment starts 16-element aligned; the padding stays zero.
 // `decay_ranges` lists the merged [begin, end) element ranges that get weight decay.
+// With tags, expert parameters come last, in a region of their own [expert_begin(), numel()):
+// under expert parallelism they are averaged over another group than the rest.
 #pragma once
 #include <torch/nn/module.h>
 
@@ -25,7 +27,7 @@ struct ParamSegment {
   std::vector<int64_t> shape;
   bool decay = false;
   bool block_matrix = false;  // tag: a transformer block's matrix (Muon's group)
-  bool expert = false;        // tag: a stack of per-expert tensors
+  bool expert = false;        // tag: a stack of per-expert tensors (dim 0: local experts)
 };
 
 class FlatParams {
@@ -44,6 +46,12 @@ class FlatParams {
   int64_t numel() const { return params_.numel(); }
   const std::vector<std::pair<int64_t, int64_t>>& decay_ranges() const { return decay_ranges_; }
   int64_t num_parameters() const;  // real elements, without alignment padding
+  // Start of the expert region (numel() when there are no expert parameters).
+  int64_t expert_begin() const { return expert_begin_; }
+  // Under expert parallelism this rank's expert tensors hold experts [first, first + count) of
+  // a larger stack: state saved for the whole stack is sliced there on load.
+  void set_expert_first(int64_t first) { expert_first_ = first; }
+  int64_t expert_first() const { return expert_first_; }
 
   // Views of one parameter's slice of `flat` (params, grads or an optimizer state buffer).
   torch::Tensor view(const torch::Tensor& flat, const ParamSegment& seg) const;
@@ -63,6 +71,8 @@ class FlatParams {
   std::vector<ParamSegment> segments_;
   torch::Tensor params_, grads_;
   std::vector<std::pair<int64_t, int64_t>> decay_ranges_;
+  int64_t expert_begin_ = 0;
+  int64_t expert_first_ = 0;
 };
 
 }  // namespace lmtrain::optim

@@ -55,7 +55,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
   const auto plan = BatchPlan::from_config(cfg, group.size());
   torch::manual_seed(cfg.get_int("train.seed"));
-  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size});
+  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size, {}});
   optim::FlatParams flat(*model, model->param_tags(), optim::flat_pad_multiple(cfg, group.size()));
   auto opt_ptr = optim::make_optimizer(cfg, flat, group);
   auto& opt = *opt_ptr;

@@ -15,7 +15,7 @@ InferenceModel load_inference_model(const std::string& spec, const core::Runtime
   auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
   InferenceModel out;
   out.config = std::make_unique<core::Config>(checkpoint_config(ckpt));
-  out.model = model::build_model(*out.config, rt, {/*init=*/false});
+  out.model = model::build_model(*out.config, rt, {/*init=*/false, 0, {}});
   load_model_tensors(*out.model, ckpt.files.at("model.safetensors"),
                      ckpt.dir + "/model.safetensors");
   out.model->eval();

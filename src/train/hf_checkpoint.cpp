@@ -103,7 +103,7 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir) {
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
 
   auto tensors = model::hf::import_tensors(mcfg, read_hf_tensors(hf_dir));
-  auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false});
+  auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false, 0, {}});
   TensorList model_tensors;
   for (auto& [name, t] : m->state_tensors()) {
     auto it = tensors.find(name);

@@ -11,8 +11,11 @@
 
 namespace lmtrain::train {
 
+// `expert_replicas` (expert parallelism): the expert region of the flat buffers
+// [flat.expert_begin(), numel) differs between EP ranks, so it is broadcast within this group
+// (the ranks holding the same experts) and left out of the fingerprint.
 void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const optim::Optimizer& opt,
-                   const TrainingState& state);
+                   const TrainingState& state, dist::Group* expert_replicas = nullptr);
 
 // True on every rank when any rank asks for a stop (so all ranks stop at the same step).
 bool any_rank(dist::Group& group, bool flag);

@@ -5,10 +5,30 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "core/seed_mix.h"
 #include "model/dropout.h"
 
 namespace lmtrain::train {
+
+void TrainStepper::finish_expert_grads() {
+  torch::NoGradGuard no_grad;
+  flat_.grads()
+      .narrow(0, flat_.expert_begin(), flat_.numel() - flat_.expert_begin())
+      .div_(static_cast<double>(ep_->ep));
+}
+
+at::Tensor TrainStepper::ep_grad_norm() const {
+  // Every parameter once: the replicated part as is, the expert stacks summed over the EP group
+  // (each rank holds different experts).
+  torch::NoGradGuard no_grad;
+  const auto& g = flat_.grads();
+  const int64_t eb = flat_.expert_begin();
+  auto shared = g.narrow(0, 0, eb).to(torch::kFloat64).square().sum();
+  auto experts = g.narrow(0, eb, g.numel() - eb).to(torch::kFloat64).square().sum().reshape({1});
+  ep_->ep_group->allreduce(experts, dist::ReduceOp::kSum)->wait();
+  return (shared + experts.reshape({})).sqrt();
+}
 
 int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
   if (configured > 0) return static_cast<int>(configured);
@@ -17,29 +37,56 @@ int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
 
 TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
                            dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
-                           int64_t bucket_bytes, LossScaler scaler)
+                           int64_t bucket_bytes, LossScaler scaler, const ExpertParallel* ep)
     : model_(model),
       flat_(flat),
       opt_(opt),
       group_(group),
       rt_(rt),
       scaler_(scaler),
-      workers_(rt.cuda() ? 1 : workers),  // split-batch workers are a CPU feature
+      // Split-batch workers are a CPU feature; under EP the ranks' all-to-alls must come in one
+      // order, so one worker.
+      workers_(rt.cuda() || (ep && ep->active()) ? 1 : workers),
       seed_(seed) {
   auto named = model.named_parameters();
-  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const bool split_experts = ep && ep->active();
+  if (split_experts) {
+    ep_ = ep;
+    if (opt.grad_reduction() != optim::GradReduction::kAllReduce) {
+      throw UsageError(
+          "dist.ep > 1 works with the replicated AdamW (dist.zero=0, optim.name=adamw)");
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> ranges, expert_ranges;
+  std::vector<torch::Tensor> expert_params;
   for (const auto& seg : flat.segments()) {
-    params_.push_back(named[seg.name]);
-    ranges.emplace_back(seg.offset, seg.numel);
+    if (split_experts && seg.expert) {
+      expert_params.push_back(named[seg.name]);
+      expert_ranges.emplace_back(seg.offset - flat.expert_begin(), seg.numel);
+    } else {
+      params_.push_back(named[seg.name]);
+      ranges.emplace_back(seg.offset, seg.numel);
+    }
   }
   std::vector<int> owners;
   if (opt.grad_reduction() == optim::GradReduction::kToOwners) {
     for (const auto& seg : flat.segments()) owners.push_back(opt.grad_owner(seg.name));
   }
+  // Expert parallelism: the non-expert region [0, expert_begin) over the world, the expert
+  // region over the ranks that hold the same experts.
+  auto grads = split_experts ? flat.grads().narrow(0, 0, flat.expert_begin()) : flat.grads();
   sync_ =
-      std::make_unique<dist::GradSync>(group, params_, ranges, flat.grads(), bucket_bytes,
+      std::make_unique<dist::GradSync>(group, params_, ranges, grads, bucket_bytes,
                                        opt.grad_reduction() == optim::GradReduction::kReduceScatter,
                                        std::move(owners), rt.reduce_dtype);
+  if (split_experts) {
+    auto expert_grads =
+        flat.grads().narrow(0, flat.expert_begin(), flat.numel() - flat.expert_begin());
+    expert_sync_ = std::make_unique<dist::GradSync>(*ep->replica_group, expert_params,
+                                                    expert_ranges, expert_grads, bucket_bytes,
+                                                    false, std::vector<int>{}, rt.reduce_dtype);
+    params_.insert(params_.end(), expert_params.begin(), expert_params.end());
+  }
   if (workers_.count() > 1) {
     for (int w = 1; w < workers_.count(); ++w) {
       worker_grads_.push_back(torch::zeros_like(flat.grads()));
@@ -62,7 +109,10 @@ at::Tensor TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatch
         core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
     auto terms = forward_loss(x, y);
     moe.add(terms.moe_stats, 1.0 / static_cast<double>(accum_steps));
-    if (m == accum_steps - 1) sync_->arm();  // communicate during the last backward only
+    if (m == accum_steps - 1) {  // communicate during the last backward only
+      sync_->arm();
+      if (expert_sync_) expert_sync_->arm();
+    }
     // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
     scaler_.scale_loss(terms.total() / static_cast<double>(accum_steps)).backward();
     auto l = terms.ce.detach().to(torch::kFloat64);
@@ -129,6 +179,10 @@ StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batc
   StepResult r;
   // Average across ranks (a no-op in a world of one).
   r.comm_wait_s = sync_->finish();
+  if (expert_sync_) {
+    r.comm_wait_s += expert_sync_->finish();
+    finish_expert_grads();
+  }
   r.loss = loss.reshape({1});
   group_.allreduce(r.loss, dist::ReduceOp::kAvg)->wait();
   r.loss = r.loss.reshape({});
@@ -146,7 +200,7 @@ StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batc
     return r;
   }
   scaler_.update(false);
-  r.grad_norm = opt_.grad_norm();  // global, also when each rank holds a shard
+  r.grad_norm = ep_ ? ep_grad_norm() : opt_.grad_norm();  // global, also when sharded
   if (grad_clip > 0) {
     // Same rule as torch.nn.utils.clip_grad_norm_.
     if (r.grad_norm.is_cpu()) {

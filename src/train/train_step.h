@@ -25,6 +25,7 @@
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
+#include "train/expert_parallel.h"
 #include "train/loss_scaler.h"
 #include "train/moe_step_stats.h"
 #include "train/step_workers.h"
@@ -47,9 +48,11 @@ using MicroBatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int64
 
 class TrainStepper {
  public:
+  // `ep`: expert parallelism (null or inactive: every parameter is averaged over `group`).
   TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
                dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
-               int64_t bucket_bytes, LossScaler scaler = LossScaler(false, 1, 1));
+               int64_t bucket_bytes, LossScaler scaler = LossScaler(false, 1, 1),
+               const ExpertParallel* ep = nullptr);
 
   StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr, double grad_clip);
   int workers() const { return workers_.count(); }
@@ -65,6 +68,10 @@ class TrainStepper {
   at::Tensor accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch,
                               MoeStepStats& moe);
   model::LossTerms forward_loss(const at::Tensor& x, const at::Tensor& y);
+  // Under EP: the expert region's average over the replica group, divided by ep (each EP
+  // rank's expert gradient already sums its group's tokens); the global gradient norm.
+  void finish_expert_grads();
+  at::Tensor ep_grad_norm() const;
 
   model::GptImpl& model_;
   optim::FlatParams& flat_;
@@ -77,6 +84,8 @@ class TrainStepper {
   std::vector<torch::Tensor> params_;        // in flat segment order
   std::vector<torch::Tensor> worker_grads_;  // workers 1..k-1 (worker 0 writes flat.grads())
   std::unique_ptr<dist::GradSync> sync_;
+  const ExpertParallel* ep_ = nullptr;
+  std::unique_ptr<dist::GradSync> expert_sync_;  // EP: the expert region, over the replicas
 };
 
 // Worker count from train.workers: a positive value as given; 0 (auto) means one per intra-op

@@ -18,6 +18,7 @@
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
 #include "train/evaluator.h"
+#include "train/expert_parallel.h"
 #include "train/fault_injection.h"
 #include "train/metrics_logger.h"
 #include "train/replica_sync.h"
@@ -126,9 +127,25 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const int64_t stop_at = cfg.get_int("train.stop_at_step");
 
   // ---- model and optimizer
+  const auto ep = make_expert_parallel(group, cfg.get_int("dist.ep"), mcfg.moe.num_experts);
+  if (ep.active() && (cfg.get_int("dist.zero") != 0 || cfg.get_string("optim.name") != "adamw")) {
+    throw UsageError(
+        "dist.ep > 1 works with the replicated AdamW for now: set dist.zero=0 and "
+        "optim.name=adamw");
+  }
   torch::manual_seed(seed);
-  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size});
+  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size, ep.placement});
+  if (ep.active()) {
+    model->set_expert_dispatcher(
+        std::make_shared<AllToAllExpertDispatcher>(*ep.ep_group, mcfg.moe.num_experts));
+    log::info(log::format(
+        "expert parallelism: ep=%d, this rank holds experts [%lld, %lld) of %lld per MoE layer; "
+        "%d replica(s) of each expert",
+        ep.ep, (long long)ep.placement.first, (long long)(ep.placement.first + ep.placement.count),
+        (long long)mcfg.moe.num_experts, group.size() / ep.ep));
+  }
   optim::FlatParams flat(*model, model->param_tags(), optim::flat_pad_multiple(cfg, group.size()));
+  flat.set_expert_first(ep.placement.first);
   auto optimizer_ptr = optim::make_optimizer(cfg, flat, group);
   optim::Optimizer& optimizer = *optimizer_ptr;
   const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
@@ -191,11 +208,12 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   int64_t interval_tokens = 0;
   const int64_t start_step = state.step;
   const int workers = resolve_workers(cfg.get_int("train.workers"), threads, plan.micro_batch);
-  sync_replicas(group, flat, optimizer, state);
+  sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
   const auto bucket_bytes = static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20));
   TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, bucket_bytes,
                        LossScaler(rt.loss_scaling(), cfg.get_float("train.loss_scale"),
-                                  cfg.get_int("train.loss_scale_window")));
+                                  cfg.get_int("train.loss_scale_window")),
+                       &ep);
   // A resumed fp16 run continues with its saved scale; anything else starts at
   // train.loss_scale.
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
@@ -212,9 +230,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       if (!is_main) write_optimizer_shard(run_dir, state.step, rank, optimizer);
       group.barrier();
     }
+    // EP: every rank contributes its experts to rank 0's complete checkpoint.
+    auto full_experts = gather_expert_state(ep, *model, optimizer);
     if (!is_main) return;
-    CheckpointInputs in{cfg,          *model,         optimizer,       state,
-                        group.size(), tokenizer_json, tokenizer.hash()};
+    CheckpointInputs in{cfg,          *model,         optimizer,        state,
+                        group.size(), tokenizer_json, tokenizer.hash(), std::move(full_experts)};
     result.last_checkpoint = save_training_checkpoint(store, in, val_loss, result.last_loss);
     log::info("saved checkpoint " + result.last_checkpoint);
   };

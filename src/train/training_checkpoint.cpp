@@ -39,6 +39,13 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
   for (const auto& [name, t] : in.model.state_tensors())
     model_tensors.emplace_back(name, t.detach());
   TensorList optim_tensors = in.optimizer.state_tensors();
+  for (const auto& [name, full] : in.full_experts) {
+    for (auto* list : {&model_tensors, &optim_tensors}) {
+      for (auto& [n, t] : *list) {
+        if (n == name) t = full;
+      }
+    }
+  }
   optim_tensors.emplace_back(kRngTensor, cpu_rng_state());
 
   CheckpointFiles files;
@@ -138,17 +145,25 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
                         const std::string& origin) {
   torch::NoGradGuard no_grad;
+  const auto& tags = model.param_tags();
+  const auto placement = model.expert_placement();
   for (auto& [name, t] : model.state_tensors()) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
       throw Error(origin + " has no tensor '" + name + "'");
     }
-    if (it->second.sizes() != t.sizes()) {
+    auto src = it->second;
+    auto tag = tags.find(name);
+    if (tag != tags.end() && tag->second.expert && src.dim() > 0 && src.size(0) > t.size(0) &&
+        placement.first + placement.count <= src.size(0)) {
+      src = src.narrow(0, placement.first, placement.count);  // expert-parallel: our experts
+    }
+    if (src.sizes() != t.sizes()) {
       throw Error(log::format("%s: tensor '%s' has shape %s, the model expects %s", origin.c_str(),
                               name.c_str(), c10::str(it->second.sizes()).c_str(),
                               c10::str(t.sizes()).c_str()));
     }
-    t.copy_(it->second);
+    t.copy_(src);
   }
 }
 

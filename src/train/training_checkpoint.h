@@ -41,6 +41,9 @@ struct CheckpointInputs {
   int world_size;
   std::string tokenizer_json;  // file contents
   std::string tokenizer_hash;
+  // Expert parallelism: the whole expert stacks and their optimizer state (gather_expert_state),
+  // saved in place of this rank's slices under the same names.
+  optim::NamedTensors full_experts = {};
 };
 
 // Rank 0: writes the checkpoint. With a sharded optimizer, ranks 1..world_size-1 must have

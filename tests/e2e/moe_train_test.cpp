@@ -1,4 +1,5 @@
-// MoE training end to end with real processes: 2 data-parallel ranks equal one rank on the same
+// MoE training end to end with real processes: 2 data-parallel ranks, expert parallelism (ep=2
+// on 2 ranks, ep=2 x 2 replicas on 4) and resumes across ep values equal one rank on the same
 // global batch (the global expert load drives the balancing bias identically everywhere), a
 // resumed run equals an uninterrupted one (the bias is saved with the weights), metrics.jsonl
 // carries the per-layer MoE statistics, and bad MoE settings or a checkpoint with another
@@ -102,6 +103,40 @@ TEST_F(MoeTrainTest, ModelTypePicksTheMoeOrTheDensePreset) {
   EXPECT_NE(bad.output.find("--model_type='huge'"), std::string::npos) << bad.output;
 }
 
+// Expert parallelism: 2 ranks splitting the 4 experts (ep=2), and 4 ranks as 2 data-parallel
+// replicas of ep=2, equal one process on the same global batch (dropless); the checkpoint holds
+// every expert.
+TEST_F(MoeTrainTest, ExpertParallelRunsEqualOneRank) {
+  for (const auto& [nproc, name] :
+       std::vector<std::pair<int, std::string>>{{2, "ep2"}, {4, "ep2_dp2"}}) {
+    SCOPED_TRACE(name);
+    const std::string run = dir_->file(name);
+    auto r = run_command(launch(nproc) + flags(run) + " --dist.ep=2 --train.micro_batch_size=4");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
+              1e-5);
+    EXPECT_EQ(tensor(run, "transformer.h.0.mlp.experts.c_fc.weight").size(0), 4);
+    EXPECT_NE(read_text(run + "/train.log").find("ep=2, this rank holds experts [0, 2) of 4"),
+              std::string::npos);
+  }
+}
+
+// A checkpoint written at one ep resumes at another (the experts and their AdamW state are
+// resharded), and the result still equals the uninterrupted single process.
+TEST_F(MoeTrainTest, ResumeAtAnotherEpEqualsUninterrupted) {
+  const std::string run = dir_->file("ep_resume");
+  auto first = run_command(launch(2) + flags(run) + " --dist.ep=2 --train.stop_at_step=4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto second =
+      run_command(launch(4) + flags(run) +
+                  " --dist.ep=4 --train.micro_batch_size=4 --train.stop_at_step=7 --resume=auto");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  auto third = run_command(lmtrain_binary() + " train" + flags(run) + " --resume=auto");
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
+            1e-5);
+}
+
 TEST_F(MoeTrainTest, ResumedRunEqualsUninterrupted) {
   const std::string run = dir_->file("resumed");
   auto first = run_command(lmtrain_binary() + " train" + flags(run) + " --train.stop_at_step=4");
@@ -143,6 +178,16 @@ TEST_F(MoeTrainTest, BadSettingsAndAnotherExpertCountAreRefusedNamingTheKeys) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("model.moe.top_k"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("model.moe.num_experts"), std::string::npos) << r.output;
+
+  r = run_command(launch(2) + flags(run) + " --dist.ep=2 --model.moe.num_experts=3");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("'model.moe.num_experts' = 3 is not divisible by 'dist.ep' = 2"),
+            std::string::npos)
+      << r.output;
+  r = run_command(lmtrain_binary() + " train" + flags(run) + " --dist.ep=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'dist.ep' = 2 must divide the world size 1"), std::string::npos)
+      << r.output;
 
   r = run_command(lmtrain_binary() + " train" + flags(run) + " --model.moe.every=3");
   EXPECT_EQ(r.exit_code, 2) << r.output;

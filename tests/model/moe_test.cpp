@@ -17,22 +17,13 @@
 #include "model/gpt.h"
 #include "model/grouped_linear.h"
 #include "model/moe_routing.h"
+#include "model/tiny_moe_config.h"
 
 namespace lmtrain::model {
 namespace {
 
 GptConfig moe_config(const std::string& mlp, int64_t experts, int64_t k, double capacity) {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.vocab_size = 64;
-  c.block_size = 16;
-  c.bias = false;
-  c.mlp = mlp;
-  c.moe.num_experts = experts;
-  c.moe.top_k = k;
-  c.moe.expert_hidden = 24;
+  auto c = tiny_moe_config(mlp, experts, k);
   c.moe.capacity_factor = capacity;
   return c;
 }
