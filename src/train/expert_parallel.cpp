@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <numeric>
 
 #include "core/error.h"
@@ -61,7 +62,11 @@ at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const std::vect
   // On the rows' device (NCCL exchanges device tensors); read back on the host for the splits.
   auto send_counts = at::tensor(counts, at::kLong).to(rows.device());  // (E), destination-major
   auto recv_counts = at::empty_like(send_counts);  // (P * local): [source][local expert]
+  const auto start = std::chrono::steady_clock::now();
   group_.all_to_all(recv_counts, send_counts)->wait();
+  timer_.nanos +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
   const auto recv_host = recv_counts.cpu();
   const int64_t* rc = recv_host.data_ptr<int64_t>();
   std::vector<int64_t> send_splits(P, 0), recv_splits(P, 0), local_counts(local, 0);
@@ -72,7 +77,7 @@ at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const std::vect
       local_counts[e] += rc[d * local + e];
     }
   }
-  auto received = dist::all_to_all_autograd(group_, rows, recv_splits, send_splits);  // (R, C)
+  auto received = dist::all_to_all_autograd(group_, rows, recv_splits, send_splits, &timer_);
   // Received rows are grouped [source][local expert]; the experts want [local expert][source].
   std::vector<int64_t> order;
   order.reserve(static_cast<size_t>(received.size(0)));
@@ -89,7 +94,7 @@ at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const std::vect
   auto by_expert = received.index_select(0, index);
   auto out = compute(by_expert, local_counts);                     // (R, C)
   auto by_source = at::empty_like(out).index_copy(0, index, out);  // back to [source][expert]
-  return dist::all_to_all_autograd(group_, by_source, send_splits, recv_splits);  // (M, C)
+  return dist::all_to_all_autograd(group_, by_source, send_splits, recv_splits, &timer_);
 }
 
 optim::NamedTensors gather_expert_state(const ExpertParallel& ep, model::GptImpl& model,

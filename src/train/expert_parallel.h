@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/all_to_all_autograd.h"
 #include "dist/group.h"
 #include "model/expert_dispatcher.h"
 #include "optim/optimizer.h"
@@ -44,8 +45,11 @@ class AllToAllExpertDispatcher : public model::ExpertDispatcher {
   AllToAllExpertDispatcher(dist::Group& ep_group, int64_t num_experts);
   at::Tensor run(const at::Tensor& rows, const std::vector<int64_t>& counts,
                  const model::ExpertCompute& compute) override;
+  // Time blocked in the token exchanges (forward and backward) since the last call.
+  double take_comm_seconds() { return timer_.take_seconds(); }
 
  private:
+  dist::CommTimer timer_;
   dist::Group& group_;
   int64_t num_experts_;
 };

@@ -38,6 +38,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                       {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
                       {"elapsed_s", m.elapsed_s}};
   if (m.comm_wait_ms >= 0) j["comm_wait_ms"] = m.comm_wait_ms;
+  if (m.a2a_ms >= 0) j["a2a_ms"] = m.a2a_ms;
   if (m.loss_scale > 0) {
     j["loss_scale"] = m.loss_scale;
     j["skipped_steps"] = m.skipped_steps;
@@ -70,6 +71,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     tb_->add_scalar("train/grad_norm", m.grad_norm, m.step);
     tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
     if (m.comm_wait_ms >= 0) tb_->add_scalar("train/comm_wait_ms", m.comm_wait_ms, m.step);
+    if (m.a2a_ms >= 0) tb_->add_scalar("train/a2a_ms", m.a2a_ms, m.step);
     if (m.loss_scale > 0) {
       tb_->add_scalar("train/loss_scale", m.loss_scale, m.step);
       tb_->add_scalar("train/skipped_steps", static_cast<double>(m.skipped_steps), m.step);
@@ -91,6 +93,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   const double eta = per_step * static_cast<double>(max_steps_ - m.step);
   std::string extra;
   if (m.comm_wait_ms >= 0) extra += log::format(" | comm wait %.1f ms", m.comm_wait_ms);
+  if (m.a2a_ms >= 0) extra += log::format(" | all-to-all %.1f ms", m.a2a_ms);
   if (m.loss_scale > 0) {
     extra += log::format(" | scale %.6g, %lld skipped", m.loss_scale, (long long)m.skipped_steps);
   }

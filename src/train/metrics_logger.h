@@ -28,6 +28,7 @@ struct StepMetrics {
   int64_t skipped_steps = 0;   // fp16 steps skipped for inf/nan gradients, whole run
   int64_t peak_mem_bytes = 0;  // GPU: peak bytes allocated since start (0: CPU)
   std::vector<MoeLayerMetrics> moe;  // MoE models: per MoE layer, of the logged step
+  double a2a_ms = -1;                // expert parallelism: per step, blocked in token exchanges
 };
 
 class MetricsLogger {

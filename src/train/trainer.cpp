@@ -135,9 +135,10 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   }
   torch::manual_seed(seed);
   auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size, ep.placement});
+  std::shared_ptr<AllToAllExpertDispatcher> dispatcher;
   if (ep.active()) {
-    model->set_expert_dispatcher(
-        std::make_shared<AllToAllExpertDispatcher>(*ep.ep_group, mcfg.moe.num_experts));
+    dispatcher = std::make_shared<AllToAllExpertDispatcher>(*ep.ep_group, mcfg.moe.num_experts);
+    model->set_expert_dispatcher(dispatcher);
     log::info(log::format(
         "expert parallelism: ep=%d, this rank holds experts [%lld, %lld) of %lld per MoE layer; "
         "%d replica(s) of each expert",
@@ -246,7 +247,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                           stepper.grad_sync().buckets().size(), cfg.get_float("dist.bucket_mb"),
                           group.backend().c_str(), group.size()));
   }
-  double interval_comm_s = 0;
+  double interval_comm_s = 0, interval_a2a_s = 0;
   int64_t interval_steps = 0;
   std::vector<int64_t> moe_layer_index;  // block index of each MoE layer, for the metrics
   for (int64_t l = 0; l < mcfg.n_layer; ++l) {
@@ -293,6 +294,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     interval_seconds += dt;
     interval_tokens += plan.tokens_per_step();
     interval_comm_s += r.comm_wait_s;
+    if (dispatcher) interval_a2a_s += dispatcher->take_comm_seconds();
     ++interval_steps;
 
     if (log_now) {
@@ -309,15 +311,18 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       m.elapsed_s = train_seconds;
       m.comm_wait_ms = group.size() > 1 ? 1e3 * interval_comm_s / interval_steps : -1;
       m.moe = summarize_moe(r.moe, moe_layer_index);
+      m.a2a_ms = dispatcher ? 1e3 * interval_a2a_s / interval_steps : -1;
       metrics.log_step(m);
       interval_seconds = 0;
       interval_tokens = 0;
       interval_comm_s = 0;
+      interval_a2a_s = 0;
       interval_steps = 0;
     }
     std::optional<double> val_loss;
     if (eval_now) {
       val_loss = evaluate(*model, val_stream, plan.micro_batch, eval_batches, group, rt);
+      if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
       metrics.log_eval(state.step, *val_loss);
       result.last_val_loss = val_loss;
     }
