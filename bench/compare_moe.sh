@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# MoE vs its dense twin on the fortunes corpus, 2 ranks on this machine, side by side in one run:
-# moe-tiny (8 SwiGLU experts of 128, top-2) and moe-tiny-dense (one SwiGLU MLP of 256: the same
-# active parameters per token) train for the same steps on the same global batches. Prints each
-# run's median tokens/s, comm wait per step, final validation loss, and the MoE layers' last
-# load balance.
+# MoE on the fortunes corpus, 2 ranks on this machine, side by side in one run: moe-tiny (8 SwiGLU
+# experts of 128, top-2) data-parallel (ep=1: every rank holds every expert), moe-tiny expert-
+# parallel (dist.ep=2: each rank holds 4 experts, tokens travel by all-to-all), and
+# moe-tiny-dense (one SwiGLU MLP of 256: the same active parameters per token), for the same
+# steps on the same global batches. Prints each run's median tokens/s, gradient-sync wait and
+# all-to-all time per step, final validation loss, and the MoE layers' last load balance.
 #
 # Usage: bench/compare_moe.sh [--steps N] [--nproc N] [--rounds R]
 # Env:   LMTRAIN_BIN (default build/lmtrain), DATA (default data/fortunes, prepared if missing)
@@ -36,7 +37,9 @@ train = [r for r in steps if "loss" in r]
 val = [r for r in steps if "val_loss" in r]
 tps = statistics.median(r["tokens_per_s"] for r in train[1:])
 comm = statistics.median(r.get("comm_wait_ms", 0) for r in train[1:])
-line = f"{label:16s} tokens/s {tps:9.0f}  comm wait {comm:6.1f} ms/step  val loss {val[-1]['val_loss']:.4f} at step {val[-1]['step']}"
+a2a = statistics.median(r.get("a2a_ms", 0) for r in train[1:])
+line = (f"{label:16s} tokens/s {tps:9.0f}  grad sync wait {comm:6.1f} ms/step  all-to-all {a2a:6.1f} ms/step"
+        f"  val loss {val[-1]['val_loss']:.4f} at step {val[-1]['step']}")
 if "moe" in train[-1]:
     cv = max(l["load_cv"] for l in train[-1]["moe"])
     line += f"  worst load cv {cv:.2f}"
@@ -44,12 +47,16 @@ print(line)
 PY
 }
 for ((r = 0; r < rounds; ++r)); do
-  for preset in moe-tiny moe-tiny-dense; do
-    run="$out/$preset.$r"
+  for variant in moe-tiny:1 moe-tiny:$nproc moe-tiny-dense:1; do
+    preset=${variant%%:*} ep=${variant##*:}
+    label=$preset
+    [[ $preset == moe-tiny ]] && label="$preset ep=$ep"
+    run="$out/$preset.ep$ep.$r"
     "$bin" train --nproc_per_node="$nproc" --config "configs/$preset.yaml" --data.dir="$data" \
       --run.dir="$run" --train.max_steps="$steps" --train.eval_every="$steps" \
-      --checkpoint.every=0 --log.every=10 >"$run.log" 2>&1 || { tail -20 "$run.log"; exit 1; }
-    summary "$run" "$preset"
+      --checkpoint.every=0 --log.every=10 --dist.ep="$ep" >"$run.log" 2>&1 ||
+      { tail -20 "$run.log"; exit 1; }
+    summary "$run" "$label"
   done
 done
 echo "runs in $out"
