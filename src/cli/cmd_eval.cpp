@@ -36,7 +36,7 @@ int cmd_eval(const Args& argv) {
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
   const std::string split = args.get("split", "val");
   if (split != "val" && split != "train") throw UsageError("--split must be val or train");
-  core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
+  core::configure_threads(static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag)), 1);
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
