@@ -51,6 +51,7 @@ int cmd_eval(const Args& argv) {
   if (shard.tokenizer_hash() != loaded.tokenizer->hash()) {
     throw UsageError(path + " was tokenized with a different tokenizer than the checkpoint's");
   }
+  shard.set_vocab_size(loaded.tokenizer->vocab_size());
   const int64_t T = cfg.get_int("data.seq_len");
   data::WindowStream stream(shard, T, 0, false);
   const int64_t B = args.get_int("batch_size", cfg.get_int("train.micro_batch_size"));

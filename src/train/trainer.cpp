@@ -112,6 +112,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   cfg.set("model.vocab_size", std::to_string(mcfg.vocab_size), "tokenizer");
   const auto plan = BatchPlan::from_config(cfg, group.size());
   const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  train_shard.set_vocab_size(tokenizer.vocab_size());
+  val_shard.set_vocab_size(tokenizer.vocab_size());
   data::WindowStream train_stream(train_shard, plan.seq_len, seed, cfg.get_bool("data.shuffle"));
   data::WindowStream val_stream(val_shard, plan.seq_len, seed, false);
   const int64_t steps_per_epoch = train_stream.num_windows() / plan.global_windows;

