@@ -129,5 +129,17 @@ TEST_F(RunSafetyTest, TokenIdOutsideTheVocabularyNamesFileOffsetAndId) {
   EXPECT_FALSE(contains(r.output, "index out of range")) << r.output;
 }
 
+TEST_F(RunSafetyTest, GenerateBeyondTheContextWarns) {
+  const std::string run = dir_->file("for_generate");
+  ASSERT_EQ(train(run, " --train.max_steps=2").exit_code, 0);
+  auto r = run_command(lmtrain_binary() + " generate --checkpoint " + run +
+                       " --max_new_tokens=100000 --stop_at_eot=false --print_ids --threads=1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "max_new_tokens = 100000 is more than the model's context allows: "
+                       "block_size 32 minus the 1-token prompt leaves at most 31 new tokens"))
+      << r.output;
+}
+
 }  // namespace
 }  // namespace lmtrain::testing
