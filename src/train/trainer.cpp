@@ -22,6 +22,7 @@
 #include "train/metrics_logger.h"
 #include "train/replica_sync.h"
 #include "train/train_step.h"
+#include "train/run_dir_claim.h"
 #include "train/training_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -85,12 +86,16 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
 }  // namespace
 
 TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
-                         int local_world_size) {
+                         int local_world_size, bool overwrite) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   log::set_file(run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log"));
+  const std::string resume = cfg.get_string("checkpoint.resume");
+  // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
+  const core::FileLock run_dir_lock =
+      claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
   const int threads =
       core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
@@ -150,7 +155,6 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
   TrainingState state;
   bool resumed = false;
-  const std::string resume = cfg.get_string("checkpoint.resume");
   if (!resume.empty() && resume != "none") {
     auto dir = CheckpointStore::resolve(resume, run_dir);
     if (!dir) {

@@ -21,6 +21,8 @@ struct TrainResult {
 // `config` is the resolved config (defaults < file < overrides).
 // `rt`: this rank's device and precision (core::Runtime::from_config).
 TrainResult run_training(core::Config config, dist::Group& group, const core::Runtime& rt,
-                         int local_world_size);
+                         int local_world_size, bool overwrite = false);
+// `overwrite` (--overwrite): a fresh run may take over a run dir holding an earlier run's
+// checkpoints, which are moved aside first (train/run_dir_claim.h); otherwise that is refused.
 
 }  // namespace lmtrain::train

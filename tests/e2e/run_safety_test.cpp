@@ -106,6 +106,103 @@ class RunSafetyTest : public ::testing::Test {
 TempDir* RunSafetyTest::dir_ = nullptr;
 std::string RunSafetyTest::data_;
 
+TEST_F(RunSafetyTest, FreshRunIntoARunDirWithCheckpointsIsRefused) {
+  const std::string run = dir_->file("used");
+  const auto [hash, config] = train_earlier_run(run);
+
+  auto second = train(run, " --train.max_steps=10 --checkpoint.every=5 --optim.lr=1e-4");
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_TRUE(contains(second.output, "run dir " + run +
+                                          " already holds 2 checkpoints (step_00000005, "
+                                          "step_00000010) of an earlier run"))
+      << second.output;
+  for (const char* choice : {"--resume=auto", "another run.dir", "--overwrite"}) {
+    EXPECT_TRUE(contains(second.output, choice)) << choice << "\n" << second.output;
+  }
+  // Nothing of the first run changed.
+  EXPECT_EQ(checkpoint_hash(run + "/checkpoints/step_00000010"), hash);
+  EXPECT_EQ(read_text(run + "/config.yaml"), config);
+  EXPECT_EQ(fs::read_symlink(run + "/checkpoints/latest").string(), "step_00000010");
+
+  // --resume=none is a fresh run too.
+  EXPECT_EQ(train(run, " --train.max_steps=10 --resume=none").exit_code, 2);
+}
+
+TEST_F(RunSafetyTest, OverwriteMovesTheEarlierRunAsideAndKeepsIt) {
+  const std::string run = dir_->file("overwritten");
+  const auto [hash, config] = train_earlier_run(run);
+
+  auto second = train(run, " --train.max_steps=4 --optim.lr=1e-4 --overwrite");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_TRUE(contains(second.output, "moved the earlier run in " + run)) << second.output;
+  const std::string old = run + "/previous-1";
+  EXPECT_EQ(checkpoint_hash(old + "/checkpoints/step_00000010"), hash);
+  EXPECT_EQ(checkpoint_hash(old + "/checkpoints/latest"), hash);  // the link still resolves
+  EXPECT_TRUE(fs::exists(old + "/checkpoints/step_00000005/meta.json"));
+  EXPECT_EQ(read_text(old + "/config.yaml"), config);
+  EXPECT_TRUE(fs::exists(old + "/metrics.jsonl"));
+  // The new run is alone in the run dir.
+  EXPECT_EQ(fs::read_symlink(run + "/checkpoints/latest").string(), "step_00000004");
+  EXPECT_FALSE(fs::exists(run + "/checkpoints/step_00000010"));
+  EXPECT_TRUE(contains(read_text(run + "/config.yaml"), "max_steps: 4"));
+
+  // A second --overwrite keeps both earlier runs.
+  auto third = train(run, " --train.max_steps=2 --overwrite");
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_EQ(checkpoint_hash(old + "/checkpoints/step_00000010"), hash);
+  EXPECT_TRUE(fs::exists(run + "/previous-2/checkpoints/step_00000004/meta.json"));
+  EXPECT_EQ(fs::read_symlink(run + "/checkpoints/latest").string(), "step_00000002");
+}
+
+TEST_F(RunSafetyTest, SecondTrainOnALockedRunDirIsRefusedAndKill9FreesIt) {
+  const std::string run = dir_->file("locked");
+  BackgroundRun holder(train_cmd(run, " --train.max_steps=1000000"), dir_->file("locked.log"),
+                       dir_->file("locked.exit"));
+  const int pid = holder.wait_for_lock(run);
+  ASSERT_GT(pid, 0) << read_text(dir_->file("locked.log"));
+
+  auto second = train(run, " --train.max_steps=3 --resume=auto");
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_TRUE(contains(second.output,
+                       "run dir " + run + " is in use by pid " + std::to_string(pid) + " on host "))
+      << second.output;
+  // The refused run wrote nothing into the run dir's log: it holds the holder's start only.
+  const std::string log = read_text(run + "/train.log");
+  const std::string start = "lmtrain train: rank 0 of 1";
+  EXPECT_EQ(log.find(start), log.rfind(start)) << log;
+
+  // kill -9 leaves no lock behind: the next run proceeds.
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  holder.wait_gone();
+  auto third = train(run, " --train.max_steps=3 --resume=auto");
+  EXPECT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000003/meta.json")) << third.output;
+}
+
+TEST_F(RunSafetyTest, TwoRankJobSharesTheLockAndIsRefusedAsOne) {
+  const std::string run = dir_->file("two_ranks");
+  const std::string flags = tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
+                            " --train.micro_batch_size=4 --train.max_steps=3";
+  auto job = run_command(launch2() + flags);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000003/meta.json"));
+
+  // While a single process holds the run dir, a 2-rank job on it stops at once on every rank
+  // with the holder named, and the launcher passes the usage error's exit code 2 through.
+  BackgroundRun holder(train_cmd(run, " --train.max_steps=1000000 --resume=auto"),
+                       dir_->file("two_ranks.log"), dir_->file("two_ranks.exit"));
+  const int pid = holder.wait_for_lock(run);
+  ASSERT_GT(pid, 0) << read_text(dir_->file("two_ranks.log"));
+  auto refused = run_command(launch2() + flags + " --resume=auto");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  const std::string held = "is in use by pid " + std::to_string(pid);
+  EXPECT_TRUE(contains(refused.output, "[rank 0] error: run dir " + run + " " + held))
+      << refused.output;
+  EXPECT_TRUE(
+      contains(refused.output, "failed with a usage or config error (exit code 2): run dir"))
+      << refused.output;
+}
+
 TEST_F(RunSafetyTest, TokenIdOutsideTheVocabularyNamesFileOffsetAndId) {
   const std::string data = dir_->file("bad_data");
   fs::create_directories(data);
