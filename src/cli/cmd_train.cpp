@@ -23,8 +23,9 @@ int cmd_train(const Args& argv) {
     std::cout
         << "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
            "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
-           "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops;\n"
-           "--resume=auto continues from the latest checkpoint. One job at a time per run dir (RUN_DIR/.lock); a fresh run into a\n"
+           "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops\n"
+           "(exit code 128+signal: 130, or 143 for SIGTERM); --resume=auto continues from the\n"
+           "latest checkpoint. One job at a time per run dir (RUN_DIR/.lock); a fresh run into a\n"
            "run dir with checkpoints is refused unless --resume=auto or --overwrite.\n\n"
            "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
            "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
@@ -63,8 +64,11 @@ int cmd_train(const Args& argv) {
                           dist.env.restart_count));
   }
   const bool overwrite = args.get("overwrite", "false") != "false";
-  train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
-  return 0;
+  const auto result =
+      train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  // Stopped by SIGINT/SIGTERM (checkpoint saved): 128+signal, as a shell, torchrun and Slurm
+  // report it, so that a scheduler can tell an interrupted run from a finished one.
+  return result.stop_signal ? 128 + result.stop_signal : 0;
 }
 
 }  // namespace lmtrain::cli

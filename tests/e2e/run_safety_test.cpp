@@ -203,6 +203,39 @@ TEST_F(RunSafetyTest, TwoRankJobSharesTheLockAndIsRefusedAsOne) {
       << refused.output;
 }
 
+TEST_F(RunSafetyTest, SignalStopSavesACheckpointAndExitsWith128PlusTheSignal) {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    const std::string name = "signal" + std::to_string(sig);
+    const std::string run = dir_->file(name);
+    BackgroundRun training(train_cmd(run, " --train.max_steps=1000000"), dir_->file(name + ".log"),
+                           dir_->file(name + ".exit"));
+    const int pid = training.wait_for_lock(run);
+    ASSERT_GT(pid, 0) << read_text(dir_->file(name + ".log"));
+    // The stop handlers are in place once steps are logged.
+    for (int i = 0; i < 3000; ++i) {
+      std::error_code ec;
+      if (fs::file_size(run + "/metrics.jsonl", ec) > 0 && !ec) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(::kill(pid, sig), 0);
+    EXPECT_EQ(training.wait_exit(), 128 + sig) << read_text(dir_->file(name + ".log"));
+    const std::string log = read_text(dir_->file(name + ".log"));
+    EXPECT_TRUE(contains(log, "stopped by signal " + std::to_string(sig))) << log;
+    EXPECT_FALSE(contains(log, "done:")) << log;
+    EXPECT_TRUE(fs::exists(run + "/checkpoints/latest/meta.json")) << log;
+  }
+}
+
+TEST_F(RunSafetyTest, ResumingAFinishedRunSaysItIsComplete) {
+  const std::string run = dir_->file("finished");
+  ASSERT_EQ(train(run, " --train.max_steps=4").exit_code, 0);
+  auto again = train(run, " --train.max_steps=4 --resume=auto");
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_TRUE(contains(again.output, "is already complete")) << again.output;
+  EXPECT_TRUE(contains(again.output, "at step 4 of 4")) << again.output;
+  EXPECT_FALSE(contains(again.output, "last loss 0.0000")) << again.output;
+}
+
 TEST_F(RunSafetyTest, TokenIdOutsideTheVocabularyNamesFileOffsetAndId) {
   const std::string data = dir_->file("bad_data");
   fs::create_directories(data);
