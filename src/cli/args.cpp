@@ -1,5 +1,7 @@
 #include "cli/args.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -18,13 +20,20 @@ std::vector<std::string> ParsedArgs::get_all(const std::string& name) const {
   return it == flags.end() ? std::vector<std::string>{} : it->second;
 }
 
-int64_t ParsedArgs::get_int(const std::string& name, int64_t fallback) const {
+int64_t ParsedArgs::get_int(const std::string& name, int64_t fallback, int64_t min,
+                            int64_t max) const {
   if (!has(name)) return fallback;
   const std::string v = get(name);
+  errno = 0;
   char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
+  const long long x = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0')
     throw UsageError("--" + name + " expects an integer, got '" + v + "'");
+  // strtoll saturates on overflow: a 20-digit count must not silently become INT64_MAX.
+  if (errno == ERANGE || x < min || x > max) {
+    throw UsageError("--" + name + "=" + v + " is out of range: must be in [" +
+                     std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
   return x;
 }
 
@@ -32,9 +41,12 @@ double ParsedArgs::get_float(const std::string& name, double fallback) const {
   if (!has(name)) return fallback;
   const std::string v = get(name);
   char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
+  const double x = std::strtod(v.c_str(), &end);
   if (v.empty() || *end != '\0')
     throw UsageError("--" + name + " expects a number, got '" + v + "'");
+  // strtod accepts "nan" and "inf" (and overflows to inf): no flag means either.
+  if (!std::isfinite(x))
+    throw UsageError("--" + name + " expects a finite number, got '" + v + "'");
   return x;
 }
 

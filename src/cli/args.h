@@ -3,11 +3,16 @@
 // multi-valued flags (`--input a b c`), and config overrides `--section.key=value` plus the
 // flat aliases from the config schema.
 #pragma once
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace lmtrain::cli {
+
+// Upper bound of every --threads flag (the same as the config key train.threads).
+inline constexpr int64_t kMaxThreadsFlag = 1024;
 
 enum class FlagKind { kBool, kValue, kMulti };
 
@@ -27,8 +32,11 @@ struct ParsedArgs {
   bool has(const std::string& name) const { return flags.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback = "") const;
   std::vector<std::string> get_all(const std::string& name) const;
-  // Parsed numbers; errors name the flag.
-  int64_t get_int(const std::string& name, int64_t fallback) const;
+  // Parsed numbers; errors (UsageError: not a number, overflow, NaN/inf, outside [min, max])
+  // name the flag.
+  int64_t get_int(const std::string& name, int64_t fallback,
+                  int64_t min = std::numeric_limits<int64_t>::min(),
+                  int64_t max = std::numeric_limits<int64_t>::max()) const;
   double get_float(const std::string& name, double fallback) const;
 };
 

@@ -36,7 +36,7 @@ int cmd_eval(const Args& argv) {
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
   const std::string split = args.get("split", "val");
   if (split != "val" && split != "train") throw UsageError("--split must be val or train");
-  core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
+  core::configure_threads(static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag)), 1);
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
@@ -51,6 +51,7 @@ int cmd_eval(const Args& argv) {
   if (shard.tokenizer_hash() != loaded.tokenizer->hash()) {
     throw UsageError(path + " was tokenized with a different tokenizer than the checkpoint's");
   }
+  shard.set_vocab_size(loaded.tokenizer->vocab_size());
   const int64_t T = cfg.get_int("data.seq_len");
   data::WindowStream stream(shard, T, 0, false);
   const int64_t B = args.get_int("batch_size", cfg.get_int("train.micro_batch_size"));

@@ -40,19 +40,16 @@ int cmd_generate(const Args& argv) {
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
   infer::SamplingOptions opts;
   opts.temperature = args.get_float("temperature", 0.8);
-  opts.top_k = args.get_int("top_k", 50);
+  opts.top_k = args.get_int("top_k", 50, 0);
   opts.top_p = args.get_float("top_p", 1.0);
-  const int64_t max_new = args.get_int("max_new_tokens", 100);
-  const int64_t samples = args.get_int("num_samples", 1);
+  const int64_t max_new = args.get_int("max_new_tokens", 100, 0);
+  const int64_t samples = args.get_int("num_samples", 1, 1);
   const int64_t seed = args.get_int("seed", 1337);
   if (opts.temperature < 0) throw UsageError("--temperature must be >= 0");
-  if (opts.top_k < 0) throw UsageError("--top_k must be >= 0");
   if (!(opts.top_p > 0 && opts.top_p <= 1)) throw UsageError("--top_p must be in (0, 1]");
-  if (max_new < 0) throw UsageError("--max_new_tokens must be >= 0");
-  if (samples < 1) throw UsageError("--num_samples must be >= 1");
   const bool stop_at_eot = args.get("stop_at_eot", "true") != "false";
   const bool print_ids = args.get("print_ids", "false") != "false";
-  core::configure_threads(static_cast<int>(args.get_int("threads", 0)), 1);
+  core::configure_threads(static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag)), 1);
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();

@@ -19,7 +19,9 @@ COMMAND is an lmtrain command (train, bench, eval, ...) run with this binary, or
 program (as with torchrun --no_python). Each rank gets torchrun's environment (RANK, LOCAL_RANK,
 WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, ...), its
 output lines are prefixed with "[rank R]", SIGINT/SIGTERM are forwarded to every rank, and when
-a rank fails the others are stopped and the launcher exits 1 naming the rank.
+a rank fails the others are stopped and the launcher exits 1, its last line naming the rank and
+its error. Exit codes: 0 all ranks succeeded; 2 a rank stopped on a usage or config error (passed
+through, not restarted); 1 any other failure; 128+signal when stopped by SIGINT/SIGTERM.
 
 Flags (dashes or underscores):
   --nproc_per_node=N|auto   ranks on this node (auto: one per CPU core) [1]

@@ -45,7 +45,7 @@ int cmd_prepare(const Args& argv) {
   opts.val_fraction = args.get_float("val_fraction", 0.05);
   opts.seed = static_cast<uint64_t>(args.get_int("seed", 1337));
   opts.doc_separator = args.get("doc_separator");
-  opts.num_threads = static_cast<int>(args.get_int("threads", 0));
+  opts.num_threads = static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag));
   if (opts.vocab_size < 257 || opts.vocab_size > (int64_t{1} << 31)) {
     throw UsageError("--vocab_size must be in [257, 2^31], got " + std::to_string(opts.vocab_size));
   }

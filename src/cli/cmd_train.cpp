@@ -64,13 +64,18 @@ int cmd_train(const Args& argv) {
                    "pikv: the MoE preset configs/moe-tiny.yaml; standard: its dense twin "
                    "configs/moe-tiny-dense.yaml (merged before --config)",
                    "NAME"});
+  flags.push_back({"overwrite", FlagKind::kBool,
+                   "start fresh in a run.dir that holds an earlier run's checkpoints, moving "
+                   "that run into RUN_DIR/previous-<n>/ (never deleted)"});
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
   if (args.help) {
     std::cout
         << "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
            "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
-           "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops;\n"
-           "--resume=auto continues from the latest checkpoint.\n\n"
+           "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops\n"
+           "(exit code 128+signal: 130, or 143 for SIGTERM); --resume=auto continues from the\n"
+           "latest checkpoint. One job at a time per run dir (RUN_DIR/.lock); a fresh run into a\n"
+           "run dir with checkpoints is refused unless --resume=auto or --overwrite.\n\n"
            "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
            "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
            "SLURM_*). Each rank logs to RUN_DIR/train.rankN.log; rank 0 writes the rest.\n\n"
@@ -108,8 +113,12 @@ int cmd_train(const Args& argv) {
     log::info(log::format("restart %d of this job: resuming from the latest checkpoint",
                           dist.env.restart_count));
   }
-  train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size);
-  return 0;
+  const bool overwrite = args.get("overwrite", "false") != "false";
+  const auto result =
+      train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  // Stopped by SIGINT/SIGTERM (checkpoint saved): 128+signal, as a shell, torchrun and Slurm
+  // report it, so that a scheduler can tell an interrupted run from a finished one.
+  return result.stop_signal ? 128 + result.stop_signal : 0;
 }
 
 }  // namespace lmtrain::cli

@@ -29,7 +29,8 @@ Commands:
   version    print the version and the libtorch it was built against
 
 Run `lmtrain <command> --help` for a command's flags.
-Exit codes: 0 success, 2 usage or config error, 1 any other failure.
+Exit codes: 0 success, 2 usage or config error, 1 any other failure, 128+N stopped by
+signal N (train saves a checkpoint first: 130 after Ctrl-C, 143 after SIGTERM).
 )";
 
 }  // namespace

@@ -82,6 +82,23 @@ void check_range(const KeySpec& spec, double v, const std::string& text,
   }
 }
 
+// yaml-cpp keeps every pair of a mapping, so a key written twice would silently take its last
+// value: an error naming the key and both lines instead.
+void check_unique_keys(const YAML::Node& map, const std::string& prefix,
+                       const std::string& origin) {
+  std::map<std::string, int> first_line;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.Scalar();
+    const int line = kv.first.Mark().line + 1;
+    const auto [it, inserted] = first_line.emplace(key, line);
+    if (!inserted) {
+      throw UsageError("duplicate config key '" + prefix + key + "' in " + origin + " (lines " +
+                       std::to_string(it->second) + " and " + std::to_string(line) +
+                       "): keep one of them");
+    }
+  }
+}
+
 }  // namespace
 
 const KeySpec* find_key(const std::string& path) {
@@ -180,6 +197,7 @@ void Config::merge_yaml_text(const std::string& text, const std::string& origin)
 void Config::merge_yaml(const YAML::Node& root, const std::string& origin) {
   if (root.IsNull()) return;  // an empty file changes nothing
   if (!root.IsMap()) throw UsageError(origin + ": the top level must be a mapping of sections");
+  check_unique_keys(root, "", origin);
   for (const auto& section : root) {
     const std::string name = section.first.as<std::string>();
     if (!is_known_section(name)) {
@@ -195,6 +213,7 @@ void Config::merge_yaml(const YAML::Node& root, const std::string& origin) {
 
 void Config::merge_keys(const YAML::Node& map, const std::string& prefix,
                         const std::string& origin) {
+  check_unique_keys(map, prefix + ".", origin);
   for (const auto& kv : map) {
     const std::string path = prefix + "." + kv.first.as<std::string>();
     const KeySpec* spec = find_key(path);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -196,6 +197,7 @@ TokenShard& TokenShard::operator=(TokenShard&& o) noexcept {
     data_ = o.data_;
     num_tokens_ = o.num_tokens_;
     dtype_bytes_ = o.dtype_bytes_;
+    vocab_size_ = o.vocab_size_;
     hash_ = std::move(o.hash_);
     o.map_ = nullptr;
     o.data_ = nullptr;
@@ -204,18 +206,29 @@ TokenShard& TokenShard::operator=(TokenShard&& o) noexcept {
   return *this;
 }
 
+void TokenShard::bad_id(size_t index, uint32_t id) const {
+  throw Error("token shard " + path_ + ": token id " + std::to_string(id) + " at byte offset " +
+              std::to_string(kShardHeaderBytes + index * dtype_bytes_) + " (token " +
+              std::to_string(index) + ") is outside the tokenizer's vocabulary of " +
+              std::to_string(vocab_size_) +
+              " ids: the shard is corrupt or was made with another tokenizer (re-run `lmtrain "
+              "prepare`)");
+}
+
 uint32_t TokenShard::at(size_t i) const {
   if (i >= num_tokens_) {
     throw Error("token index " + std::to_string(i) + " is outside shard " + path_ + " (" +
                 std::to_string(num_tokens_) + " tokens)");
   }
-  if (dtype_bytes_ == 2) {
-    uint16_t v;
-    std::memcpy(&v, data_ + 2 * i, 2);
-    return v;
-  }
   uint32_t v;
-  std::memcpy(&v, data_ + 4 * i, 4);
+  if (dtype_bytes_ == 2) {
+    uint16_t v16;
+    std::memcpy(&v16, data_ + 2 * i, 2);
+    v = v16;
+  } else {
+    std::memcpy(&v, data_ + 4 * i, 4);
+  }
+  if (vocab_size_ && v >= vocab_size_) bad_id(i, v);
   return v;
 }
 
@@ -225,12 +238,14 @@ void TokenShard::copy_window(size_t start, size_t len, int64_t* out) const {
                 ") is outside shard " + path_ + " (" + std::to_string(num_tokens_) + " tokens)");
   }
   // memcpy per element compiles to a plain load (the data is not necessarily aligned).
+  uint32_t max_id = 0;
   if (dtype_bytes_ == 2) {
     const unsigned char* p = data_ + 2 * start;
     for (size_t k = 0; k < len; ++k) {
       uint16_t v;
       std::memcpy(&v, p + 2 * k, 2);
       out[k] = v;
+      max_id = std::max<uint32_t>(max_id, v);
     }
   } else {
     const unsigned char* p = data_ + 4 * start;
@@ -238,6 +253,14 @@ void TokenShard::copy_window(size_t start, size_t len, int64_t* out) const {
       uint32_t v;
       std::memcpy(&v, p + 4 * k, 4);
       out[k] = v;
+      max_id = std::max(max_id, v);
+    }
+  }
+  // The common case costs one compare per window; the scan for the culprit only runs on error.
+  if (vocab_size_ && max_id >= vocab_size_) {
+    for (size_t k = 0; k < len; ++k) {
+      if (static_cast<uint64_t>(out[k]) >= vocab_size_)
+        bad_id(start + k, static_cast<uint32_t>(out[k]));
     }
   }
 }

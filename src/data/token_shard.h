@@ -64,6 +64,13 @@ class TokenShard {
   int dtype_bytes() const { return dtype_bytes_; }
   const std::string& tokenizer_hash() const { return hash_; }
 
+  // Ids read from now on must be < vocab_size (the tokenizer's vocabulary): at() and
+  // copy_window() check each id they read (one compare per token) and throw an Error naming
+  // the file, the byte offset and the bad id, instead of letting an embedding lookup fail deep
+  // inside libtorch. 0 = unchecked (the default).
+  void set_vocab_size(size_t vocab_size) { vocab_size_ = vocab_size; }
+  size_t vocab_size() const { return vocab_size_; }
+
   // Token i; throws if i >= size().
   uint32_t at(size_t i) const;
   // out[k] = token(start + k) for k < len; throws if the window leaves the shard.
@@ -71,12 +78,14 @@ class TokenShard {
 
  private:
   void release();
+  [[noreturn]] void bad_id(size_t index, uint32_t id) const;
   std::string path_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   const unsigned char* data_ = nullptr;  // first token
   size_t num_tokens_ = 0;
   int dtype_bytes_ = 0;
+  size_t vocab_size_ = 0;
   std::string hash_;
 };
 

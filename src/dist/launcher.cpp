@@ -50,7 +50,33 @@ struct AttemptResult {
   int interrupted_by = 0;  // signal number, when the user stopped the job
   int failed_rank = -1;
   std::string failure;
+  int exit_code = -1;  // the failed rank's exit code (-1: killed by a signal)
+  std::string error;   // its last "error: ..." line, once all output is read
 };
+
+// An error that reports another rank's failure rather than its own cause (a peer that
+// vanished mid-collective, a rendezvous verdict that never came).
+bool is_consequence(const std::string& error) {
+  for (const char* marker : {"see rank 0's error", "lost rank 0", "no answer from rank 0",
+                             "closed by peer", "reset by peer", "Broken pipe"}) {
+    if (error.find(marker) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Of the ranks found dead in one pass, the one to blame: a rank killed by a signal (a crash or a
+// kill) before one that exited with an error, and an error of its own before one that reports a
+// peer's failure; the lowest rank otherwise.
+Rank* pick_culprit(const std::vector<Rank*>& dead) {
+  auto score = [](const Rank* r) {
+    return (WIFSIGNALED(r->status) ? 2 : 0) + (is_consequence(r->err.last_error) ? 0 : 1);
+  };
+  Rank* best = nullptr;
+  for (Rank* r : dead) {
+    if (!best || score(r) > score(best)) best = r;
+  }
+  return best;
+}
 
 AttemptResult supervise(std::vector<Rank>& ranks, double grace_s) {
   AttemptResult res;
@@ -80,10 +106,9 @@ AttemptResult supervise(std::vector<Rank>& ranks, double grace_s) {
         signal_all(SIGKILL);
       }
     }
-    // Reap exited ranks. When several are found dead in one pass, blame one that died by a
-    // signal (a crash or a kill) before one that exited with an error: the latter is usually a
-    // peer whose collective failed because of the former.
-    Rank* culprit = nullptr;
+    // Reap exited ranks. When several are found dead in one pass, blame the root cause
+    // (pick_culprit): the others are usually peers whose collectives failed because of it.
+    std::vector<Rank*> dead;
     for (auto& r : ranks) {
       if (!r.running) continue;
       int status = 0;
@@ -92,12 +117,14 @@ AttemptResult supervise(std::vector<Rank>& ranks, double grace_s) {
       r.running = false;
       r.status = status;
       if (!failed(status) || res.failed_rank >= 0 || res.interrupted_by) continue;
-      if (!culprit || (WIFSIGNALED(status) && !WIFSIGNALED(culprit->status))) culprit = &r;
+      r.err.drain();  // its last error line decides whether it is a cause or a consequence
+      dead.push_back(&r);
     }
-    if (culprit) {
+    if (Rank* culprit = pick_culprit(dead)) {
       res.ok = false;
       res.failed_rank = culprit->rank;
       res.failure = describe_status(culprit->status);
+      res.exit_code = WIFEXITED(culprit->status) ? WEXITSTATUS(culprit->status) : -1;
       say(log::format("rank %d (pid %d) failed: %s; stopping the other ranks", culprit->rank,
                       (int)culprit->pid, res.failure.c_str()));
       signal_all(SIGTERM);
@@ -124,7 +151,13 @@ AttemptResult supervise(std::vector<Rank>& ranks, double grace_s) {
     }
     const bool any_running =
         std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
-    if (!any_running && fds.empty()) break;
+    if (!any_running && fds.empty()) {
+      // Every stream is read to its end now: the failed rank's last error line is complete.
+      for (const auto& r : ranks) {
+        if (r.rank == res.failed_rank) res.error = r.err.last_error;
+      }
+      break;
+    }
     fds.push_back({g_wake_pipe[0], POLLIN, 0});
     ::poll(fds.data(), fds.size(), 100);
     char buf[65536];
@@ -201,14 +234,24 @@ int run_launch(const LaunchOptions& o) {
       say(log::format("all %d rank(s) of node %d finished", o.nproc_per_node, o.node_rank));
       return 0;
     }
+    // The last line names the rank and what it said: the root cause, not the echo of a peer.
+    const std::string cause = res.error.empty() ? "" : ": " + res.error;
+    if (res.exit_code == 2) {
+      // A usage or config error: restarting cannot fix it, and 2 is passed through so that a
+      // scheduler sees the same code as from a single process.
+      log::error(log::format("launch: rank %d failed with a usage or config error (exit code 2)%s",
+                             res.failed_rank, cause.c_str()));
+      return 2;
+    }
     if (attempt < o.max_restarts) {
       say(log::format("restarting the node's %d rank(s) (restart %d of %d) after rank %d failed",
                       o.nproc_per_node, attempt + 1, o.max_restarts, res.failed_rank));
       continue;
     }
     log::error(log::format(
-        "launch: rank %d failed (%s)%s", res.failed_rank, res.failure.c_str(),
-        o.max_restarts ? log::format("; no restarts left of %d", o.max_restarts).c_str() : ""));
+        "launch: rank %d failed (%s%s)%s", res.failed_rank, res.failure.c_str(),
+        o.max_restarts ? log::format("; no restarts left of %d", o.max_restarts).c_str() : "",
+        cause.c_str()));
     return 1;
   }
 }

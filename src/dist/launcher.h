@@ -26,8 +26,9 @@ struct LaunchOptions {
   std::vector<std::string> command;
 };
 
-// Returns the launcher's exit code: 0 when every rank succeeded, 1 when a rank failed (after
-// the restarts), 128+signal when interrupted.
+// Returns the launcher's exit code: 0 when every rank succeeded, 2 when the failed rank exited
+// with 2 (a usage or config error; not restarted), 1 when a rank failed otherwise (after the
+// restarts), 128+signal when interrupted. The last line names the failed rank and its error.
 int run_launch(const LaunchOptions& options);
 
 // True for the lmtrain subcommands `launch` re-executes with this binary.

@@ -1,6 +1,7 @@
 #include "dist/rank_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -22,16 +23,35 @@ namespace lmtrain::dist {
 void Stream::emit(const char* data, size_t n) {
   pending.append(data, n);
   size_t start = 0;
+  static const std::string kErrorTag = "error: ";
   for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
     *out << prefix;
     out->write(pending.data() + start, static_cast<std::streamsize>(nl + 1 - start));
+    if (pending.compare(start, kErrorTag.size(), kErrorTag) == 0) {
+      last_error = pending.substr(start + kErrorTag.size(), nl - start - kErrorTag.size());
+    }
   }
   pending.erase(0, start);
   out->flush();
 }
 
+void Stream::drain() {
+  char buf[65536];
+  while (fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) return;
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      emit(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      close_stream();
+    }
+  }
+}
+
 void Stream::close_stream() {
   if (!pending.empty()) {
+    if (pending.rfind("error: ", 0) == 0) last_error = pending.substr(7);
     *out << prefix << pending << '\n';
     out->flush();
     pending.clear();
@@ -140,8 +160,8 @@ Rank spawn_rank(const LaunchOptions& o, int local_rank, int attempt, const std::
   r.pid = pid;
   r.running = true;
   const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
-  r.out = Stream{out_pipe[0], &std::cout, prefix, {}};
-  r.err = Stream{err_pipe[0], &std::cerr, prefix, {}};
+  r.out = Stream{out_pipe[0], &std::cout, prefix, {}, {}};
+  r.err = Stream{err_pipe[0], &std::cerr, prefix, {}, {}};
   return r;
 }
 

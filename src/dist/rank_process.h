@@ -17,9 +17,12 @@ struct Stream {
   std::ostream* out = nullptr;
   std::string prefix;
   std::string pending;
+  std::string last_error;  // the text of the last "error: ..." line, without that tag
 
   void emit(const char* data, size_t n);
   void close_stream();  // flushes a last unterminated line
+  // Reads what the pipe holds without blocking (the rank has exited), up to end of file.
+  void drain();
 };
 
 struct Rank {

@@ -1,19 +1,27 @@
 #include "dist/rendezvous.h"
 
 #include <arpa/inet.h>
+#include <c10/util/Logging.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "core/error.h"
+#include "core/file_lock.h"
 #include "core/log.h"
 #include "dist/c10d_error.h"
 
@@ -29,10 +37,82 @@ std::string seconds(std::chrono::milliseconds ms) {
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
-std::string hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "?";
-  return buf;
+// c10d logs every failed connection attempt, with a C++ backtrace, before it throws; our error
+// says the same in one line. Quiet while connecting, unless the user asked for c10's logs.
+class QuietC10Logs {
+ public:
+  QuietC10Logs() : saved_(FLAGS_caffe2_log_level) {
+    if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 3;  // FATAL only
+  }
+  ~QuietC10Logs() { FLAGS_caffe2_log_level = saved_; }
+  QuietC10Logs(const QuietC10Logs&) = delete;
+  QuietC10Logs& operator=(const QuietC10Logs&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Whether anything accepts a TCP connection at addr:port within `limit`.
+bool tcp_answers(const std::string& addr, int port, std::chrono::milliseconds limit) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
+    return false;
+  }
+  bool ok = false;
+  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ok = ::poll(&p, 1, static_cast<int>(limit.count())) == 1 &&
+           ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
+
+// A c10d client: c10d's constructor pings the server and waits for the answer without a
+// deadline, so a service on MASTER_PORT that accepts and never answers would hang it forever.
+// It runs on a thread of its own; nullptr when it has not finished within `limit` (the thread is
+// left behind, blocked, and dies with the process).
+c10::intrusive_ptr<c10d::Store> client_with_deadline(const std::string& addr,
+                                                     const c10d::TCPStoreOptions& opts,
+                                                     std::chrono::milliseconds limit) {
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    c10::intrusive_ptr<c10d::Store> store;
+    std::exception_ptr error;
+  };
+  auto p = std::make_shared<Pending>();
+  std::thread([p, addr, opts] {
+    c10::intrusive_ptr<c10d::Store> store;
+    std::exception_ptr error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(addr, opts);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(p->mu);
+    p->store = std::move(store);
+    p->error = error;
+    p->done = true;
+    p->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(p->mu);
+  if (!p->cv.wait_for(lock, limit, [&] { return p->done; })) return {};
+  if (p->error) std::rethrow_exception(p->error);
+  return p->store;
 }
 
 std::string join_key(int rank) { return "lmtrain/rdzv/rank" + std::to_string(rank); }
@@ -72,20 +152,33 @@ c10::intrusive_ptr<c10d::Store> connect_store(const DistEnv& env,
   opts.waitWorkers = false;  // we check arrivals ourselves, naming the missing ranks
   opts.timeout = timeout;
   opts.multiTenant = true;
+  const QuietC10Logs quiet;
+  std::string what;
   try {
-    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    if (server) return c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    // c10d gives up connecting after `timeout`; the margin is for the answer to its ping.
+    const auto limit = timeout + std::chrono::milliseconds(5000);
+    if (auto store = client_with_deadline(env.master_addr, opts, limit)) return store;
+    what = "it accepted the connection but sent no answer within " + seconds(limit);
   } catch (const std::exception& e) {
-    const std::string what = brief_error(e);
+    what = brief_error(e);
     if (server) {
       throw Error(log::format("rendezvous: rank 0 could not host the TCPStore on port %d: %s",
                               env.master_port, what.c_str()));
     }
-    throw Error(log::format(
-        "rendezvous: rank %d could not reach the master at %s:%d within %s (is rank 0 running, "
-        "and are MASTER_ADDR/MASTER_PORT right?): %s",
-        env.rank, env.master_addr.c_str(), env.master_port, seconds(timeout).c_str(),
-        what.c_str()));
   }
+  // Something listens there (it accepted a connection), yet c10d's handshake failed: another
+  // service on that port, or a proxy. Not the "master unreachable" of a rank 0 not yet started.
+  if (tcp_answers(env.master_addr, env.master_port, std::chrono::milliseconds(2000))) {
+    throw Error(
+        log::format("rendezvous: rank %d: %s:%d (MASTER_ADDR:MASTER_PORT) answered, but not as an "
+                    "lmtrain/c10d store (another service on that port, or a proxy?): %s",
+                    env.rank, env.master_addr.c_str(), env.master_port, what.c_str()));
+  }
+  throw Error(log::format(
+      "rendezvous: rank %d could not reach the master at %s:%d within %s (is rank 0 running, "
+      "and are MASTER_ADDR/MASTER_PORT right?): %s",
+      env.rank, env.master_addr.c_str(), env.master_port, seconds(timeout).c_str(), what.c_str()));
 }
 
 // Rank 0: waits for every rank's announcement and checks that they agree; the verdict ("ok" or
@@ -200,11 +293,13 @@ RendezvousResult rendezvous(const DistEnv& env, std::chrono::milliseconds timeou
     store = c10::make_intrusive<c10d::PrefixStore>(
         "/worker/attempt_" + std::to_string(env.restart_count), base);
   }
-  store->set(join_key(env.rank), bytes(std::to_string(env.world_size) + " " + hostname() + " " +
-                                       std::to_string(::getpid())));
+  store->set(join_key(env.rank), bytes(std::to_string(env.world_size) + " " + core::host_name() +
+                                       " " + std::to_string(::getpid())));
   if (store->add(claim_key(env.rank), 1) > 1) {
-    throw Error(log::format("rendezvous: rank %d is already taken by another process of this job",
-                            env.rank));
+    throw Error(log::format(
+        "rendezvous: rank %d is already taken at %s:%d, by another process of this job or by "
+        "another job whose rank 0 hosts a store on that port (two jobs on one MASTER_PORT?)",
+        env.rank, env.master_addr.c_str(), env.master_port));
   }
   if (env.rank == 0) {
     const std::string verdict = judge_arrivals(*store, env, timeout);

@@ -33,6 +33,13 @@ std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t
                                  prompt.size(), (long long)block));
   }
   const int64_t budget = std::min<int64_t>(max_new_tokens, block - prompt.size());
+  if (budget < max_new_tokens) {
+    // The KV cache and the learned positions end at block_size: no rolling window to go on with.
+    log::warn(log::format(
+        "max_new_tokens = %lld is more than the model's context allows: block_size %lld minus "
+        "the %zu-token prompt leaves at most %lld new tokens, so generation stops there",
+        (long long)max_new_tokens, (long long)block, prompt.size(), (long long)budget));
+  }
   auto cache = model.make_cache(1, prompt.size() + budget);
   auto logits = model.forward_cached(ids_tensor(prompt, model), cache);  // (1, T, V)
   std::vector<uint32_t> out;

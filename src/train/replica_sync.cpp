@@ -1,5 +1,7 @@
 #include "train/replica_sync.h"
 
+#include <cstring>
+
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -68,11 +70,26 @@ void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const opti
                   crc, group.size()));
 }
 
-bool any_rank(dist::Group& group, bool flag) {
-  if (group.size() == 1) return flag;
-  auto t = torch::tensor({flag ? 1.0f : 0.0f});
+bool any_rank(dist::Group& group, bool flag) { return max_over_ranks(group, flag ? 1 : 0) > 0; }
+
+int max_over_ranks(dist::Group& group, int value) {
+  if (group.size() == 1) return value;
+  auto t = torch::tensor({static_cast<float>(value)});  // exact for the small values used here
   group.allreduce(t, dist::ReduceOp::kMax)->wait();
-  return t.item<float>() > 0;
+  return static_cast<int>(t.item<float>());
+}
+
+std::string broadcast_text(dist::Group& group, const std::string& text, int root) {
+  if (group.size() == 1) return text;
+  auto len = torch::tensor({static_cast<int64_t>(group.rank() == root ? text.size() : 0)});
+  group.broadcast(len, root)->wait();
+  const int64_t n = len.item<int64_t>();
+  if (n == 0) return "";
+  auto bytes = torch::zeros({n}, torch::kUInt8);
+  if (group.rank() == root) std::memcpy(bytes.data_ptr<uint8_t>(), text.data(), text.size());
+  group.broadcast(bytes, root)->wait();
+  return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                     static_cast<size_t>(n));
 }
 
 }  // namespace lmtrain::train

@@ -4,6 +4,8 @@
 // with rank 0's, so a rank that resumed from a different checkpoint or built a different model
 // fails loudly at step 0 instead of drifting silently.
 #pragma once
+#include <string>
+
 #include "dist/group.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
@@ -19,5 +21,9 @@ void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const opti
 
 // True on every rank when any rank asks for a stop (so all ranks stop at the same step).
 bool any_rank(dist::Group& group, bool flag);
+// The largest `value` (>= 0, small) of all ranks, on every rank.
+int max_over_ranks(dist::Group& group, int value);
+// Rank `root`'s `text` on every rank (e.g. a verdict that every rank must act on).
+std::string broadcast_text(dist::Group& group, const std::string& text, int root);
 
 }  // namespace lmtrain::train

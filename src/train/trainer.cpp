@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -22,6 +23,7 @@
 #include "train/fault_injection.h"
 #include "train/metrics_logger.h"
 #include "train/replica_sync.h"
+#include "train/run_dir_claim.h"
 #include "train/train_step.h"
 #include "train/training_checkpoint.h"
 
@@ -86,11 +88,15 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
 }  // namespace
 
 TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
-                         int local_world_size) {
+                         int local_world_size, bool overwrite) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
+  const std::string resume = cfg.get_string("checkpoint.resume");
+  // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
+  const core::FileLock run_dir_lock =
+      claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
   log::set_file(run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log"));
   const int threads =
       core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
@@ -107,6 +113,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   data::TokenShard train_shard(train_path), val_shard(val_path);
   check_shard_hash(train_shard, train_path, tokenizer.hash());
   check_shard_hash(val_shard, val_path, tokenizer.hash());
+  train_shard.set_vocab_size(tokenizer.vocab_size());
+  val_shard.set_vocab_size(tokenizer.vocab_size());
 
   const auto mcfg =
       model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
@@ -164,7 +172,6 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
   TrainingState state;
   bool resumed = false;
-  const std::string resume = cfg.get_string("checkpoint.resume");
   if (!resume.empty() && resume != "none") {
     auto dir = CheckpointStore::resolve(resume, run_dir);
     if (!dir) {
@@ -178,6 +185,18 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
                             ckpt.dir.c_str(), (long long)state.step,
                             (long long)state.position.epoch, (long long)state.position.cursor));
+      if (state.step >= max_steps) {
+        log::info(log::format(
+            "the run in %s is already complete: %s is at step %lld of %lld (train.max_steps); "
+            "nothing to train (raise train.max_steps to go on)",
+            run_dir.c_str(), ckpt.dir.c_str(), (long long)state.step, (long long)max_steps));
+        TrainResult done;
+        done.steps_done = state.step;
+        done.last_checkpoint = ckpt.dir;
+        done.already_complete = true;
+        group.barrier();  // rank 0 hosts the TCPStore: nobody leaves while another rank needs it
+        return done;
+      }
     }
   }
   const std::string init_from = cfg.get_string("model.init_from");
@@ -273,8 +292,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     }
     const bool last = state.step == max_steps;
     // Every rank must stop at the same step, whichever of them got the signal.
-    const bool stopping =
-        any_rank(group, core::stop_requested()) || (stop_at > 0 && state.step >= stop_at);
+    const int stop_signal = max_over_ranks(group, core::stop_signal());
+    const bool stopping = stop_signal != 0 || (stop_at > 0 && state.step >= stop_at);
     const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last;
     const bool save_now = (ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping;
     const bool log_now = state.step % log_every == 0 || state.step == start_step + 1 || last;
@@ -329,16 +348,27 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     if (save_now) save(val_loss);
     if (stopping && !last) {
       result.stopped_early = true;
-      log::info(stop_at > 0 && state.step >= stop_at
-                    ? log::format("stopping at train.stop_at_step = %lld", (long long)stop_at)
-                    : log::format("stopping on signal %d at step %lld", core::stop_signal(),
-                                  (long long)state.step));
+      result.stop_signal = stop_signal;
+      log::info(stop_signal
+                    ? log::format("stopping on signal %d at step %lld", stop_signal,
+                                  (long long)state.step)
+                    : log::format("stopping at train.stop_at_step = %lld", (long long)stop_at));
       break;
     }
   }
   result.steps_done = state.step;
   // Rank 0 hosts the TCPStore: nobody leaves while another rank may still need it.
   group.barrier();
+  if (result.stop_signal) {
+    // Not "done": the exit code (128 + signal) and this line tell a scheduler it was cut short.
+    log::warn(log::format(
+        "stopped by signal %d (%s) at step %lld of %lld; checkpoint %s saved: continue with "
+        "--resume=auto",
+        result.stop_signal, ::strsignal(result.stop_signal), (long long)state.step,
+        (long long)max_steps,
+        result.last_checkpoint.empty() ? "(on rank 0)" : result.last_checkpoint.c_str()));
+    return result;
+  }
   log::info(log::format(
       "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,
       result.last_val_loss ? log::format(", val loss %.4f", *result.last_val_loss).c_str() : "",

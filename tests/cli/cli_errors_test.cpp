@@ -43,6 +43,31 @@ TEST(Cli, BadCommandLinesExitWithCodeTwoAndNameTheProblem) {
   }
 }
 
+TEST(Cli, NonFiniteOverflowingOrOutOfRangeFlagsAreUsageErrorsNamingTheFlag) {
+  // The flags are checked before the (missing) checkpoint is opened: the message must name
+  // the flag, not the checkpoint.
+  const std::string gen = "generate --checkpoint /nonexistent/run ";
+  const std::vector<Case> cases = {
+      {gen + "--temperature=nan", 2, "--temperature expects a finite number, got 'nan'"},
+      {gen + "--temperature=inf", 2, "--temperature expects a finite number, got 'inf'"},
+      {gen + "--top_p=1e999", 2, "--top_p expects a finite number"},
+      {gen + "--max_new_tokens=99999999999999999999", 2,
+       "--max_new_tokens=99999999999999999999 is out of range"},
+      {gen + "--max_new_tokens=-5", 2, "--max_new_tokens=-5 is out of range: must be in [0, "},
+      {gen + "--threads=-1", 2, "--threads=-1 is out of range: must be in [0, 1024]"},
+      {gen + "--threads=4294967297", 2, "--threads=4294967297 is out of range"},
+      {"eval --checkpoint /nonexistent/run --threads=-1", 2, "--threads=-1 is out of range"},
+      {"prepare --input /dev/null --output /tmp/lmtrain_cli_x --threads=-1", 2,
+       "--threads=-1 is out of range"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_command(lmtrain_binary() + " " + c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos)
+        << c.args << "\noutput: " << r.output << "\nexpected: " << c.expected;
+  }
+}
+
 TEST(Cli, EveryCommandHasHelp) {
   for (const char* cmd :
        {"prepare", "tokenize", "train", "generate", "eval", "bench", "import", "export"}) {

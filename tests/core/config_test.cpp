@@ -66,6 +66,20 @@ TEST(Config, BadYamlInputsNameTheKeyAndTheProblem) {
   }
 }
 
+TEST(Config, DuplicateKeyIsAnErrorNamingTheKeyAndBothLines) {
+  // Without the check the last value won silently (max_steps 20 here).
+  EXPECT_NE(yaml_error("train:\n  max_steps: 10\n  seed: 3\n  max_steps: 20\n")
+                .find("duplicate config key 'train.max_steps' in "),
+            std::string::npos);
+  const std::string msg = yaml_error("train:\n  max_steps: 10\n\n  max_steps: 20\n");
+  EXPECT_NE(msg.find("(lines 2 and 4)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("c.yaml"), std::string::npos) << msg;
+  const std::string sections =
+      yaml_error("train:\n  max_steps: 1\nmodel:\n  n_layer: 2\ntrain:\n  seed: 3\n");
+  EXPECT_NE(sections.find("duplicate config key 'train' in "), std::string::npos) << sections;
+  EXPECT_NE(sections.find("(lines 1 and 5)"), std::string::npos) << sections;
+}
+
 TEST(Config, MissingFileIsNamed) {
   auto msg = usage_error([] { Config::defaults().merge_yaml_file("/nonexistent/x.yaml"); });
   EXPECT_NE(msg.find("/nonexistent/x.yaml"), std::string::npos) << msg;

@@ -127,5 +127,26 @@ TEST(ShardTest, BadMagicIsRejected) {
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
 }
 
+TEST(ShardTest, IdOutsideTheVocabularyNamesFileOffsetAndId) {
+  TempDir dir;
+  for (int dtype : {2, 4}) {
+    const std::string path = dir.file("v" + std::to_string(dtype) + ".bin");
+    write_shard(path, {1, 2, 3, 500, 4}, dtype, "h");
+    TokenShard shard(path);
+    shard.set_vocab_size(384);
+    std::vector<int64_t> out(5);
+    shard.copy_window(0, 3, out.data());  // ids 1..3 are fine
+    EXPECT_EQ(shard.at(4), 4u);
+    const std::string offset = std::to_string(64 + 3 * dtype);
+    for (const std::string& msg :
+         {error_of([&] { shard.copy_window(1, 4, out.data()); }), error_of([&] { shard.at(3); })}) {
+      EXPECT_NE(msg.find(path), std::string::npos) << msg;
+      EXPECT_NE(msg.find("token id 500 at byte offset " + offset + " (token 3)"), std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("vocabulary of 384"), std::string::npos) << msg;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lmtrain::data

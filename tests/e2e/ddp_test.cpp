@@ -139,11 +139,13 @@ TEST_F(DdpTest, MpirunTwoRanksMatchesOneRank) {
 
 TEST_F(DdpTest, GlobalBatchThatDoesNotDivideIsAClearError) {
   auto r = run_command(launch(4) + flags(dir_->file("bad")) + " --train.micro_batch_size=3");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  // A config error on every rank: the launcher passes exit code 2 through (as one process
+  // would exit), naming whichever rank exited first and its message on its last line.
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("train.total_batch_size"), std::string::npos) << r.output;
-  // Every rank finds the error; the launcher names whichever exited first.
-  EXPECT_TRUE(
-      std::regex_search(r.output, std::regex("launch: rank [0-3] failed \\(exit code 2\\)")))
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex("launch: rank [0-3] failed with a usage or config error \\(exit code "
+                           "2\\): .*train\\.total_batch_size[^\n]*\n?$")))
       << r.output;
 }
 

@@ -1,0 +1,275 @@
+// "Never lose a run" (issue 17), with the real binary on real files: a fresh run never writes
+// over an earlier one, one job at a time per run dir (a lock that dies with its holder),
+// corrupt token ids and over-long generations are named, and exit codes tell the truth.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/sha256.h"
+#include "e2e/corpus.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A train run started in the background by a shell that records its exit code in `exit_file`.
+// The process is killed (SIGKILL) when the object dies, should the test end early.
+class BackgroundRun {
+ public:
+  BackgroundRun(const std::string& command, const std::string& log, const std::string& exit_file)
+      : exit_file_(exit_file) {
+    fs::remove(exit_file);
+    auto r = run_command("sh -c '" + command + "; echo $? > " + exit_file + "' > " + log +
+                         " 2>&1 & echo $!");
+    shell_pid_ = std::stoi(r.output);
+  }
+  ~BackgroundRun() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    ::kill(shell_pid_, SIGKILL);
+  }
+  // Waits until lmtrain holds the run dir's lock and returns its pid (from the lock's text).
+  // A guard of a few minutes turns a hang into a failure; it asserts no timing.
+  int wait_for_lock(const std::string& run_dir) {
+    const std::string lock = run_dir + "/.lock";
+    for (int i = 0; i < 3000 && pid_ <= 0; ++i) {
+      std::ifstream in(lock);
+      std::string word;
+      int pid = 0;
+      if (in >> word >> pid && word == "pid" && pid > 0 && ::kill(pid, 0) == 0) pid_ = pid;
+      if (pid_ <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return pid_;
+  }
+  // Waits for the run to end; its exit code (-1 if the guard ran out).
+  int wait_exit() {
+    for (int i = 0; i < 3000; ++i) {
+      std::ifstream in(exit_file_);
+      int code = -1;
+      if (in >> code) return code;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return -1;
+  }
+  // Waits until the process is gone (after a SIGKILL).
+  void wait_gone() {
+    for (int i = 0; i < 3000 && ::kill(pid_, 0) == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+ private:
+  std::string exit_file_;
+  int shell_pid_ = -1;
+  int pid_ = -1;
+};
+
+class RunSafetyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("lmtrain_run_safety");
+    data_ = prepare_synthetic_data(dir_->path());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string train_cmd(const std::string& run, const std::string& extra) {
+    return lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data_ +
+           " --run.dir=" + run + extra;
+  }
+  static CommandResult train(const std::string& run, const std::string& extra) {
+    return run_command(train_cmd(run, extra));
+  }
+  static std::string launch2() {
+    return lmtrain_binary() + " launch --standalone --nproc_per_node=2 -- train";
+  }
+  static std::string checkpoint_hash(const std::string& ckpt) {
+    return core::sha256_file_hex(ckpt + "/model.safetensors");
+  }
+  // A finished run of 10 steps with checkpoints at 5 and 10 (what a later run must not lose):
+  // the sha256 of its last weights and its config.yaml.
+  static std::pair<std::string, std::string> train_earlier_run(const std::string& run) {
+    auto r = train(run, " --train.max_steps=10 --checkpoint.every=5");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return {checkpoint_hash(run + "/checkpoints/step_00000010"), read_text(run + "/config.yaml")};
+  }
+  static TempDir* dir_;
+  static std::string data_;
+};
+TempDir* RunSafetyTest::dir_ = nullptr;
+std::string RunSafetyTest::data_;
+
+TEST_F(RunSafetyTest, FreshRunIntoARunDirWithCheckpointsIsRefused) {
+  const std::string run = dir_->file("used");
+  const auto [hash, config] = train_earlier_run(run);
+
+  auto second = train(run, " --train.max_steps=10 --checkpoint.every=5 --optim.lr=1e-4");
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_TRUE(contains(second.output, "run dir " + run +
+                                          " already holds 2 checkpoints (step_00000005, "
+                                          "step_00000010) of an earlier run"))
+      << second.output;
+  for (const char* choice : {"--resume=auto", "another run.dir", "--overwrite"}) {
+    EXPECT_TRUE(contains(second.output, choice)) << choice << "\n" << second.output;
+  }
+  // Nothing of the first run changed.
+  EXPECT_EQ(checkpoint_hash(run + "/checkpoints/step_00000010"), hash);
+  EXPECT_EQ(read_text(run + "/config.yaml"), config);
+  EXPECT_EQ(fs::read_symlink(run + "/checkpoints/latest").string(), "step_00000010");
+
+  // --resume=none is a fresh run too.
+  EXPECT_EQ(train(run, " --train.max_steps=10 --resume=none").exit_code, 2);
+}
+
+TEST_F(RunSafetyTest, OverwriteMovesTheEarlierRunAsideAndKeepsIt) {
+  const std::string run = dir_->file("overwritten");
+  const auto [hash, config] = train_earlier_run(run);
+
+  auto second = train(run, " --train.max_steps=4 --optim.lr=1e-4 --overwrite");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_TRUE(contains(second.output, "moved the earlier run in " + run)) << second.output;
+  const std::string old = run + "/previous-1";
+  EXPECT_EQ(checkpoint_hash(old + "/checkpoints/step_00000010"), hash);
+  EXPECT_EQ(checkpoint_hash(old + "/checkpoints/latest"), hash);  // the link still resolves
+  EXPECT_TRUE(fs::exists(old + "/checkpoints/step_00000005/meta.json"));
+  EXPECT_EQ(read_text(old + "/config.yaml"), config);
+  EXPECT_TRUE(fs::exists(old + "/metrics.jsonl"));
+  // The new run is alone in the run dir.
+  EXPECT_EQ(fs::read_symlink(run + "/checkpoints/latest").string(), "step_00000004");
+  EXPECT_FALSE(fs::exists(run + "/checkpoints/step_00000010"));
+  EXPECT_TRUE(contains(read_text(run + "/config.yaml"), "max_steps: 4"));
+
+  // A second --overwrite keeps both earlier runs.
+  auto third = train(run, " --train.max_steps=2 --overwrite");
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_EQ(checkpoint_hash(old + "/checkpoints/step_00000010"), hash);
+  EXPECT_TRUE(fs::exists(run + "/previous-2/checkpoints/step_00000004/meta.json"));
+  EXPECT_EQ(fs::read_symlink(run + "/checkpoints/latest").string(), "step_00000002");
+}
+
+TEST_F(RunSafetyTest, SecondTrainOnALockedRunDirIsRefusedAndKill9FreesIt) {
+  const std::string run = dir_->file("locked");
+  BackgroundRun holder(train_cmd(run, " --train.max_steps=1000000"), dir_->file("locked.log"),
+                       dir_->file("locked.exit"));
+  const int pid = holder.wait_for_lock(run);
+  ASSERT_GT(pid, 0) << read_text(dir_->file("locked.log"));
+
+  auto second = train(run, " --train.max_steps=3 --resume=auto");
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_TRUE(contains(second.output,
+                       "run dir " + run + " is in use by pid " + std::to_string(pid) + " on host "))
+      << second.output;
+  // The refused run wrote nothing into the run dir's log: it holds the holder's start only.
+  const std::string log = read_text(run + "/train.log");
+  const std::string start = "lmtrain train: rank 0 of 1";
+  EXPECT_EQ(log.find(start), log.rfind(start)) << log;
+
+  // kill -9 leaves no lock behind: the next run proceeds.
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  holder.wait_gone();
+  auto third = train(run, " --train.max_steps=3 --resume=auto");
+  EXPECT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000003/meta.json")) << third.output;
+}
+
+TEST_F(RunSafetyTest, TwoRankJobSharesTheLockAndIsRefusedAsOne) {
+  const std::string run = dir_->file("two_ranks");
+  const std::string flags = tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
+                            " --train.micro_batch_size=4 --train.max_steps=3";
+  auto job = run_command(launch2() + flags);
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000003/meta.json"));
+
+  // While a single process holds the run dir, a 2-rank job on it stops at once on every rank
+  // with the holder named, and the launcher passes the usage error's exit code 2 through.
+  BackgroundRun holder(train_cmd(run, " --train.max_steps=1000000 --resume=auto"),
+                       dir_->file("two_ranks.log"), dir_->file("two_ranks.exit"));
+  const int pid = holder.wait_for_lock(run);
+  ASSERT_GT(pid, 0) << read_text(dir_->file("two_ranks.log"));
+  auto refused = run_command(launch2() + flags + " --resume=auto");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  const std::string held = "is in use by pid " + std::to_string(pid);
+  EXPECT_TRUE(contains(refused.output, "[rank 0] error: run dir " + run + " " + held))
+      << refused.output;
+  EXPECT_TRUE(
+      contains(refused.output, "failed with a usage or config error (exit code 2): run dir"))
+      << refused.output;
+}
+
+TEST_F(RunSafetyTest, SignalStopSavesACheckpointAndExitsWith128PlusTheSignal) {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    const std::string name = "signal" + std::to_string(sig);
+    const std::string run = dir_->file(name);
+    BackgroundRun training(train_cmd(run, " --train.max_steps=1000000"), dir_->file(name + ".log"),
+                           dir_->file(name + ".exit"));
+    const int pid = training.wait_for_lock(run);
+    ASSERT_GT(pid, 0) << read_text(dir_->file(name + ".log"));
+    // The stop handlers are in place once steps are logged.
+    for (int i = 0; i < 3000; ++i) {
+      std::error_code ec;
+      if (fs::file_size(run + "/metrics.jsonl", ec) > 0 && !ec) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(::kill(pid, sig), 0);
+    EXPECT_EQ(training.wait_exit(), 128 + sig) << read_text(dir_->file(name + ".log"));
+    const std::string log = read_text(dir_->file(name + ".log"));
+    EXPECT_TRUE(contains(log, "stopped by signal " + std::to_string(sig))) << log;
+    EXPECT_FALSE(contains(log, "done:")) << log;
+    EXPECT_TRUE(fs::exists(run + "/checkpoints/latest/meta.json")) << log;
+  }
+}
+
+TEST_F(RunSafetyTest, ResumingAFinishedRunSaysItIsComplete) {
+  const std::string run = dir_->file("finished");
+  ASSERT_EQ(train(run, " --train.max_steps=4").exit_code, 0);
+  auto again = train(run, " --train.max_steps=4 --resume=auto");
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_TRUE(contains(again.output, "is already complete")) << again.output;
+  EXPECT_TRUE(contains(again.output, "at step 4 of 4")) << again.output;
+  EXPECT_FALSE(contains(again.output, "last loss 0.0000")) << again.output;
+}
+
+TEST_F(RunSafetyTest, TokenIdOutsideTheVocabularyNamesFileOffsetAndId) {
+  const std::string data = dir_->file("bad_data");
+  fs::create_directories(data);
+  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
+    fs::copy_file(data_ + "/" + f, data + "/" + f);
+  }
+  {
+    // Every id after the 64-byte header becomes 60000 (uint16 shard, vocabulary 384).
+    std::fstream f(data + "/train.bin", std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::streamoff>(fs::file_size(data + "/train.bin"));
+    f.seekp(64);
+    for (std::streamoff off = 64; off + 1 < size; off += 2) f.write("\x60\xea", 2);
+  }
+  auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
+                       " --run.dir=" + dir_->file("bad_data_run") + " --train.max_steps=2");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(
+      contains(r.output, "token shard " + data + "/train.bin: token id 60000 at byte offset "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "outside the tokenizer's vocabulary of")) << r.output;
+  EXPECT_FALSE(contains(r.output, "index out of range")) << r.output;
+}
+
+TEST_F(RunSafetyTest, GenerateBeyondTheContextWarns) {
+  const std::string run = dir_->file("for_generate");
+  ASSERT_EQ(train(run, " --train.max_steps=2").exit_code, 0);
+  auto r = run_command(lmtrain_binary() + " generate --checkpoint " + run +
+                       " --max_new_tokens=100000 --stop_at_eot=false --print_ids --threads=1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "max_new_tokens = 100000 is more than the model's context allows: "
+                       "block_size 32 minus the 1-token prompt leaves at most 31 new tokens"))
+      << r.output;
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
