@@ -9,6 +9,7 @@
 #include "data/token_shard.h"
 #include "data/window_stream.h"
 #include "dist/group.h"
+#include "infer/cached_eval.h"
 #include "train/checkpoint_model.h"
 #include "train/evaluator.h"
 
@@ -22,6 +23,11 @@ int cmd_eval(const Args& argv) {
       {"batches", FlagKind::kValue, "micro-batches to evaluate; 0 = the whole split (default 0)",
        "N"},
       {"batch_size", FlagKind::kValue, "windows per batch (default: the run's micro batch)", "B"},
+      {"kv_cache", FlagKind::kValue,
+       "also evaluate teacher-forced through this KV cache policy, token by token (full, "
+       "int8|int4[:group=G,residual=R], streaming:sinks=S,window=W); reports it beside the "
+       "plain loss with the cache bytes per token",
+       "POLICY"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
       {"device", FlagKind::kValue, "auto | cpu | cuda (default auto: a GPU when visible)", "D"},
   };
@@ -65,6 +71,17 @@ int cmd_eval(const Args& argv) {
       "windows: %lld x %lld tokens\n",
       loaded.checkpoint_dir.c_str(), (long long)loaded.step, split.c_str(), loss, std::exp(loss),
       (long long)(batches * B), (long long)T);
+  if (args.has("kv_cache")) {
+    const auto policy = infer::parse_kv_policy(args.get("kv_cache"));
+    const auto full = infer::evaluate_with_cache(*loaded.model, stream, B, batches, {});
+    const auto r = infer::evaluate_with_cache(*loaded.model, stream, B, batches, policy);
+    std::cout << log::format(
+        "kv_cache full: loss %.4f, perplexity %.3f, %.0f cache bytes/token\n"
+        "kv_cache %s: loss %.4f, perplexity %.3f (%+.2f%% vs full), %.0f cache bytes/token\n",
+        full.loss, std::exp(full.loss), full.cache_bytes_per_token, policy.text.c_str(), r.loss,
+        std::exp(r.loss), 100 * (std::exp(r.loss) / std::exp(full.loss) - 1),
+        r.cache_bytes_per_token);
+  }
   return 0;
 }
 

@@ -15,6 +15,10 @@ int cmd_generate(const Args& argv) {
       {"checkpoint", FlagKind::kValue, "checkpoint dir, latest/best link, or run dir", "PATH"},
       {"prompt", FlagKind::kValue, "text to continue (default: start of a document)", "TEXT"},
       {"max_new_tokens", FlagKind::kValue, "tokens to generate (default 100)", "N"},
+      {"kv_cache", FlagKind::kValue,
+       "KV cache policy: full (default), int8|int4[:group=G,residual=R] (KIVI quantised), "
+       "streaming:sinks=S,window=W (StreamingLLM: runs past block_size)",
+       "POLICY"},
       {"temperature", FlagKind::kValue, "softmax temperature; 0 = greedy (default 0.8)", "T"},
       {"top_k", FlagKind::kValue, "keep the k most likely tokens; 0 = off (default 50)", "K"},
       {"top_p", FlagKind::kValue, "nucleus sampling mass; 1 = off (default 1.0)", "P"},
@@ -49,6 +53,7 @@ int cmd_generate(const Args& argv) {
   if (!(opts.top_p > 0 && opts.top_p <= 1)) throw UsageError("--top_p must be in (0, 1]");
   const bool stop_at_eot = args.get("stop_at_eot", "true") != "false";
   const bool print_ids = args.get("print_ids", "false") != "false";
+  const auto policy = infer::parse_kv_policy(args.get("kv_cache", "full"));
   core::configure_threads(static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag)), 1);
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
@@ -65,16 +70,19 @@ int cmd_generate(const Args& argv) {
     if (samples > 1) std::cout << (s ? "\n" : "") << "--- sample " << s + 1 << " ---\n";
     // Stream each token as it is decoded; bytes of a multi-byte character may span tokens,
     // which the terminal reassembles.
-    infer::generate(*loaded.model, prompt, max_new, opts, static_cast<uint64_t>(seed + s),
-                    stop_at_eot ? eot : -1, [&, first = true](uint32_t id) mutable {
-                      if (print_ids) {
-                        std::cout << (first ? "" : " ") << id << std::flush;
-                        first = false;
-                        return;
-                      }
-                      if (static_cast<int64_t>(id) == eot) return;
-                      std::cout << tok.decode(&id, 1) << std::flush;
-                    });
+    infer::generate(
+        *loaded.model, prompt, max_new, opts, static_cast<uint64_t>(seed + s),
+        stop_at_eot ? eot : -1,
+        [&, first = true](uint32_t id) mutable {
+          if (print_ids) {
+            std::cout << (first ? "" : " ") << id << std::flush;
+            first = false;
+            return;
+          }
+          if (static_cast<int64_t>(id) == eot) return;
+          std::cout << tok.decode(&id, 1) << std::flush;
+        },
+        policy);
     std::cout << "\n";
   }
   return 0;

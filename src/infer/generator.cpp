@@ -23,25 +23,42 @@ at::Tensor last_logits(const at::Tensor& logits) {
 
 std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t>& prompt,
                                int64_t max_new_tokens, const SamplingOptions& opts, uint64_t seed,
-                               int64_t eot_id, const std::function<void(uint32_t)>& on_token) {
+                               int64_t eot_id, const std::function<void(uint32_t)>& on_token,
+                               const KvPolicy& policy) {
   if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
   torch::NoGradGuard no_grad;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const int64_t block = model.config().block_size;
-  if (static_cast<int64_t>(prompt.size()) >= block) {
-    throw UsageError(log::format("prompt of %zu tokens does not fit the model's block_size %lld",
-                                 prompt.size(), (long long)block));
+  int64_t budget = max_new_tokens;
+  std::unique_ptr<model::KvCache> cache;
+  at::Tensor logits;
+  if (policy.bounded()) {
+    if (static_cast<int64_t>(prompt.size()) >= block) {
+      throw UsageError(log::format("prompt of %zu tokens does not fit the model's block_size %lld",
+                                   prompt.size(), (long long)block));
+    }
+    budget = std::min<int64_t>(max_new_tokens, block - prompt.size());
+    if (budget < max_new_tokens) {
+      // The cache and the learned positions end at block_size: no rolling window to go on with.
+      log::warn(log::format(
+          "max_new_tokens = %lld is more than the model's context allows: block_size %lld minus "
+          "the %zu-token prompt leaves at most %lld new tokens, so generation stops there "
+          "(--kv_cache=streaming:sinks=S,window=W generates past it)",
+          (long long)max_new_tokens, (long long)block, prompt.size(), (long long)budget));
+    }
+    cache = make_kv_cache(policy, model, 1, prompt.size() + budget);
+    logits = model.forward_cached(ids_tensor(prompt, model), *cache);  // (1, T, V)
+  } else {
+    // A forgetting cache: the prompt goes in chunks that fit beside what the cache keeps.
+    cache = make_kv_cache(policy, model, 1, block);
+    const int64_t chunk = std::max<int64_t>(1, block - policy.sinks - policy.window);
+    for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(chunk)) {
+      const std::vector<uint32_t> part(
+          prompt.begin() + static_cast<int64_t>(i),
+          prompt.begin() + static_cast<int64_t>(std::min(prompt.size(), i + chunk)));
+      logits = model.forward_cached(ids_tensor(part, model), *cache);
+    }
   }
-  const int64_t budget = std::min<int64_t>(max_new_tokens, block - prompt.size());
-  if (budget < max_new_tokens) {
-    // The KV cache and the learned positions end at block_size: no rolling window to go on with.
-    log::warn(log::format(
-        "max_new_tokens = %lld is more than the model's context allows: block_size %lld minus "
-        "the %zu-token prompt leaves at most %lld new tokens, so generation stops there",
-        (long long)max_new_tokens, (long long)block, prompt.size(), (long long)budget));
-  }
-  auto cache = model.make_cache(1, prompt.size() + budget);
-  auto logits = model.forward_cached(ids_tensor(prompt, model), cache);  // (1, T, V)
   std::vector<uint32_t> out;
   for (int64_t i = 0; i < budget; ++i) {
     auto next = sample_next(last_logits(logits), opts, gen);  // (1,)
@@ -49,7 +66,7 @@ std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t
     out.push_back(id);
     if (on_token) on_token(id);
     if (eot_id >= 0 && id == static_cast<uint32_t>(eot_id)) break;
-    if (i + 1 < budget) logits = model.forward_cached(ids_tensor({id}, model), cache);
+    if (i + 1 < budget) logits = model.forward_cached(ids_tensor({id}, model), *cache);
   }
   return out;
 }

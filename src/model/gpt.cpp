@@ -1,11 +1,13 @@
 #include "model/gpt.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "model/attention.h"
 #include "model/dropout.h"
+#include "model/full_kv_cache.h"
 #include "model/fused_attention.h"
 #include "model/fused_cross_entropy.h"
 #include "model/fused_gelu.h"
@@ -56,19 +58,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     q = q.transpose(1, 2);
     k = k.transpose(1, 2);
     if (rope) {
-      const int64_t start = cache ? cache->length : 0;
+      const int64_t start = cache ? cache->next_position() : 0;
       q = apply_rope(q, start, rope_theta);
-      k = apply_rope(k, start, rope_theta);
+      if (!cache) k = apply_rope(k, 0, rope_theta);  // a cache rotates the keys it keeps
     }
   }
-  if (cache) {
-    const int64_t start = cache->length;
-    // Write this call's keys/values into the preallocated (B, H, max_len, D) buffers.
-    cache->k[layer].narrow(2, start, T).copy_(k);
-    cache->v[layer].narrow(2, start, T).copy_(v);
-    k = cache->k[layer].narrow(2, 0, start + T);
-    v = cache->v[layer].narrow(2, 0, start + T);
-  }
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);  // (B, K, L, D) each
   if (K < H) {
     // Grouped-query attention: query head h reads kv head h / (H / K).
     k = k.repeat_interleave(H / K, /*dim=*/1);
@@ -194,6 +189,7 @@ void GptImpl::set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d) 
 torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
                               std::vector<std::vector<torch::Tensor>>* moe) {
   const int64_t T = ids.size(1);
+  if (cache) start = cache->next_position();
   if (start + T > cfg_.block_size) {
     throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
                             (long long)(start + T), (long long)cfg_.block_size));
@@ -264,25 +260,21 @@ torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x, const torch::Tensor
 }
 
 torch::Tensor GptImpl::forward_cached(const torch::Tensor& ids, KvCache& cache) {
-  if (cache.length + ids.size(1) > cache.max_len) {
-    throw Error(log::format("KV cache full: %lld + %lld tokens > capacity %lld",
-                            (long long)cache.length, (long long)ids.size(1),
-                            (long long)cache.max_len));
+  if (ids.size(1) > cache.room()) {
+    throw Error(log::format("KV cache full: %lld more tokens do not fit (room for %lld, %lld held)",
+                            (long long)ids.size(1), (long long)cache.room(),
+                            (long long)cache.held()));
   }
-  auto logits = head(hidden(ids, cache.length, &cache));
-  cache.length += ids.size(1);
+  auto logits = head(hidden(ids, cache.next_position(), &cache));
+  cache.advance(ids.size(1));
   return logits;
 }
 
-KvCache GptImpl::make_cache(int64_t batch, int64_t max_len) const {
-  KvCache cache;
-  cache.max_len = std::min(max_len, cfg_.block_size);
+std::unique_ptr<KvCache> GptImpl::make_cache(int64_t batch, int64_t max_len) const {
   auto opts = transformer->wte->weight.options().requires_grad(false);
-  for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-    cache.k.push_back(torch::zeros({batch, cfg_.kv_heads(), cache.max_len, cfg_.head_dim()}, opts));
-    cache.v.push_back(torch::zeros({batch, cfg_.kv_heads(), cache.max_len, cfg_.head_dim()}, opts));
-  }
-  return cache;
+  return std::make_unique<FullKvCache>(cfg_.n_layer, batch, cfg_.kv_heads(),
+                                       std::min(max_len, cfg_.block_size), cfg_.head_dim(), opts,
+                                       rope_spec());
 }
 
 }  // namespace lmtrain::model

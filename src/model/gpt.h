@@ -16,24 +16,18 @@
 #include "model/activation_checkpoint.h"
 #include "model/expert_dispatcher.h"
 #include "model/gpt_config.h"
+#include "model/kv_cache.h"
 #include "model/layers.h"
 #include "model/moe.h"
 #include "model/param_tags.h"
 
 namespace lmtrain::model {
 
-// Per-layer key/value cache for incremental decoding: k[l], v[l] are (B, n_kv_head, max_len, D).
-struct KvCache {
-  std::vector<torch::Tensor> k, v;
-  int64_t length = 0;  // positions filled so far
-  int64_t max_len = 0;
-};
-
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& cfg);
-  // x: (B, T, C). With a cache, appends this call's keys/values at cache positions
-  // [start, start+T) of layer `layer` and attends over everything cached so far.
+  // x: (B, T, C). With a cache, hands this call's keys/values to it (layer `layer`) and
+  // attends over what it keeps; the queries sit at the cache's next_position().
   torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
   Linear c_attn{nullptr}, c_proj{nullptr};
   LayerNorm q_norm{nullptr}, k_norm{nullptr};  // per-head RMSNorm (qk_norm only)
@@ -103,9 +97,12 @@ class GptImpl : public torch::nn::Module {
   // The training objective's terms (cross-entropy, MoE balancing losses and statistics).
   LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets);
   // Incremental decoding: ids (B, T_new) continue the sequence held in `cache`;
-  // returns logits (B, T_new, V) and advances cache.length by T_new.
+  // returns logits (B, T_new, V) and advances the cache by T_new.
   torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache);
-  KvCache make_cache(int64_t batch, int64_t max_len) const;
+  // The exact cache (model/full_kv_cache.h) for up to min(max_len, block_size) tokens.
+  std::unique_ptr<KvCache> make_cache(int64_t batch, int64_t max_len) const;
+  // How this model rotates keys (for caches that store them unrotated).
+  RopeSpec rope_spec() const { return {cfg_.pos == "rope", cfg_.rope_theta}; }
 
   // GPT-2 init: N(0, init_std) weights, residual projections N(0, init_std/sqrt(2 n_layer)),
   // zero biases, unit LayerNorm weights. Uses the global torch generator.

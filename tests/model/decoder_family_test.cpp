@@ -149,9 +149,12 @@ TEST(DecoderFamily, KvCacheWithRopeAndGqaMatchesFullForward) {
   auto full = m->forward(ids);
   EXPECT_LE(full.abs().max().item<double>(), 15.0);  // soft-capped
   auto cache = m->make_cache(2, 16);
-  EXPECT_EQ(cache.k[0].size(1), 2);  // kv heads only
-  auto first = m->forward_cached(ids.narrow(1, 0, 6), cache);
-  auto rest = m->forward_cached(ids.narrow(1, 6, 3), cache);
+  // kv heads only: 2 per token and layer, keys and values, fp32
+  auto probe = m->make_cache(2, 16);
+  m->forward_cached(ids.narrow(1, 0, 1), *probe);
+  EXPECT_EQ(probe->bytes(), 2 * cfg.n_layer * 2 * 2 * cfg.head_dim() * 4);
+  auto first = m->forward_cached(ids.narrow(1, 0, 6), *cache);
+  auto rest = m->forward_cached(ids.narrow(1, 6, 3), *cache);
   EXPECT_TRUE(torch::allclose(torch::cat({first, rest}, 1), full, 1e-4, 1e-5));
 }
 

@@ -144,14 +144,14 @@ TEST(Gpt, KvCacheLogitsMatchFullForward) {
   auto ids = torch::randint(11, {2, 9}, torch::kLong);
   auto full = m->forward(ids);
   auto cache = m->make_cache(2, 16);
-  auto prefill = m->forward_cached(ids.narrow(1, 0, 4), cache);  // 4 at once, then 1 by 1
+  auto prefill = m->forward_cached(ids.narrow(1, 0, 4), *cache);  // 4 at once, then 1 by 1
   EXPECT_TRUE(torch::allclose(prefill, full.narrow(1, 0, 4), 1e-5, 1e-6));
   for (int t = 4; t < 9; ++t) {
-    auto step = m->forward_cached(ids.narrow(1, t, 1), cache);
+    auto step = m->forward_cached(ids.narrow(1, t, 1), *cache);
     EXPECT_TRUE(torch::allclose(step, full.narrow(1, t, 1), 1e-5, 1e-6)) << "t=" << t;
   }
-  EXPECT_EQ(cache.length, 9);
-  EXPECT_THROW(m->forward_cached(torch::zeros({2, 8}, torch::kLong), cache), Error);
+  EXPECT_EQ(cache->held(), 9);
+  EXPECT_THROW(m->forward_cached(torch::zeros({2, 8}, torch::kLong), *cache), Error);
 }
 
 TEST(Gpt, GreedyDecodingWithCacheEqualsFullRecompute) {

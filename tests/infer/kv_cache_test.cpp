@@ -1,0 +1,143 @@
+// KV cache policies: KIVI quantisation round-trips within its step size and int8 decoding stays
+// close to the full cache; StreamingLLM with a window covering the sequence equals the full
+// cache, keeps S + W tokens and runs 4x past block_size; policy texts are validated.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "infer/generator.h"
+#include "infer/kv_cache_policy.h"
+#include "infer/quantized_kv_cache.h"
+#include "infer/streaming_kv_cache.h"
+#include "model/gpt.h"
+
+namespace lmtrain::infer {
+namespace {
+
+model::GptConfig config(bool rope) {
+  model::GptConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 32;
+  c.vocab_size = 64;
+  c.block_size = 32;
+  if (rope) {
+    c.arch = "llama";
+    c.norm = "rmsnorm";
+    c.pos = "rope";
+    c.mlp = "swiglu";
+    c.n_kv_head = 2;
+    c.bias = false;
+  }
+  return c;
+}
+
+// Logits (B, T, V) of `ids` fed one token at a time through `cache`.
+at::Tensor token_by_token(model::GptImpl& m, const at::Tensor& ids, model::KvCache& cache) {
+  std::vector<at::Tensor> out;
+  for (int64_t t = 0; t < ids.size(1); ++t)
+    out.push_back(m.forward_cached(ids.narrow(1, t, 1), cache));
+  return at::cat(out, 1);
+}
+
+TEST(KvQuantize, RoundTripIsWithinHalfAStep) {
+  torch::manual_seed(0);
+  auto x = torch::randn({2, 3, 8, 16}) * 3;
+  for (int bits : {8, 4}) {
+    for (int64_t dim : {2, 3}) {
+      auto q = quantize(x, bits, dim);
+      auto back = dequantize(q, dim, at::kFloat);
+      ASSERT_EQ(back.sizes(), x.sizes());
+      // Half a step, plus what storing scale and zero in fp16 costs.
+      auto bound = q.scale.to(at::kFloat) * 0.5 * 1.01 + 2e-3 * x.abs().max();
+      EXPECT_TRUE((x - back).abs().le(bound).all().item<bool>()) << "bits " << bits;
+      EXPECT_EQ(q.codes.scalar_type(), at::kByte);
+      EXPECT_EQ(q.codes.size(-1), bits == 4 ? 8 : 16);  // int4: two codes per byte
+    }
+  }
+}
+
+TEST(KvQuantized, Int8StaysCloseToFullAndStoresLess) {
+  for (const bool rope : {false, true}) {
+    torch::manual_seed(1);
+    model::Gpt m(config(rope));
+    m->eval();
+    torch::NoGradGuard g;
+    auto ids = torch::randint(64, {2, 24});
+    auto full = m->make_cache(2, 32);
+    auto want = token_by_token(*m, ids, *full);
+    // No full-precision residual: every group of 8 tokens is quantised as soon as it is complete.
+    QuantizedKvCache int8(2, 32, m->rope_spec(), {8, 8, 0});
+    auto got = token_by_token(*m, ids, int8);
+    const double err = (got - want).abs().max().item<double>();
+    EXPECT_LT(err, 1e-2 * want.abs().max().item<double>() + 1e-4) << "rope " << rope;
+    EXPECT_GT(err, 0.0) << "the quantised path was not exercised";
+    // 1 byte per element plus fp16 scale and zero per 8: 1.5 bytes against fp32's 4.
+    EXPECT_EQ(int8.held(), 24);
+    EXPECT_LT(int8.bytes(), full->bytes() * 0.4);
+  }
+}
+
+TEST(KvStreaming, AWindowCoveringTheSequenceEqualsTheFullCache) {
+  for (const bool rope : {false, true}) {
+    torch::manual_seed(2);
+    model::Gpt m(config(rope));
+    m->eval();
+    torch::NoGradGuard g;
+    auto ids = torch::randint(64, {2, 20});
+    auto full = m->make_cache(2, 32);
+    StreamingKvCache stream(2, 4, 20, m->rope_spec());
+    auto want = token_by_token(*m, ids, *full);
+    auto got = token_by_token(*m, ids, stream);
+    EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-6)) << (got - want).abs().max();
+  }
+}
+
+TEST(KvStreaming, KeepsSinksPlusWindowAndGeneratesFourTimesPastBlockSize) {
+  for (const bool rope : {false, true}) {
+    torch::manual_seed(3);
+    model::Gpt m(config(rope));
+    m->eval();
+    auto policy = parse_kv_policy("streaming:sinks=2,window=10");
+    SamplingOptions greedy;
+    greedy.temperature = 0;
+    const int64_t n = 4 * 32;
+    auto out = generate(*m, {1, 2, 3}, n, greedy, 0, -1, {}, policy);
+    EXPECT_EQ(static_cast<int64_t>(out.size()), n) << "rope " << rope;
+    auto cache = make_kv_cache(policy, *m, 1, 32);
+    torch::NoGradGuard g;
+    for (int64_t t = 0; t < 3 * 32; ++t) {
+      m->forward_cached(torch::full({1, 1}, t % 64, torch::kLong), *cache);
+      EXPECT_LE(cache->held(), 12);
+    }
+    EXPECT_EQ(cache->held(), 12);
+    EXPECT_EQ(cache->bytes(), 2 * 2 * 12 * m->config().kv_heads() * m->config().head_dim() * 4);
+  }
+}
+
+TEST(KvPolicy, TextsAreParsedAndBadOnesNamed) {
+  EXPECT_EQ(parse_kv_policy("full").kind, KvPolicy::Kind::kFull);
+  auto q = parse_kv_policy("int4:group=16,residual=8");
+  EXPECT_EQ(q.quant.bits, 4);
+  EXPECT_EQ(q.quant.group, 16);
+  EXPECT_EQ(q.quant.residual, 8);
+  auto s = parse_kv_policy("streaming:sinks=4,window=64");
+  EXPECT_EQ(s.sinks, 4);
+  EXPECT_EQ(s.window, 64);
+  EXPECT_FALSE(s.bounded());
+  for (const char* bad : {"int3", "int8:grp=4", "streaming:sinks=4", "streaming:window=x",
+                          "full:group=2", "h2o:budget=64,recent=8"}) {
+    try {
+      parse_kv_policy(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  model::Gpt m(config(false));
+  EXPECT_THROW(make_kv_cache(parse_kv_policy("streaming:sinks=4,window=28"), *m, 1, 32),
+               UsageError);  // S + W must stay below block_size 32
+}
+
+}  // namespace
+}  // namespace lmtrain::infer
