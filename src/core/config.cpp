@@ -88,8 +88,17 @@ void check_unique_keys(const YAML::Node& map, const std::string& prefix,
                        const std::string& origin) {
   std::map<std::string, int> first_line;
   for (const auto& kv : map) {
-    const std::string key = kv.first.Scalar();
     const int line = kv.first.Mark().line + 1;
+    if (!kv.first.IsScalar()) {
+      // A "? [a, b]" or "{a: 1}: x" key: yaml-cpp's as<std::string>() would throw its own
+      // "bad conversion" (found by fuzz/).
+      throw UsageError(origin + ", line " + std::to_string(line) +
+                       ": a key must be a plain name, not a " +
+                       (kv.first.IsMap()        ? "mapping"
+                        : kv.first.IsSequence() ? "list"
+                                                : "null"));
+    }
+    const std::string key = kv.first.Scalar();
     const auto [it, inserted] = first_line.emplace(key, line);
     if (!inserted) {
       throw UsageError("duplicate config key '" + prefix + key + "' in " + origin + " (lines " +

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/safetensors_header.h"
+
 namespace lmtrain::core {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
@@ -23,21 +25,6 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 // Note: transformers' from_pretrained expects metadata {"format": "pt"} in model files.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
-
-// One tensor's header entry.
-struct SafetensorsEntry {
-  std::string name;
-  std::string dtype;  // as spelled in the file, e.g. "BF16"
-  std::vector<int64_t> shape;
-  uint64_t begin = 0;  // byte offsets into the data section
-  uint64_t end = 0;
-};
-
-struct SafetensorsHeader {
-  std::vector<SafetensorsEntry> entries;  // in data order
-  std::map<std::string, std::string> metadata;
-  uint64_t data_start = 0;  // file offset of the data section (8 + header length)
-};
 
 struct SafetensorsFile {
   std::map<std::string, at::Tensor> tensors;

@@ -9,7 +9,9 @@
 // Anything that would change the computation and that lmtrain does not implement (RoPE
 // scaling, an active sliding window, extra biases, GPT-2 attention variants, quantized
 // weights) is a UsageError naming the key: never silently different logits.
+#include <cmath>
 #include <set>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -25,12 +27,37 @@ bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_
 template <typename T>
 T get_or(const json& j, const char* key, T fallback) {
   if (!has(j, key)) return fallback;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // nlohmann turns a float into an integer with a plain cast, undefined for 1e108 (found by
+    // fuzz/): only integral values that fit are integers here.
+    if (j[key].is_number_float()) {
+      const double d = j[key].get<double>();
+      if (!(d == std::floor(d) && std::fabs(d) <= 9e18)) {
+        throw UsageError("config.json: " + std::string(key) +
+                         " is not an integer: " + j[key].dump());
+      }
+      return static_cast<T>(d);
+    }
+  }
   try {
     return j[key].get<T>();
   } catch (const json::exception&) {
     throw UsageError("config.json: " + std::string(key) +
                      " has an unexpected type: " + j[key].dump());
   }
+}
+
+// A size (width, heads, layers, context, vocabulary): a positive integer small enough that the
+// arithmetic on it (C / H, 4 * C) cannot divide by zero or overflow. Found by fuzz/: a config.json
+// with num_attention_heads 0 crashed `lmtrain import hf` with SIGFPE.
+int64_t size_or(const json& j, const char* key, int64_t fallback) {
+  constexpr int64_t kMax = int64_t{1} << 31;
+  const auto v = get_or<int64_t>(j, key, fallback);
+  if (v < 1 || v > kMax) {
+    throw UsageError("config.json: " + std::string(key) + " must be an integer in [1, " +
+                     std::to_string(kMax) + "], got " + std::to_string(v));
+  }
+  return v;
 }
 
 std::string num(double v) { return log::format("%.17g", v); }
@@ -143,7 +170,7 @@ void reject_true(const json& j, const char* key, const std::string& why) {
 }
 
 std::vector<std::pair<std::string, std::string>> gpt2_overrides(const json& j) {
-  const auto C = get_or<int64_t>(j, "n_embd", 768);
+  const auto C = size_or(j, "n_embd", 768);
   const auto act = get_or<std::string>(j, "activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
     throw UsageError("config.json: GPT-2 activation_function '" + act +
@@ -154,23 +181,23 @@ std::vector<std::pair<std::string, std::string>> gpt2_overrides(const json& j) {
   }
   reject_true(j, "scale_attn_by_inverse_layer_idx", "attention scaled by 1/layer");
   return {{"model.arch", "gpt2"},
-          {"model.n_layer", num(get_or<int64_t>(j, "n_layer", 12))},
-          {"model.n_head", num(get_or<int64_t>(j, "n_head", 12))},
+          {"model.n_layer", num(size_or(j, "n_layer", 12))},
+          {"model.n_head", num(size_or(j, "n_head", 12))},
           {"model.n_embd", num(C)},
           {"model.block_size", num(get_or<int64_t>(j, "n_positions", 1024))},
           {"model.vocab_size", num(get_or<int64_t>(j, "vocab_size", 50257))},
           {"model.norm_eps", num(get_or<double>(j, "layer_norm_epsilon", 1e-5))},
-          {"model.mlp_hidden", num(get_or<int64_t>(j, "n_inner", 4 * C))},
+          {"model.mlp_hidden", num(size_or(j, "n_inner", 4 * C))},
           {"model.tie_embeddings", get_or<bool>(j, "tie_word_embeddings", true) ? "true" : "false"},
           {"model.bias", "true"}};
 }
 
 std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
                                                                  const std::string& type) {
-  const auto C = get_or<int64_t>(j, "hidden_size", 4096);
-  const auto H = get_or<int64_t>(j, "num_attention_heads", 32);
-  const auto L = get_or<int64_t>(j, "num_hidden_layers", 32);
-  const auto P = get_or<int64_t>(j, "max_position_embeddings", 2048);
+  const auto C = size_or(j, "hidden_size", 4096);
+  const auto H = size_or(j, "num_attention_heads", 32);
+  const auto L = size_or(j, "num_hidden_layers", 32);
+  const auto P = size_or(j, "max_position_embeddings", 2048);
   const double theta = rope_theta(j);
   const auto act = get_or<std::string>(j, "hidden_act", "silu");
   if (act != "silu" && act != "swish") {
@@ -198,7 +225,7 @@ std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
       {"model.n_embd", num(C)},
       {"model.head_dim", num(get_or<int64_t>(j, "head_dim", C / H))},
       {"model.mlp", "swiglu"},
-      {"model.mlp_hidden", num(get_or<int64_t>(j, "intermediate_size", 4 * C))},
+      {"model.mlp_hidden", num(size_or(j, "intermediate_size", 4 * C))},
       {"model.norm", "rmsnorm"},
       {"model.norm_eps", num(get_or<double>(j, "rms_norm_eps", 1e-6))},
       {"model.pos", "rope"},

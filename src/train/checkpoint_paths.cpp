@@ -62,4 +62,34 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
+std::vector<std::pair<std::string, MetaFileInfo>> check_meta(const nlohmann::json& meta,
+                                                             const std::string& what,
+                                                             int max_version) {
+  if (!meta.is_object()) throw Error(what + ": meta.json is not a JSON object");
+  if (!meta.contains("format_version") || !meta["format_version"].is_number_integer()) {
+    throw Error(what + ": meta.json has no integer format_version");
+  }
+  if (meta["format_version"].get<int64_t>() > max_version) {
+    throw Error(what + " has format_version " + meta["format_version"].dump() +
+                "; this lmtrain reads up to " + std::to_string(max_version) +
+                " (written by a newer lmtrain?)");
+  }
+  if (!meta.contains("step") || !meta["step"].is_number_integer()) {
+    throw Error(what + ": meta.json has no integer step");
+  }
+  if (!meta.contains("files") || !meta["files"].is_object()) {
+    throw Error(what + ": meta.json has no \"files\" object");
+  }
+  std::vector<std::pair<std::string, MetaFileInfo>> files;
+  for (const auto& [name, info] : meta["files"].items()) {
+    check_file_name(name, what);
+    if (!info.is_object() || !info.contains("sha256") || !info["sha256"].is_string() ||
+        !info.contains("bytes") || !info["bytes"].is_number_unsigned()) {
+      throw Error(what + ": meta.json entry for " + name + " needs \"sha256\" and \"bytes\"");
+    }
+    files.push_back({name, {info["sha256"].get<std::string>(), info["bytes"].get<uint64_t>()}});
+  }
+  return files;
+}
+
 }  // namespace lmtrain::train::ckpt_detail

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace lmtrain::train::ckpt_detail {
 
@@ -23,5 +25,16 @@ std::optional<std::string> link_target(const std::string& link);
 // A checkpoint file name must stay inside its directory and not shadow meta.json.
 void check_file_name(const std::string& name, const std::string& context);
 nlohmann::json read_json(const std::string& path);
+
+struct MetaFileInfo {
+  std::string sha256;
+  uint64_t bytes = 0;
+};
+// Checks the shape of a parsed meta.json (an object with integer format_version <= max_version
+// and step, and "files": {name: {"sha256": str, "bytes": uint}} with plain file names) and
+// returns its files in order. Throws lmtrain::Error starting with `what`. Reads no file.
+std::vector<std::pair<std::string, MetaFileInfo>> check_meta(const nlohmann::json& meta,
+                                                             const std::string& what,
+                                                             int max_version);
 
 }  // namespace lmtrain::train::ckpt_detail

@@ -45,42 +45,23 @@ nlohmann::json verified_meta(const std::string& dir) {
   } catch (const Error& e) {
     throw Error(what + " is corrupt: " + e.what());
   }
-  if (!meta.is_object()) throw Error(what + ": meta.json is not a JSON object");
-  if (!meta.contains("format_version") || !meta["format_version"].is_number_integer()) {
-    throw Error(what + ": meta.json has no integer format_version");
-  }
-  if (meta["format_version"].get<int64_t>() > CheckpointStore::kFormatVersion) {
-    throw Error(what + " has format_version " + meta["format_version"].dump() +
-                "; this lmtrain reads up to " + std::to_string(CheckpointStore::kFormatVersion) +
-                " (written by a newer lmtrain?)");
-  }
-  if (!meta.contains("step") || !meta["step"].is_number_integer()) {
-    throw Error(what + ": meta.json has no integer step");
-  }
-  if (!meta.contains("files") || !meta["files"].is_object()) {
-    throw Error(what + ": meta.json has no \"files\" object");
-  }
-  for (const auto& [name, info] : meta["files"].items()) {
-    check_file_name(name, what);
-    if (!info.is_object() || !info.contains("sha256") || !info["sha256"].is_string() ||
-        !info.contains("bytes") || !info["bytes"].is_number_unsigned()) {
-      throw Error(what + ": meta.json entry for " + name + " needs \"sha256\" and \"bytes\"");
-    }
+  for (const auto& [name, info] :
+       ckpt_detail::check_meta(meta, what, CheckpointStore::kFormatVersion)) {
     const std::string path = dir + "/" + name;
     if (!fs::is_regular_file(path, ec)) {
       throw Error(what + ": file " + name + " listed in meta.json is missing");
     }
     const uint64_t size = fs::file_size(path, ec);
-    const uint64_t expected = info["bytes"].get<uint64_t>();
+    const uint64_t expected = info.bytes;
     if (ec || size != expected) {
       throw Error(what + ": file " + name + " is " + std::to_string(size) +
                   " bytes but meta.json records " + std::to_string(expected) +
                   " (truncated or overwritten)");
     }
     const std::string sha = core::sha256_file_hex(path);
-    if (sha != info["sha256"].get<std::string>()) {
-      throw Error(what + ": file " + name + " fails its sha256 check (meta.json " +
-                  info["sha256"].get<std::string>() + ", file " + sha + "): the file is corrupt");
+    if (sha != info.sha256) {
+      throw Error(what + ": file " + name + " fails its sha256 check (meta.json " + info.sha256 +
+                  ", file " + sha + "): the file is corrupt");
     }
   }
   return meta;

@@ -38,6 +38,9 @@ TEST(Config, BadYamlInputsNameTheKeyAndTheProblem) {
       {"model:\n  n_layr: 3\n",
        {"unknown config key 'model.n_layr'", "did you mean 'model.n_layer'"}},
       {"modle:\n  n_layer: 3\n", {"unknown config section 'modle'"}},
+      // yaml-cpp's own "bad conversion" before (found by fuzz/yaml_config).
+      {"model:\n  ? [n_layer, 2]\n  : 3\n", {"line 2: a key must be a plain name, not a list"}},
+      {"? {train: 1}\n: x\n", {"line 1: a key must be a plain name, not a mapping"}},
       {"model:\n  n_layer: three\n", {"'model.n_layer'", "expected an integer"}},
       {"model:\n  n_layer: 2.5\n", {"'model.n_layer'", "expected an integer"}},
       {"model:\n  n_layer: 0\n", {"'model.n_layer'", "out of range, must be >= 1"}},

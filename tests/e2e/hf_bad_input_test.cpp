@@ -157,5 +157,18 @@ TEST_F(HfBadInput, OtherOptionsThatChangeTheModel) {
                      "quantization_config is not supported");
 }
 
+TEST_F(HfBadInput, SizesThatAreZeroOrHuge) {
+  // num_attention_heads 0 divided hidden_size by zero (SIGFPE); found by fuzz/hf_config.
+  expect_usage_error(copy("llama", [](auto& c) { c["num_attention_heads"] = 0; }),
+                     "num_attention_heads must be an integer in [1, 2147483648], got 0");
+  expect_usage_error(copy("qwen3", [](auto& c) { c["hidden_size"] = int64_t{1} << 62; }),
+                     "hidden_size must be an integer in [1, 2147483648]");
+  expect_usage_error(copy("gpt2", [](auto& c) { c["n_head"] = -2; }),
+                     "n_head must be an integer in [1, 2147483648], got -2");
+  // A float where an integer belongs: 1e108 was cast to an integer, undefined behaviour.
+  expect_usage_error(copy("qwen2", [](auto& c) { c["num_hidden_layers"] = 1e108; }),
+                     "num_hidden_layers is not an integer: 1e+108");
+}
+
 }  // namespace
 }  // namespace lmtrain::testing
