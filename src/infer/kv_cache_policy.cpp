@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/parse_int.h"
+#include "infer/h2o_kv_cache.h"
 #include "infer/streaming_kv_cache.h"
 
 namespace lmtrain::infer {
@@ -73,9 +74,15 @@ KvPolicy parse_kv_policy(const std::string& text) {
     }
     reject_leftovers(params, text, "streaming takes sinks and window");
   } else if (name == "h2o") {
-    throw UsageError("--kv_cache=" + text +
-                     ": the heavy-hitter (h2o) policy is not implemented yet (full, int8, int4, "
-                     "streaming are)");
+    p.kind = KvPolicy::Kind::kH2o;
+    if (!params.count("budget")) throw UsageError("--kv_cache=" + text + ": h2o needs budget=B");
+    p.budget = take(params, text, "budget", 0, 2);
+    p.recent = take(params, text, "recent", p.budget / 2, 1);
+    if (p.recent >= p.budget) {
+      throw UsageError("--kv_cache=" + text + ": recent=" + std::to_string(p.recent) +
+                       " must be below budget=" + std::to_string(p.budget));
+    }
+    reject_leftovers(params, text, "h2o takes budget and recent");
   } else {
     throw UsageError("--kv_cache=" + text + ": unknown policy '" + name +
                      "' (full, int8, int4, streaming:sinks=S,window=W)");
@@ -100,6 +107,9 @@ std::unique_ptr<model::KvCache> make_kv_cache(const KvPolicy& policy, const mode
       }
       return std::make_unique<StreamingKvCache>(c.n_layer, policy.sinks, policy.window,
                                                 model.rope_spec());
+    case KvPolicy::Kind::kH2o:
+      return std::make_unique<H2oKvCache>(c.n_layer, std::min(max_len, c.block_size), policy.budget,
+                                          policy.recent, model.rope_spec());
   }
   return nullptr;
 }

@@ -42,4 +42,14 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::bmm(weights, v3).view({B, H, Tq, D});
 }
 
+std::pair<at::Tensor, at::Tensor> causal_attention_with_weights(const at::Tensor& q,
+                                                                const at::Tensor& k,
+                                                                const at::Tensor& v) {
+  const int64_t Tq = q.size(2), Tk = k.size(2), D = q.size(3);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  auto scores = at::matmul(q, k.transpose(2, 3)) * scale + causal_mask(Tq, Tk, q.options());
+  auto weights = at::softmax(scores, -1);  // (B, H, Tq, Tk)
+  return {at::matmul(weights, v), weights};
+}
+
 }  // namespace lmtrain::model

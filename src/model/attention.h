@@ -2,6 +2,8 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
 namespace lmtrain::model {
 
 // q: (B, H, Tq, D), k and v: (B, H, Tk, D) with Tk >= Tq; query i sits at absolute position
@@ -9,5 +11,10 @@ namespace lmtrain::model {
 // dropout_p applies to the attention weights (pass 0 in eval).
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double dropout_p);
+
+// The same without dropout, also returning the attention weights (B, H, Tq, Tk).
+std::pair<at::Tensor, at::Tensor> causal_attention_with_weights(const at::Tensor& q,
+                                                                const at::Tensor& k,
+                                                                const at::Tensor& v);
 
 }  // namespace lmtrain::model

@@ -69,7 +69,14 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     k = k.repeat_interleave(H / K, /*dim=*/1);
     v = v.repeat_interleave(H / K, /*dim=*/1);
   }
-  auto y = causal_attention(q, k, v, p);  // (B, H, T, D)
+  at::Tensor y;  // (B, H, T, D)
+  if (cache && cache->wants_attention()) {
+    at::Tensor weights;
+    std::tie(y, weights) = causal_attention_with_weights(q, k, v);
+    cache->observe(layer, weights);
+  } else {
+    y = causal_attention(q, k, v, p);
+  }
   y = y.transpose(1, 2).reshape({B, T, H * D});
   y = c_proj(y);
   if (p > 0) y = model::dropout(y, p);

@@ -31,6 +31,13 @@ class KvCache {
   // values to attend over, (B, K, L, D) each, the new ones last, in the compute dtype.
   virtual std::pair<at::Tensor, at::Tensor> update(int64_t layer, const at::Tensor& k,
                                                    const at::Tensor& v) = 0;
+  // Policies that choose by attention (H2O) get each layer's attention weights (B, H, Tq, L)
+  // over the keys update() returned; the attention then computes them explicitly.
+  virtual bool wants_attention() const { return false; }
+  virtual void observe(int64_t layer, const at::Tensor& weights) {
+    (void)layer;
+    (void)weights;
+  }
   // All layers have taken T new tokens.
   virtual void advance(int64_t t) = 0;
   // Tokens currently held (per layer and sequence).

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "infer/generator.h"
+#include "infer/h2o_kv_cache.h"
 #include "infer/kv_cache_policy.h"
 #include "infer/quantized_kv_cache.h"
 #include "infer/streaming_kv_cache.h"
@@ -115,6 +116,53 @@ TEST(KvStreaming, KeepsSinksPlusWindowAndGeneratesFourTimesPastBlockSize) {
   }
 }
 
+TEST(KvH2o, ABudgetCoveringTheSequenceEqualsTheFullCache) {
+  for (const bool rope : {false, true}) {
+    torch::manual_seed(4);
+    model::Gpt m(config(rope));
+    m->eval();
+    torch::NoGradGuard g;
+    auto ids = torch::randint(64, {2, 20});
+    auto full = m->make_cache(2, 32);
+    auto h2o = make_kv_cache(parse_kv_policy("h2o:budget=20,recent=4"), *m, 2, 32);
+    auto want = token_by_token(*m, ids, *full);
+    auto got = token_by_token(*m, ids, *h2o);
+    EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-6)) << (got - want).abs().max();
+    // A smaller budget holds exactly B tokens and changes the result.
+    auto small = make_kv_cache(parse_kv_policy("h2o:budget=8,recent=2"), *m, 2, 32);
+    auto other = token_by_token(*m, ids, *small);
+    EXPECT_EQ(small->held(), 8);
+    EXPECT_FALSE(torch::allclose(other, want, 1e-5, 1e-6));
+  }
+}
+
+// Hand-made attention: the recent R stay, then the heaviest older tokens, kept in position order.
+TEST(KvH2o, EvictsTheLightestOlderTokensAndKeepsTheRecentOnes) {
+  H2oKvCache cache(1, 64, /*budget=*/4, /*recent=*/2, {});
+  auto kv = torch::randn({1, 1, 6, 2});
+  cache.update(0, kv, kv);
+  // Two query heads share the kv head; their weights add up. Accumulated per token:
+  // [5, 0.1, 3, 0.2, 0, 0] -> keep older tokens 0 and 2, and the recent 4, 5.
+  auto w = torch::zeros({1, 2, 6, 6});
+  w[0][0][5][0] = 4;
+  w[0][1][4][0] = 1;
+  w[0][0][3][2] = 3;
+  w[0][1][5][1] = 0.1;
+  w[0][0][5][3] = 0.2;
+  cache.observe(0, w);
+  cache.advance(6);
+  EXPECT_TRUE(torch::equal(cache.positions(0), torch::tensor({0, 2, 4, 5}).view({1, 1, 4})));
+  EXPECT_TRUE(
+      torch::allclose(cache.scores(0), torch::tensor({5.f, 3.f, 0.f, 0.f}).view({1, 1, 4})));
+  // One more token whose attention goes to position 4: position 2 is now the lightest older one.
+  cache.update(0, torch::randn({1, 1, 1, 2}), torch::randn({1, 1, 1, 2}));
+  auto w2 = torch::zeros({1, 2, 1, 5});
+  w2[0][0][0][2] = 9;  // position 4 (index 2) becomes heavy
+  cache.observe(0, w2);
+  cache.advance(1);
+  EXPECT_TRUE(torch::equal(cache.positions(0), torch::tensor({0, 4, 5, 6}).view({1, 1, 4})));
+}
+
 TEST(KvPolicy, TextsAreParsedAndBadOnesNamed) {
   EXPECT_EQ(parse_kv_policy("full").kind, KvPolicy::Kind::kFull);
   auto q = parse_kv_policy("int4:group=16,residual=8");
@@ -126,7 +174,7 @@ TEST(KvPolicy, TextsAreParsedAndBadOnesNamed) {
   EXPECT_EQ(s.window, 64);
   EXPECT_FALSE(s.bounded());
   for (const char* bad : {"int3", "int8:grp=4", "streaming:sinks=4", "streaming:window=x",
-                          "full:group=2", "h2o:budget=64,recent=8"}) {
+                          "full:group=2", "h2o:budget=8,recent=8", "h2o:recent=2"}) {
     try {
       parse_kv_policy(bad);
       ADD_FAILURE() << bad << " was accepted";
