@@ -5,9 +5,9 @@
 
 namespace lmtrain::cli {
 
-DistSetup setup_distributed(const core::Config& cfg) {
+DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& environment) {
   DistSetup s;
-  s.env = dist::discover_env();
+  s.env = environment ? dist::discover_env(environment) : dist::discover_env();
   if (s.env.distributed()) {
     // `lmtrain launch` prefixes every output line itself; under torchrun, mpirun or srun we do.
     log::set_rank_prefix(s.env.rank, !s.env.launched_by_lmtrain);
