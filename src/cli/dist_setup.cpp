@@ -1,12 +1,15 @@
 #include "cli/dist_setup.h"
 
 #include "core/log.h"
+#include "dist/debug_level.h"
 #include "dist/process_group.h"
 
 namespace lmtrain::cli {
 
 DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& environment) {
   DistSetup s;
+  // A bad TORCH_DISTRIBUTED_DEBUG is a usage error on one process too.
+  dist::torch_distributed_debug();
   s.env = environment ? dist::discover_env(environment) : dist::discover_env();
   if (s.env.distributed()) {
     // `lmtrain launch` prefixes every output line itself; under torchrun, mpirun or srun we do.
