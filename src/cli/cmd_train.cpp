@@ -1,11 +1,14 @@
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/dist_setup.h"
+#include "cli/launcher_flags.h"
 #include "cli/model_presets.h"
 #include "cli/run_config.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "train/trainer.h"
@@ -13,19 +16,48 @@
 namespace lmtrain::cli {
 namespace {
 
-// --model_type (the seeds' train_distributed.py): the preset file it names.
-std::string model_type_preset(const ParsedArgs& args) {
-  if (!args.has("model_type")) return "";
-  const std::string type = args.get("model_type");
+// --model_type (the PiKV trainer) and --model_size (the Qwen3 trainer) pick a preset in configs/,
+// merged before --config.
+std::string preset_from_flags(const ParsedArgs& args) {
+  if (args.has("model_type") && args.has("model_size")) {
+    throw UsageError("--model_type=" + args.get("model_type") + " and --model_size=" +
+                     args.get("model_size") + " both pick a model preset: give one of them");
+  }
   std::string file;
-  if (type == "pikv") file = "moe-tiny.yaml";
-  if (type == "standard") file = "moe-tiny-dense.yaml";
-  if (file.empty()) {
-    throw UsageError("--model_type='" + type + "': expected pikv (MoE) or standard (dense)");
+  if (args.has("model_type")) {
+    const std::string type = args.get("model_type");
+    if (type == "pikv") file = "moe-tiny.yaml";
+    if (type == "standard") file = "moe-tiny-dense.yaml";
+    if (file.empty()) {
+      throw UsageError("--model_type='" + type + "': expected pikv (MoE) or standard (dense)");
+    }
+  } else if (args.has("model_size")) {
+    const std::string size = args.get("model_size");
+    for (const char* known : {"tiny", "small", "medium", "large"}) {
+      if (size == known) file = "qwen3-" + size + ".yaml";
+    }
+    if (file.empty()) {
+      throw UsageError("--model_size='" + size +
+                       "': expected tiny, small, medium or large (the presets "
+                       "configs/qwen3-<size>.yaml)");
+    }
+  } else {
+    return "";
   }
   const std::string dir = find_configs_dir();
-  if (dir.empty()) throw UsageError("--model_type: no configs/ directory found");
+  if (dir.empty()) throw UsageError("--model_type/--model_size: no configs/ directory found");
   return dir + "/" + file;
+}
+
+// "  --epochs                    train.epochs" for each flat alias, for --help.
+std::string aliases_help() {
+  std::string out;
+  for (const auto& [alias, target] : core::config_aliases()) {
+    std::string left = "  --" + alias;
+    left.resize(std::max<size_t>(left.size() + 1, 30), ' ');
+    out += left + target + "\n";
+  }
+  return out;
 }
 
 // `train --nproc_per_node=N ...`: this process becomes the launcher of N `train` ranks.
@@ -67,6 +99,11 @@ int cmd_train(const Args& argv) {
   flags.push_back({"overwrite", FlagKind::kBool,
                    "start fresh in a run.dir that holds an earlier run's checkpoints, moving "
                    "that run into RUN_DIR/previous-<n>/ (never deleted)"});
+  flags.push_back({"model_size", FlagKind::kValue,
+                   "tiny|small|medium|large: the preset configs/qwen3-<size>.yaml (the Qwen3 "
+                   "trainer's sizes; merged before --config)",
+                   "SIZE"});
+  for (auto& f : launcher_flags()) flags.push_back(std::move(f));
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
   if (args.help) {
     std::cout
@@ -85,9 +122,10 @@ int cmd_train(const Args& argv) {
            "is correct but slow), --train.activation_checkpointing=none|block|every:K.\n\n"
            "Flags:\n"
         << flags_help(flags)
-        << "  --section.key=VALUE         override any config key (see --help-config)\n"
-           "  --epochs --max_steps --save_every --batch_size --lr --resume --output_dir\n"
-           "  --seed --data_dir           flat aliases of config keys\n";
+        << "  --section.key=VALUE         override any config key (see --help-config)\n\n"
+           "Flat aliases (the flags of nanochat, the Qwen3 trainer, the temporal-encoder and\n"
+           "PiKV trainers; README \"Coming from ...\"), each setting one config key:\n"
+        << aliases_help();
     return 0;
   }
   if (args.has("help-models")) {
@@ -105,8 +143,9 @@ int cmd_train(const Args& argv) {
     throw UsageError("unexpected argument '" + args.positional[0] + "' for `lmtrain train`");
   }
   if (args.has("nproc_per_node")) return spawn_ranks(argv, args.get("nproc_per_node"));
-  auto config = load_run_config(args, model_type_preset(args));
-  auto dist = setup_distributed(config);
+  const auto environment = environment_with_launcher_flags(args);
+  auto config = load_run_config(args, preset_from_flags(args));
+  auto dist = setup_distributed(config, environment);
   if (dist.env.restart_count > 0 && config.get_string("checkpoint.resume").empty()) {
     // Restarted by `lmtrain launch --max_restarts` or torchrun: carry on from `latest`.
     config.set("checkpoint.resume", "auto", "restart by the launcher");

@@ -1,13 +1,16 @@
 #include "cli/dist_setup.h"
 
 #include "core/log.h"
+#include "dist/debug_level.h"
 #include "dist/process_group.h"
 
 namespace lmtrain::cli {
 
-DistSetup setup_distributed(const core::Config& cfg) {
+DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& environment) {
   DistSetup s;
-  s.env = dist::discover_env();
+  // A bad TORCH_DISTRIBUTED_DEBUG is a usage error on one process too.
+  dist::torch_distributed_debug();
+  s.env = environment ? dist::discover_env(environment) : dist::discover_env();
   if (s.env.distributed()) {
     // `lmtrain launch` prefixes every output line itself; under torchrun, mpirun or srun we do.
     log::set_rank_prefix(s.env.rank, !s.env.launched_by_lmtrain);

@@ -16,6 +16,8 @@ struct DistSetup {
   std::unique_ptr<dist::Group> group;
 };
 
-DistSetup setup_distributed(const core::Config& cfg);
+// `environment`: where rank variables are read (default: the process environment; `train`
+// passes one with its --local_rank / --world_size flags filled in, cli/launcher_flags.h).
+DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& environment = {});
 
 }  // namespace lmtrain::cli

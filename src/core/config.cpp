@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "core/seed_yaml_keys.h"
 
 namespace lmtrain::core {
 namespace {
@@ -57,6 +59,18 @@ std::string format_number(double v) {
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, res.ptr);
+}
+
+// " (that section takes: num_epochs -> train.epochs, ...)" for an unknown key of a seed section.
+std::string seed_keys_hint(const std::string& section) {
+  std::string list;
+  for (const auto& k : seed_yaml_keys()) {
+    if (k.path.rfind(section + ".", 0) != 0) continue;
+    list += (list.empty() ? "" : ", ") + k.path.substr(section.size() + 1) + " -> " +
+            (k.target.empty() ? "(no effect)" : k.target);
+  }
+  return " (the " + section + ": section of the temporal-encoder pretrainer's YAML takes " + list +
+         "; our own keys go in the sections of `lmtrain train --help-config`)";
 }
 
 bool is_known_section(const std::string& name) {
@@ -209,7 +223,7 @@ void Config::merge_yaml(const YAML::Node& root, const std::string& origin) {
   check_unique_keys(root, "", origin);
   for (const auto& section : root) {
     const std::string name = section.first.as<std::string>();
-    if (!is_known_section(name)) {
+    if (!is_known_section(name) && !is_seed_yaml_section(name)) {
       throw UsageError("unknown config section '" + name + "' in " + origin);
     }
     if (!section.second.IsMap()) {
@@ -230,9 +244,17 @@ void Config::merge_keys(const YAML::Node& map, const std::string& prefix,
       merge_keys(kv.second, path, origin);  // a subsection, e.g. model: moe: num_experts: 8
       continue;
     }
-    if (!spec)
-      throw UsageError("unknown config key '" + path + "' in " + origin + suggestion(path));
+    const SeedYamlKey* seed = spec ? nullptr : find_seed_yaml_key(path);
+    if (seed && kv.second.IsScalar()) {
+      merge_seed_key(*seed, kv.second.Scalar(), origin);
+      continue;
+    }
+    if (!spec && !seed) {
+      throw UsageError("unknown config key '" + path + "' in " + origin +
+                       (is_seed_yaml_section(prefix) ? seed_keys_hint(prefix) : suggestion(path)));
+    }
     if (!kv.second.IsScalar()) {
+      if (!spec) throw UsageError("config key '" + path + "' in " + origin + " expects a value");
       throw UsageError("config key '" + path + "' in " + origin + " expects " +
                        type_name(spec->type) + ", got a " +
                        (kv.second.IsMap()        ? "mapping"
@@ -241,6 +263,17 @@ void Config::merge_keys(const YAML::Node& map, const std::string& prefix,
     }
     values_[path] = canonicalize_value(*spec, kv.second.Scalar(), origin);
   }
+}
+
+void Config::merge_seed_key(const SeedYamlKey& seed, const std::string& text,
+                            const std::string& origin) {
+  if (seed.target.empty()) {
+    log::info(seed.path + " = " + text + " (" + origin + ") has no effect: " + seed.why);
+    return;
+  }
+  const std::string where = origin + ", " + seed.path + " as " + seed.target;
+  values_[seed.target] =
+      canonicalize_value(*find_key(seed.target), seed_yaml_value(seed, text, where), where);
 }
 
 void Config::set(const std::string& path, const std::string& text, const std::string& origin) {

@@ -16,6 +16,8 @@ class Node;
 
 namespace lmtrain::core {
 
+struct SeedYamlKey;
+
 enum class ValueType { kInt, kFloat, kBool, kString };
 
 struct KeySpec {
@@ -63,6 +65,9 @@ class Config {
  private:
   // The keys of one (sub)section mapping, `prefix` being its path ("model", "model.moe").
   void merge_keys(const YAML::Node& map, const std::string& prefix, const std::string& origin);
+  // A key of the temporal-encoder pretrainer's YAML (core/seed_yaml_keys.h): sets its target, or
+  // logs why it has no effect.
+  void merge_seed_key(const SeedYamlKey& seed, const std::string& text, const std::string& origin);
   const std::string& raw(const std::string& path, ValueType expected) const;
   std::map<std::string, std::string> values_;  // path -> canonical text
 };

@@ -98,6 +98,9 @@ const std::vector<KeySpec>& config_schema() {
       I("train.total_batch_size", 0, 0, kBig,
         "tokens per optimizer step; 0 = micro_batch_size*seq_len*world_size. Gradient "
         "accumulation = total / (micro_batch_size*seq_len*world_size)"),
+      I("train.grad_accum_steps", 0, 0, 1 << 20,
+        "micro-steps per optimizer step, when set instead of train.total_batch_size (0 = derive "
+        "from it); both set must agree"),
       I("train.max_steps", 0, 0, kBig, "optimizer steps to run (0: use train.epochs)"),
       I("train.stop_at_step", 0, 0, kBig,
         "stop after this many steps (with a checkpoint) without changing the schedule's "
@@ -196,6 +199,19 @@ const std::vector<std::pair<std::string, std::string>>& config_aliases() {
       {"max_steps", "train.max_steps"},
       {"seed", "train.seed"},
       {"data_dir", "data.dir"},
+      // nanochat (base_train.py)
+      {"depth", "model.depth"},
+      {"device_batch_size", "train.micro_batch_size"},
+      {"total_batch_size", "train.total_batch_size"},
+      {"max_seq_len", "data.seq_len"},
+      // Qwen3 distributed trainer (run_distributed_training.py)
+      {"max_length", "data.seq_len"},
+      {"num_epochs", "train.epochs"},
+      {"save_dir", "run.dir"},
+      // temporal-encoder pretrainer (its YAML training: keys, also as flags)
+      {"learning_rate", "optim.lr"},
+      {"gradient_accumulation_steps", "train.grad_accum_steps"},
+      {"gradient_clip", "train.grad_clip"},
   };
   return aliases;
 }

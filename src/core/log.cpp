@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace lmtrain::log {
 namespace {
@@ -15,6 +17,10 @@ struct LoggerState {
   std::ofstream file;
   std::string prefix;
   bool quiet = false;
+  // Lines written before the first set_file (config notices, the distributed setup): they go
+  // to the head of that file, so that a rank's log holds its whole story.
+  std::vector<std::string> early;
+  bool had_file = false;
 };
 
 LoggerState& state() {
@@ -37,7 +43,14 @@ void set_file(const std::string& path) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.file.is_open()) s.file.close();
-  if (!path.empty()) s.file.open(path, std::ios::app);
+  if (path.empty()) return;
+  s.file.open(path, std::ios::app);
+  if (!s.had_file) {
+    for (const auto& line : s.early) s.file << line << '\n';
+    s.file.flush();
+    s.early.clear();
+    s.had_file = true;
+  }
 }
 
 void set_rank_prefix(int rank, bool enabled) {
@@ -63,6 +76,8 @@ void write(Level level, const std::string& line) {
   if (s.file.is_open()) {
     s.file << timestamp() << ' ' << tag << line << '\n';
     s.file.flush();
+  } else if (!s.had_file && s.early.size() < 1000) {
+    s.early.push_back(timestamp() + ' ' + tag + line);
   }
 }
 

@@ -7,7 +7,8 @@ namespace lmtrain::log {
 
 enum class Level { kInfo, kWarn, kError };
 
-// Mirror every line into `path` (appending). Empty path: stop mirroring.
+// Mirror every line into `path` (appending). Empty path: stop mirroring. The first file opened
+// also gets the lines logged before it (config notices, the distributed setup).
 void set_file(const std::string& path);
 // In a distributed job every line printed to the console starts with "[rank N] ".
 void set_rank_prefix(int rank, bool enabled);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/c10d_error.h"
+#include "dist/debug_level.h"
 #include "dist/nccl_backend.h"
 #include "dist/process_group.h"
 #include "dist/rendezvous.h"
@@ -117,7 +118,7 @@ class C10dGroup : public Group {
     std::vector<at::Tensor> tensors{staged};
     c10d::AllreduceOptions opts;
     opts.reduceOp = to_c10d(op);
-    auto work = run("allreduce", [&] { return pg_->allreduce(tensors, opts); });
+    auto work = run("allreduce", staged, [&] { return pg_->allreduce(tensors, opts); });
     std::function<void()> finish = [t = tensor, staged, avg = op == ReduceOp::kAvg,
                                     n = size_]() mutable {
       if (avg) staged.div_(n);
@@ -132,8 +133,8 @@ class C10dGroup : public Group {
     std::vector<at::Tensor> tensors{staged};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
-    return wrap(run("broadcast", [&] { return pg_->broadcast(tensors, opts); }), "broadcast",
-                unstage(tensor, staged));
+    return wrap(run("broadcast", staged, [&] { return pg_->broadcast(tensors, opts); }),
+                "broadcast", unstage(tensor, staged));
   }
 
   std::shared_ptr<Work> allgather(std::vector<at::Tensor>& outputs,
@@ -145,7 +146,7 @@ class C10dGroup : public Group {
     for (auto& o : outputs) staged_out.push_back(stage(o));
     std::vector<std::vector<at::Tensor>> out{staged_out};
     std::vector<at::Tensor> in{stage(input)};
-    auto work = run("allgather", [&] { return pg_->allgather(out, in); });
+    auto work = run("allgather", input, [&] { return pg_->allgather(out, in); });
     // The backend writes into the tensors it was given (views of `outputs` share storage).
     return wrap(std::move(work), "allgather", [outputs, staged_out]() mutable {
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -213,12 +214,13 @@ class C10dGroup : public Group {
     at::Tensor out = stage(output);
     std::vector<int64_t> out_s = output_splits, in_s = input_splits;
     c10d::AllToAllOptions opts;
-    auto work = run("all_to_all", [&] { return pg_->alltoall_base(out, in, out_s, in_s, opts); });
+    auto work =
+        run("all_to_all", in, [&] { return pg_->alltoall_base(out, in, out_s, in_s, opts); });
     return wrap(std::move(work), "all_to_all", unstage(output, out));
   }
 
   void barrier() override {
-    wrap(run("barrier", [&] { return pg_->barrier(); }), "barrier", {})->wait();
+    wrap(run("barrier", at::Tensor(), [&] { return pg_->barrier(); }), "barrier", {})->wait();
   }
 
  private:
@@ -230,7 +232,7 @@ class C10dGroup : public Group {
     auto out = stage(output).view({-1});
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = to_c10d(op);
-    auto work = run("reduce_scatter", [&] { return pg_->_reduce_scatter_base(out, in, opts); });
+    auto work = run("reduce_scatter", in, [&] { return pg_->_reduce_scatter_base(out, in, opts); });
     return wrap(std::move(work), "reduce_scatter",
                 [output, out, avg = op == ReduceOp::kAvg, n = size_]() mutable {
                   if (avg) out.div_(n);
@@ -256,8 +258,18 @@ class C10dGroup : public Group {
     }
   }
 
+  // `data`: the tensor sent (undefined for a barrier), for TORCH_DISTRIBUTED_DEBUG=DETAIL.
   template <typename F>
-  c10::intrusive_ptr<c10d::Work> run(const char* what, F&& launch) {
+  c10::intrusive_ptr<c10d::Work> run(const char* what, const at::Tensor& data, F&& launch) {
+    if (debug_ == DebugLevel::kDetail) {
+      ++calls_;
+      log::info(log::format(
+          "TORCH_DISTRIBUTED_DEBUG: rank %d %s call %lld on %d ranks: %lld elements %s (%lld "
+          "bytes)",
+          rank_, what, (long long)calls_, size_, (long long)(data.defined() ? data.numel() : 0),
+          data.defined() ? std::string(c10::toString(data.scalar_type())).c_str() : "-",
+          (long long)(data.defined() ? data.numel() * data.element_size() : 0)));
+    }
     try {
       return launch();
     } catch (const std::exception& e) {
@@ -279,6 +291,8 @@ class C10dGroup : public Group {
   BackendFactory factory_;
   c10::Device device_;
   int splits_ = 0;
+  DebugLevel debug_ = torch_distributed_debug();
+  int64_t calls_ = 0;
 };
 
 std::shared_ptr<::gloo::transport::Device> gloo_device(const DistEnv& env) {
@@ -338,6 +352,13 @@ std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& option
   }
   try {
     auto pg = factory(rdzv.store, env.rank, env.world_size);
+    if (torch_distributed_debug() != DebugLevel::kOff) {
+      log::info(log::format(
+          "TORCH_DISTRIBUTED_DEBUG: rank %d of %d: %s process group over the TCPStore at %s:%d "
+          "(init timeout %.0f s, collective timeout %.0f s); %s",
+          env.rank, env.world_size, backend.c_str(), env.master_addr.c_str(), env.master_port,
+          options.init_timeout_s, options.timeout_s, passthrough_env_summary().c_str()));
+    }
     return std::make_unique<C10dGroup>(std::move(pg), backend, env.rank, env.world_size, rdzv.store,
                                        factory, options.device);
   } catch (const Error&) {

@@ -8,6 +8,8 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "dist/debug_level.h"
 
 namespace lmtrain::dist {
 namespace {
@@ -101,6 +103,7 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
   }
   self_ = std::make_shared<GradSync*>(this);
   if (!active()) return;
+  if (torch_distributed_debug() != DebugLevel::kOff) log_bucket_layout(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params[i]);
     if (!acc) throw Error("GradSync: parameter " + std::to_string(i) + " is not a leaf");
@@ -110,6 +113,28 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
 }
 
 GradSync::~GradSync() { *self_ = nullptr; }
+
+void GradSync::log_bucket_layout(size_t num_params) const {
+  const char* mode = reduce_scatter_    ? "reduce-scatter (ZeRO-2)"
+                     : !owners_.empty() ? "to owners (DistMuon) + all-reduce"
+                                        : "all-reduce";
+  const auto dtype = reduce_dtype_.value_or(flat_grads_.scalar_type());
+  log::info(log::format(
+      "TORCH_DISTRIBUTED_DEBUG: rank %d of %d: gradient sync by %s in %s, %zu bucket(s) over %zu "
+      "parameters (%lld elements); buckets launch in index order during the last micro-step's "
+      "backward",
+      group_.rank(), group_.size(), mode, std::string(c10::toString(dtype)).c_str(),
+      buckets_.size(), num_params, (long long)flat_grads_.numel()));
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const auto& k = buckets_[b];
+    log::info(
+        log::format("TORCH_DISTRIBUTED_DEBUG:   bucket %zu: elements [%lld, %lld) = %.3f MiB, %zu "
+                    "parameter(s), first #%zu",
+                    b, (long long)k.begin, (long long)k.end,
+                    (k.end - k.begin) * flat_grads_.element_size() / 1048576.0, k.params.size(),
+                    k.params.empty() ? size_t{0} : k.params.front()));
+  }
+}
 
 void GradSync::arm() {
   if (!active()) return;

@@ -74,6 +74,7 @@ class GradSync {
   void on_grad_ready(size_t param);
 
  private:
+  void log_bucket_layout(size_t num_params) const;  // TORCH_DISTRIBUTED_DEBUG=INFO|DETAIL
   void launch_ready_buckets();
   void launch(size_t bucket);
   void launch_to_owners(size_t bucket);

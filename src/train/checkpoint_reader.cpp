@@ -139,8 +139,25 @@ std::optional<std::string> CheckpointStore::resolve(const std::string& spec,
   }
   // An incomplete step dir: let load() report it (and fall back if allowed).
   if (parse_step(base_name(path))) return path;
-  throw UsageError(spec +
-                   " is not a checkpoint dir (no meta.json), a run dir, or a checkpoints/ dir");
+  // E.g. the temporal-encoder pretrainer's epoch_5_step_5000/ with PyTorch pickles in it.
+  std::string foreign;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (ext == ".pt" || ext == ".pth" || ext == ".bin" || ext == ".ckpt") {
+        foreign = e.path().filename().string();
+        break;
+      }
+    }
+  }
+  throw UsageError(spec + " is not an lmtrain checkpoint dir (no meta.json), a run dir, or a " +
+                   "checkpoints/ dir" +
+                   (foreign.empty() ? std::string()
+                                    : "; it holds " + foreign +
+                                          ", a PyTorch checkpoint another trainer wrote, which "
+                                          "lmtrain cannot resume (its weights can start a run "
+                                          "after `lmtrain import hf` when they are in Hugging "
+                                          "Face format)"));
 }
 
 void CheckpointStore::verify(const std::string& ckpt_dir) { verified_meta(ckpt_dir); }

@@ -107,7 +107,8 @@ TEST(EndToEnd, EpochsDeriveTheStepCountFromTheData) {
       run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
                   " --run.dir=" + run + "3 --train.total_batch_size=500");
   EXPECT_EQ(indivisible.exit_code, 2) << indivisible.output;
-  EXPECT_NE(indivisible.output.find("'train.total_batch_size' = 500"), std::string::npos)
+  EXPECT_NE(indivisible.output.find("train.total_batch_size (--total_batch_size) = 500"),
+            std::string::npos)
       << indivisible.output;
 }
 
