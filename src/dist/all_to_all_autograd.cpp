@@ -21,11 +21,7 @@ at::Tensor exchange(Group& group, const at::Tensor& input, const std::vector<int
   sizes[0] = std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0});
   auto output = at::empty(sizes, input.options());
   group.all_to_all(output, input.contiguous(), out_splits, in_splits)->wait();
-  if (timer) {
-    timer->nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
-  }
+  if (timer) timer->add_since(start);
   return output;
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -17,6 +18,12 @@ struct CommTimer {
   std::atomic<int64_t> nanos{0};
   // Seconds accumulated since the last call.
   double take_seconds() { return static_cast<double>(nanos.exchange(0)) * 1e-9; }
+  // Adds the time since `start`.
+  void add_since(std::chrono::steady_clock::time_point start) {
+    nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                 .count();
+  }
 };
 
 // input (sum(input_splits), ...): rows [sum(input_splits[<r]), +input_splits[r]) go to rank r.

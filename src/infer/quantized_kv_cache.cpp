@@ -31,8 +31,7 @@ Quantized quantize(const at::Tensor& x, int bits, int64_t reduce_dim) {
   return q;
 }
 
-at::Tensor dequantize(const Quantized& q, int64_t reduce_dim, at::ScalarType dtype) {
-  (void)reduce_dim;  // scale and zero broadcast along it
+at::Tensor dequantize(const Quantized& q, at::ScalarType dtype) {
   auto c = q.codes;
   if (q.bits == 4) {
     auto low = at::bitwise_and(c, 15), high = at::bitwise_right_shift(c, 4);
@@ -54,9 +53,9 @@ std::pair<at::Tensor, at::Tensor> QuantizedKvCache::update(int64_t layer, const 
   L.k_res = L.k_res.defined() ? at::cat({L.k_res, kr}, 2) : kr.clone();
   L.v_res = L.v_res.defined() ? at::cat({L.v_res, v}, 2) : v.clone();
   std::vector<at::Tensor> ks, vs;
-  for (const auto& g : L.k_groups) ks.push_back(dequantize(g, 2, k.scalar_type()));
+  for (const auto& g : L.k_groups) ks.push_back(dequantize(g, k.scalar_type()));
   for (const auto& g : L.v_groups) {
-    vs.push_back(dequantize(g, 4, v.scalar_type()).flatten(3));  // (B, K, G, D)
+    vs.push_back(dequantize(g, v.scalar_type()).flatten(3));  // (B, K, G, D)
   }
   ks.push_back(L.k_res);
   vs.push_back(L.v_res);

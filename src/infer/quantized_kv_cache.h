@@ -27,8 +27,8 @@ struct Quantized {
   int bits = 8;
 };
 Quantized quantize(const at::Tensor& x, int bits, int64_t reduce_dim);
-// Inverse of quantize (dtype: the result's).
-at::Tensor dequantize(const Quantized& q, int64_t reduce_dim, at::ScalarType dtype);
+// Inverse of quantize (dtype: the result's); scale and zero broadcast along the reduced dim.
+at::Tensor dequantize(const Quantized& q, at::ScalarType dtype);
 
 class QuantizedKvCache : public model::KvCache {
  public:

@@ -28,8 +28,7 @@ std::pair<at::Tensor, at::Tensor> StreamingKvCache::update(int64_t layer, const 
   return {rope_.enabled ? model::apply_rope(kl, 0, rope_.theta) : kl, vl};
 }
 
-void StreamingKvCache::advance(int64_t t) {
-  seen_ += t;
+void StreamingKvCache::advance(int64_t /*t*/) {
   for (size_t l = 0; l < k_.size(); ++l) {
     auto& kl = k_[l];
     auto& vl = v_[l];

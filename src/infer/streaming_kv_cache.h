@@ -20,11 +20,10 @@ class StreamingKvCache : public model::KvCache {
   void advance(int64_t t) override;
   int64_t held() const override { return held_; }
   int64_t bytes() const override;
-  int64_t seen() const { return seen_; }  // tokens ever appended
 
  private:
   std::vector<at::Tensor> k_, v_;  // per layer (B, K, L, D), keys unrotated
-  int64_t sinks_, window_, held_ = 0, seen_ = 0;
+  int64_t sinks_, window_, held_ = 0;
   model::RopeSpec rope_;
 };
 

@@ -196,7 +196,6 @@ void GptImpl::set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d) 
 torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
                               std::vector<std::vector<torch::Tensor>>* moe) {
   const int64_t T = ids.size(1);
-  if (cache) start = cache->next_position();
   if (start + T > cfg_.block_size) {
     throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
                             (long long)(start + T), (long long)cfg_.block_size));

@@ -24,7 +24,6 @@ Routing route(const at::Tensor& logits, const at::Tensor& bias, int64_t top_k, M
 DispatchPlan plan_dispatch(const at::Tensor& expert, int64_t num_experts, double capacity_factor) {
   DispatchPlan p;
   const int64_t N = expert.size(0), k = expert.size(1);
-  p.assignments = N * k;
   // Slot-major order (all first choices, then all second choices, ...) so that a stable sort by
   // expert ranks each expert's assignments by priority.
   auto by_slot = expert.t().reshape({-1});  // (k N): entry j * N + t

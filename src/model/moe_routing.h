@@ -30,7 +30,6 @@ struct DispatchPlan {
   std::vector<int64_t> counts;  // (E) kept assignments per expert (host)
   at::Tensor load;              // (E) fp32: assignments per expert before capacity
   int64_t dropped = 0;          // assignments over capacity
-  int64_t assignments = 0;      // N * k
 };
 
 // expert (N, k). capacity_factor = 0: keep all; > 0: each expert keeps at most

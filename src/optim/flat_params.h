@@ -48,6 +48,14 @@ class FlatParams {
   int64_t num_parameters() const;  // real elements, without alignment padding
   // Start of the expert region (numel() when there are no expert parameters).
   int64_t expert_begin() const { return expert_begin_; }
+  // Views of a flat-layout tensor (params, grads, optimizer state): [0, expert_begin) and
+  // [expert_begin, numel).
+  torch::Tensor shared_region(const torch::Tensor& flat) const {
+    return flat.narrow(0, 0, expert_begin_);
+  }
+  torch::Tensor expert_region(const torch::Tensor& flat) const {
+    return flat.narrow(0, expert_begin_, flat.numel() - expert_begin_);
+  }
   // Under expert parallelism this rank's expert tensors hold experts [first, first + count) of
   // a larger stack: state saved for the whole stack is sliced there on load.
   void set_expert_first(int64_t first) { expert_first_ = first; }

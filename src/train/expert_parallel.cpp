@@ -64,14 +64,17 @@ at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const std::vect
   auto recv_counts = at::empty_like(send_counts);  // (P * local): [source][local expert]
   const auto start = std::chrono::steady_clock::now();
   group_.all_to_all(recv_counts, send_counts)->wait();
-  timer_.nanos +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
+  timer_.add_since(start);
   const auto recv_host = recv_counts.cpu();
   const int64_t* rc = recv_host.data_ptr<int64_t>();
+  // offset[s * local + e]: where source s's rows for local expert e start in the received rows.
   std::vector<int64_t> send_splits(P, 0), recv_splits(P, 0), local_counts(local, 0);
+  std::vector<int64_t> offset(static_cast<size_t>(P * local));
+  int64_t received_rows = 0;
   for (int d = 0; d < P; ++d) {
     for (int64_t e = 0; e < local; ++e) {
+      offset[d * local + e] = received_rows;
+      received_rows += rc[d * local + e];
       send_splits[d] += counts[d * local + e];
       recv_splits[d] += rc[d * local + e];
       local_counts[e] += rc[d * local + e];
@@ -80,14 +83,10 @@ at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const std::vect
   auto received = dist::all_to_all_autograd(group_, rows, recv_splits, send_splits, &timer_);
   // Received rows are grouped [source][local expert]; the experts want [local expert][source].
   std::vector<int64_t> order;
-  order.reserve(static_cast<size_t>(received.size(0)));
-  std::vector<int64_t> source_start(P, 0);
-  for (int s = 1; s < P; ++s) source_start[s] = source_start[s - 1] + recv_splits[s - 1];
+  order.reserve(static_cast<size_t>(received_rows));
   for (int64_t e = 0; e < local; ++e) {
     for (int s = 0; s < P; ++s) {
-      int64_t begin = source_start[s];
-      for (int64_t f = 0; f < e; ++f) begin += rc[s * local + f];
-      for (int64_t i = 0; i < rc[s * local + e]; ++i) order.push_back(begin + i);
+      for (int64_t i = 0; i < rc[s * local + e]; ++i) order.push_back(offset[s * local + e] + i);
     }
   }
   auto index = at::tensor(order, at::kLong).to(rows.device());

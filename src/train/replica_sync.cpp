@@ -12,7 +12,6 @@ void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const opti
                    const TrainingState& state, dist::Group* expert_replicas) {
   if (group.size() == 1) return;
   torch::NoGradGuard no_grad;
-  const int64_t eb = expert_replicas ? flat.expert_begin() : flat.numel();
   // Broadcast a flat-layout tensor: the shared region over the world, the expert region (EP)
   // over the ranks holding the same experts.
   auto broadcast = [&](at::Tensor t) {
@@ -20,16 +19,18 @@ void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const opti
       group.broadcast(t, 0)->wait();
       return;
     }
-    auto shared = t.narrow(0, 0, eb);
+    auto shared = flat.shared_region(t);
     group.broadcast(shared, 0)->wait();
-    auto experts = t.narrow(0, eb, t.numel() - eb);
+    auto experts = flat.expert_region(t);
     expert_replicas->broadcast(experts, 0)->wait();
   };
   auto params = flat.params();
   broadcast(params);
   for (auto t : opt.replicated_state()) broadcast(t);
 
-  const auto host = params.narrow(0, 0, eb).to(torch::kCPU);  // may live on a GPU
+  // The fingerprint leaves out the expert region under EP (it differs between EP ranks).
+  const auto fingerprinted = expert_replicas ? flat.shared_region(params) : params;
+  const auto host = fingerprinted.to(torch::kCPU);  // may live on a GPU
   const auto crc = core::crc32c(host.data_ptr(), host.numel() * host.element_size());
   // (fingerprint, numel, step, optimizer step, epoch, cursor)
   auto mine = torch::tensor({static_cast<int64_t>(crc), params.numel(), state.step,

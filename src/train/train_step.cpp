@@ -13,9 +13,7 @@ namespace lmtrain::train {
 
 void TrainStepper::finish_expert_grads() {
   torch::NoGradGuard no_grad;
-  flat_.grads()
-      .narrow(0, flat_.expert_begin(), flat_.numel() - flat_.expert_begin())
-      .div_(static_cast<double>(ep_->ep));
+  flat_.expert_region(flat_.grads()).div_(static_cast<double>(ep_->ep));
 }
 
 at::Tensor TrainStepper::ep_grad_norm() const {
@@ -23,9 +21,8 @@ at::Tensor TrainStepper::ep_grad_norm() const {
   // (each rank holds different experts).
   torch::NoGradGuard no_grad;
   const auto& g = flat_.grads();
-  const int64_t eb = flat_.expert_begin();
-  auto shared = g.narrow(0, 0, eb).to(torch::kFloat64).square().sum();
-  auto experts = g.narrow(0, eb, g.numel() - eb).to(torch::kFloat64).square().sum().reshape({1});
+  auto shared = flat_.shared_region(g).to(torch::kFloat64).square().sum();
+  auto experts = flat_.expert_region(g).to(torch::kFloat64).square().sum().reshape({1});
   ep_->ep_group->allreduce(experts, dist::ReduceOp::kSum)->wait();
   return (shared + experts.reshape({})).sqrt();
 }
@@ -74,17 +71,15 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
   // Expert parallelism: the non-expert region [0, expert_begin) over the world, the expert
   // region over the ranks that hold the same experts.
-  auto grads = split_experts ? flat.grads().narrow(0, 0, flat.expert_begin()) : flat.grads();
+  auto grads = split_experts ? flat.shared_region(flat.grads()) : flat.grads();
   sync_ =
       std::make_unique<dist::GradSync>(group, params_, ranges, grads, bucket_bytes,
                                        opt.grad_reduction() == optim::GradReduction::kReduceScatter,
                                        std::move(owners), rt.reduce_dtype);
   if (split_experts) {
-    auto expert_grads =
-        flat.grads().narrow(0, flat.expert_begin(), flat.numel() - flat.expert_begin());
-    expert_sync_ = std::make_unique<dist::GradSync>(*ep->replica_group, expert_params,
-                                                    expert_ranges, expert_grads, bucket_bytes,
-                                                    false, std::vector<int>{}, rt.reduce_dtype);
+    expert_sync_ = std::make_unique<dist::GradSync>(
+        *ep->replica_group, expert_params, expert_ranges, flat.expert_region(flat.grads()),
+        bucket_bytes, false, std::vector<int>{}, rt.reduce_dtype);
     params_.insert(params_.end(), expert_params.begin(), expert_params.end());
   }
   if (workers_.count() > 1) {

@@ -47,7 +47,7 @@ TEST(KvQuantize, RoundTripIsWithinHalfAStep) {
   for (int bits : {8, 4}) {
     for (int64_t dim : {2, 3}) {
       auto q = quantize(x, bits, dim);
-      auto back = dequantize(q, dim, at::kFloat);
+      auto back = dequantize(q, at::kFloat);
       ASSERT_EQ(back.sizes(), x.sizes());
       // Half a step, plus what storing scale and zero in fp16 costs.
       auto bound = q.scale.to(at::kFloat) * 0.5 * 1.01 + 2e-3 * x.abs().max();
