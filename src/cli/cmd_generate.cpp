@@ -15,6 +15,9 @@ int cmd_generate(const Args& argv) {
       {"checkpoint", FlagKind::kValue, "checkpoint dir, latest/best link, or run dir", "PATH"},
       {"prompt", FlagKind::kValue, "text to continue (default: start of a document)", "TEXT"},
       {"max_new_tokens", FlagKind::kValue, "tokens to generate (default 100)", "N"},
+      {"max_tokens", FlagKind::kValue, "the same as --max_new_tokens (the seeds' name)", "N"},
+      {"use_teacher", FlagKind::kBool,
+       "sample from the teacher of the distillation run that wrote --checkpoint"},
       {"kv_cache", FlagKind::kValue,
        "KV cache policy: full (default), int8|int4[:group=G,residual=R] (KIVI quantised), "
        "streaming:sinks=S,window=W (StreamingLLM: runs past block_size)",
@@ -46,7 +49,11 @@ int cmd_generate(const Args& argv) {
   opts.temperature = args.get_float("temperature", 0.8);
   opts.top_k = args.get_int("top_k", 50, 0);
   opts.top_p = args.get_float("top_p", 1.0);
-  const int64_t max_new = args.get_int("max_new_tokens", 100, 0);
+  if (args.has("max_new_tokens") && args.has("max_tokens")) {
+    throw UsageError("--max_new_tokens and --max_tokens are the same flag: give one of them");
+  }
+  const int64_t max_new = args.has("max_tokens") ? args.get_int("max_tokens", 100, 0)
+                                                 : args.get_int("max_new_tokens", 100, 0);
   const int64_t samples = args.get_int("num_samples", 1, 1);
   const int64_t seed = args.get_int("seed", 1337);
   if (opts.temperature < 0) throw UsageError("--temperature must be >= 0");
@@ -59,6 +66,18 @@ int cmd_generate(const Args& argv) {
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
+  if (args.get("use_teacher", "false") != "false") {
+    // The student's config names its teacher's checkpoint (resolved when training started).
+    const auto& cfg = *loaded.config;
+    if (!cfg.get_bool("distill.enabled") || cfg.get_string("distill.teacher").empty()) {
+      throw UsageError("--use_teacher: checkpoint " + loaded.checkpoint_dir +
+                       " is not from a distillation run (distill.enabled is false)");
+    }
+    auto teacher = train::load_inference_model(cfg.get_string("distill.teacher"), rt);
+    // An imported teacher may have no tokenizer: it shares the student's vocabulary.
+    if (!teacher.tokenizer) teacher.tokenizer = std::move(loaded.tokenizer);
+    loaded = std::move(teacher);
+  }
   if (!loaded.tokenizer) {
     throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
   }

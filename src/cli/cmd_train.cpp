@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/args.h"
@@ -11,20 +12,35 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "train/checkpoint_copy.h"
 #include "train/trainer.h"
 
 namespace lmtrain::cli {
 namespace {
 
-// --model_type (the PiKV trainer) and --model_size (the Qwen3 trainer) pick a preset in configs/,
-// merged before --config.
+// --model_type (the PiKV trainer), --model_size (the Qwen3 trainer) and --model (the
+// distillation trainer) pick a preset in configs/, merged before --config.
 std::string preset_from_flags(const ParsedArgs& args) {
-  if (args.has("model_type") && args.has("model_size")) {
-    throw UsageError("--model_type=" + args.get("model_type") + " and --model_size=" +
-                     args.get("model_size") + " both pick a model preset: give one of them");
+  int given = 0;
+  std::string names;
+  for (const char* flag : {"model_type", "model_size", "model"}) {
+    if (!args.has(flag)) continue;
+    ++given;
+    names += std::string(names.empty() ? "" : " and ") + "--" + flag + "=" + args.get(flag);
   }
+  if (given > 1) throw UsageError(names + " all pick a model preset: give one of them");
   std::string file;
-  if (args.has("model_type")) {
+  if (args.has("model")) {
+    // The seed's --model gpt2 is Hugging Face's GPT-2 (124M): configs/gpt2-124m.yaml.
+    const std::string name = args.get("model");
+    file = (name == "gpt2" ? std::string("gpt2-124m") : name) + ".yaml";
+    const std::string dir = find_configs_dir();
+    if (dir.empty() || !std::filesystem::exists(dir + "/" + file)) {
+      throw UsageError("--model='" + name + "': no preset " + file + " in " +
+                       (dir.empty() ? std::string("configs/") : dir) +
+                       " (see `lmtrain train --help-models`)");
+    }
+  } else if (args.has("model_type")) {
     const std::string type = args.get("model_type");
     if (type == "pikv") file = "moe-tiny.yaml";
     if (type == "standard") file = "moe-tiny-dense.yaml";
@@ -103,6 +119,16 @@ int cmd_train(const Args& argv) {
                    "tiny|small|medium|large: the preset configs/qwen3-<size>.yaml (the Qwen3 "
                    "trainer's sizes; merged before --config)",
                    "SIZE"});
+  flags.push_back({"model", FlagKind::kValue,
+                   "a preset in configs/ by name (gpt2 = gpt2-124m, HF's GPT-2 shape; merged "
+                   "before --config)",
+                   "NAME"});
+  flags.push_back({"use_distillation", FlagKind::kBool,
+                   "distill the model from a teacher (distill.enabled=true; see distill.*)"});
+  flags.push_back({"save_checkpoint", FlagKind::kValue,
+                   "also copy the final checkpoint to PATH when training ends (resume from it "
+                   "with --load_checkpoint PATH)",
+                   "PATH"});
   for (auto& f : launcher_flags()) flags.push_back(std::move(f));
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
   if (args.help) {
@@ -145,6 +171,9 @@ int cmd_train(const Args& argv) {
   if (args.has("nproc_per_node")) return spawn_ranks(argv, args.get("nproc_per_node"));
   const auto environment = environment_with_launcher_flags(args);
   auto config = load_run_config(args, preset_from_flags(args));
+  if (args.get("use_distillation", "false") != "false") {
+    config.set("distill.enabled", "true", "--use_distillation");
+  }
   auto dist = setup_distributed(config, environment);
   if (dist.env.restart_count > 0 && config.get_string("checkpoint.resume").empty()) {
     // Restarted by `lmtrain launch --max_restarts` or torchrun: carry on from `latest`.
@@ -155,6 +184,10 @@ int cmd_train(const Args& argv) {
   const bool overwrite = args.get("overwrite", "false") != "false";
   const auto result =
       train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  if (args.has("save_checkpoint") && !result.stop_signal && !result.last_checkpoint.empty()) {
+    train::export_checkpoint_copy(result.last_checkpoint, args.get("save_checkpoint"));
+    log::info("copied " + result.last_checkpoint + " to " + args.get("save_checkpoint"));
+  }
   // Stopped by SIGINT/SIGTERM (checkpoint saved): 128+signal, as a shell, torchrun and Slurm
   // report it, so that a scheduler can tell an interrupted run from a finished one.
   return result.stop_signal ? 128 + result.stop_signal : 0;

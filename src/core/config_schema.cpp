@@ -179,6 +179,26 @@ const std::vector<KeySpec>& config_schema() {
         "between them (tokens travel by all-to-all); world/ep data-parallel replicas of each "
         "expert"),
 
+      B("distill.enabled", false,
+        "train the model by knowledge distillation from a teacher (loss = alpha * kd + (1 - "
+        "alpha) * ce)"),
+      S("distill.teacher", "", {},
+        "the teacher: an lmtrain checkpoint (dir, run dir, latest/best link) or an `lmtrain "
+        "import hf` output; empty = train one first in this command (RUN_DIR/teacher)"),
+      I("distill.teacher_hidden_size", 0, 0, 65536,
+        "width of the teacher trained first when distill.teacher is empty (0 = 2 * "
+        "model.n_embd; heads keep the student's head width)"),
+      I("distill.teacher_steps", 0, 0, kBig,
+        "optimizer steps of the teacher trained first (0 = the student's train.max_steps)"),
+      F("distill.temperature", "4.0", 0.01, 1000,
+        "softmax temperature T of the kd term T^2 KL(teacher || student)"),
+      F("distill.alpha", "0.7", 0, 1, "weight of the kd term; 1 - alpha weighs the cross-entropy"),
+      I("distill.chunk_tokens", 512, 0, 1 << 24,
+        "tokens per chunk of the distillation loss (neither model's full logits exist at once); "
+        "0 = unchunked (full logits, plain autograd)"),
+      S("distill.teacher_dtype", "auto", {"auto", "fp32", "bf16"},
+        "the teacher's weights: auto = the runtime's compute dtype on CUDA, fp32 on a CPU"),
+
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),
       F("bench.peak_tflops", "0", 0, 1e6,
@@ -212,6 +232,11 @@ const std::vector<std::pair<std::string, std::string>>& config_aliases() {
       {"learning_rate", "optim.lr"},
       {"gradient_accumulation_steps", "train.grad_accum_steps"},
       {"gradient_clip", "train.grad_clip"},
+      // the distillation trainer (d_transformers_distillation.py)
+      {"teacher_hidden_size", "distill.teacher_hidden_size"},
+      {"distillation_temperature", "distill.temperature"},
+      {"distillation_alpha", "distill.alpha"},
+      {"load_checkpoint", "checkpoint.resume"},
   };
   return aliases;
 }

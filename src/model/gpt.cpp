@@ -231,7 +231,7 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
 }
 
 torch::Tensor GptImpl::head(const torch::Tensor& x) const {
-  auto logits = torch::linear(x, cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight);
+  auto logits = torch::linear(x, head_weight());
   if (cfg_.logit_softcap > 0) {
     logits = cfg_.logit_softcap * torch::tanh(logits / cfg_.logit_softcap);
   }
@@ -244,25 +244,39 @@ torch::Tensor GptImpl::loss(const torch::Tensor& ids, const torch::Tensor& targe
   return cross_entropy(hidden(ids, 0, nullptr), targets);
 }
 
-LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& targets) {
+LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked) {
   LossTerms t;
   std::vector<std::vector<torch::Tensor>> moe;
-  t.ce = cross_entropy(hidden(ids, 0, nullptr, &moe), targets);
+  t.ce = cross_entropy(hidden(ids, 0, nullptr, &moe), targets, masked);
+  add_moe_terms(moe, t);
+  return t;
+}
+
+void GptImpl::add_moe_terms(const std::vector<std::vector<torch::Tensor>>& moe, LossTerms& t) {
   for (const auto& layer : moe) {  // {objective, load, dropped, aux, z}
     t.moe_objective = t.moe_objective.defined() ? t.moe_objective + layer[0] : layer[0];
     t.moe_stats.push_back({layer[1], layer[2], layer[3], layer[4]});
   }
   if (!moe.empty()) t.moe_objective = t.moe_objective / static_cast<double>(moe.size());
-  return t;
 }
 
-torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x, const torch::Tensor& targets) {
-  const auto& w = cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight;
-  if (cfg_.logit_softcap <= 0 && fused_cross_entropy_supported(x, w)) {
-    return fused_linear_cross_entropy(x.reshape({-1, x.size(-1)}), w, targets.reshape({-1}));
+torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Tensor& targets_in,
+                                     bool masked) {
+  const auto& w = head_weight();
+  auto x = x_in.reshape({-1, x_in.size(-1)});  // (N, C)
+  auto targets = targets_in.reshape({-1});     // (N,)
+  if (masked) {
+    // Keep the rows with a target; none left still gives a (zero) loss with a graph, so the
+    // backward (and the gradient-sync hooks it fires) runs on every rank.
+    auto keep = (targets != kIgnoreIndex).nonzero().squeeze(1);
+    if (keep.numel() == 0) return x.sum() * 0.0;
+    x = x.index_select(0, keep);
+    targets = targets.index_select(0, keep);
   }
-  auto logits = head(x);
-  return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  if (cfg_.logit_softcap <= 0 && fused_cross_entropy_supported(x, w)) {
+    return fused_linear_cross_entropy(x, w, targets);
+  }
+  return torch::cross_entropy_loss(head(x), targets);
 }
 
 torch::Tensor GptImpl::forward_cached(const torch::Tensor& ids, KvCache& cache) {

@@ -74,9 +74,13 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// Target id that marks a position without a target (as PyTorch's and HF's ignore_index): it
+// counts neither in a loss nor in the number of valid tokens the loss is normalised by.
+inline constexpr int64_t kIgnoreIndex = -100;
+
 // The loss of one training forward, split into its terms.
 struct LossTerms {
-  torch::Tensor ce;                 // mean cross-entropy
+  torch::Tensor ce;                 // mean cross-entropy over the valid targets (0 if none)
   torch::Tensor moe_objective;      // mean over MoE layers of their weighted balancing losses;
                                     // undefined for a dense model
   std::vector<MoeStats> moe_stats;  // one per MoE layer, in layer order
@@ -95,7 +99,23 @@ class GptImpl : public torch::nn::Module {
   // Mean cross-entropy of predicting targets (B, T) from ids (B, T).
   torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& targets);
   // The training objective's terms (cross-entropy, MoE balancing losses and statistics).
-  LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets);
+  // masked: targets may hold kIgnoreIndex (those positions are left out of the mean).
+  LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked = false);
+  // The final hidden states (B, T, C), after the last norm, of a training or scoring forward;
+  // `moe` (when given) receives each MoE layer's {objective, load, dropped, aux, z}, to be
+  // turned into LossTerms by add_moe_terms. Objectives that need more than the cross-entropy
+  // (distillation) start from here and the head.
+  torch::Tensor final_hidden(const torch::Tensor& ids,
+                             std::vector<std::vector<torch::Tensor>>* moe = nullptr) {
+    return hidden(ids, 0, nullptr, moe);
+  }
+  static void add_moe_terms(const std::vector<std::vector<torch::Tensor>>& moe, LossTerms& t);
+  // Logits (..., V) of final hidden states (..., C).
+  torch::Tensor logits(const torch::Tensor& hidden) const { return head(hidden); }
+  // The output head: weight (V, C) and its soft-cap (0 = none): logits = cap tanh(x W^T / cap).
+  const torch::Tensor& head_weight() const {
+    return cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight;
+  }
   // Incremental decoding: ids (B, T_new) continue the sequence held in `cache`;
   // returns logits (B, T_new, V) and advances the cache by T_new.
   torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache);
@@ -132,7 +152,8 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
                        std::vector<std::vector<torch::Tensor>>* moe = nullptr);
   torch::Tensor head(const torch::Tensor& x) const;
-  torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& targets);
+  torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& targets,
+                              bool masked = false);
   GptConfig cfg_;
   CheckpointPolicy checkpoint_;
   ParamTags tags_;

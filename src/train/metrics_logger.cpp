@@ -37,6 +37,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                       {"loss", m.loss},           {"lr", m.lr},
                       {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
                       {"elapsed_s", m.elapsed_s}};
+  for (const auto& [name, value] : m.terms) j[name + "_loss"] = value;
   if (m.comm_wait_ms >= 0) j["comm_wait_ms"] = m.comm_wait_ms;
   if (m.a2a_ms >= 0) j["a2a_ms"] = m.a2a_ms;
   if (m.loss_scale > 0) {
@@ -67,6 +68,8 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   jsonl_.flush();
   if (tb_) {
     tb_->add_scalar("train/loss", m.loss, m.step);
+    for (const auto& [name, value] : m.terms)
+      tb_->add_scalar("train/" + name + "_loss", value, m.step);
     tb_->add_scalar("train/lr", m.lr, m.step);
     tb_->add_scalar("train/grad_norm", m.grad_norm, m.step);
     tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
@@ -91,6 +94,9 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   }
   const double per_step = m.step > 0 ? m.elapsed_s / m.step : 0;
   const double eta = per_step * static_cast<double>(max_steps_ - m.step);
+  std::string terms;
+  for (const auto& [name, value] : m.terms) terms += log::format(" %s %.4f", name.c_str(), value);
+  if (!terms.empty()) terms = " (" + terms.substr(1) + ")";
   std::string extra;
   if (m.comm_wait_ms >= 0) extra += log::format(" | comm wait %.1f ms", m.comm_wait_ms);
   if (m.a2a_ms >= 0) extra += log::format(" | all-to-all %.1f ms", m.a2a_ms);
@@ -103,11 +109,12 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     extra += log::format(" | moe load cv %.2f, max share %.2f, dropped %.1f%%, aux %.3f", worst_cv,
                          worst_max, 100 * mean_drop, mean_aux);
   }
-  log::info(log::format(
-      "step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s%s | "
-      "elapsed %s | ETA %s",
-      (long long)m.step, (long long)max_steps_, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
-      extra.c_str(), format_duration(m.elapsed_s).c_str(), format_duration(eta).c_str()));
+  log::info(
+      log::format("step %6lld/%lld | loss %.4f%s | lr %.2e | gnorm %.3f | %.0f tok/s%s | "
+                  "elapsed %s | ETA %s",
+                  (long long)m.step, (long long)max_steps_, m.loss, terms.c_str(), m.lr,
+                  m.grad_norm, m.tokens_per_s, extra.c_str(), format_duration(m.elapsed_s).c_str(),
+                  format_duration(eta).c_str()));
 }
 
 void MetricsLogger::log_eval(int64_t step, double val_loss) {

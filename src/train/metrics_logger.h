@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/moe_step_stats.h"
@@ -19,6 +20,8 @@ struct StepMetrics {
   int64_t step = 0;  // completed optimizer steps
   int64_t epoch = 0;
   double loss = 0;
+  // The objective's terms beside the loss, e.g. {"kd", ...}, {"ce", ...} for distillation.
+  std::vector<std::pair<std::string, double>> terms;
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;

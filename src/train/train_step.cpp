@@ -44,7 +44,8 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
       // Split-batch workers are a CPU feature; under EP the ranks' all-to-alls must come in one
       // order, so one worker.
       workers_(rt.cuda() || (ep && ep->active()) ? 1 : workers),
-      seed_(seed) {
+      seed_(seed),
+      objective_(std::make_shared<LmObjective>()) {
   auto named = model.named_parameters();
   const bool split_experts = ep && ep->active();
   if (split_experts) {
@@ -89,56 +90,90 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
 }
 
-model::LossTerms TrainStepper::forward_loss(const at::Tensor& x, const at::Tensor& y) {
+ObjectiveOutput TrainStepper::forward_objective(const Batch& batch) {
   core::AutocastScope autocast(rt_);  // forward only; backward follows the recorded dtypes
-  return model_.loss_terms(x, y);
+  return objective_->compute(model_, batch);
 }
 
-at::Tensor TrainStepper::accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch,
+at::Tensor TrainStepper::weighted_loss(const ObjectiveOutput& out, int64_t valid_tokens,
+                                       double global_valid, int64_t accum_steps) const {
+  // The gradient sync averages over the world, so a batch's token share is scaled by its size.
+  const double weight = static_cast<double>(valid_tokens) * group_.size() / global_valid;
+  auto total = out.loss * weight;
+  if (out.batch_term.defined()) total = total + out.batch_term / static_cast<double>(accum_steps);
+  return total;
+}
+
+double TrainStepper::global_valid_tokens(const std::vector<Batch>& batches) const {
+  int64_t local = 0;
+  for (const auto& b : batches) local += b.valid_tokens;
+  if (!masked_targets_) {
+    for (const auto& b : batches) {
+      if (b.masked) {
+        throw Error("a batch masks targets but the step was not told (set_masked_targets)");
+      }
+    }
+    return static_cast<double>(local) * group_.size();
+  }
+  auto count = torch::tensor({local}, torch::kLong).to(rt_.device);
+  group_.allreduce(count, dist::ReduceOp::kSum)->wait();
+  return static_cast<double>(count.item<int64_t>());
+}
+
+at::Tensor TrainStepper::accumulate_single(const std::vector<Batch>& batches, double global_valid,
                                            MoeStepStats& moe) {
+  const auto accum_steps = static_cast<int64_t>(batches.size());
   flat_.zero_grad();
-  at::Tensor loss_sum;  // float64 on the device: no host sync per micro-step
+  at::Tensor sums;  // float64 (1 + M,) on the device: no host sync per micro-step
   for (int64_t m = 0; m < accum_steps; ++m) {
-    auto [x, y] = next_batch(m);
+    const Batch& batch = batches[m];
     model::ScopedDropoutSeed dropout_seed(
         core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
-    auto terms = forward_loss(x, y);
-    moe.add(terms.moe_stats, 1.0 / static_cast<double>(accum_steps));
+    auto out = forward_objective(batch);
+    moe.add(out.moe_stats, 1.0 / static_cast<double>(accum_steps));
     if (m == accum_steps - 1) {  // communicate during the last backward only
       sync_->arm();
       if (expert_sync_) expert_sync_->arm();
     }
-    // Each backward() sums into the grads, so scale here to get the mean over micro-batches.
-    scaler_.scale_loss(terms.total() / static_cast<double>(accum_steps)).backward();
-    auto l = terms.ce.detach().to(torch::kFloat64);
-    loss_sum = loss_sum.defined() ? loss_sum + l : l;
+    // Each backward() sums into the grads: the weights make the sum the global token mean.
+    scaler_.scale_loss(weighted_loss(out, batch.valid_tokens, global_valid, accum_steps))
+        .backward();
+    std::vector<at::Tensor> parts{out.loss.detach().reshape({1})};
+    for (const auto& v : out.metrics) parts.push_back(v.detach().reshape({1}));
+    auto s = torch::cat(parts).to(torch::kFloat64) * static_cast<double>(batch.valid_tokens);
+    sums = sums.defined() ? sums + s : s;
   }
-  return loss_sum / static_cast<double>(accum_steps);
+  return sums;
 }
 
-at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch,
+at::Tensor TrainStepper::accumulate_split(const std::vector<Batch>& batches, double global_valid,
                                           MoeStepStats& moe) {
+  const auto accum_steps = static_cast<int64_t>(batches.size());
   const int k = workers_.count();
-  std::vector<double> loss_parts(k, 0.0);
+  const size_t n_values = 1 + objective_->metric_names().size();
+  std::vector<std::vector<double>> sums(k, std::vector<double>(n_values, 0.0));
   std::vector<MoeStepStats> worker_moe(k);
   // Worker 0 writes the flat gradient buffer itself, worker w > 0 its own buffer; the first
   // micro-step copies (no zero fill), later ones add. One add per extra worker at the end.
   auto target = [&](int w) { return w == 0 ? flat_.grads() : worker_grads_[w - 1]; };
   std::vector<char> written(k, 0);  // not vector<bool>: workers write their flags concurrently
   for (int64_t m = 0; m < accum_steps; ++m) {
-    auto [x, y] = next_batch(m);
-    const int64_t B = x.size(0);
+    const Batch& batch = batches[m];
+    const int64_t B = batch.rows();
     workers_.run([&](int w) {
       const int64_t lo = B * w / k, hi = B * (w + 1) / k;
       if (hi == lo) return;
       model::ScopedDropoutSeed dropout_seed(
           core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, w));
-      // Slice mean loss weighted by its share of the rows: the weighted sum over slices is
-      // the micro-batch mean, and dividing by accum_steps averages over micro-batches.
-      auto terms = forward_loss(x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo));
-      const double weight = static_cast<double>(hi - lo) / B / accum_steps;
-      worker_moe[w].add(terms.moe_stats, weight);
-      auto grads = torch::autograd::grad({scaler_.scale_loss(terms.total() * weight)}, params_);
+      // Each slice carries its own share of the valid tokens; the per-batch terms (MoE) are
+      // weighted by the slice's share of the rows, so the slices sum to the micro-batch's.
+      const Batch slice = batch.rows(lo, hi - lo);
+      auto out = forward_objective(slice);
+      const double row_share = static_cast<double>(hi - lo) / B;
+      worker_moe[w].add(out.moe_stats, row_share / accum_steps);
+      if (out.batch_term.defined()) out.batch_term = out.batch_term * row_share;
+      auto loss = weighted_loss(out, slice.valid_tokens, global_valid, accum_steps);
+      auto grads = torch::autograd::grad({scaler_.scale_loss(loss)}, params_);
       const auto& segs = flat_.segments();
       torch::NoGradGuard no_grad;
       const at::Tensor buf = target(w);
@@ -151,26 +186,52 @@ at::Tensor TrainStepper::accumulate_split(int64_t accum_steps, const MicroBatchF
         }
       }
       written[w] = 1;
-      loss_parts[w] += terms.ce.item<double>() * weight;
+      const auto valid = static_cast<double>(slice.valid_tokens);
+      sums[w][0] += out.loss.item<double>() * valid;
+      for (size_t i = 0; i + 1 < n_values; ++i)
+        sums[w][i + 1] += out.metrics[i].item<double>() * valid;
     });
   }
   torch::NoGradGuard no_grad;
   // Only a batch with fewer rows than workers leaves a worker without work (and a stale buffer).
   if (!written[0]) flat_.grads().zero_();
-  double loss = loss_parts[0];
+  std::vector<double> total = sums[0];
   for (int w = 0; w < k; ++w) moe.add(worker_moe[w]);  // in worker order: deterministic
   for (int w = 1; w < k; ++w) {
     if (written[w]) flat_.grads().add_(worker_grads_[w - 1]);
-    loss += loss_parts[w];
+    for (size_t i = 0; i < n_values; ++i) total[i] += sums[w][i];
   }
-  return torch::scalar_tensor(loss, torch::kFloat64);
+  return torch::tensor(total, torch::kFloat64);
+}
+
+std::vector<double> StepResult::metric_values() const {
+  std::vector<double> v;
+  if (!metrics.defined()) return v;
+  auto host = metrics.cpu();
+  for (int64_t i = 0; i < host.numel(); ++i) v.push_back(host[i].item<double>());
+  return v;
 }
 
 StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,
                               double grad_clip) {
+  return step(
+      accum_steps,
+      [&](int64_t m) {
+        auto [x, y] = next_batch(m);
+        return Batch::lm(std::move(x), std::move(y));
+      },
+      lr, grad_clip);
+}
+
+StepResult TrainStepper::step(int64_t accum_steps, const BatchFn& next_batch, double lr,
+                              double grad_clip) {
+  // All micro-batches first: their valid tokens normalise every micro-batch's loss.
+  std::vector<Batch> batches;
+  for (int64_t m = 0; m < accum_steps; ++m) batches.push_back(next_batch(m));
+  const double global_valid = std::max(1.0, global_valid_tokens(batches));
   MoeStepStats moe;
-  auto loss = workers_.count() > 1 ? accumulate_split(accum_steps, next_batch, moe)
-                                   : accumulate_single(accum_steps, next_batch, moe);
+  auto sums = workers_.count() > 1 ? accumulate_split(batches, global_valid, moe)
+                                   : accumulate_single(batches, global_valid, moe);
   StepResult r;
   // Average across ranks (a no-op in a world of one).
   r.comm_wait_s = sync_->finish();
@@ -178,9 +239,12 @@ StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batc
     r.comm_wait_s += expert_sync_->finish();
     finish_expert_grads();
   }
-  r.loss = loss.reshape({1});
-  group_.allreduce(r.loss, dist::ReduceOp::kAvg)->wait();
-  r.loss = r.loss.reshape({});
+  // Loss and metrics: sums over valid tokens, all-reduced in one exchange, then token means.
+  sums = sums.to(rt_.device);
+  group_.allreduce(sums, dist::ReduceOp::kSum)->wait();
+  sums = sums / global_valid;
+  r.loss = sums[0];
+  r.metrics = sums.narrow(0, 1, sums.numel() - 1);
   // Global expert loads; the balancing bias moves before any skip (it depends on routing only).
   moe.finish(group_, model_, model_.config().moe.bias_update_rate);
   r.moe = moe.packed();
@@ -191,7 +255,7 @@ StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batc
     // fp16 overflow on some rank: no update; the next step retries at half the scale.
     scaler_.update(true);
     r.skipped = true;
-    r.grad_norm = torch::full({}, INFINITY, loss.options());
+    r.grad_norm = torch::full({}, INFINITY, r.loss.options());
     return r;
   }
   scaler_.update(false);

@@ -1,5 +1,7 @@
 // One optimizer step: accumulate gradients over micro-batches, average them across ranks,
-// clip by global norm, update. Shared by `train` and `bench`.
+// clip by global norm, update. Shared by `train` and `bench`. What is minimised is the injected
+// Objective (objective.h; default the LM loss), normalised by the global count of valid target
+// tokens.
 //
 // On CUDA nothing here waits for the device: the loss and the gradient norm stay device
 // tensors (read by the caller when it logs), and clipping scales by a device-side coefficient.
@@ -28,23 +30,29 @@
 #include "train/expert_parallel.h"
 #include "train/loss_scaler.h"
 #include "train/moe_step_stats.h"
+#include "train/objective.h"
 #include "train/step_workers.h"
 
 namespace lmtrain::train {
 
 struct StepResult {
-  at::Tensor loss;         // float64 scalar on the device: mean over the global batch
+  at::Tensor loss;         // float64 scalar on the device: mean over the global batch's valid
+                           // target tokens of the objective's per-token loss
   at::Tensor grad_norm;    // float64 scalar on the device: before clipping (inf when skipped)
   double comm_wait_s = 0;  // time blocked on gradient all-reduce after backward (not hidden)
   bool skipped = false;    // fp16: inf/nan gradients, no update (the loss scale was halved)
   at::Tensor moe;          // MoE models: global per-layer statistics (see MoeStepStats::packed)
+  at::Tensor metrics;      // float64 (M,) on the device: the objective's metrics, global means
   // Host values (each waits for the device).
   double loss_value() const { return loss.item<double>(); }
+  std::vector<double> metric_values() const;
   double grad_norm_value() const { return grad_norm.item<double>(); }
 };
 
-// Returns (inputs, targets), each (B, T) int64, for micro-step m.
+// Returns (inputs, targets), each (B, T) int64, for micro-step m: every target valid.
 using MicroBatchFn = std::function<std::pair<torch::Tensor, torch::Tensor>(int64_t m)>;
+// Returns micro-step m's batch.
+using BatchFn = std::function<Batch(int64_t m)>;
 
 class TrainStepper {
  public:
@@ -54,20 +62,33 @@ class TrainStepper {
                int64_t bucket_bytes, LossScaler scaler = LossScaler(false, 1, 1),
                const ExpertParallel* ep = nullptr);
 
+  StepResult step(int64_t accum_steps, const BatchFn& next_batch, double lr, double grad_clip);
   StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr, double grad_clip);
+  // Replaces the LM objective (e.g. with distillation).
+  void set_objective(std::shared_ptr<Objective> objective) { objective_ = std::move(objective); }
+  const Objective& objective() const { return *objective_; }
+  // Batches may mask targets: every step then all-reduces the count of valid tokens (without
+  // this, each rank's batches must be fully valid and the global count is local * world).
+  // Must be set alike on every rank.
+  void set_masked_targets(bool on) { masked_targets_ = on; }
   int workers() const { return workers_.count(); }
   const dist::GradSync& grad_sync() const { return *sync_; }
   LossScaler& loss_scaler() { return scaler_; }
 
  private:
-  // Fills flat.grads() with the mean gradient over the micro-batches (times the loss scale) of
-  // the training objective (cross-entropy + MoE balancing losses); returns this rank's mean
-  // cross-entropy as a float64 scalar tensor on the device and adds MoE statistics to `moe`.
-  at::Tensor accumulate_single(int64_t accum_steps, const MicroBatchFn& next_batch,
+  // Fills flat.grads() with this rank's share of the gradient (times the loss scale): each
+  // batch's objective weighted by valid_tokens * world / global_valid, plus the per-batch terms
+  // / micro-steps. Returns float64 (1 + M,) on the device: this rank's sums over valid tokens
+  // of the loss and the M metrics; adds MoE statistics to `moe`.
+  at::Tensor accumulate_single(const std::vector<Batch>& batches, double global_valid,
                                MoeStepStats& moe);
-  at::Tensor accumulate_split(int64_t accum_steps, const MicroBatchFn& next_batch,
+  at::Tensor accumulate_split(const std::vector<Batch>& batches, double global_valid,
                               MoeStepStats& moe);
-  model::LossTerms forward_loss(const at::Tensor& x, const at::Tensor& y);
+  ObjectiveOutput forward_objective(const Batch& batch);
+  // The weighted scalar whose gradient a batch contributes (before the loss scale).
+  at::Tensor weighted_loss(const ObjectiveOutput& out, int64_t valid_tokens, double global_valid,
+                           int64_t accum_steps) const;
+  double global_valid_tokens(const std::vector<Batch>& batches) const;
   // Under EP: the expert region's average over the replica group, divided by ep (each EP
   // rank's expert gradient already sums its group's tokens); the global gradient norm.
   void finish_expert_grads();
@@ -86,6 +107,8 @@ class TrainStepper {
   std::unique_ptr<dist::GradSync> sync_;
   const ExpertParallel* ep_ = nullptr;
   std::unique_ptr<dist::GradSync> expert_sync_;  // EP: the expert region, over the replicas
+  std::shared_ptr<Objective> objective_;
+  bool masked_targets_ = false;
 };
 
 // Worker count from train.workers: a positive value as given; 0 (auto) means one per intra-op

@@ -18,12 +18,14 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
+#include "train/distill_objective.h"
 #include "train/evaluator.h"
 #include "train/expert_parallel.h"
 #include "train/fault_injection.h"
 #include "train/metrics_logger.h"
 #include "train/replica_sync.h"
 #include "train/run_dir_claim.h"
+#include "train/teacher.h"
 #include "train/train_step.h"
 #include "train/training_checkpoint.h"
 
@@ -134,6 +136,21 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch);
   const int64_t stop_at = cfg.get_int("train.stop_at_step");
 
+  // ---- distillation: the teacher, trained first in RUN_DIR/teacher when none is given
+  const bool distill = cfg.get_bool("distill.enabled");
+  if (distill) {
+    bool trained = false;
+    auto teacher_run = provide_teacher(cfg, mcfg, group, rt, local_world_size, trained);
+    if (teacher_run.stop_signal) {
+      log::warn("stopped while training the teacher: rerun the command to continue");
+      return teacher_run;
+    }
+    if (trained) {  // back to this run's log
+      log::set_file(run_dir +
+                    (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log"));
+    }
+  }
+
   // ---- model and optimizer
   const auto ep = make_expert_parallel(group, cfg.get_int("dist.ep"), mcfg.moe.num_experts);
   if (ep.active() && (cfg.get_int("dist.zero") != 0 || cfg.get_string("optim.name") != "adamw")) {
@@ -234,6 +251,21 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                        LossScaler(rt.loss_scaling(), cfg.get_float("train.loss_scale"),
                                   cfg.get_int("train.loss_scale_window")),
                        &ep);
+  if (distill) {
+    model::DistillLossSpec spec;
+    spec.temperature = cfg.get_float("distill.temperature");
+    spec.alpha = cfg.get_float("distill.alpha");
+    const int64_t chunk = cfg.get_int("distill.chunk_tokens");
+    spec.chunk_rows = chunk;
+    stepper.set_objective(std::make_shared<DistillObjective>(
+        load_teacher(cfg, rt, mcfg.vocab_size, tokenizer.hash()), spec, chunk > 0));
+    log::info(log::format(
+        "distillation: loss = %.3g * T^2 KL(teacher || student) + %.3g * ce at T = %.3g, %s",
+        spec.alpha, 1 - spec.alpha, spec.temperature,
+        chunk > 0 ? log::format("in chunks of %lld tokens", (long long)chunk).c_str()
+                  : "on full logits"));
+  }
+  const auto metric_names = stepper.objective().metric_names();
   // A resumed fp16 run continues with its saved scale; anything else starts at
   // train.loss_scale.
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
@@ -321,6 +353,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       m.step = state.step;
       m.epoch = state.position.epoch;
       m.loss = result.last_loss;
+      const auto values = r.metric_values();
+      for (size_t i = 0; i < metric_names.size(); ++i)
+        m.terms.emplace_back(metric_names[i], values[i]);
       m.lr = lr;
       m.grad_norm = r.grad_norm_value();
       m.loss_scale = stepper.loss_scaler().enabled() ? stepper.loss_scaler().scale() : 0;

@@ -265,6 +265,9 @@ TEST_F(SeedCliTest, EveryAliasResolvesToTheConfigOfItsNativeKey) {
       {" --batch_size 4 --max_length 16 --epochs 2 --lr 0.003 --gradient_accumulation_steps 2",
        " --train.micro_batch_size=4 --data.seq_len=16 --train.epochs=2 --optim.lr=0.003"
        " --train.grad_accum_steps=2"},
+      // the PiKV distillation trainer's settings (its --use_distillation: tests/e2e/distill_test)
+      {" --teacher_hidden_size 64 --distillation_temperature 2.5 --distillation_alpha 0.8",
+       " --distill.teacher_hidden_size=64 --distill.temperature=2.5 --distill.alpha=0.8"},
   };
   int i = 0;
   for (const auto& [alias_flags, native_flags] : pairs) {

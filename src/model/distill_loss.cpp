@@ -1,0 +1,142 @@
+#include "model/distill_loss.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/runtime.h"
+
+namespace lmtrain::model {
+namespace {
+
+// fp32 at least: bf16/fp16 hidden states from autocast are widened for the softmaxes.
+at::ScalarType compute_type(const at::Tensor& t) {
+  return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// logits = cap tanh(raw / cap) (in place on raw), or raw when cap <= 0.
+at::Tensor soft_cap_(at::Tensor raw, double cap) {
+  if (cap > 0) raw.div_(cap).tanh_().mul_(cap);
+  return raw;
+}
+
+class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> {
+ public:
+  // Returns {loss, kd, ce}; only loss is differentiable. The gradients with respect to hs and
+  // ws are computed here, chunk by chunk, and stored; backward scales them.
+  static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx,
+                                              const at::Tensor& hs_in, const at::Tensor& ws_in,
+                                              const at::Tensor& ht_in, const at::Tensor& wt_in,
+                                              const at::Tensor& targets, double temperature,
+                                              double alpha, double cap_s, double cap_t,
+                                              int64_t chunk_rows) {
+    // Everything here in fp32 (or float64), also under a 16-bit autocast of the forward.
+    core::AutocastScope no_autocast(hs_in.device().type(), false, at::kFloat);
+    const auto dt = compute_type(hs_in);
+    const at::Tensor hs = hs_in.to(dt).contiguous();  // (N, Cs)
+    const at::Tensor ws = ws_in.to(dt).contiguous();  // (V, Cs)
+    const at::Tensor ht = ht_in.to(dt).contiguous();  // (N, Ct)
+    const at::Tensor wt = wt_in.to(dt).contiguous();  // (V, Ct)
+    const int64_t N = hs.size(0);
+    const double T = temperature;
+    at::Tensor dhs = at::empty_like(hs);  // (N, Cs): d loss / d hs
+    at::Tensor dws = at::zeros_like(ws);  // (V, Cs): d loss / d ws
+    at::Tensor kd_sum = at::zeros({}, hs.options().dtype(at::kDouble));
+    at::Tensor ce_sum = at::zeros({}, hs.options().dtype(at::kDouble));
+    const double inv_n = N > 0 ? 1.0 / static_cast<double>(N) : 0.0;
+    for (int64_t r0 = 0; r0 < N; r0 += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, N - r0);
+      const at::Tensor h = hs.narrow(0, r0, n);
+      const at::Tensor t = targets.narrow(0, r0, n).unsqueeze(1);  // (n, 1)
+      const at::Tensor zs = soft_cap_(at::mm(h, ws.t()), cap_s);   // (n, V)
+      const at::Tensor zt = soft_cap_(at::mm(ht.narrow(0, r0, n), wt.t()), cap_t);
+      const at::Tensor ls_t = at::log_softmax(zs / T, 1);  // student, at temperature T
+      const at::Tensor lt_t = at::log_softmax(zt / T, 1);  // teacher, at temperature T
+      const at::Tensor pt_t = lt_t.exp();
+      kd_sum += (pt_t * (lt_t - ls_t)).sum(at::kDouble);
+      const at::Tensor ls = T == 1.0 ? ls_t : at::log_softmax(zs, 1);
+      ce_sum -= ls.gather(1, t).sum(at::kDouble);
+      // d/dz_s of the row's loss: alpha T (softmax(z_s/T) - softmax(z_t/T))
+      //                           + (1 - alpha) (softmax(z_s) - onehot(target)), then / N.
+      at::Tensor dz = ls_t.exp().sub_(pt_t).mul_(alpha * T);
+      dz.add_(ls.exp(), 1.0 - alpha);
+      dz.scatter_add_(1, t, at::full({n, 1}, alpha - 1.0, dz.options()));
+      dz.mul_(inv_n);
+      if (cap_s > 0) dz.mul_(1.0 - (zs / cap_s).square());  // through cap tanh(raw / cap)
+      dhs.narrow(0, r0, n).copy_(at::mm(dz, ws));
+      dws.addmm_(dz.t(), h);
+    }
+    ctx->save_for_backward({dhs, dws});
+    ctx->saved_data["hs_type"] = static_cast<int64_t>(hs_in.scalar_type());
+    ctx->saved_data["ws_type"] = static_cast<int64_t>(ws_in.scalar_type());
+    const at::Tensor kd = kd_sum * (T * T * inv_n);
+    const at::Tensor ce = ce_sum * inv_n;
+    const at::Tensor loss = (kd * alpha + ce * (1.0 - alpha)).to(dt);
+    ctx->mark_non_differentiable({kd, ce});
+    return {loss, kd, ce};
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor g = grads[0];  // scalar, no host sync
+    const auto hs_type = static_cast<at::ScalarType>(ctx->saved_data["hs_type"].toInt());
+    const auto ws_type = static_cast<at::ScalarType>(ctx->saved_data["ws_type"].toInt());
+    at::Tensor dhs, dws;
+    if (ctx->needs_input_grad(0)) dhs = (saved[0] * g).to(hs_type);
+    if (ctx->needs_input_grad(1)) dws = (saved[1] * g).to(ws_type);
+    return {dhs, dws, {}, {}, {}, {}, {}, {}, {}, {}};
+  }
+};
+
+void check_shapes(const at::Tensor& hs, const at::Tensor& ws, const at::Tensor& ht,
+                  const at::Tensor& wt, const at::Tensor& targets) {
+  if (hs.dim() != 2 || ws.dim() != 2 || ht.dim() != 2 || wt.dim() != 2 || targets.dim() != 1 ||
+      hs.size(1) != ws.size(1) || ht.size(1) != wt.size(1) || hs.size(0) != ht.size(0) ||
+      hs.size(0) != targets.size(0)) {
+    throw Error(
+        "distill_loss: expected hs (N, Cs), ws (V, Cs), ht (N, Ct), wt (V, Ct), targets (N,)");
+  }
+  if (ws.size(0) != wt.size(0)) {
+    throw Error("distillation: the student's vocabulary (" + std::to_string(ws.size(0)) +
+                ") differs from the teacher's (" + std::to_string(wt.size(0)) + ")");
+  }
+}
+
+}  // namespace
+
+DistillLoss distill_loss_chunked(const at::Tensor& hs, const at::Tensor& ws, const at::Tensor& ht,
+                                 const at::Tensor& wt, const at::Tensor& targets,
+                                 const DistillLossSpec& spec) {
+  check_shapes(hs, ws, ht, wt, targets);
+  auto out = ChunkedDistillLoss::apply(hs, ws, ht.detach(), wt.detach(), targets, spec.temperature,
+                                       spec.alpha, spec.student_softcap, spec.teacher_softcap,
+                                       std::max<int64_t>(1, spec.chunk_rows));
+  return {out[0], out[1], out[2]};
+}
+
+DistillLoss distill_loss_from_logits(const at::Tensor& zs_in, const at::Tensor& zt_in,
+                                     const at::Tensor& targets, const DistillLossSpec& spec) {
+  const auto dt = compute_type(zs_in);
+  const at::Tensor zs = zs_in.to(dt);
+  const at::Tensor zt = zt_in.detach().to(dt);
+  const double T = spec.temperature;
+  DistillLoss r;
+  if (zs.size(0) == 0) {
+    r.loss = zs.sum() * 0.0;
+    r.kd = r.loss.detach();
+    r.ce = r.loss.detach();
+    return r;
+  }
+  const at::Tensor ls_t = at::log_softmax(zs / T, 1), lt_t = at::log_softmax(zt / T, 1);
+  const at::Tensor kd = (lt_t.exp() * (lt_t - ls_t)).sum(1).mean() * (T * T);
+  const at::Tensor ce = at::cross_entropy_loss(zs, targets);
+  r.loss = kd * spec.alpha + ce * (1.0 - spec.alpha);
+  r.kd = kd.detach();
+  r.ce = ce.detach();
+  return r;
+}
+
+}  // namespace lmtrain::model

@@ -1,0 +1,46 @@
+// The knowledge-distillation loss of a student against a teacher, per token:
+//   loss = alpha * kd + (1 - alpha) * ce
+//   kd   = T^2 * KL(softmax(z_t / T) || softmax(z_s / T))     (Hinton et al.; T^2 keeps the
+//          soft-target gradient's scale independent of T)
+//   ce   = cross-entropy of the student's logits z_s against the target token
+// averaged over the rows. z = cap * tanh(x W^T / cap) with a soft-cap (cap > 0), else x W^T.
+//
+// distill_loss_chunked never holds either model's full (N, V) logits: it walks the rows in
+// chunks, computes both models' logits for the chunk, the loss, and the gradient with respect
+// to the student's hidden states and head weight right there (the same shape as
+// fused_linear_cross_entropy, model/fused_cross_entropy.h); backward only scales the stored
+// (N, C) and (V, C) gradients. distill_loss_from_logits is the plain autograd formula on full
+// logits: the reference the chunked path is tested against.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+namespace lmtrain::model {
+
+struct DistillLossSpec {
+  double temperature = 4.0;
+  double alpha = 0.7;
+  double student_softcap = 0;  // the models' model.logit_softcap
+  double teacher_softcap = 0;
+  int64_t chunk_rows = 512;  // rows per chunk of the chunked path
+};
+
+struct DistillLoss {
+  at::Tensor loss;  // differentiable scalar (the student's dtype promoted to fp32)
+  at::Tensor kd;    // detached float scalars: the two terms' means
+  at::Tensor ce;
+};
+
+// hs: student hidden (N, Cs), ws: student head (V, Cs), both differentiable; ht: teacher hidden
+// (N, Ct) and wt: teacher head (V, Ct), not differentiated; targets (N,) int64 in [0, V), every
+// one valid (the caller drops masked rows). N = 0 gives zero losses that still carry a graph.
+// Computes in fp32 at least (float64 operands stay float64, for gradient checks).
+DistillLoss distill_loss_chunked(const at::Tensor& hs, const at::Tensor& ws, const at::Tensor& ht,
+                                 const at::Tensor& wt, const at::Tensor& targets,
+                                 const DistillLossSpec& spec);
+
+// zs: student logits (N, V) (differentiable), zt: teacher logits (N, V), targets (N,); the
+// logits already soft-capped.
+DistillLoss distill_loss_from_logits(const at::Tensor& zs, const at::Tensor& zt,
+                                     const at::Tensor& targets, const DistillLossSpec& spec);
+
+}  // namespace lmtrain::model

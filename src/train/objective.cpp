@@ -1,0 +1,45 @@
+#include "train/objective.h"
+
+#include <ATen/ATen.h>
+
+namespace lmtrain::train {
+
+Batch Batch::lm(at::Tensor inputs, at::Tensor targets) {
+  Batch b;
+  b.valid_tokens = targets.numel();
+  b.tensors.emplace("inputs", std::move(inputs));
+  b.tensors.emplace("targets", std::move(targets));
+  return b;
+}
+
+Batch Batch::with_mask(at::Tensor inputs, at::Tensor targets) {
+  Batch b;
+  b.valid_tokens = (targets != model::kIgnoreIndex).sum().item<int64_t>();
+  b.masked = b.valid_tokens < targets.numel();
+  b.tensors.emplace("inputs", std::move(inputs));
+  b.tensors.emplace("targets", std::move(targets));
+  return b;
+}
+
+Batch Batch::rows(int64_t begin, int64_t n) const {
+  Batch b;
+  const int64_t total = this->rows();
+  for (const auto& [name, t] : tensors) {
+    b.tensors.emplace(name, t.dim() > 0 && t.size(0) == total ? t.narrow(0, begin, n) : t);
+  }
+  b.masked = masked;
+  b.valid_tokens =
+      masked ? (b.targets() != model::kIgnoreIndex).sum().item<int64_t>() : b.targets().numel();
+  return b;
+}
+
+ObjectiveOutput LmObjective::compute(model::GptImpl& model, const Batch& batch) {
+  auto terms = model.loss_terms(batch.inputs(), batch.targets(), batch.masked);
+  ObjectiveOutput out;
+  out.loss = terms.ce;
+  out.batch_term = terms.moe_objective;
+  out.moe_stats = std::move(terms.moe_stats);
+  return out;
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,119 @@
+#include "train/teacher.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/build_model.h"
+#include "train/checkpoint_store.h"
+#include "train/training_checkpoint.h"
+
+namespace lmtrain::train {
+
+core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg) {
+  core::Config t = student;
+  const int64_t width = student.get_int("distill.teacher_hidden_size") > 0
+                            ? student.get_int("distill.teacher_hidden_size")
+                            : 2 * mcfg.n_embd;
+  const int64_t head_dim = mcfg.head_dim();
+  if (width % head_dim != 0) {
+    throw UsageError(log::format(
+        "config key 'distill.teacher_hidden_size' = %lld must be a multiple of the student's "
+        "head width %lld (the teacher keeps it and gets %lld / %lld heads)",
+        (long long)width, (long long)head_dim, (long long)width, (long long)head_dim));
+  }
+  const int64_t heads = width / head_dim;
+  const std::string why = "distill.teacher_hidden_size";
+  // The student's resolved shape at the teacher's width (a nanochat depth becomes explicit).
+  t.set("model.depth", "0", why);
+  t.set("model.n_layer", std::to_string(mcfg.n_layer), why);
+  t.set("model.n_embd", std::to_string(width), why);
+  t.set("model.n_head", std::to_string(heads), why);
+  t.set("model.head_dim", std::to_string(mcfg.head_dim_ > 0 ? head_dim : 0), why);
+  if (mcfg.n_kv_head > 0) {
+    // Keep the grouped-query ratio.
+    t.set("model.n_kv_head",
+          std::to_string(std::max<int64_t>(1, heads * mcfg.n_kv_head / mcfg.n_head)), why);
+  }
+  if (mcfg.mlp_hidden > 0) {
+    t.set("model.mlp_hidden", std::to_string(mcfg.mlp_hidden * width / mcfg.n_embd), why);
+  }
+  t.set("model.init_from", "", why);
+  const std::string run_dir = student.get_string("run.dir");
+  t.set("run.dir", run_dir + "/teacher", why);
+  t.set("distill.enabled", "false", why);
+  t.set("distill.teacher", "", why);
+  // An ordinary run dir: a rerun resumes it, or finds it complete and trains nothing.
+  t.set("checkpoint.resume", "auto", why);
+  t.set("train.stop_at_step", "0", why);
+  if (const int64_t steps = student.get_int("distill.teacher_steps"); steps > 0) {
+    t.set("train.max_steps", std::to_string(steps), "distill.teacher_steps");
+  }
+  return t;
+}
+
+TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dist::Group& group,
+                            const core::Runtime& rt, int local_world_size, bool& trained) {
+  trained = false;
+  TrainResult result;
+  std::string spec = cfg.get_string("distill.teacher");
+  if (spec.empty()) {
+    const core::Config tcfg = teacher_training_config(cfg, mcfg);
+    log::info(log::format(
+        "distillation: the teacher is trained first (n_embd %lld, %lld steps; resumed or reused "
+        "when already there) in %s",
+        (long long)tcfg.get_int("model.n_embd"), (long long)tcfg.get_int("train.max_steps"),
+        tcfg.get_string("run.dir").c_str()));
+    result = run_training(tcfg, group, rt, local_world_size);
+    trained = true;
+    if (result.stop_signal) return result;
+    spec = tcfg.get_string("run.dir");
+  }
+  if (!std::filesystem::exists(spec)) {
+    throw UsageError("config key 'distill.teacher' = '" + spec +
+                     "': no such file or directory (an lmtrain checkpoint, run dir or `lmtrain "
+                     "import hf` output; empty = train a teacher first)");
+  }
+  auto dir = CheckpointStore::resolve(spec, spec);
+  if (!dir) throw UsageError("distill.teacher = '" + spec + "': no checkpoint there");
+  cfg.set("distill.teacher", std::filesystem::absolute(*dir).lexically_normal().string(),
+          "resolved teacher");
+  return result;
+}
+
+model::Gpt load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
+                        const std::string& tokenizer_hash) {
+  const std::string dir = cfg.get_string("distill.teacher");
+  auto ckpt = CheckpointStore::load(dir, /*allow_fallback=*/false, {"model.safetensors"});
+  const core::Config tcfg = checkpoint_config(ckpt);
+  const std::string saved_hash = ckpt.meta.value("tokenizer_hash", "");
+  if (!saved_hash.empty() && saved_hash != tokenizer_hash) {
+    throw UsageError("distill.teacher = " + dir + " was trained with another tokenizer (" +
+                     saved_hash + ") than data.dir (" + tokenizer_hash +
+                     "): teacher and student must share one vocabulary");
+  }
+  const auto teacher_shape = model::GptConfig::from_config(tcfg, 0);
+  if (teacher_shape.vocab_size != student_vocab) {
+    throw UsageError(log::format(
+        "distill.teacher = %s has a vocabulary of %lld tokens, the student %lld: teacher and "
+        "student must share one vocabulary (model.vocab_size)",
+        dir.c_str(), (long long)teacher_shape.vocab_size, (long long)student_vocab));
+  }
+  core::Runtime trt = rt;
+  const std::string dtype = cfg.get_string("distill.teacher_dtype");
+  if (dtype == "bf16" || (dtype == "auto" && rt.cuda() && rt.autocast())) {
+    trt.param_dtype = at::kBFloat16;
+    trt.compute_dtype = at::kBFloat16;
+  } else {
+    trt.param_dtype = at::kFloat;
+  }
+  auto teacher = model::build_model(tcfg, trt, {/*init=*/false, 0, {}});
+  load_model_tensors(*teacher, ckpt.files.at("model.safetensors"), ckpt.dir + "/model.safetensors");
+  teacher->eval();
+  for (auto& p : teacher->parameters()) p.set_requires_grad(false);
+  log::info(log::format("distillation teacher: %s, %s, weights in %s", ckpt.dir.c_str(),
+                        teacher_shape.describe().c_str(), c10::toString(trt.param_dtype)));
+  return teacher;
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,34 @@
+// The teacher of a distillation run (distill.*): where it comes from and how it is loaded.
+//   distill.teacher = PATH   an lmtrain checkpoint (dir, run dir, latest/best link) or the
+//                            output of `lmtrain import hf`
+//   distill.teacher = ""     a teacher is trained first, in this command, into RUN_DIR/teacher:
+//                            the student's config at width distill.teacher_hidden_size (default
+//                            twice the student's), for distill.teacher_steps steps. Rerunning the
+//                            command resumes or reuses it (it is an ordinary run dir).
+#pragma once
+#include <string>
+
+#include "core/config.h"
+#include "core/runtime.h"
+#include "dist/group.h"
+#include "model/gpt.h"
+#include "train/trainer.h"
+
+namespace lmtrain::train {
+
+// The teacher's config for a teacher trained first: `student` (resolved) at the teacher width.
+core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg);
+
+// Trains the teacher when distill.teacher is empty (all ranks take part) and returns its run's
+// result; `trained` says whether it did. Afterwards distill.teacher in `cfg` names the teacher's
+// checkpoint dir (resolved), so the student's saved config records which teacher it learned from.
+TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dist::Group& group,
+                            const core::Runtime& rt, int local_world_size, bool& trained);
+
+// Loads distill.teacher in eval mode on rt's device, in distill.teacher_dtype, with every
+// parameter frozen. Refuses a teacher whose vocabulary or tokenizer differs from the student's
+// (tokenizer_hash: data.dir's; a teacher that records none, e.g. an HF import, is not checked).
+model::Gpt load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
+                        const std::string& tokenizer_hash);
+
+}  // namespace lmtrain::train

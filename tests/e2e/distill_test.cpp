@@ -1,0 +1,192 @@
+// Knowledge distillation through the CLI, on the fortunes corpus (the demo's): a distilled
+// student beats the same student trained alone for as many steps; 2 ranks equal 1 rank; a
+// resumed distillation equals an uninterrupted one; the teacher's checkpoint is untouched; the
+// seed's flags (teacher trained first, --save_checkpoint, --load_checkpoint, generate
+// --use_teacher); a teacher with another vocabulary is refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DistillTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("lmtrain_distill");
+    data_ = dir_->file("fortunes");
+    auto r = run_command(
+        "find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | "
+        "sort | xargs " +
+        lmtrain_binary() + " prepare --vocab_size 2048 --doc_separator % --output " + data_ +
+        " --input");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // Each ctest entry is its own process and runs this again: the shared teacher is small
+    // (width 128, 40 steps); the quality test trains a better one of its own.
+    teacher_ = train_teacher("teacher", 40);
+    teacher_ckpt_ = fs::canonical(teacher_ + "/checkpoints/latest").string();
+    teacher_bytes_ = read_text(teacher_ckpt_ + "/model.safetensors");
+  }
+  static std::string train_teacher(const std::string& name, int steps) {
+    const std::string run = dir_->file(name);
+    auto r = run_command(lmtrain_binary() + " train" + common() + " --run.dir=" + run +
+                         " --model.n_embd=128 --train.max_steps=" + std::to_string(steps));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return run;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  // gpt2-tiny's shape at sequence length 64, 16 windows a step, one rank with 2 threads, no
+  // periodic eval.
+  static std::string common() {
+    return " --config " + source_dir() + "/configs/gpt2-tiny.yaml --data.dir=" + data_ +
+           " --data.seq_len=64 --train.total_batch_size=1024 --train.threads=2 "
+           "--train.eval_every=0 --train.eval_batches=40"
+           " --log.every=10 --checkpoint.every=0";
+  }
+  // A width-64 student distilled from `teacher` at alpha 0.5, T 1.
+  static std::string student(const std::string& run, int steps,
+                             const std::string& teacher = teacher_) {
+    return common() + " --run.dir=" + run +
+           " --model.n_embd=64 --train.max_steps=" + std::to_string(steps) +
+           " --distill.enabled=true --distill.teacher=" + teacher +
+           " --distill.alpha=0.5 --distill.temperature=1 --optim.eps=1e-6";
+  }
+  static double val_loss(const std::string& run) {
+    double v = -1;
+    std::ifstream in(run + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("val_loss")) v = j["val_loss"].get<double>();
+    }
+    return v;
+  }
+
+  static TempDir* dir_;
+  static std::string data_, teacher_, teacher_ckpt_, teacher_bytes_;
+};
+TempDir* DistillTest::dir_ = nullptr;
+std::string DistillTest::data_, DistillTest::teacher_, DistillTest::teacher_ckpt_,
+    DistillTest::teacher_bytes_;
+
+TEST_F(DistillTest, DistilledStudentBeatsStudentTrainedAlone) {
+  const std::string teacher = train_teacher("good_teacher", 200);
+  const std::string distilled = dir_->file("distilled"), alone = dir_->file("alone");
+  auto r = run_command(lmtrain_binary() + " train" + student(distilled, 120, teacher));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " train" + common() + " --run.dir=" + alone +
+                  " --model.n_embd=64 --train.max_steps=120");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double with_teacher = val_loss(distilled), without = val_loss(alone);
+  std::cout << "val loss after 120 steps: distilled " << with_teacher << ", alone " << without
+            << "\n";
+  ASSERT_GT(with_teacher, 0);
+  EXPECT_LT(with_teacher, without - 0.05);
+  // Metrics carry both terms: loss = alpha kd + (1 - alpha) ce.
+  std::ifstream in(distilled + "/metrics.jsonl");
+  int records = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    ++records;
+    ASSERT_TRUE(j.contains("kd_loss") && j.contains("ce_loss")) << line;
+    EXPECT_NEAR(j["loss"].get<double>(),
+                0.5 * j["kd_loss"].get<double>() + 0.5 * j["ce_loss"].get<double>(), 1e-4);
+  }
+  EXPECT_GT(records, 0);
+}
+
+TEST_F(DistillTest, TwoRanksEqualOneRankAndResumeEqualsUninterrupted) {
+  const std::string one = dir_->file("one"), two = dir_->file("two"), cut = dir_->file("cut");
+  auto r = run_command(lmtrain_binary() + " train" + student(one, 8));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() +
+                  " launch --nproc_per_node=2 --master_port=" + std::to_string(free_port()) +
+                  " -- train" + student(two, 8) + " --train.threads=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LE(max_param_rel_diff(two + "/checkpoints/latest", one + "/checkpoints/latest"), 1e-5);
+  r = run_command(lmtrain_binary() + " train" + student(cut, 8) + " --train.stop_at_step=5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " train" + student(cut, 8) + " --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(max_param_rel_diff(cut + "/checkpoints/latest", one + "/checkpoints/latest"), 0.0);
+  // The teacher's checkpoint was read by all of these, never written.
+  EXPECT_EQ(read_text(teacher_ckpt_ + "/model.safetensors"), teacher_bytes_);
+  EXPECT_EQ(fs::canonical(teacher_ + "/checkpoints/latest").string(), teacher_ckpt_);
+}
+
+TEST_F(DistillTest, SeedFlagsTrainATeacherFirstAndGenerateFromIt) {
+  const std::string run = dir_->file("seed"), saved = dir_->file("ckpt.pth");
+  const std::string flags = common() + " --run.dir=" + run +
+                            " --model.n_embd=32 --model.n_head=2 --max_steps=4"
+                            " --distill.teacher_steps=3 --use_distillation"
+                            " --teacher_hidden_size 64 --distillation_temperature 2.0"
+                            " --distillation_alpha 0.8";
+  auto r = run_command(lmtrain_binary() + " train" + flags + " --save_checkpoint " + saved);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The teacher: width 64, trained 3 steps in RUN_DIR/teacher, recorded in the student's config.
+  ASSERT_TRUE(fs::exists(run + "/teacher/checkpoints/step_00000003/model.safetensors")) << r.output;
+  const std::string config = read_text(run + "/config.yaml");
+  const std::string teacher_dir = fs::absolute(run + "/teacher/checkpoints/step_00000003").string();
+  EXPECT_NE(config.find("teacher: \"" + teacher_dir + "\""), std::string::npos) << config;
+  EXPECT_NE(config.find("alpha: 0.8"), std::string::npos) << config;
+  ASSERT_TRUE(fs::exists(saved + "/meta.json")) << r.output;
+  // Sampling from the teacher and from the student.
+  for (const std::string extra : {" --use_teacher", ""}) {
+    r = run_command(lmtrain_binary() + " generate --checkpoint " + saved + extra +
+                    " --max_tokens 6 --print_ids --stop_at_eot=false --temperature 0");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  auto teacher_ids = run_command(lmtrain_binary() + " generate --checkpoint " + saved +
+                                 " --use_teacher --max_tokens 6 --print_ids --temperature 0"
+                                 " --stop_at_eot=false");
+  auto direct_ids = run_command(lmtrain_binary() + " generate --checkpoint " + run +
+                                "/teacher --max_tokens 6 --print_ids --temperature 0"
+                                " --stop_at_eot=false");
+  EXPECT_EQ(teacher_ids.output, direct_ids.output);
+  // --load_checkpoint continues from the saved copy (the teacher is not retrained).
+  r = run_command(lmtrain_binary() + " train" + flags + " --max_steps=6 --load_checkpoint " +
+                  saved);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from "), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(run + "/teacher/checkpoints/step_00000004")) << r.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000006")) << r.output;
+}
+
+TEST_F(DistillTest, ClearErrors) {
+  // A teacher trained on another tokenizer (the synthetic corpus, vocabulary 384).
+  fs::create_directories(dir_->file("other"));
+  const std::string other = prepare_synthetic_data(dir_->file("other"));
+  const std::string foreign = dir_->file("foreign");
+  auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + other +
+                       " --run.dir=" + foreign + " --train.max_steps=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " train" + common() + " --run.dir=" + dir_->file("bad") +
+                  " --model.n_embd=64 --train.max_steps=2 --distill.enabled=true"
+                  " --distill.teacher=" +
+                  foreign);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("tokenizer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("vocabulary"), std::string::npos) << r.output;
+  // --use_teacher on a checkpoint of plain training.
+  r = run_command(lmtrain_binary() + " generate --checkpoint " + teacher_ + " --use_teacher");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("not from a distillation run"), std::string::npos) << r.output;
+  // A teacher path with no checkpoint.
+  r = run_command(
+      lmtrain_binary() + " train" + common() + " --run.dir=" + dir_->file("bad2") +
+      " --train.max_steps=2 --distill.enabled=true --distill.teacher=" + dir_->file("nowhere"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("distill.teacher"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
