@@ -24,6 +24,7 @@ Commands:
   generate   sample text from a checkpoint (KV cache, temperature / top-k / top-p)
   eval       loss and perplexity of a checkpoint on a token split
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
+  distill-cache  a distillation teacher's top-k logits of every training window, to a file
   import     import hf DIR: a Hugging Face gpt2/llama/qwen2/qwen3 model -> lmtrain checkpoint
   export     export hf CHECKPOINT DIR: an lmtrain checkpoint -> Hugging Face model directory
   version    print the version and the libtorch it was built against
@@ -51,6 +52,7 @@ int run_main(int argc, char** argv) {
     if (command == "generate") return cmd_generate(args);
     if (command == "eval") return cmd_eval(args);
     if (command == "bench") return cmd_bench(args);
+    if (command == "distill-cache") return cmd_distill_cache(args);
     if (command == "launch") return cmd_launch(args);
     if (command == "import") return cmd_import(args);
     if (command == "export") return cmd_export(args);

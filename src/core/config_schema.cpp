@@ -198,6 +198,12 @@ const std::vector<KeySpec>& config_schema() {
         "0 = unchunked (full logits, plain autograd)"),
       S("distill.teacher_dtype", "auto", {"auto", "fp32", "bf16"},
         "the teacher's weights: auto = the runtime's compute dtype on CUDA, fp32 on a CPU"),
+      I("distill.top_k", 0, 0, 1 << 30,
+        "> 0: the teacher's distribution restricted to (and renormalised over) its top_k "
+        "logits per token, as an offline cache holds it; 0 = the full distribution"),
+      S("distill.cache", "", {},
+        "an offline teacher written by `lmtrain distill-cache`: its top-k logits of every "
+        "training window are read instead of running the teacher"),
 
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/runtime.h"
@@ -22,6 +23,13 @@ at::Tensor soft_cap_(at::Tensor raw, double cap) {
   return raw;
 }
 
+// How the teacher's distribution reaches the chunked loss.
+enum TeacherMode : int64_t {
+  kDense = 0,   // ht (N, Ct), wt (V, Ct): the full softmax of the teacher's logits
+  kTopK = 1,    // ht, wt as kDense, restricted to the k largest logits of each row
+  kCached = 2,  // ht = the k largest logits (N, k) float, wt = their indices (N, k) int64
+};
+
 class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> {
  public:
   // Returns {loss, kd, ce}; only loss is differentiable. The gradients with respect to hs and
@@ -31,14 +39,15 @@ class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> 
                                               const at::Tensor& ht_in, const at::Tensor& wt_in,
                                               const at::Tensor& targets, double temperature,
                                               double alpha, double cap_s, double cap_t,
-                                              int64_t chunk_rows) {
+                                              int64_t chunk_rows, int64_t mode, int64_t top_k) {
     // Everything here in fp32 (or float64), also under a 16-bit autocast of the forward.
     core::AutocastScope no_autocast(hs_in.device().type(), false, at::kFloat);
     const auto dt = compute_type(hs_in);
     const at::Tensor hs = hs_in.to(dt).contiguous();  // (N, Cs)
     const at::Tensor ws = ws_in.to(dt).contiguous();  // (V, Cs)
-    const at::Tensor ht = ht_in.to(dt).contiguous();  // (N, Ct)
-    const at::Tensor wt = wt_in.to(dt).contiguous();  // (V, Ct)
+    // kDense/kTopK: teacher hidden (N, Ct) and head (V, Ct); kCached: logits and indices (N, k).
+    const at::Tensor ht = ht_in.to(dt).contiguous();
+    const at::Tensor wt = mode == kCached ? wt_in.to(at::kLong) : wt_in.to(dt).contiguous();
     const int64_t N = hs.size(0);
     const double T = temperature;
     at::Tensor dhs = at::empty_like(hs);  // (N, Cs): d loss / d hs
@@ -51,14 +60,31 @@ class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> 
       const at::Tensor h = hs.narrow(0, r0, n);
       const at::Tensor t = targets.narrow(0, r0, n).unsqueeze(1);  // (n, 1)
       const at::Tensor zs = soft_cap_(at::mm(h, ws.t()), cap_s);   // (n, V)
-      const at::Tensor zt = soft_cap_(at::mm(ht.narrow(0, r0, n), wt.t()), cap_t);
-      const at::Tensor ls_t = at::log_softmax(zs / T, 1);  // student, at temperature T
-      const at::Tensor lt_t = at::log_softmax(zt / T, 1);  // teacher, at temperature T
-      const at::Tensor pt_t = lt_t.exp();
-      kd_sum += (pt_t * (lt_t - ls_t)).sum(at::kDouble);
+      const at::Tensor ls_t = at::log_softmax(zs / T, 1);          // student, at temperature T
+      at::Tensor pt_t;  // (n, V): the teacher's probabilities at temperature T
+      if (mode == kDense) {
+        const at::Tensor zt = soft_cap_(at::mm(ht.narrow(0, r0, n), wt.t()), cap_t);
+        const at::Tensor lt_t = at::log_softmax(zt / T, 1);
+        pt_t = lt_t.exp();
+        kd_sum += (pt_t * (lt_t - ls_t)).sum(at::kDouble);
+      } else {
+        // The teacher renormalised over its k largest logits: (n, k) values and indices.
+        at::Tensor vals, idx;
+        if (mode == kCached) {
+          vals = ht.narrow(0, r0, n);
+          idx = wt.narrow(0, r0, n);
+        } else {
+          const at::Tensor zt = soft_cap_(at::mm(ht.narrow(0, r0, n), wt.t()), cap_t);
+          std::tie(vals, idx) = at::topk(zt, top_k, 1);
+        }
+        const at::Tensor lt_k = at::log_softmax(vals / T, 1);
+        const at::Tensor pt_k = lt_k.exp();
+        kd_sum += (pt_k * (lt_k - ls_t.gather(1, idx))).sum(at::kDouble);
+        pt_t = at::zeros_like(zs).scatter_(1, idx, pt_k);
+      }
       const at::Tensor ls = T == 1.0 ? ls_t : at::log_softmax(zs, 1);
       ce_sum -= ls.gather(1, t).sum(at::kDouble);
-      // d/dz_s of the row's loss: alpha T (softmax(z_s/T) - softmax(z_t/T))
+      // d/dz_s of the row's loss: alpha T (softmax(z_s/T) - p_teacher)
       //                           + (1 - alpha) (softmax(z_s) - onehot(target)), then / N.
       at::Tensor dz = ls_t.exp().sub_(pt_t).mul_(alpha * T);
       dz.add_(ls.exp(), 1.0 - alpha);
@@ -87,7 +113,7 @@ class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> 
     at::Tensor dhs, dws;
     if (ctx->needs_input_grad(0)) dhs = (saved[0] * g).to(hs_type);
     if (ctx->needs_input_grad(1)) dws = (saved[1] * g).to(ws_type);
-    return {dhs, dws, {}, {}, {}, {}, {}, {}, {}, {}};
+    return {dhs, dws, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -111,9 +137,30 @@ DistillLoss distill_loss_chunked(const at::Tensor& hs, const at::Tensor& ws, con
                                  const at::Tensor& wt, const at::Tensor& targets,
                                  const DistillLossSpec& spec) {
   check_shapes(hs, ws, ht, wt, targets);
+  if (spec.top_k > ws.size(0)) {
+    throw UsageError("distill.top_k = " + std::to_string(spec.top_k) + " exceeds the vocabulary (" +
+                     std::to_string(ws.size(0)) + ")");
+  }
   auto out = ChunkedDistillLoss::apply(hs, ws, ht.detach(), wt.detach(), targets, spec.temperature,
                                        spec.alpha, spec.student_softcap, spec.teacher_softcap,
-                                       std::max<int64_t>(1, spec.chunk_rows));
+                                       std::max<int64_t>(1, spec.chunk_rows),
+                                       spec.top_k > 0 ? kTopK : kDense, spec.top_k);
+  return {out[0], out[1], out[2]};
+}
+
+DistillLoss distill_loss_chunked_cached(const at::Tensor& hs, const at::Tensor& ws,
+                                        const at::Tensor& teacher_logits,
+                                        const at::Tensor& teacher_index, const at::Tensor& targets,
+                                        const DistillLossSpec& spec) {
+  if (hs.dim() != 2 || ws.dim() != 2 || teacher_logits.dim() != 2 ||
+      teacher_logits.sizes() != teacher_index.sizes() || hs.size(0) != teacher_logits.size(0) ||
+      hs.size(0) != targets.size(0)) {
+    throw Error("distill_loss_chunked_cached: expected hs (N, C), ws (V, C), teacher (N, k) x 2");
+  }
+  auto out = ChunkedDistillLoss::apply(hs, ws, teacher_logits.detach(), teacher_index.detach(),
+                                       targets, spec.temperature, spec.alpha, spec.student_softcap,
+                                       0.0, std::max<int64_t>(1, spec.chunk_rows), kCached,
+                                       teacher_logits.size(1));
   return {out[0], out[1], out[2]};
 }
 
@@ -130,8 +177,16 @@ DistillLoss distill_loss_from_logits(const at::Tensor& zs_in, const at::Tensor& 
     r.ce = r.loss.detach();
     return r;
   }
-  const at::Tensor ls_t = at::log_softmax(zs / T, 1), lt_t = at::log_softmax(zt / T, 1);
-  const at::Tensor kd = (lt_t.exp() * (lt_t - ls_t)).sum(1).mean() * (T * T);
+  const at::Tensor ls_t = at::log_softmax(zs / T, 1);
+  at::Tensor kd;
+  if (spec.top_k > 0) {  // the teacher renormalised over its k largest logits
+    auto [vals, idx] = at::topk(zt, spec.top_k, 1);
+    const at::Tensor lt_k = at::log_softmax(vals / T, 1);
+    kd = (lt_k.exp() * (lt_k - ls_t.gather(1, idx))).sum(1).mean() * (T * T);
+  } else {
+    const at::Tensor lt_t = at::log_softmax(zt / T, 1);
+    kd = (lt_t.exp() * (lt_t - ls_t)).sum(1).mean() * (T * T);
+  }
   const at::Tensor ce = at::cross_entropy_loss(zs, targets);
   r.loss = kd * spec.alpha + ce * (1.0 - spec.alpha);
   r.kd = kd.detach();

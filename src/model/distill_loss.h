@@ -22,6 +22,9 @@ struct DistillLossSpec {
   double student_softcap = 0;  // the models' model.logit_softcap
   double teacher_softcap = 0;
   int64_t chunk_rows = 512;  // rows per chunk of the chunked path
+  // > 0: the teacher's distribution restricted to (and renormalised over) its top_k largest
+  // logits of each row, as an offline teacher cache stores it.
+  int64_t top_k = 0;
 };
 
 struct DistillLoss {
@@ -37,6 +40,14 @@ struct DistillLoss {
 DistillLoss distill_loss_chunked(const at::Tensor& hs, const at::Tensor& ws, const at::Tensor& ht,
                                  const at::Tensor& wt, const at::Tensor& targets,
                                  const DistillLossSpec& spec);
+
+// The teacher given by its k largest (soft-capped) logits per row, teacher_logits (N, k) float,
+// and their vocabulary indices teacher_index (N, k) int64 (an offline teacher cache): kd is
+// computed on that support, the teacher renormalised over it.
+DistillLoss distill_loss_chunked_cached(const at::Tensor& hs, const at::Tensor& ws,
+                                        const at::Tensor& teacher_logits,
+                                        const at::Tensor& teacher_index, const at::Tensor& targets,
+                                        const DistillLossSpec& spec);
 
 // zs: student logits (N, V) (differentiable), zt: teacher logits (N, V), targets (N,); the
 // logits already soft-capped.

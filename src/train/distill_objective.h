@@ -17,14 +17,19 @@ class DistillObjective : public Objective {
   // chunked: the chunked loss (neither model's (N, V) logits exist at once); else the plain
   // autograd formula on full logits.
   DistillObjective(model::Gpt teacher, model::DistillLossSpec spec, bool chunked);
+  // The offline teacher: each batch carries the teacher's top-k as "teacher_logits" and
+  // "teacher_index" (n, T, k) (train/teacher_cache.h); the loss is the chunked one on that
+  // support.
+  explicit DistillObjective(model::DistillLossSpec spec);
 
   ObjectiveOutput compute(model::GptImpl& student, const Batch& batch) override;
   // kd = T^2 KL(teacher || student) at temperature T, ce = the student's cross-entropy.
   std::vector<std::string> metric_names() const override { return {"kd", "ce"}; }
   model::GptImpl& teacher() { return *teacher_; }
+  bool offline() const { return !teacher_; }
 
  private:
-  model::Gpt teacher_;
+  model::Gpt teacher_{nullptr};  // null: offline
   model::DistillLossSpec spec_;
   bool chunked_;
 };

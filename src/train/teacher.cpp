@@ -81,9 +81,48 @@ TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dis
   return result;
 }
 
+std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
+                                                 const data::TokenShard& train_shard,
+                                                 const data::WindowStream& train_stream,
+                                                 const std::string& tokenizer_hash,
+                                                 int64_t vocab_size) {
+  const std::string path = cfg.get_string("distill.cache");
+  auto cache = std::make_unique<TeacherCache>(path);
+  const auto& info = cache->info();
+  std::string diffs;
+  auto cmp = [&](const char* what, const std::string& cached, const std::string& run) {
+    if (cached != run) diffs += std::string("\n  ") + what + ": cache " + cached + ", run " + run;
+  };
+  cmp("tokenizer", info.tokenizer_hash, tokenizer_hash);
+  cmp("vocabulary", std::to_string(info.vocab_size), std::to_string(vocab_size));
+  cmp("train tokens", std::to_string(info.train_tokens), std::to_string(train_shard.size()));
+  cmp("data.seq_len", std::to_string(info.seq_len), std::to_string(train_stream.seq_len()));
+  cmp("windows", std::to_string(info.windows), std::to_string(train_stream.num_windows()));
+  if (!diffs.empty()) {
+    throw UsageError("distill.cache = " + path +
+                     " was written for other data than this run's (rewrite it with `lmtrain "
+                     "distill-cache` and the run's config):" +
+                     diffs);
+  }
+  if (cfg.get_int("distill.top_k") > 0 && cfg.get_int("distill.top_k") != info.top_k) {
+    throw UsageError(log::format("distill.top_k = %lld but distill.cache holds the top-%lld",
+                                 (long long)cfg.get_int("distill.top_k"), (long long)info.top_k));
+  }
+  cfg.set("distill.teacher", info.teacher, "distill.cache");
+  log::info(log::format("distillation teacher: offline, the top-%lld logits of %s from %s",
+                        (long long)info.top_k, info.teacher.c_str(), path.c_str()));
+  return cache;
+}
+
 model::Gpt load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
                         const std::string& tokenizer_hash) {
-  const std::string dir = cfg.get_string("distill.teacher");
+  const std::string spec = cfg.get_string("distill.teacher");
+  if (!std::filesystem::exists(spec)) {
+    throw UsageError("config key 'distill.teacher' = '" + spec + "': no such file or directory");
+  }
+  auto resolved = CheckpointStore::resolve(spec, spec);
+  if (!resolved) throw UsageError("distill.teacher = '" + spec + "': no checkpoint there");
+  const std::string dir = *resolved;
   auto ckpt = CheckpointStore::load(dir, /*allow_fallback=*/false, {"model.safetensors"});
   const core::Config tcfg = checkpoint_config(ckpt);
   const std::string saved_hash = ckpt.meta.value("tokenizer_hash", "");

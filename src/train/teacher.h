@@ -6,12 +6,16 @@
 //                            twice the student's), for distill.teacher_steps steps. Rerunning the
 //                            command resumes or reuses it (it is an ordinary run dir).
 #pragma once
+#include <memory>
 #include <string>
 
 #include "core/config.h"
 #include "core/runtime.h"
+#include "data/token_shard.h"
+#include "data/window_stream.h"
 #include "dist/group.h"
 #include "model/gpt.h"
+#include "train/teacher_cache.h"
 #include "train/trainer.h"
 
 namespace lmtrain::train {
@@ -24,6 +28,15 @@ core::Config teacher_training_config(const core::Config& student, const model::G
 // checkpoint dir (resolved), so the student's saved config records which teacher it learned from.
 TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dist::Group& group,
                             const core::Runtime& rt, int local_world_size, bool& trained);
+
+// Opens distill.cache and checks that it was made for this run's data: the same train shard
+// (token count), windows of data.seq_len, tokenizer and vocabulary (errors name both sides).
+// Records the cache's teacher as distill.teacher in `cfg` (for generate --use_teacher).
+std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
+                                                 const data::TokenShard& train_shard,
+                                                 const data::WindowStream& train_stream,
+                                                 const std::string& tokenizer_hash,
+                                                 int64_t vocab_size);
 
 // Loads distill.teacher in eval mode on rt's device, in distill.teacher_dtype, with every
 // parameter frozen. Refuses a teacher whose vocabulary or tokenizer differs from the student's

@@ -26,6 +26,7 @@
 #include "train/replica_sync.h"
 #include "train/run_dir_claim.h"
 #include "train/teacher.h"
+#include "train/teacher_cache.h"
 #include "train/train_step.h"
 #include "train/training_checkpoint.h"
 
@@ -138,7 +139,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
 
   // ---- distillation: the teacher, trained first in RUN_DIR/teacher when none is given
   const bool distill = cfg.get_bool("distill.enabled");
-  if (distill) {
+  std::unique_ptr<TeacherCache> teacher_cache;
+  if (distill && !cfg.get_string("distill.cache").empty()) {
+    teacher_cache =
+        open_teacher_cache(cfg, train_shard, train_stream, tokenizer.hash(), mcfg.vocab_size);
+  } else if (distill) {
     bool trained = false;
     auto teacher_run = provide_teacher(cfg, mcfg, group, rt, local_world_size, trained);
     if (teacher_run.stop_signal) {
@@ -256,14 +261,26 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     spec.temperature = cfg.get_float("distill.temperature");
     spec.alpha = cfg.get_float("distill.alpha");
     const int64_t chunk = cfg.get_int("distill.chunk_tokens");
-    spec.chunk_rows = chunk;
-    stepper.set_objective(std::make_shared<DistillObjective>(
-        load_teacher(cfg, rt, mcfg.vocab_size, tokenizer.hash()), spec, chunk > 0));
+    spec.chunk_rows = chunk > 0 ? chunk : 512;
+    spec.top_k = cfg.get_int("distill.top_k");
+    if (teacher_cache) {
+      stepper.set_objective(std::make_shared<DistillObjective>(spec));
+    } else {
+      stepper.set_objective(std::make_shared<DistillObjective>(
+          load_teacher(cfg, rt, mcfg.vocab_size, tokenizer.hash()), spec, chunk > 0));
+    }
     log::info(log::format(
-        "distillation: loss = %.3g * T^2 KL(teacher || student) + %.3g * ce at T = %.3g, %s",
+        "distillation: loss = %.3g * T^2 KL(teacher || student) + %.3g * ce at T = %.3g, %s%s",
         spec.alpha, 1 - spec.alpha, spec.temperature,
-        chunk > 0 ? log::format("in chunks of %lld tokens", (long long)chunk).c_str()
-                  : "on full logits"));
+        teacher_cache
+            ? log::format("teacher's top-%lld read from %s", (long long)teacher_cache->info().top_k,
+                          teacher_cache->path().c_str())
+                  .c_str()
+        : chunk > 0 ? log::format("in chunks of %lld tokens", (long long)chunk).c_str()
+                    : "on full logits",
+        spec.top_k > 0 && !teacher_cache
+            ? log::format(", teacher restricted to its top-%lld", (long long)spec.top_k).c_str()
+            : ""));
   }
   const auto metric_names = stepper.objective().metric_names();
   // A resumed fp16 run continues with its saved scale; anything else starts at
@@ -312,7 +329,14 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       for (int64_t slot : plan.slots(rank, m)) {
         ids.push_back(train_stream.window_at(state.position.epoch, state.position.cursor + slot));
       }
-      return data::make_batch(train_stream, ids, rt.device);
+      auto [x, y] = data::make_batch(train_stream, ids, rt.device);
+      auto batch = Batch::lm(std::move(x), std::move(y));
+      if (teacher_cache) {  // the offline teacher's top-k of the same windows
+        auto [logits, index] = teacher_cache->rows(ids, rt.device);
+        batch.tensors.emplace("teacher_logits", std::move(logits));
+        batch.tensors.emplace("teacher_index", std::move(index));
+      }
+      return batch;
     };
     auto r = stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     ++state.step;

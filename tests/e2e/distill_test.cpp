@@ -188,5 +188,54 @@ TEST_F(DistillTest, ClearErrors) {
   EXPECT_NE(r.output.find("distill.teacher"), std::string::npos) << r.output;
 }
 
+TEST_F(DistillTest, OfflineCacheEqualsOnlineTopKAndResumes) {
+  // The synthetic corpus (small, so the cache is quick to write) and a teacher trained on it.
+  fs::create_directories(dir_->file("syn"));
+  const std::string data = prepare_synthetic_data(dir_->file("syn"));
+  const std::string base = tiny_train_flags() + " --data.dir=" + data + " --optim.eps=1e-6";
+  const std::string teacher = dir_->file("syn_teacher");
+  auto r = run_command(lmtrain_binary() + " train" + base + " --run.dir=" + teacher +
+                       " --model.n_embd=64 --train.max_steps=30");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string cache = dir_->file("top8.bin");
+  r = run_command(lmtrain_binary() + " distill-cache" + base + " --distill.teacher=" + teacher +
+                  " --top_k 8 --output " + cache);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string kd = base + " --train.max_steps=8 --distill.enabled=true --distill.alpha=0.5";
+  const std::string offline = dir_->file("offline"), online = dir_->file("online"),
+                    cut = dir_->file("offline_cut");
+  r = run_command(lmtrain_binary() + " train" + kd + " --run.dir=" + offline +
+                  " --distill.cache=" + cache);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " train" + kd + " --run.dir=" + online +
+                  " --distill.teacher=" + teacher + " --distill.top_k=8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The same loss as the online teacher restricted to the same top-k, step by step.
+  const auto a = logged_losses(offline), b = logged_losses(online);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  EXPECT_LE(max_param_rel_diff(offline + "/checkpoints/latest", online + "/checkpoints/latest"),
+            1e-5);
+  // Resume keeps its place in the cache: bitwise the uninterrupted run.
+  r = run_command(lmtrain_binary() + " train" + kd + " --run.dir=" + cut +
+                  " --distill.cache=" + cache + " --train.stop_at_step=5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " train" + kd + " --run.dir=" + cut +
+                  " --distill.cache=" + cache + " --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(max_param_rel_diff(cut + "/checkpoints/latest", offline + "/checkpoints/latest"), 0.0);
+  // A cache for other windows, and a damaged one, are refused naming what is wrong.
+  r = run_command(lmtrain_binary() + " train" + kd + " --run.dir=" + dir_->file("bad_len") +
+                  " --data.seq_len=16 --distill.cache=" + cache);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("data.seq_len: cache 32, run 16"), std::string::npos) << r.output;
+  const std::string bytes = read_text(cache);
+  write_text(dir_->file("short.bin"), bytes.substr(0, bytes.size() - 100));
+  r = run_command(lmtrain_binary() + " train" + kd + " --run.dir=" + dir_->file("bad_file") +
+                  " --distill.cache=" + dir_->file("short.bin"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("is damaged or not a teacher cache"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace lmtrain::testing

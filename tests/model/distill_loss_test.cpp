@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <tuple>
 
 namespace lmtrain::model {
 namespace {
@@ -111,6 +112,41 @@ TEST(DistillLoss, ChunkedEqualsFullLogits) {
     EXPECT_TRUE(at::allclose(hs_a.grad(), hs_b.grad(), 1e-10, 1e-12)) << "chunk " << chunk;
     EXPECT_TRUE(at::allclose(ws_a.grad(), ws_b.grad(), 1e-10, 1e-12)) << "chunk " << chunk;
   }
+}
+
+TEST(DistillLoss, TopKTeacherChunkedCachedAndFullLogitsAgree) {
+  Problem p = make_problem(10, 20, 5, 7, 8);
+  DistillLossSpec spec;
+  spec.top_k = 4;
+  spec.chunk_rows = 3;
+  spec.temperature = 1.5;
+  auto run = [&](auto loss_fn) {
+    auto hs = p.hs.clone().requires_grad_(true), ws = p.ws.clone().requires_grad_(true);
+    DistillLoss d = loss_fn(hs, ws);
+    d.loss.backward();
+    return std::make_tuple(d.loss.item<double>(), hs.grad(), ws.grad());
+  };
+  auto [online, online_hs, online_ws] = run([&](const at::Tensor& hs, const at::Tensor& ws) {
+    return distill_loss_chunked(hs, ws, p.ht, p.wt, p.targets, spec);
+  });
+  auto [full, full_hs, full_ws] = run([&](const at::Tensor& hs, const at::Tensor& ws) {
+    return distill_loss_from_logits(at::mm(hs, ws.t()), at::mm(p.ht, p.wt.t()), p.targets, spec);
+  });
+  auto [vals, idx] = at::topk(at::mm(p.ht, p.wt.t()), 4, 1);
+  auto [cached, cached_hs, cached_ws] = run([&](const at::Tensor& hs, const at::Tensor& ws) {
+    return distill_loss_chunked_cached(hs, ws, vals, idx, p.targets, spec);
+  });
+  EXPECT_NEAR(online, full, 1e-12);
+  EXPECT_NEAR(cached, full, 1e-12);
+  EXPECT_TRUE(at::allclose(online_hs, full_hs, 1e-10, 1e-12));
+  EXPECT_TRUE(at::allclose(cached_hs, full_hs, 1e-10, 1e-12));
+  EXPECT_TRUE(at::allclose(cached_ws, full_ws, 1e-10, 1e-12));
+  // Restricting the teacher changes the loss (the test would not see a dropped top_k).
+  spec.top_k = 0;
+  auto [dense, dense_hs, dense_ws] = run([&](const at::Tensor& hs, const at::Tensor& ws) {
+    return distill_loss_chunked(hs, ws, p.ht, p.wt, p.targets, spec);
+  });
+  EXPECT_GT(std::abs(dense - online), 1e-3);
 }
 
 TEST(DistillLoss, Float32ChunkedMatchesFloat64) {

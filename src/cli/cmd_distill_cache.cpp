@@ -1,0 +1,102 @@
+// `lmtrain distill-cache`: writes the offline teacher of a distillation run (the teacher's top-k
+// logits at every position of every training window; train/teacher_cache.h).
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/run_config.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "core/runtime.h"
+#include "core/threads.h"
+#include "data/bpe_tokenizer.h"
+#include "data/token_shard.h"
+#include "data/window_stream.h"
+#include "model/gpt_config.h"
+#include "train/checkpoint_store.h"
+#include "train/teacher.h"
+#include "train/teacher_cache.h"
+
+namespace lmtrain::cli {
+
+int cmd_distill_cache(const Args& argv) {
+  auto flags = config_flags();
+  flags.push_back({"output", FlagKind::kValue, "the cache file to write (required)", "FILE"});
+  flags.push_back(
+      {"top_k", FlagKind::kValue, "logits kept per token, the largest (default 16)", "K"});
+  flags.push_back(
+      {"batch_size", FlagKind::kValue, "windows per teacher forward (default 16)", "N"});
+  const auto args = parse_args("distill-cache", argv, flags, /*accept_config=*/true);
+  if (args.help) {
+    std::cout
+        << "Usage: lmtrain distill-cache --config FILE --distill.teacher=CKPT --output FILE\n"
+           "       [--top_k K] [--section.key=VALUE ...]\n\n"
+           "Runs the teacher once over every training window of data.dir (windows of\n"
+           "data.seq_len tokens) and writes its top-k logits and their token ids per position.\n"
+           "Train the student with the same config plus --distill.enabled=true\n"
+           "--distill.cache=FILE: the teacher is then read instead of run, the loss taken on\n"
+           "its top-k (renormalised), and any order, world size or resume reads the rows of\n"
+           "the windows it trains on. The file is written atomically; a cache made for other\n"
+           "data, another tokenizer or another seq_len is refused when training starts.\n\n"
+           "Flags:\n"
+        << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
+    return 0;
+  }
+  if (args.has("help-config")) {
+    std::cout << core::config_reference();
+    return 0;
+  }
+  if (!args.positional.empty()) {
+    throw UsageError("unexpected argument '" + args.positional[0] +
+                     "' for `lmtrain distill-cache`");
+  }
+  if (!args.has("output")) throw UsageError("--output FILE is required");
+  const int64_t top_k = args.get_int("top_k", 16, 1);
+  const int64_t batch = args.get_int("batch_size", 16, 1);
+  auto cfg = load_run_config(args);
+  if (cfg.get_string("distill.teacher").empty()) {
+    throw UsageError("distill-cache needs the teacher: --distill.teacher=CHECKPOINT");
+  }
+  core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), 1);
+  const auto rt = core::Runtime::from_config(cfg, 0);
+  rt.activate();
+
+  const std::string data_dir = cfg.get_string("data.dir");
+  if (data_dir.empty()) throw UsageError("config key 'data.dir' is empty");
+  const auto tokenizer = data::BpeTokenizer::load_hf(data_dir + "/tokenizer.json");
+  data::TokenShard shard(data_dir + "/train.bin");
+  shard.set_vocab_size(tokenizer.vocab_size());
+  if (shard.tokenizer_hash() != tokenizer.hash()) {
+    throw Error(data_dir + "/train.bin was made with another tokenizer than " + data_dir +
+                "/tokenizer.json: re-run `lmtrain prepare`");
+  }
+  const auto student =
+      model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
+  data::WindowStream stream(shard, cfg.get_int("data.seq_len"), 0, /*shuffle=*/false);
+
+  auto teacher = train::load_teacher(cfg, rt, student.vocab_size, tokenizer.hash());
+  auto resolved = train::CheckpointStore::resolve(cfg.get_string("distill.teacher"),
+                                                  cfg.get_string("distill.teacher"));
+  const auto meta = nlohmann::json::parse(core::read_file(*resolved + "/meta.json"));
+  train::TeacherCacheInfo info;
+  info.top_k = top_k;
+  info.train_tokens = static_cast<int64_t>(shard.size());
+  info.tokenizer_hash = tokenizer.hash();
+  info.teacher = *resolved;
+  info.teacher_sha256 = meta["files"]["model.safetensors"].value("sha256", "");
+  const auto t0 = std::chrono::steady_clock::now();
+  log::info(log::format("distill-cache: top-%lld logits of %lld windows of %lld tokens -> %s",
+                        (long long)top_k, (long long)stream.num_windows(),
+                        (long long)stream.seq_len(), args.get("output").c_str()));
+  train::write_teacher_cache(args.get("output"), *teacher, stream, info, batch, rt);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double bytes = static_cast<double>(stream.num_windows()) * stream.seq_len() * top_k * 8;
+  log::info(log::format("wrote %s: %.1f MiB, %.1f s (%.0f tokens/s)", args.get("output").c_str(),
+                        bytes / 1048576.0, secs, stream.num_windows() * stream.seq_len() / secs));
+  return 0;
+}
+
+}  // namespace lmtrain::cli
