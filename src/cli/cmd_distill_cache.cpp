@@ -1,6 +1,7 @@
 // `lmtrain distill-cache`: writes the offline teacher of a distillation run (the teacher's top-k
 // logits at every position of every training window; train/teacher_cache.h).
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -38,9 +39,11 @@ int cmd_distill_cache(const Args& argv) {
            "data.seq_len tokens) and writes its top-k logits and their token ids per position.\n"
            "Train the student with the same config plus --distill.enabled=true\n"
            "--distill.cache=FILE: the teacher is then read instead of run, the loss taken on\n"
-           "its top-k (renormalised), and any order, world size or resume reads the rows of\n"
-           "the windows it trains on. The file is written atomically; a cache made for other\n"
-           "data, another tokenizer or another seq_len is refused when training starts.\n\n"
+           "its top-k plus the rest of its distribution (the log-sum-exp at distill.temperature\n"
+           "is stored: train at the same temperature), and any order, world size or resume\n"
+           "reads the rows of the windows it trains on. The file is written atomically; a\n"
+           "cache made for other data, another tokenizer, seq_len or temperature is refused\n"
+           "when training starts.\n\n"
            "Flags:\n"
         << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
     return 0;
@@ -83,6 +86,7 @@ int cmd_distill_cache(const Args& argv) {
   const auto meta = nlohmann::json::parse(core::read_file(*resolved + "/meta.json"));
   train::TeacherCacheInfo info;
   info.top_k = top_k;
+  info.temperature = cfg.get_float("distill.temperature");
   info.train_tokens = static_cast<int64_t>(shard.size());
   info.tokenizer_hash = tokenizer.hash();
   info.teacher = *resolved;
@@ -93,7 +97,7 @@ int cmd_distill_cache(const Args& argv) {
                         (long long)stream.seq_len(), args.get("output").c_str()));
   train::write_teacher_cache(args.get("output"), *teacher, stream, info, batch, rt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double bytes = static_cast<double>(stream.num_windows()) * stream.seq_len() * top_k * 8;
+  const auto bytes = static_cast<double>(std::filesystem::file_size(args.get("output")));
   log::info(log::format("wrote %s: %.1f MiB, %.1f s (%.0f tokens/s)", args.get("output").c_str(),
                         bytes / 1048576.0, secs, stream.num_windows() * stream.seq_len() / secs));
   return 0;

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "core/error.h"
@@ -23,11 +24,36 @@ at::Tensor soft_cap_(at::Tensor raw, double cap) {
   return raw;
 }
 
+}  // namespace
+
+TopKTail topk_tail_kd(const at::Tensor& ls_t, const at::Tensor& vals, const at::Tensor& idx,
+                      const at::Tensor& lse_t, double T, bool want_target) {
+  const at::Tensor lt_k = vals / T - lse_t.unsqueeze(1);  // (n, k): exact teacher log-probs
+  const at::Tensor pt_k = lt_k.exp();
+  const at::Tensor pt_rest = (1.0 - pt_k.sum(1)).clamp_min(0.0);  // (n,)
+  const at::Tensor ls_k = ls_t.gather(1, idx);                    // (n, k)
+  // The student's log-mass outside the teacher's top-k (k < V: at least one token is left).
+  const at::Tensor log_ps_rest =
+      ls_t.scatter(1, idx, -std::numeric_limits<double>::infinity()).logsumexp(1);  // (n,)
+  TopKTail r;
+  r.kd_rows = (pt_k * (lt_k - ls_k)).sum(1) + at::xlogy(pt_rest, pt_rest) - pt_rest * log_ps_rest;
+  if (want_target) {
+    // d kd / d (z_s / T) = p_s - target: the teacher's probability on its top-k; elsewhere its
+    // rest mass, spread like the student's own distribution outside the top-k.
+    r.target = (ls_t - log_ps_rest.unsqueeze(1)).exp_().mul_(pt_rest.unsqueeze(1));
+    r.target.scatter_(1, idx, pt_k);
+  }
+  return r;
+}
+
+namespace {
+
 // How the teacher's distribution reaches the chunked loss.
 enum TeacherMode : int64_t {
   kDense = 0,   // ht (N, Ct), wt (V, Ct): the full softmax of the teacher's logits
-  kTopK = 1,    // ht, wt as kDense, restricted to the k largest logits of each row
-  kCached = 2,  // ht = the k largest logits (N, k) float, wt = their indices (N, k) int64
+  kTopK = 1,    // ht, wt as kDense, seen through its k largest logits (topk_tail_kd)
+  kCached = 2,  // ht = (N, k + 1): the k largest logits, then the log-sum-exp of all the
+                // logits at temperature T; wt = their indices (N, k) int64
 };
 
 class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> {
@@ -68,19 +94,21 @@ class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> 
         pt_t = lt_t.exp();
         kd_sum += (pt_t * (lt_t - ls_t)).sum(at::kDouble);
       } else {
-        // The teacher renormalised over its k largest logits: (n, k) values and indices.
-        at::Tensor vals, idx;
+        // The teacher's k largest logits (n, k), their ids, and the log-sum-exp of all its
+        // logits at temperature T (n,): kd over the top-k plus one bucket for the rest.
+        at::Tensor vals, idx, lse_t;
         if (mode == kCached) {
-          vals = ht.narrow(0, r0, n);
+          vals = ht.narrow(0, r0, n).narrow(1, 0, top_k);
+          lse_t = ht.narrow(0, r0, n).select(1, top_k);
           idx = wt.narrow(0, r0, n);
         } else {
           const at::Tensor zt = soft_cap_(at::mm(ht.narrow(0, r0, n), wt.t()), cap_t);
           std::tie(vals, idx) = at::topk(zt, top_k, 1);
+          lse_t = at::logsumexp(zt / T, 1);
         }
-        const at::Tensor lt_k = at::log_softmax(vals / T, 1);
-        const at::Tensor pt_k = lt_k.exp();
-        kd_sum += (pt_k * (lt_k - ls_t.gather(1, idx))).sum(at::kDouble);
-        pt_t = at::zeros_like(zs).scatter_(1, idx, pt_k);
+        auto tail = topk_tail_kd(ls_t, vals, idx, lse_t, T, /*want_target=*/true);
+        kd_sum += tail.kd_rows.sum(at::kDouble);
+        pt_t = tail.target;
       }
       const at::Tensor ls = T == 1.0 ? ls_t : at::log_softmax(zs, 1);
       ce_sum -= ls.gather(1, t).sum(at::kDouble);
@@ -153,14 +181,16 @@ DistillLoss distill_loss_chunked_cached(const at::Tensor& hs, const at::Tensor& 
                                         const at::Tensor& teacher_index, const at::Tensor& targets,
                                         const DistillLossSpec& spec) {
   if (hs.dim() != 2 || ws.dim() != 2 || teacher_logits.dim() != 2 ||
-      teacher_logits.sizes() != teacher_index.sizes() || hs.size(0) != teacher_logits.size(0) ||
+      teacher_logits.size(1) != teacher_index.size(1) + 1 ||
+      teacher_logits.size(0) != teacher_index.size(0) || hs.size(0) != teacher_logits.size(0) ||
       hs.size(0) != targets.size(0)) {
-    throw Error("distill_loss_chunked_cached: expected hs (N, C), ws (V, C), teacher (N, k) x 2");
+    throw Error(
+        "distill_loss_chunked_cached: expected hs (N, C), ws (V, C), teacher (N, k + 1), (N, k)");
   }
   auto out = ChunkedDistillLoss::apply(hs, ws, teacher_logits.detach(), teacher_index.detach(),
                                        targets, spec.temperature, spec.alpha, spec.student_softcap,
                                        0.0, std::max<int64_t>(1, spec.chunk_rows), kCached,
-                                       teacher_logits.size(1));
+                                       teacher_index.size(1));
   return {out[0], out[1], out[2]};
 }
 
@@ -179,10 +209,9 @@ DistillLoss distill_loss_from_logits(const at::Tensor& zs_in, const at::Tensor& 
   }
   const at::Tensor ls_t = at::log_softmax(zs / T, 1);
   at::Tensor kd;
-  if (spec.top_k > 0) {  // the teacher renormalised over its k largest logits
+  if (spec.top_k > 0) {  // the teacher through its k largest logits plus the rest
     auto [vals, idx] = at::topk(zt, spec.top_k, 1);
-    const at::Tensor lt_k = at::log_softmax(vals / T, 1);
-    kd = (lt_k.exp() * (lt_k - ls_t.gather(1, idx))).sum(1).mean() * (T * T);
+    kd = topk_tail_kd(ls_t, vals, idx, at::logsumexp(zt / T, 1), T, false).kd_rows.mean() * (T * T);
   } else {
     const at::Tensor lt_t = at::log_softmax(zt / T, 1);
     kd = (lt_t.exp() * (lt_t - ls_t)).sum(1).mean() * (T * T);

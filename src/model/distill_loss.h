@@ -22,10 +22,25 @@ struct DistillLossSpec {
   double student_softcap = 0;  // the models' model.logit_softcap
   double teacher_softcap = 0;
   int64_t chunk_rows = 512;  // rows per chunk of the chunked path
-  // > 0: the teacher's distribution restricted to (and renormalised over) its top_k largest
-  // logits of each row, as an offline teacher cache stores it.
+  // > 0 (< V): the teacher seen through its top_k largest logits per row, as an offline teacher
+  // cache stores it: kd over those k tokens plus one bucket for the rest of the vocabulary
+  // (topk_tail_kd).
   int64_t top_k = 0;
 };
+
+// kd restricted to the teacher's top-k support, per row, at temperature T:
+//   KL over {the k tokens} + {the rest}: sum_k p_t,k log(p_t,k / p_s,k) + p_t,rest log(p_t,rest /
+//   p_s,rest), with p_t,k = exp(z_t,k / T - lse_t) exact (lse_t: the log-sum-exp of all the
+//   teacher's logits / T) and p_t,rest = 1 - sum_k p_t,k.
+// ls_t: the student's log_softmax(z_s / T) (n, V); vals, idx: the teacher's k largest logits and
+// their ids (n, k); lse_t (n,). kd_rows (n,) is differentiable through ls_t; with want_target,
+// target (n, V) is what the student's softmax(z_s / T) is pulled towards (the gradient of kd_rows
+// with respect to z_s / T is p_s - target).
+struct TopKTail {
+  at::Tensor kd_rows, target;
+};
+TopKTail topk_tail_kd(const at::Tensor& ls_t, const at::Tensor& vals, const at::Tensor& idx,
+                      const at::Tensor& lse_t, double T, bool want_target);
 
 struct DistillLoss {
   at::Tensor loss;  // differentiable scalar (the student's dtype promoted to fp32)
@@ -41,9 +56,9 @@ DistillLoss distill_loss_chunked(const at::Tensor& hs, const at::Tensor& ws, con
                                  const at::Tensor& wt, const at::Tensor& targets,
                                  const DistillLossSpec& spec);
 
-// The teacher given by its k largest (soft-capped) logits per row, teacher_logits (N, k) float,
-// and their vocabulary indices teacher_index (N, k) int64 (an offline teacher cache): kd is
-// computed on that support, the teacher renormalised over it.
+// The teacher given by its k largest (soft-capped) logits per row followed by the log-sum-exp of
+// all its logits / T, teacher_logits (N, k + 1) float, and the k logits' vocabulary ids
+// teacher_index (N, k) int64 (an offline teacher cache): kd as topk_tail_kd.
 DistillLoss distill_loss_chunked_cached(const at::Tensor& hs, const at::Tensor& ws,
                                         const at::Tensor& teacher_logits,
                                         const at::Tensor& teacher_index, const at::Tensor& targets,

@@ -98,6 +98,8 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
   cmp("train tokens", std::to_string(info.train_tokens), std::to_string(train_shard.size()));
   cmp("data.seq_len", std::to_string(info.seq_len), std::to_string(train_stream.seq_len()));
   cmp("windows", std::to_string(info.windows), std::to_string(train_stream.num_windows()));
+  cmp("distill.temperature", log::format("%g", info.temperature),
+      log::format("%g", cfg.get_float("distill.temperature")));
   if (!diffs.empty()) {
     throw UsageError("distill.cache = " + path +
                      " was written for other data than this run's (rewrite it with `lmtrain "

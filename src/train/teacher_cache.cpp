@@ -28,6 +28,7 @@ std::string header_json(const TeacherCacheInfo& info) {
                       {"seq_len", info.seq_len},
                       {"top_k", info.top_k},
                       {"vocab_size", info.vocab_size},
+                      {"temperature", info.temperature},
                       {"train_tokens", info.train_tokens},
                       {"tokenizer_hash", info.tokenizer_hash},
                       {"teacher", info.teacher},
@@ -44,9 +45,9 @@ void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
   info.windows = W;
   info.seq_len = T;
   info.vocab_size = teacher.config().vocab_size;
-  if (K < 1 || K > info.vocab_size) {
+  if (K < 1 || K >= info.vocab_size) {
     throw UsageError("--top_k = " + std::to_string(K) + ": expected 1 .. the vocabulary size " +
-                     std::to_string(info.vocab_size));
+                     std::to_string(info.vocab_size) + " - 1");
   }
   const std::string header = header_json(info);
   const uint64_t header_bytes = header.size();
@@ -83,9 +84,11 @@ void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
       core::AutocastScope autocast(rt);
       z = teacher.logits(teacher.final_hidden(x));  // (n, T, V)
     }
-    auto [vals, idx] = at::topk(z.to(at::kFloat), K, -1);  // (n, T, K) each
+    z = z.to(at::kFloat);
+    auto [vals, idx] = at::topk(z, K, -1);                                 // (n, T, K) each
+    auto lse = at::logsumexp(z / info.temperature, -1, /*keepdim=*/true);  // (n, T, 1)
     auto idx32 = idx.to(at::kInt).cpu().contiguous();
-    auto vals32 = vals.cpu().contiguous();
+    auto vals32 = at::cat({vals, lse}, -1).cpu().contiguous();  // (n, T, K + 1)
     out.write(idx32.data_ptr<int32_t>(), idx32.numel() * sizeof(int32_t));
     const size_t bytes = vals32.numel() * sizeof(float);
     if (std::fwrite(vals32.data_ptr<float>(), 1, bytes, logits) != bytes) {
@@ -142,6 +145,7 @@ TeacherCache::TeacherCache(const std::string& path) : path_(path) {
       info_.seq_len = j.at("seq_len").get<int64_t>();
       info_.top_k = j.at("top_k").get<int64_t>();
       info_.vocab_size = j.at("vocab_size").get<int64_t>();
+      info_.temperature = j.at("temperature").get<double>();
       info_.train_tokens = j.at("train_tokens").get<int64_t>();
       info_.tokenizer_hash = j.at("tokenizer_hash").get<std::string>();
       info_.teacher = j.at("teacher").get<std::string>();
@@ -151,19 +155,20 @@ TeacherCache::TeacherCache(const std::string& path) : path_(path) {
     }
     const int64_t kMax = int64_t{1} << 40;
     if (info_.windows < 1 || info_.windows > kMax || info_.seq_len < 1 ||
-        info_.seq_len > (1 << 24) || info_.top_k < 1 || info_.top_k > info_.vocab_size ||
-        info_.vocab_size > (1 << 30)) {
+        info_.seq_len > (1 << 24) || info_.top_k < 1 || info_.top_k >= info_.vocab_size ||
+        info_.vocab_size > (1 << 30) || !(info_.temperature > 0)) {
       throw bad("header values out of range");
     }
     const size_t data_offset = padded(16 + header_bytes);
-    const auto entries =
-        static_cast<unsigned __int128>(info_.windows) * info_.seq_len * info_.top_k;
-    if (entries * 8 + data_offset != map_bytes_) {
+    const auto rows = static_cast<unsigned __int128>(info_.windows) * info_.seq_len;
+    const auto expected = rows * info_.top_k * 4 + rows * (info_.top_k + 1) * 4 + data_offset;
+    if (expected != map_bytes_) {
       throw bad(log::format("%zu bytes where the header implies %.0f", map_bytes_,
-                            static_cast<double>(entries * 8 + data_offset)));
+                            static_cast<double>(expected)));
     }
     index_ = reinterpret_cast<const int32_t*>(bytes + data_offset);
-    logit_ = reinterpret_cast<const float*>(bytes + data_offset + static_cast<size_t>(entries) * 4);
+    logit_ = reinterpret_cast<const float*>(bytes + data_offset +
+                                            static_cast<size_t>(rows * info_.top_k * 4));
   } catch (...) {
     ::munmap(map_, map_bytes_);
     map_ = nullptr;
@@ -178,8 +183,8 @@ TeacherCache::~TeacherCache() {
 std::pair<at::Tensor, at::Tensor> TeacherCache::rows(const std::vector<int64_t>& window_ids,
                                                      const c10::Device& device) const {
   const auto n = static_cast<int64_t>(window_ids.size());
-  const int64_t T = info_.seq_len, K = info_.top_k, row = T * K;
-  auto logits = torch::empty({n, T, K}, torch::kFloat);
+  const int64_t T = info_.seq_len, K = info_.top_k, row = T * K, logit_row = T * (K + 1);
+  auto logits = torch::empty({n, T, K + 1}, torch::kFloat);
   auto index = torch::empty({n, T, K}, torch::kInt);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t w = window_ids[i];
@@ -187,7 +192,8 @@ std::pair<at::Tensor, at::Tensor> TeacherCache::rows(const std::vector<int64_t>&
       throw Error(log::format("teacher cache %s has %lld windows; window %lld was asked for",
                               path_.c_str(), (long long)info_.windows, (long long)w));
     }
-    std::memcpy(logits.data_ptr<float>() + i * row, logit_ + w * row, row * sizeof(float));
+    std::memcpy(logits.data_ptr<float>() + i * logit_row, logit_ + w * logit_row,
+                logit_row * sizeof(float));
     std::memcpy(index.data_ptr<int32_t>() + i * row, index_ + w * row, row * sizeof(int32_t));
   }
   if (n > 0 &&

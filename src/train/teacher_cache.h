@@ -5,11 +5,14 @@
 // File layout (little-endian):
 //   "LMTKDC01"                   8 bytes
 //   uint64 header_bytes          then a JSON header of that many bytes: windows, seq_len, top_k,
-//                                vocab_size, tokenizer_hash, teacher (its checkpoint dir),
-//                                teacher_sha256 (of its model.safetensors), train_tokens
+//                                vocab_size, temperature, tokenizer_hash, teacher (its
+//                                checkpoint dir), teacher_sha256 (of its model.safetensors),
+//                                train_tokens
 //   zero padding to a multiple of 64 bytes
-//   int32  index[windows][seq_len][top_k]    token ids, largest logit first
-//   float  logit[windows][seq_len][top_k]    the teacher's (soft-capped) logits
+//   int32  index[windows][seq_len][top_k]      token ids, largest logit first
+//   float  logit[windows][seq_len][top_k + 1]  the teacher's (soft-capped) logits of those ids,
+//                                              then the log-sum-exp of all its logits divided by
+//                                              the temperature (the rest of the distribution)
 // Rows are indexed by window id (data/window_stream.h), so any order, world size or resume
 // reads the rows of the windows it trains on.
 #pragma once
@@ -35,6 +38,7 @@ struct TeacherCacheInfo {
   int64_t top_k = 0;
   int64_t vocab_size = 0;
   int64_t train_tokens = 0;  // tokens in the train shard the windows come from
+  double temperature = 1;    // of the stored log-sum-exp (distill.temperature)
   std::string tokenizer_hash;
   std::string teacher;  // checkpoint dir
   std::string teacher_sha256;
@@ -57,7 +61,8 @@ class TeacherCache {
 
   const TeacherCacheInfo& info() const { return info_; }
   const std::string& path() const { return path_; }
-  // The rows of `window_ids`: logits (n, T, k) float and indices (n, T, k) int64, on `device`.
+  // The rows of `window_ids`: logits (n, T, k + 1) float (the k logits, then the log-sum-exp)
+  // and indices (n, T, k) int64, on `device`.
   // Throws naming the file if an index lies outside the vocabulary (a damaged cache).
   std::pair<at::Tensor, at::Tensor> rows(const std::vector<int64_t>& window_ids,
                                          const c10::Device& device) const;

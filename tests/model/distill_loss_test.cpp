@@ -132,9 +132,11 @@ TEST(DistillLoss, TopKTeacherChunkedCachedAndFullLogitsAgree) {
   auto [full, full_hs, full_ws] = run([&](const at::Tensor& hs, const at::Tensor& ws) {
     return distill_loss_from_logits(at::mm(hs, ws.t()), at::mm(p.ht, p.wt.t()), p.targets, spec);
   });
-  auto [vals, idx] = at::topk(at::mm(p.ht, p.wt.t()), 4, 1);
+  auto zt = at::mm(p.ht, p.wt.t());
+  auto [vals, idx] = at::topk(zt, 4, 1);
+  auto lse = at::logsumexp(zt / spec.temperature, 1, /*keepdim=*/true);
   auto [cached, cached_hs, cached_ws] = run([&](const at::Tensor& hs, const at::Tensor& ws) {
-    return distill_loss_chunked_cached(hs, ws, vals, idx, p.targets, spec);
+    return distill_loss_chunked_cached(hs, ws, at::cat({vals, lse}, 1), idx, p.targets, spec);
   });
   EXPECT_NEAR(online, full, 1e-12);
   EXPECT_NEAR(cached, full, 1e-12);
@@ -147,6 +149,59 @@ TEST(DistillLoss, TopKTeacherChunkedCachedAndFullLogitsAgree) {
     return distill_loss_chunked(hs, ws, p.ht, p.wt, p.targets, spec);
   });
   EXPECT_GT(std::abs(dense - online), 1e-3);
+}
+
+// kd over the top-k plus the rest, written out: the teacher's exact probabilities of its k
+// largest logits and the mass left over, against the student's.
+double direct_topk_kd(const at::Tensor& zs, const at::Tensor& zt, int64_t k, double T) {
+  const int64_t N = zs.size(0), V = zs.size(1);
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    auto top = std::get<1>(at::topk(zt[n], k));
+    std::vector<bool> in_top(V, false);
+    for (int64_t i = 0; i < k; ++i) in_top[top[i].item<int64_t>()] = true;
+    double zs_sum = 0, zt_sum = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      zs_sum += std::exp(zs[n][v].item<double>() / T);
+      zt_sum += std::exp(zt[n][v].item<double>() / T);
+    }
+    double pt_rest = 1, ps_rest = 1, kl = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      if (!in_top[v]) continue;
+      const double pt = std::exp(zt[n][v].item<double>() / T) / zt_sum;
+      const double ps = std::exp(zs[n][v].item<double>() / T) / zs_sum;
+      kl += pt * std::log(pt / ps);
+      pt_rest -= pt;
+      ps_rest -= ps;
+    }
+    total += kl + pt_rest * std::log(pt_rest / ps_rest);
+  }
+  return T * T * total / static_cast<double>(N);
+}
+
+TEST(DistillLoss, TopKPlusRestMatchesDirectFormulaAndFiniteDifferences) {
+  Problem p = make_problem(4, 9, 3, 5, 9);
+  DistillLossSpec spec;
+  spec.top_k = 3;
+  spec.alpha = 1.0;
+  spec.temperature = 2.0;
+  spec.chunk_rows = 3;
+  auto hs = p.hs.clone().requires_grad_(true);
+  auto d = distill_loss_chunked(hs, p.ws, p.ht, p.wt, p.targets, spec);
+  auto zt = at::mm(p.ht, p.wt.t());
+  auto kd_of = [&](const at::Tensor& h) { return direct_topk_kd(at::mm(h, p.ws.t()), zt, 3, 2.0); };
+  EXPECT_NEAR(d.loss.item<double>(), kd_of(p.hs), 1e-12);
+  d.loss.backward();
+  auto flat = p.hs.view({-1});
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double x0 = flat[i].item<double>();
+    flat[i] = x0 + 1e-6;
+    const double up = kd_of(p.hs);
+    flat[i] = x0 - 1e-6;
+    const double down = kd_of(p.hs);
+    flat[i] = x0;
+    EXPECT_NEAR(hs.grad().view({-1})[i].item<double>(), (up - down) / 2e-6, 1e-7) << i;
+  }
 }
 
 TEST(DistillLoss, Float32ChunkedMatchesFloat64) {
