@@ -179,6 +179,18 @@ const std::vector<KeySpec>& config_schema() {
         "between them (tokens travel by all-to-all); world/ep data-parallel replicas of each "
         "expert"),
 
+      I("lora.rank", 0, 0, 1 << 16,
+        "LoRA: rank r of the adapters (0 = off). > 0 freezes the base (loaded from "
+        "model.init_from, which is then required) and trains only the adapters"),
+      F("lora.alpha", "8", 0, 1e6, "LoRA: adapters add (alpha / rank) * B A x"),
+      F("lora.dropout", "0", 0, 0.99, "LoRA: dropout on the adapters' input (training only)"),
+      S("lora.targets", "q,v", {},
+        "LoRA: layers to adapt, a list or comma-separated: q k v o (attention), mlp_in mlp_out "
+        "(the MLP's c_fc / c_proj), head (lm_head; untied embeddings only)"),
+      B("lora.decay", false,
+        "LoRA: apply optim.weight_decay to the adapters (off by default, as peft with HF "
+        "Trainer's default weight_decay=0)"),
+
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),
       F("bench.peak_tflops", "0", 0, 1e6,
