@@ -187,6 +187,9 @@ const std::vector<KeySpec>& config_schema() {
       S("lora.targets", "q,v", {},
         "LoRA: layers to adapt, a list or comma-separated: q k v o (attention), mlp_in mlp_out "
         "(the MLP's c_fc / c_proj), head (lm_head; untied embeddings only)"),
+      S("lora.unfreeze", "", {},
+        "LoRA: base parameter groups trained fully beside the adapters (saved in each "
+        "checkpoint): comma-separated norms, embeddings, head (an untied lm_head)"),
       B("lora.decay", false,
         "LoRA: apply optim.weight_decay to the adapters (off by default, as peft with HF "
         "Trainer's default weight_decay=0)"),

@@ -84,7 +84,30 @@ LoraOptions LoraOptions::from_config(const core::Config& cfg) {
   o.dropout = cfg.get_float("lora.dropout");
   o.decay = cfg.get_bool("lora.decay");
   o.targets = parse_lora_targets(cfg.get_string("lora.targets"));
+  const std::string unfreeze = cfg.get_string("lora.unfreeze");
+  size_t start = 0;
+  while (start <= unfreeze.size()) {
+    size_t end = unfreeze.find(',', start);
+    if (end == std::string::npos) end = unfreeze.size();
+    const std::string item = trim(unfreeze.substr(start, end - start));
+    start = end + 1;
+    if (item == "norms") {
+      o.unfreeze_norms = true;
+    } else if (item == "embeddings") {
+      o.unfreeze_embeddings = true;
+    } else if (item == "head") {
+      o.unfreeze_head = true;
+    } else if (!item.empty()) {
+      throw UsageError("config key 'lora.unfreeze' = '" + unfreeze + "': unknown group '" + item +
+                       "' (one of: norms embeddings head)");
+    }
+  }
   if (!o.enabled()) return o;
+  if (o.unfreeze_head && cfg.get_bool("model.tie_embeddings")) {
+    throw UsageError(
+        "config key 'lora.unfreeze' has 'head', but model.tie_embeddings is true: the head is "
+        "the token embedding (unfreeze 'embeddings' instead)");
+  }
   if (o.targets.empty()) {
     throw UsageError("config key 'lora.targets' is empty: name the layers to adapt (e.g. q,v)");
   }
@@ -112,9 +135,14 @@ LoraOptions LoraOptions::from_config(const core::Config& cfg) {
 }
 
 void apply_lora(GptImpl& model, const LoraOptions& o, bool init) {
-  // Freeze everything registered so far: the base.
+  // Freeze everything registered so far (the base), but the groups lora.unfreeze names.
   for (auto& m : model.modules(/*include_self=*/true)) {
-    if (auto* t = dynamic_cast<TaggedModule*>(m.get())) t->freeze();
+    auto* t = dynamic_cast<TaggedModule*>(m.get());
+    if (!t) continue;
+    if (o.unfreeze_norms && dynamic_cast<LayerNormImpl*>(t)) continue;
+    if (o.unfreeze_embeddings && dynamic_cast<EmbeddingImpl*>(t)) continue;
+    if (o.unfreeze_head && model.lm_head && t == model.lm_head.get()) continue;
+    t->freeze();
   }
   const auto& c = model.config();
   const int64_t H = c.n_head, K = c.kv_heads(), D = c.head_dim(), I = c.hidden_dim();

@@ -1,6 +1,7 @@
 // LoRA fine-tuning (`lora.*`): low-rank adapters on chosen linear layers of a frozen base.
 // apply_lora freezes every parameter of the model (tag trainable=false: no gradient, optimizer
-// state, sync or checkpoint copy) and attaches LoraAdapters (model/lora_adapter.h):
+// state, sync or checkpoint copy) but those lora.unfreeze names (norms, embeddings, head), and
+// attaches LoraAdapters (model/lora_adapter.h):
 //   q, k, v   rows of the fused attn.c_attn ([q; k; v], (n_head + 2 n_kv_head) * head_dim rows):
 //             one adapter per target writing only its rows (PEFT's q_proj / k_proj / v_proj)
 //   o         attn.c_proj
@@ -31,6 +32,8 @@ struct LoraOptions {
   double dropout = 0;
   bool decay = false;  // optim.weight_decay on the adapters (peft + HF Trainer: none by default)
   std::vector<LoraTarget> targets;
+  // lora.unfreeze: parameter groups trained fully beside the adapters.
+  bool unfreeze_norms = false, unfreeze_embeddings = false, unfreeze_head = false;
   bool enabled() const { return rank > 0; }
   double scaling() const { return alpha / static_cast<double>(rank); }
   bool targets_contain(LoraTarget t) const;

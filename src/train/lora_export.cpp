@@ -84,6 +84,12 @@ void export_peft(const std::string& spec, const std::string& out_dir) {
   const auto& mcfg = in.model->config();
   model::hf::hf_config(mcfg);  // UsageError unless transformers computes this model exactly
   const auto lora = model::LoraOptions::from_config(in.config);
+  if (lora.unfreeze_norms || lora.unfreeze_embeddings || lora.unfreeze_head) {
+    throw UsageError("export peft: the run also trained base parameters (lora.unfreeze = " +
+                     in.config.get_string("lora.unfreeze") +
+                     "), which an adapter file does not carry: `lmtrain lora merge` it and "
+                     "`lmtrain export hf` the result instead");
+  }
   const bool gpt2 = mcfg.arch == "gpt2";
   const int64_t H = mcfg.n_head, K = mcfg.kv_heads(), D = mcfg.head_dim();
 

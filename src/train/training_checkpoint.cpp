@@ -140,11 +140,14 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
   // compares only the model; the base has no lora keys set).
   const auto ckpt_cfg = checkpoint_config(ckpt);
   if (ckpt_cfg.get_int("lora.rank") > 0) {
-    const auto x = std::to_string(ckpt_cfg.get_int("lora.rank")) + " on " +
-                   ckpt_cfg.get_string("lora.targets");
-    const auto y =
-        std::to_string(config.get_int("lora.rank")) + " on " + config.get_string("lora.targets");
-    if (x != y) diffs += "\n  lora.rank on lora.targets: checkpoint has " + x + ", config has " + y;
+    auto lora = [](const core::Config& c) {
+      return std::to_string(c.get_int("lora.rank")) + " on " + c.get_string("lora.targets") +
+             " (unfreeze: " + c.get_string("lora.unfreeze") + ")";
+    };
+    if (lora(ckpt_cfg) != lora(config)) {
+      diffs += "\n  lora.rank on lora.targets (lora.unfreeze): checkpoint has " + lora(ckpt_cfg) +
+               ", config has " + lora(config);
+    }
   }
   if (!diffs.empty()) {
     throw UsageError("checkpoint " + ckpt.dir +

@@ -149,7 +149,9 @@ TEST_F(LoraTrain, CheckpointHoldsAdaptersAndTheBaseHash) {
 
 TEST_F(LoraTrain, ResumedRunEqualsUninterruptedBitwise) {
   const std::string a = dir_->file("lora_a"), b = dir_->file("lora_b");
-  const std::string extra = " --lora.targets=q,v,mlp_out --lora.dropout=0.1 --train.workers=2";
+  // Also a fully trained base group (the norms): saved in the checkpoint beside the adapters.
+  const std::string extra =
+      " --lora.targets=q,v,mlp_out --lora.dropout=0.1 --train.workers=2 --lora.unfreeze=norms";
   ASSERT_EQ(lora(gpt2_flags(), "base_gpt2", a, extra).exit_code, 0);
   auto first = lora(gpt2_flags(), "base_gpt2", b, extra + " --train.stop_at_step=3");
   ASSERT_EQ(first.exit_code, 0) << first.output;
@@ -234,7 +236,7 @@ TEST_F(LoraTrain, MergeEqualsTheAdapterForward) {
 TEST_F(LoraTrain, PeftLoadsTheExportWithTheSameLogits) {
   for (const auto& [flags, base] : std::vector<std::pair<std::string, std::string>>{
            {gpt2_flags(), "base_gpt2"}, {qwen3_flags(), "base_qwen3"}}) {
-    for (const std::string targets : {std::string(kAllTargets), std::string("q,v")}) {
+    for (const std::string& targets : {std::string(kAllTargets), std::string("q,v")}) {
       SCOPED_TRACE(base + " " + targets);
       const std::string tag = base + "_" + (targets == "q,v" ? "qv" : "all");
       const std::string run = dir_->file("peft_src_" + tag);

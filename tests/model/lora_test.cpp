@@ -155,6 +155,28 @@ TEST(Lora, TrainingTouchesOnlyAdaptersAndStateIsAdapterSized) {
   }
 }
 
+TEST(Lora, UnfrozenGroupsTrainBesideTheAdapters) {
+  torch::manual_seed(7);
+  auto cfg = tiny_config("gpt2", "q", 2);
+  cfg.set("lora.unfreeze", "norms,head", "test");
+  auto m = build_model(cfg, core::Runtime::cpu());
+  const auto& tags = m->param_tags();
+  EXPECT_TRUE(tags.at("transformer.h.0.ln_1.weight").trainable);
+  EXPECT_TRUE(tags.at("transformer.ln_f.bias").trainable);
+  EXPECT_TRUE(tags.at("lm_head.weight").trainable);
+  EXPECT_FALSE(tags.at("transformer.wte.weight").trainable);
+  EXPECT_FALSE(tags.at("transformer.h.0.attn.c_attn.weight").trainable);
+  optim::FlatParams flat(*m, tags);
+  EXPECT_NO_THROW(flat.segment("lm_head.weight"));
+  EXPECT_THROW(flat.segment("transformer.h.0.mlp.c_fc.weight"), Error);
+  auto tied = tiny_config("gpt2", "q", 2);
+  tied.set("model.tie_embeddings", "true", "test");
+  tied.set("lora.unfreeze", "head", "test");
+  EXPECT_THROW(LoraOptions::from_config(tied), UsageError);
+  tied.set("lora.unfreeze", "norms,bogus", "test");
+  EXPECT_THROW(LoraOptions::from_config(tied), UsageError);
+}
+
 TEST(Lora, MergedWeightsEqualTheAdapterForward) {
   for (const std::string arch : {"gpt2", "qwen3"}) {
     torch::manual_seed(11);
