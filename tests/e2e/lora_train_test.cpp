@@ -171,6 +171,19 @@ TEST_F(LoraTrain, ResumedRunEqualsUninterruptedBitwise) {
   }
 }
 
+TEST_F(LoraTrain, ActivationCheckpointingGivesTheSameAdaptersBitwise) {
+  // Recomputed blocks take only the trainable parameters as autograd inputs (the frozen base
+  // is a constant of the recompute); dropout masks are replayed.
+  const std::string a = dir_->file("lora_plain"), b = dir_->file("lora_recompute");
+  const std::string extra =
+      " --lora.targets=" + std::string(kAllTargets) + " --lora.dropout=0.1 --model.dropout=0.1";
+  ASSERT_EQ(lora(gpt2_flags(), "base_gpt2", a, extra).exit_code, 0);
+  auto r = lora(gpt2_flags(), "base_gpt2", b, extra + " --train.activation_checkpointing=block");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(core::sha256_file_hex(a + "/checkpoints/latest/model.safetensors"),
+            core::sha256_file_hex(b + "/checkpoints/latest/model.safetensors"));
+}
+
 TEST_F(LoraTrain, ResumeOnADifferentBaseIsAnErrorNamingBothHashes) {
   // A copy of base_gpt2 that is replaced by another model (base_gpt2_b) mid-run.
   const std::string base = dir_->file("base_copy");
