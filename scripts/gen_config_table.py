@@ -20,7 +20,8 @@ for i, line in enumerate(lines):
     if not m:
         continue
     path, meta, help_ = m.group(1), m.group(2), lines[i + 1].strip()
-    default = re.search(r"default ([^,]*)", meta).group(1)
+    # A default may hold commas ("q,v"): it ends where the range or choices start.
+    default = re.search(r"default (.*?)(?:, range \[|, one of |$)", meta).group(1)
     extra = ""
     if r := re.search(r"range \[([^\]]*)\]", meta):
         extra += f" Range [{r.group(1)}]."

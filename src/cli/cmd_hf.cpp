@@ -1,10 +1,12 @@
-// `lmtrain import hf DIR --output RUN_DIR` and `lmtrain export hf CHECKPOINT DIR`.
+// `lmtrain import hf DIR --output RUN_DIR`, `lmtrain export hf CHECKPOINT DIR` and
+// `lmtrain export peft --checkpoint PATH --output DIR` (train/lora_export.h).
 #include <iostream>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "train/hf_checkpoint.h"
+#include "train/lora_export.h"
 
 namespace lmtrain::cli {
 
@@ -36,12 +38,33 @@ int cmd_import(const Args& argv) {
 }
 
 int cmd_export(const Args& argv) {
-  const auto args = parse_args("export", argv, {}, /*accept_config=*/false);
+  const std::vector<FlagSpec> flags = {
+      {"checkpoint", FlagKind::kValue, "export peft: a LoRA run's checkpoint (or run dir)", "PATH"},
+      {"output", FlagKind::kValue, "export peft: directory for the adapter files", "DIR"},
+  };
+  const auto args = parse_args("export", argv, flags, /*accept_config=*/false);
   if (args.help) {
-    std::cout << "Usage: lmtrain export hf CHECKPOINT OUT_DIR\n\n"
-                 "Writes OUT_DIR/{config.json, model.safetensors, tokenizer.json} for Hugging\n"
+    std::cout << "Usage: lmtrain export hf CHECKPOINT OUT_DIR\n"
+                 "       lmtrain export peft --checkpoint PATH --output DIR\n\n"
+                 "hf: writes OUT_DIR/{config.json, model.safetensors, tokenizer.json} for Hugging\n"
                  "Face transformers (AutoModelForCausalLM.from_pretrained(OUT_DIR)). The model\n"
-                 "must be a gpt2, llama, qwen2 or qwen3 (model.arch and matching options).\n";
+                 "must be a gpt2, llama, qwen2 or qwen3 (model.arch and matching options).\n"
+                 "peft: writes DIR/{adapter_config.json, adapter_model.safetensors} of a LoRA\n"
+                 "run's adapters, for peft.PeftModel.from_pretrained(base, DIR) where base is the\n"
+                 "`export hf` of the run's base (gpt2: q/k/v adapters become one c_attn adapter\n"
+                 "of rank n*r with the same product).\n\nFlags:\n"
+              << flags_help(flags);
+    return 0;
+  }
+  if (!args.positional.empty() && args.positional[0] == "peft") {
+    const std::string ckpt =
+        args.positional.size() > 1 ? args.positional[1] : args.get("checkpoint");
+    const std::string out = args.positional.size() > 2 ? args.positional[2] : args.get("output");
+    if (ckpt.empty() || out.empty() || args.positional.size() > 3) {
+      throw UsageError("usage: lmtrain export peft --checkpoint PATH --output DIR");
+    }
+    train::export_peft(ckpt, out);
+    std::cout << "exported the LoRA adapters of " << ckpt << " to " << out << "\n";
     return 0;
   }
   if (args.positional.size() != 3 || args.positional[0] != "hf") {

@@ -26,7 +26,9 @@ Commands:
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
   distill-cache  a distillation teacher's top-k logits of every training window, to a file
   import     import hf DIR: a Hugging Face gpt2/llama/qwen2/qwen3 model -> lmtrain checkpoint
-  export     export hf CHECKPOINT DIR: an lmtrain checkpoint -> Hugging Face model directory
+  export     export hf CHECKPOINT DIR: an lmtrain checkpoint -> Hugging Face model directory;
+             export peft --checkpoint PATH --output DIR: a LoRA run's adapters -> peft
+  lora       lora merge --checkpoint PATH --output DIR: fold a LoRA run's adapters into its base
   version    print the version and the libtorch it was built against
 
 Run `lmtrain <command> --help` for a command's flags.
@@ -56,6 +58,7 @@ int run_main(int argc, char** argv) {
     if (command == "launch") return cmd_launch(args);
     if (command == "import") return cmd_import(args);
     if (command == "export") return cmd_export(args);
+    if (command == "lora") return cmd_lora(args);
     if (command == "version" || command == "--version") {
       std::cout << "lmtrain 0.1.0 (libtorch " << compat::torch_version_string() << ")\n";
       return 0;

@@ -253,6 +253,20 @@ void Config::merge_keys(const YAML::Node& map, const std::string& prefix,
       throw UsageError("unknown config key '" + path + "' in " + origin +
                        (is_seed_yaml_section(prefix) ? seed_keys_hint(prefix) : suggestion(path)));
     }
+    if (spec && spec->type == ValueType::kString && spec->choices.empty() &&
+        kv.second.IsSequence()) {
+      // A list for a free-form string key (e.g. lora.targets: [q, v]): its items, comma-joined.
+      std::string joined;
+      for (const auto& item : kv.second) {
+        if (!item.IsScalar()) {
+          throw UsageError("config key '" + path + "' in " + origin +
+                           " expects a list of plain values");
+        }
+        joined += (joined.empty() ? "" : ",") + item.Scalar();
+      }
+      values_[path] = canonicalize_value(*spec, joined, origin);
+      continue;
+    }
     if (!kv.second.IsScalar()) {
       if (!spec) throw UsageError("config key '" + path + "' in " + origin + " expects a value");
       throw UsageError("config key '" + path + "' in " + origin + " expects " +

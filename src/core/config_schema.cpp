@@ -199,11 +199,26 @@ const std::vector<KeySpec>& config_schema() {
       S("distill.teacher_dtype", "auto", {"auto", "fp32", "bf16"},
         "the teacher's weights: auto = the runtime's compute dtype on CUDA, fp32 on a CPU"),
       I("distill.top_k", 0, 0, 1 << 30,
-        "> 0: the teacher's distribution restricted to (and renormalised over) its top_k "
-        "logits per token, as an offline cache holds it; 0 = the full distribution"),
+        "> 0: the teacher seen through its top_k logits per token plus one bucket for the rest "
+        "of the vocabulary, as an offline cache holds it; 0 = the full distribution"),
       S("distill.cache", "", {},
         "an offline teacher written by `lmtrain distill-cache`: its top-k logits of every "
         "training window are read instead of running the teacher"),
+
+      I("lora.rank", 0, 0, 1 << 16,
+        "LoRA: rank r of the adapters (0 = off). > 0 freezes the base (loaded from "
+        "model.init_from, which is then required) and trains only the adapters"),
+      F("lora.alpha", "8", 0, 1e6, "LoRA: adapters add (alpha / rank) * B A x"),
+      F("lora.dropout", "0", 0, 0.99, "LoRA: dropout on the adapters' input (training only)"),
+      S("lora.targets", "q,v", {},
+        "LoRA: layers to adapt, a list or comma-separated: q k v o (attention), mlp_in mlp_out "
+        "(the MLP's c_fc / c_proj), head (lm_head; untied embeddings only)"),
+      S("lora.unfreeze", "", {},
+        "LoRA: base parameter groups trained fully beside the adapters (saved in each "
+        "checkpoint): comma-separated norms, embeddings, head (an untied lm_head)"),
+      B("lora.decay", false,
+        "LoRA: apply optim.weight_decay to the adapters (off by default, as peft with HF "
+        "Trainer's default weight_decay=0)"),
 
       I("bench.steps", 20, 1, 1 << 20, "`lmtrain bench`: timed optimizer steps"),
       I("bench.warmup", 3, 0, 1 << 20, "`lmtrain bench`: untimed steps before timing"),

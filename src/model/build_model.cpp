@@ -2,12 +2,16 @@
 
 #include "core/config.h"
 #include "model/activation_checkpoint.h"
+#include "model/lora.h"
 
 namespace lmtrain::model {
 
 Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts) {
   const auto mcfg = GptConfig::from_config(cfg, opts.tokenizer_vocab);
   Gpt model(mcfg, opts.init, opts.experts);
+  // LoRA: freeze the base, attach adapters (initialised after the base, from the same seed).
+  const auto lora = LoraOptions::from_config(cfg);
+  if (lora.enabled()) apply_lora(*model, lora, opts.init);
   model->set_checkpointing(
       CheckpointPolicy::parse(cfg.get_string("train.activation_checkpointing")));
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {

@@ -154,6 +154,7 @@ void GptImpl::init_weights() {
   for (auto& item : named_parameters()) {
     auto& p = item.value();
     const auto& tag = tags_.at(item.key());
+    if (!tag.trainable) continue;
     if (tag.expert && experts_.count < cfg_.moe.num_experts) {
       // Expert-parallel: draw the whole stack as one process would, keep this rank's experts,
       // so every layout starts from the same weights.
@@ -177,6 +178,11 @@ void GptImpl::init_weights() {
       case InitRule::kNormal:
         p.normal_(0.0, cfg_.init_std);
         break;
+      case InitRule::kKaimingUniform: {
+        const double bound = 1.0 / std::sqrt(static_cast<double>(p.size(1)));
+        p.uniform_(-bound, bound);
+        break;
+      }
     }
   }
   for (auto* moe : moe_layers_) moe->expert_bias.zero_();
@@ -207,6 +213,15 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   }
   if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
   const bool recompute = is_training() && torch::GradMode::is_enabled() && !cache;
+  // The autograd inputs of a recomputed block: its parameters that take gradients (frozen ones,
+  // e.g. a LoRA base, are constants of the recompute).
+  auto grad_params = [](BlockImpl* block) {
+    std::vector<at::Tensor> out;
+    for (const auto& p : block->parameters()) {
+      if (p.requires_grad()) out.push_back(p);
+    }
+    return out;
+  };
   int64_t layer = 0;
   for (auto& module : *transformer->h) {
     auto* block = module->as<BlockImpl>();
@@ -215,13 +230,13 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
       auto parts = recompute && checkpoint_.applies_to(layer)
                        ? checkpointed_multi(
                              [block](const at::Tensor& in) { return block->forward_parts(in); }, x,
-                             block->parameters())
+                             grad_params(block))
                        : block->forward_parts(x);
       x = parts[0];
       if (moe) moe->emplace_back(parts.begin() + 1, parts.end());
     } else if (recompute && checkpoint_.applies_to(layer)) {
       x = checkpointed([block](const at::Tensor& in) { return block->forward(in); }, x,
-                       block->parameters());
+                       grad_params(block));
     } else {
       x = block->forward(x, cache, layer);
     }
@@ -231,7 +246,9 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
 }
 
 torch::Tensor GptImpl::head(const torch::Tensor& x) const {
-  auto logits = torch::linear(x, head_weight());
+  // lm_head(x) is torch::linear(x, weight) (no bias), plus its LoRA adapter when it has one.
+  auto logits =
+      cfg_.tie_embeddings ? torch::linear(x, transformer->wte->weight) : lm_head->forward(x);
   if (cfg_.logit_softcap > 0) {
     logits = cfg_.logit_softcap * torch::tanh(logits / cfg_.logit_softcap);
   }
@@ -273,7 +290,8 @@ torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Ten
     x = x.index_select(0, keep);
     targets = targets.index_select(0, keep);
   }
-  if (cfg_.logit_softcap <= 0 && fused_cross_entropy_supported(x, w)) {
+  // A LoRA adapter on the head is not in `w`: then the head runs unfused.
+  if (cfg_.logit_softcap <= 0 && !head_has_adapter() && fused_cross_entropy_supported(x, w)) {
     return fused_linear_cross_entropy(x, w, targets);
   }
   return torch::cross_entropy_loss(head(x), targets);

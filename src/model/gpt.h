@@ -113,6 +113,8 @@ class GptImpl : public torch::nn::Module {
   // Logits (..., V) of final hidden states (..., C).
   torch::Tensor logits(const torch::Tensor& hidden) const { return head(hidden); }
   // The output head: weight (V, C) and its soft-cap (0 = none): logits = cap tanh(x W^T / cap).
+  // Whether the head carries a LoRA adapter (then head_weight() alone is not the head).
+  bool head_has_adapter() const { return lm_head && !lm_head->adapters.empty(); }
   const torch::Tensor& head_weight() const {
     return cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight;
   }
@@ -125,10 +127,13 @@ class GptImpl : public torch::nn::Module {
   RopeSpec rope_spec() const { return {cfg_.pos == "rope", cfg_.rope_theta}; }
 
   // GPT-2 init: N(0, init_std) weights, residual projections N(0, init_std/sqrt(2 n_layer)),
-  // zero biases, unit LayerNorm weights. Uses the global torch generator.
+  // zero biases, unit LayerNorm weights. Uses the global torch generator. Frozen parameters are
+  // left as they are (they come from a base checkpoint).
   void init_weights();
   // Tags of every parameter, set by the layers that registered them (param_tags.h).
   const ParamTags& param_tags() const { return tags_; }
+  // Re-reads the tags after parameters were added or frozen (model/lora.h).
+  void refresh_param_tags() { tags_ = collect_param_tags(*this); }
   bool decays(const std::string& name) const { return tags_.at(name).decay; }
   // Weights and persistent buffers (the MoE selection bias): what a checkpoint stores.
   std::vector<std::pair<std::string, torch::Tensor>> state_tensors() const;

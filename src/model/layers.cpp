@@ -20,7 +20,20 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias, ParamTag weight_
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) const {
   // at::linear folds (B, T, in) inputs into one addmm when x is contiguous.
-  return torch::linear(x, weight, bias);
+  auto y = torch::linear(x, weight, bias);  // (..., out)
+  const int64_t out = weight.size(0);
+  for (const auto& [name, a] : adapters) {
+    auto d = a->delta(x);  // (..., rows)
+    if (a->rows != out) {  // zero-pad the slice to the full output: (..., out)
+      d = torch::constant_pad_nd(d, {a->row_offset, out - a->row_offset - a->rows});
+    }
+    y = y + d;
+  }
+  return y;
+}
+
+void LinearImpl::add_adapter(const std::string& name, LoraAdapter adapter) {
+  adapters.emplace_back(name, register_module(name, adapter));
 }
 
 LayerNormImpl::LayerNormImpl(int64_t d, bool with_bias, bool rms_norm, double epsilon)

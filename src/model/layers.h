@@ -4,17 +4,26 @@
 #pragma once
 #include <torch/nn/module.h>
 
+#include <string>
+#include <vector>
+
+#include "model/lora_adapter.h"
 #include "model/param_tags.h"
 
 namespace lmtrain::model {
 
 // y = x W^T + b; weight (out, in), bias (out) or absent. `weight_tag`: how the weight is
 // initialised and optimised (the bias is always zero-initialised and not decayed).
+// LoRA (model/lora.h) may attach adapters, each adding scaling * B A x to a slice of the output
+// rows; without adapters the forward is exactly torch::linear.
 class LinearImpl : public TaggedModule {
  public:
   LinearImpl(int64_t in, int64_t out, bool bias, ParamTag weight_tag = block_matrix_tag());
   torch::Tensor forward(const torch::Tensor& x) const;
+  // Registers `adapter` as submodule `name` (e.g. "lora_q").
+  void add_adapter(const std::string& name, LoraAdapter adapter);
   torch::Tensor weight, bias;
+  std::vector<std::pair<std::string, LoraAdapter>> adapters;
 };
 TORCH_MODULE(Linear);
 

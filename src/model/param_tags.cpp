@@ -10,6 +10,13 @@ torch::Tensor TaggedModule::register_tagged(const std::string& name, torch::Tens
   return register_parameter(name, std::move(tensor));
 }
 
+void TaggedModule::freeze() {
+  for (auto& [name, tag] : tags_) {
+    tag.trainable = false;
+    named_parameters(/*recurse=*/false)[name].requires_grad_(false);
+  }
+}
+
 ParamTags collect_param_tags(const torch::nn::Module& root) {
   ParamTags tags;
   auto add = [&](const torch::nn::Module& m, const std::string& prefix) {

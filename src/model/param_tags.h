@@ -15,6 +15,7 @@ enum class InitRule {
   kResidualProj,  // N(0, init_std / sqrt(2 n_layer)): projections that write into the residual
   kZero,
   kOne,
+  kKaimingUniform,  // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): kaiming_uniform(a=sqrt(5)), LoRA's A
 };
 
 struct ParamTag {
@@ -22,6 +23,11 @@ struct ParamTag {
   bool decay = true;          // AdamW weight decay applies
   bool block_matrix = false;  // a transformer block's 2-D weight matrix: the Muon group
   bool expert = false;        // (num_experts, ...) stack; dim 0 is the expert index
+  // false: frozen (e.g. a LoRA base weight). Frozen parameters keep requires_grad=false, stay
+  // out of optim::FlatParams (no gradient, optimizer state or gradient sync) and are not saved
+  // in a training checkpoint (they come from the base checkpoint recorded in meta.json).
+  bool trainable = true;
+  bool lora = false;  // a LoRA adapter matrix (model/lora.h): not part of any base checkpoint
 };
 
 // A transformer block's weight matrix: decayed, in Muon's group.
@@ -40,6 +46,8 @@ using ParamTags = std::map<std::string, ParamTag>;
 class TaggedModule : public torch::nn::Module {
  public:
   const std::map<std::string, ParamTag>& own_tags() const { return tags_; }
+  // Freezes this module's own parameters (tag trainable=false, requires_grad=false).
+  void freeze();
 
  protected:
   torch::Tensor register_tagged(const std::string& name, torch::Tensor tensor, ParamTag tag);

@@ -42,15 +42,20 @@ void FlatParams::build(torch::nn::Module& module,
   auto named = module.named_parameters(/*recurse=*/true);
   // Reverse registration order: modules register in forward order, so this is roughly the
   // order in which backward finishes each gradient.
+  // Only trainable parameters: frozen ones (e.g. a LoRA base) stay ordinary tensors without
+  // gradient, so they get no optimizer state and no gradient sync.
   std::vector<std::pair<std::string, torch::Tensor>> ordered;
-  for (const auto& item : named) ordered.emplace_back(item.key(), item.value());
+  for (const auto& item : named) {
+    if (tag_of(item.key()).trainable) ordered.emplace_back(item.key(), item.value());
+  }
   std::reverse(ordered.begin(), ordered.end());
   // Expert stacks last (stable: each part keeps the backward order).
   std::stable_partition(ordered.begin(), ordered.end(),
                         [&](const auto& item) { return !tag_of(item.first).expert; });
   int64_t offset = 0;
   bool in_experts = false;
-  torch::TensorOptions opts;
+  torch::TensorOptions opts =
+      named.is_empty() ? torch::TensorOptions() : named.values().front().options();
   for (auto& [name, p] : ordered) {
     ParamSegment seg;
     seg.name = name;

@@ -1,4 +1,4 @@
-// Moves every parameter of a model into one contiguous fp32 buffer (and its gradient into
+// Moves every trainable parameter of a model into one contiguous fp32 buffer (and its gradient into
 // another), leaving each parameter a view of its slice. The optimizer then updates the whole
 // model in a handful of vectorised ops instead of a loop over dozens of small tensors, gradient
 // zeroing and clipping become one op each, and gradient-sync buckets are plain slices.
@@ -6,6 +6,7 @@
 // their gradients, so gradient buckets (contiguous slices, dist/grad_sync.h) fill front to back
 // while backward runs. Each segment starts 16-element aligned; the padding stays zero.
 // `decay_ranges` lists the merged [begin, end) element ranges that get weight decay.
+// Frozen parameters (tag trainable=false) are left out: they keep their own storage.
 // With tags, expert parameters come last, in a region of their own [expert_begin(), numel()):
 // under expert parallelism they are averaged over another group than the rest.
 #pragma once

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "model/build_model.h"
 #include "train/checkpoint_store.h"
+#include "train/lora_checkpoint.h"
 #include "train/training_checkpoint.h"
 
 namespace lmtrain::train {
@@ -16,8 +17,7 @@ InferenceModel load_inference_model(const std::string& spec, const core::Runtime
   InferenceModel out;
   out.config = std::make_unique<core::Config>(checkpoint_config(ckpt));
   out.model = model::build_model(*out.config, rt, {/*init=*/false, 0, {}});
-  load_model_tensors(*out.model, ckpt.files.at("model.safetensors"),
-                     ckpt.dir + "/model.safetensors");
+  load_checkpoint_weights(ckpt, *out.model);  // a LoRA checkpoint: its base + the adapters
   out.model->eval();
   // Imported Hugging Face models may come without a tokenizer: usable on token ids only.
   if (std::filesystem::exists(ckpt.dir + "/tokenizer.json")) {

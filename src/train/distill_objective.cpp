@@ -48,8 +48,12 @@ ObjectiveOutput DistillObjective::compute(model::GptImpl& student, const Batch& 
   spec.student_softcap = student.config().logit_softcap;
   model::DistillLoss d;
   if (!teacher_) {
+    if (student.head_has_adapter()) {
+      throw UsageError("distill.cache with a LoRA adapter on the head (lora.targets=head) is not "
+                       "supported: leave the head out of lora.targets, or use the online teacher");
+    }
     d = model::distill_loss_chunked_cached(hs, student.head_weight(), ht, index, targets, spec);
-  } else if (chunked_) {
+  } else if (chunked_ && !student.head_has_adapter()) {
     d = model::distill_loss_chunked(hs, student.head_weight(), ht, teacher_->head_weight(), targets,
                                     spec);
   } else {

@@ -15,6 +15,7 @@
 #include "model/build_model.h"
 #include "model/hf_format.h"
 #include "train/checkpoint_store.h"
+#include "train/lora_checkpoint.h"
 #include "train/training_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -152,6 +153,12 @@ void export_hf(const std::string& spec, const std::string& out_dir) {
   auto dir = CheckpointStore::resolve(spec, spec);
   if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
   auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+  if (is_lora_checkpoint(ckpt)) {
+    throw UsageError("checkpoint " + ckpt.dir +
+                     " is a LoRA run (adapters on a frozen base): `lmtrain export peft` writes "
+                     "its adapters for peft; `lmtrain lora merge` folds them into a full "
+                     "checkpoint that `lmtrain export hf` takes");
+  }
   const auto cfg = checkpoint_config(ckpt);
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
   auto hf_config = model::hf::hf_config(mcfg);  // validates before writing anything

@@ -14,6 +14,7 @@
 #include "data/token_shard.h"
 #include "data/window_stream.h"
 #include "model/build_model.h"
+#include "model/lora.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
@@ -22,6 +23,7 @@
 #include "train/evaluator.h"
 #include "train/expert_parallel.h"
 #include "train/fault_injection.h"
+#include "train/lora_checkpoint.h"
 #include "train/metrics_logger.h"
 #include "train/replica_sync.h"
 #include "train/run_dir_claim.h"
@@ -163,6 +165,12 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
         "dist.ep > 1 works with the replicated AdamW for now: set dist.zero=0 and "
         "optim.name=adamw");
   }
+  const auto lora = model::LoraOptions::from_config(cfg);
+  if (lora.enabled() && cfg.get_string("model.init_from").empty()) {
+    throw UsageError(
+        "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
+        "checkpoint or an `lmtrain import hf` directory");
+  }
   torch::manual_seed(seed);
   auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size, ep.placement});
   std::shared_ptr<AllToAllExpertDispatcher> dispatcher;
@@ -182,6 +190,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
 
   log::info(mcfg.describe());
+  if (lora.enabled()) {
+    log::info(log::format("LoRA: rank %lld, alpha %g, targets %s: %lld trainable parameters",
+                          (long long)lora.rank, lora.alpha, cfg.get_string("lora.targets").c_str(),
+                          (long long)flat.num_parameters()));
+  }
   log::info(plan.describe());
   log::info(log::format("optimizer: %s, %.1f MiB of state on this rank", optimizer.name().c_str(),
                         optimizer.state_bytes() / 1048576.0));
@@ -226,10 +239,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     auto dir = CheckpointStore::resolve(init_from, init_from);
     if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
     auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+    refuse_lora_init_source(src);
     // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
     check_start_checkpoint(src, cfg, tokenizer.hash(), data_dir, /*hash_required=*/false);
-    load_model_tensors(*model, src.files.at("model.safetensors"), src.dir + "/model.safetensors");
-    log::info("initial weights from " + src.dir);
+    state.lora_base = load_init_weights(*model, src);
+    log::info((lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") + src.dir);
   }
 
   if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());

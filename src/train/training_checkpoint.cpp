@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "train/lora_checkpoint.h"
 
 namespace lmtrain::train {
 namespace {
@@ -35,9 +36,7 @@ void set_cpu_rng_state(const at::Tensor& state) {
 
 std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
                                      std::optional<double> val_loss, double train_loss) {
-  TensorList model_tensors;
-  for (const auto& [name, t] : in.model.state_tensors())
-    model_tensors.emplace_back(name, t.detach());
+  TensorList model_tensors = checkpoint_model_tensors(in.model);
   TensorList optim_tensors = in.optimizer.state_tensors();
   for (const auto& [name, full] : in.full_experts) {
     for (auto* list : {&model_tensors, &optim_tensors}) {
@@ -72,6 +71,7 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
       {"config", in.config.to_yaml()},
       {"model", in.model.config().describe()},
   };
+  if (!in.state.lora_base.is_null()) meta["lora_base"] = in.state.lora_base;
   if (in.state.loss_scale) {
     meta["loss_scale"] = {{"scale", in.state.loss_scale->scale},
                           {"good_steps", in.state.loss_scale->good_steps},
@@ -136,6 +136,19 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
     cmp("moe.every", n(a.moe.every), n(b.moe.every));
     cmp("moe.dense_layers", n(a.moe.moe_layers(a.n_layer)), n(b.moe.moe_layers(b.n_layer)));
   }
+  // LoRA: the adapters must have the shapes the checkpoint holds (a fresh run from a base
+  // compares only the model; the base has no lora keys set).
+  const auto ckpt_cfg = checkpoint_config(ckpt);
+  if (ckpt_cfg.get_int("lora.rank") > 0) {
+    auto lora = [](const core::Config& c) {
+      return std::to_string(c.get_int("lora.rank")) + " on " + c.get_string("lora.targets") +
+             " (unfreeze: " + c.get_string("lora.unfreeze") + ")";
+    };
+    if (lora(ckpt_cfg) != lora(config)) {
+      diffs += "\n  lora.rank on lora.targets (lora.unfreeze): checkpoint has " + lora(ckpt_cfg) +
+               ", config has " + lora(config);
+    }
+  }
   if (!diffs.empty()) {
     throw UsageError("checkpoint " + ckpt.dir +
                      " is incompatible with this config (different model shape):" + diffs);
@@ -143,11 +156,16 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
 }
 
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
-                        const std::string& origin) {
+                        const std::string& origin, ModelTensors which) {
   torch::NoGradGuard no_grad;
   const auto& tags = model.param_tags();
   const auto placement = model.expert_placement();
   for (auto& [name, t] : model.state_tensors()) {
+    auto tag_it = tags.find(name);  // buffers have no tag: every set holds them
+    if (tag_it != tags.end()) {
+      if (which == ModelTensors::kBase && tag_it->second.lora) continue;
+      if (which == ModelTensors::kCheckpointed && !tag_it->second.trainable) continue;
+    }
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
       throw Error(origin + " has no tensor '" + name + "'");
@@ -174,7 +192,7 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   if (model_it == ckpt.files.end() || optim_it == ckpt.files.end()) {
     throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
   }
-  load_model_tensors(model, model_it->second, ckpt.dir + "/model.safetensors");
+  const auto lora_base = load_checkpoint_weights(ckpt, model);
 
   const auto& ot = optim_it->second.tensors;
   const auto& om = ckpt.meta.at("optimizer");
@@ -196,6 +214,7 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   if (rng != ot.end()) set_cpu_rng_state(rng->second);
 
   TrainingState st;
+  st.lora_base = lora_base;
   st.step = ckpt.meta.at("step").get<int64_t>();
   st.position.epoch = ckpt.meta.at("epoch").get<int64_t>();
   st.position.cursor = ckpt.meta.at("data_cursor").get<int64_t>();

@@ -1,5 +1,6 @@
 // What a training checkpoint holds and how it is restored:
-//   model.safetensors        parameters by name (Hugging Face GPT-2 names, weights (out, in))
+//   model.safetensors        parameters by name (Hugging Face GPT-2 names, weights (out, in));
+//                            a LoRA run's: only the trainable ones (train/lora_checkpoint.h)
 //   optim.rank0.safetensors  optimizer state (replicated AdamW: moments by parameter name),
 //                            CPU RNG state
 //   optim.rankN.safetensors  rank N's shard of the optimizer state, for a sharded optimizer
@@ -7,7 +8,8 @@
 //   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
 //   meta.json                step, epoch, data position, world size, tokenizer hash,
 //                            resolved config (YAML), optimizer name, step and state layout
-//                            (how to reshard), fp16 loss scale, checksums (added by
+//                            (how to reshard), fp16 loss scale, LoRA base path + sha256
+//                            ("lora_base"), checksums (added by
 //                            CheckpointStore)
 // Tensors are written from whatever device they live on and read back onto the model's, so a
 // checkpoint saved on a GPU resumes on a CPU and back. Dropout needs no device RNG state: its
@@ -31,6 +33,8 @@ struct TrainingState {
   int64_t step = 0;  // completed optimizer steps
   data::DataPosition position;
   std::optional<LossScalerState> loss_scale;  // fp16 runs only
+  // LoRA runs: {"path", "sha256"} of the frozen base (train/lora_checkpoint.h); null otherwise.
+  nlohmann::json lora_base;
 };
 
 struct CheckpointInputs {
@@ -62,10 +66,14 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           optim::Optimizer& optimizer);
 
-// Copies named tensors into the model's parameters; every parameter must be present with
+// Which of a model's tensors a file provides: all parameters and buffers; a LoRA base's (all but
+// the adapters); or what a training checkpoint stores (trainable parameters and buffers).
+enum class ModelTensors { kAll, kBase, kCheckpointed };
+
+// Copies named tensors into the model's parameters; every tensor of `which` must be present with
 // the right shape (errors name the tensor).
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
-                        const std::string& origin);
+                        const std::string& origin, ModelTensors which = ModelTensors::kAll);
 
 // The resolved config stored in a checkpoint's meta.json.
 core::Config checkpoint_config(const LoadedCheckpoint& ckpt);

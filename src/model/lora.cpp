@@ -1,0 +1,216 @@
+#include "model/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace lmtrain::model {
+namespace {
+
+const std::vector<std::pair<std::string, LoraTarget>>& target_names() {
+  static const std::vector<std::pair<std::string, LoraTarget>> names = {
+      {"q", LoraTarget::kQ},      {"k", LoraTarget::kK},          {"v", LoraTarget::kV},
+      {"o", LoraTarget::kO},      {"mlp_in", LoraTarget::kMlpIn}, {"mlp_out", LoraTarget::kMlpOut},
+      {"head", LoraTarget::kHead}};
+  return names;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t[]'\"");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t[]'\"");
+  return s.substr(b, e - b + 1);
+}
+
+// One adapter on `layer` for rows [offset, offset + rows); name "lora" or "lora_<part>".
+void attach(LinearImpl& layer, const std::string& part, int64_t offset, int64_t rows,
+            const LoraOptions& o, bool init) {
+  const int64_t in = layer.weight.size(1);
+  LoraAdapter a(in, rows, offset, o.rank, o.scaling(), o.dropout, o.decay);
+  a->to(layer.weight.device(), layer.weight.scalar_type());
+  if (init) {
+    // kaiming_uniform_(a=sqrt(5)) as nn.Linear and peft: gain sqrt(2 / (1 + 5)), bound =
+    // gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in).
+    torch::NoGradGuard no_grad;
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    a->lora_A.uniform_(-bound, bound);
+  }
+  layer.add_adapter(part.empty() ? "lora" : "lora_" + part, a);
+}
+
+}  // namespace
+
+std::string lora_target_name(LoraTarget t) {
+  for (const auto& [name, v] : target_names()) {
+    if (v == t) return name;
+  }
+  return "?";
+}
+
+std::vector<LoraTarget> parse_lora_targets(const std::string& text) {
+  std::vector<LoraTarget> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = trim(text.substr(start, end - start));
+    start = end + 1;
+    if (item.empty()) continue;
+    bool found = false;
+    for (const auto& [name, t] : target_names()) {
+      if (name != item) continue;
+      found = true;
+      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    }
+    if (!found) {
+      throw UsageError("config key 'lora.targets' = '" + text + "': unknown target '" + item +
+                       "' (one of: q k v o mlp_in mlp_out head)");
+    }
+  }
+  return out;
+}
+
+bool LoraOptions::targets_contain(LoraTarget t) const {
+  return std::find(targets.begin(), targets.end(), t) != targets.end();
+}
+
+LoraOptions LoraOptions::from_config(const core::Config& cfg) {
+  LoraOptions o;
+  o.rank = cfg.get_int("lora.rank");
+  o.alpha = cfg.get_float("lora.alpha");
+  o.dropout = cfg.get_float("lora.dropout");
+  o.decay = cfg.get_bool("lora.decay");
+  o.targets = parse_lora_targets(cfg.get_string("lora.targets"));
+  const std::string unfreeze = cfg.get_string("lora.unfreeze");
+  size_t start = 0;
+  while (start <= unfreeze.size()) {
+    size_t end = unfreeze.find(',', start);
+    if (end == std::string::npos) end = unfreeze.size();
+    const std::string item = trim(unfreeze.substr(start, end - start));
+    start = end + 1;
+    if (item == "norms") {
+      o.unfreeze_norms = true;
+    } else if (item == "embeddings") {
+      o.unfreeze_embeddings = true;
+    } else if (item == "head") {
+      o.unfreeze_head = true;
+    } else if (!item.empty()) {
+      throw UsageError("config key 'lora.unfreeze' = '" + unfreeze + "': unknown group '" + item +
+                       "' (one of: norms embeddings head)");
+    }
+  }
+  if (!o.enabled()) return o;
+  if (o.unfreeze_head && cfg.get_bool("model.tie_embeddings")) {
+    throw UsageError(
+        "config key 'lora.unfreeze' has 'head', but model.tie_embeddings is true: the head is "
+        "the token embedding (unfreeze 'embeddings' instead)");
+  }
+  if (o.targets.empty()) {
+    throw UsageError("config key 'lora.targets' is empty: name the layers to adapt (e.g. q,v)");
+  }
+  if (o.targets_contain(LoraTarget::kHead) && cfg.get_bool("model.tie_embeddings")) {
+    throw UsageError(
+        "config key 'lora.targets' has 'head', but model.tie_embeddings is true: the head is the "
+        "token embedding, which has no LoRA adapter (drop 'head' from lora.targets)");
+  }
+  if ((o.targets_contain(LoraTarget::kMlpIn) || o.targets_contain(LoraTarget::kMlpOut)) &&
+      cfg.get_int("model.moe.num_experts") > 0) {
+    throw UsageError(
+        "config key 'lora.targets': mlp_in / mlp_out have no LoRA support on MoE models "
+        "(model.moe.num_experts > 0); adapt attention (q, k, v, o) instead");
+  }
+  if (cfg.get_string("optim.name") != "adamw") {
+    throw UsageError(
+        "config key 'lora.rank' > 0 trains the adapters with AdamW: set "
+        "optim.name=adamw (Muon's orthogonalised updates are not defined for "
+        "rank-r factors here)");
+  }
+  if (cfg.get_int("dist.ep") > 1) {
+    throw UsageError("config key 'lora.rank' > 0 does not combine with dist.ep > 1 yet");
+  }
+  return o;
+}
+
+void apply_lora(GptImpl& model, const LoraOptions& o, bool init) {
+  // Freeze everything registered so far (the base), but the groups lora.unfreeze names.
+  for (auto& m : model.modules(/*include_self=*/true)) {
+    auto* t = dynamic_cast<TaggedModule*>(m.get());
+    if (!t) continue;
+    if (o.unfreeze_norms && dynamic_cast<LayerNormImpl*>(t)) continue;
+    if (o.unfreeze_embeddings && dynamic_cast<EmbeddingImpl*>(t)) continue;
+    if (o.unfreeze_head && model.lm_head && t == model.lm_head.get()) continue;
+    t->freeze();
+  }
+  const auto& c = model.config();
+  const int64_t H = c.n_head, K = c.kv_heads(), D = c.head_dim(), I = c.hidden_dim();
+  for (auto& module : *model.transformer->h) {
+    auto* block = module->as<BlockImpl>();
+    auto& attn = *block->attn;
+    if (o.targets_contain(LoraTarget::kQ)) attach(*attn.c_attn, "q", 0, H * D, o, init);
+    if (o.targets_contain(LoraTarget::kK)) attach(*attn.c_attn, "k", H * D, K * D, o, init);
+    if (o.targets_contain(LoraTarget::kV)) attach(*attn.c_attn, "v", (H + K) * D, K * D, o, init);
+    if (o.targets_contain(LoraTarget::kO)) {
+      attach(*attn.c_proj, "", 0, attn.c_proj->weight.size(0), o, init);
+    }
+    if (block->mlp) {
+      auto& mlp = *block->mlp;
+      if (o.targets_contain(LoraTarget::kMlpIn)) {
+        if (mlp.kind == "swiglu") {
+          attach(*mlp.c_fc, "gate", 0, I, o, init);
+          attach(*mlp.c_fc, "up", I, I, o, init);
+        } else {
+          attach(*mlp.c_fc, "", 0, mlp.c_fc->weight.size(0), o, init);
+        }
+      }
+      if (o.targets_contain(LoraTarget::kMlpOut)) {
+        attach(*mlp.c_proj, "", 0, mlp.c_proj->weight.size(0), o, init);
+      }
+    }
+  }
+  if (o.targets_contain(LoraTarget::kHead)) {
+    if (!model.lm_head) {
+      throw UsageError(
+          "config key 'lora.targets' has 'head', but the model ties its head to the "
+          "token embedding (model.tie_embeddings=true)");
+    }
+    attach(*model.lm_head, "", 0, model.lm_head->weight.size(0), o, init);
+  }
+  model.refresh_param_tags();
+}
+
+std::vector<LoraSite> lora_sites(const GptImpl& model) {
+  std::vector<LoraSite> out;
+  for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    const auto* layer = dynamic_cast<const LinearImpl*>(item.value().get());
+    if (!layer) continue;
+    for (const auto& [name, a] : layer->adapters) {
+      out.push_back({item.key(), name == "lora" ? "" : name.substr(5), a.get(), layer});
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> merged_state_tensors(const GptImpl& model) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> merged;  // adapted weight name -> W + sum of deltas
+  for (const auto& s : lora_sites(model)) {
+    const std::string name = s.linear + ".weight";
+    auto it = merged.find(name);
+    if (it == merged.end()) it = merged.emplace(name, s.layer->weight.detach().clone()).first;
+    it->second.narrow(0, s.adapter->row_offset, s.adapter->rows).add_(s.adapter->merged_delta());
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  const auto& tags = model.param_tags();
+  for (const auto& [name, t] : model.state_tensors()) {
+    auto tag = tags.find(name);
+    if (tag != tags.end() && tag->second.lora) continue;
+    auto m = merged.find(name);
+    out.emplace_back(name, m != merged.end() ? m->second : t.detach());
+  }
+  return out;
+}
+
+}  // namespace lmtrain::model
