@@ -123,6 +123,26 @@ TEST_F(DistillTest, TwoRanksEqualOneRankAndResumeEqualsUninterrupted) {
   EXPECT_EQ(fs::canonical(teacher_ + "/checkpoints/latest").string(), teacher_ckpt_);
 }
 
+TEST_F(DistillTest, LoraStudentWithZeroOnTwoRanksEqualsOneRank) {
+  // A width-64 base, then LoRA adapters on its attention distilled from the teacher; the base
+  // stays frozen, only the adapters are trained, sharded over 2 ranks with ZeRO-1.
+  const std::string base = dir_->file("lora_base");
+  auto r = run_command(lmtrain_binary() + " train" + common() + " --run.dir=" + base +
+                       " --model.n_embd=64 --train.max_steps=10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string lora = " --model.init_from=" + base + " --lora.rank=4 --lora.targets=q,k,v,o";
+  const std::string one = dir_->file("lora_one"), two = dir_->file("lora_two");
+  r = run_command(lmtrain_binary() + " train" + student(one, 6) + lora);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() +
+                  " launch --nproc_per_node=2 --master_port=" + std::to_string(free_port()) +
+                  " -- train" + student(two, 6) + lora + " --dist.zero=1 --train.threads=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("kd "), std::string::npos) << r.output;
+  EXPECT_LE(max_param_rel_diff(two + "/checkpoints/latest", one + "/checkpoints/latest"), 1e-5);
+  EXPECT_NEAR(last_logged_loss(two), last_logged_loss(one), 1e-5);
+}
+
 TEST_F(DistillTest, SeedFlagsTrainATeacherFirstAndGenerateFromIt) {
   const std::string run = dir_->file("seed"), saved = dir_->file("ckpt.pth");
   const std::string flags = common() + " --run.dir=" + run +
