@@ -164,5 +164,20 @@ TEST(Objective, DistillationOnTwoRanksEqualsOneAndLeavesTheTeacherUnchanged) {
   for (double l : losses) EXPECT_TRUE(std::isfinite(l));
 }
 
+TEST(Objective, Bf16TeacherGivesTheFp32TeachersLossClosely) {
+  // distill.teacher_dtype=bf16: the teacher's weights and forward in bf16, the loss in fp32.
+  auto student = make_model(student_config(), 3);
+  auto [x, y] = global_batch(0);
+  auto batch = Batch::with_mask(x, y);
+  auto fp32 = make_distill(9, true);
+  auto bf16 = make_distill(9, true);
+  bf16->teacher().to(torch::kBFloat16);
+  const double a = fp32->compute(*student, batch).loss.item<double>();
+  auto out = bf16->compute(*student, batch);
+  EXPECT_EQ(out.loss.scalar_type(), torch::kFloat);
+  EXPECT_NEAR(out.loss.item<double>(), a, 2e-2 * a);
+  EXPECT_NE(out.loss.item<double>(), a);  // it did run in bf16
+}
+
 }  // namespace
 }  // namespace lmtrain::train
