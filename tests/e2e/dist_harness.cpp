@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -58,6 +59,13 @@ double last_logged_loss(const std::string& run_dir) {
 
 std::vector<std::string> run_ranks_in_process(
     int world, const std::function<void(int rank, dist::Group& group)>& body) {
+  // libtorch 2.11's flight recorder (one per process) inserts into its map of process-group
+  // statuses without its lock on every Gloo enqueue; ranks that are threads of one process race
+  // there and can corrupt the map (seen: a rank spinning forever inside
+  // FlightRecorder::recordWithResetEnabled). A rank per process, as in real runs, never does.
+  // Recording off (the buffer size is read when the recorder is first created; ctest sets it for
+  // every test, this covers a direct run of the binary).
+  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
   const int port = free_port();
   std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
