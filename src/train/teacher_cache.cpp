@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -16,27 +15,6 @@
 #include "data/window_stream.h"
 
 namespace lmtrain::train {
-namespace {
-
-constexpr char kMagic[8] = {'L', 'M', 'T', 'K', 'D', 'C', '0', '1'};
-constexpr size_t kAlign = 64;
-
-size_t padded(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-std::string header_json(const TeacherCacheInfo& info) {
-  nlohmann::json j = {{"windows", info.windows},
-                      {"seq_len", info.seq_len},
-                      {"top_k", info.top_k},
-                      {"vocab_size", info.vocab_size},
-                      {"temperature", info.temperature},
-                      {"train_tokens", info.train_tokens},
-                      {"tokenizer_hash", info.tokenizer_hash},
-                      {"teacher", info.teacher},
-                      {"teacher_sha256", info.teacher_sha256}};
-  return j.dump();
-}
-
-}  // namespace
 
 void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
                          const data::WindowStream& stream, TeacherCacheInfo info,
@@ -49,12 +27,7 @@ void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
     throw UsageError("--top_k = " + std::to_string(K) + ": expected 1 .. the vocabulary size " +
                      std::to_string(info.vocab_size) + " - 1");
   }
-  const std::string header = header_json(info);
-  const uint64_t header_bytes = header.size();
-  std::string prefix(kMagic, sizeof(kMagic));
-  prefix.append(reinterpret_cast<const char*>(&header_bytes), sizeof(header_bytes));
-  prefix += header;
-  prefix.resize(padded(prefix.size()), '\0');
+  const std::string prefix = teacher_cache_prefix(info);
 
   // Two passes over the windows would double the teacher's work; instead the logits go to a
   // second temporary file and are appended after the indices.
@@ -118,13 +91,9 @@ TeacherCache::TeacherCache(const std::string& path) : path_(path) {
     throw Error("cannot stat " + path);
   }
   map_bytes_ = static_cast<size_t>(st.st_size);
-  auto bad = [&](const std::string& why) {
-    return Error("teacher cache " + path + " is damaged or not a teacher cache: " + why +
-                 " (rewrite it with `lmtrain distill-cache`)");
-  };
-  if (map_bytes_ < sizeof(kMagic) + 8) {
+  if (map_bytes_ == 0) {
     ::close(fd);
-    throw bad("too short");
+    throw Error("teacher cache " + path + " is empty (rewrite it with `lmtrain distill-cache`)");
   }
   map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
@@ -134,41 +103,10 @@ TeacherCache::TeacherCache(const std::string& path) : path_(path) {
   }
   const auto* bytes = static_cast<const unsigned char*>(map_);
   try {
-    if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0) throw bad("wrong magic");
-    uint64_t header_bytes = 0;
-    std::memcpy(&header_bytes, bytes + sizeof(kMagic), sizeof(header_bytes));
-    if (header_bytes > map_bytes_ - 16) throw bad("header length past the end");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(bytes + 16, bytes + 16 + header_bytes);
-      info_.windows = j.at("windows").get<int64_t>();
-      info_.seq_len = j.at("seq_len").get<int64_t>();
-      info_.top_k = j.at("top_k").get<int64_t>();
-      info_.vocab_size = j.at("vocab_size").get<int64_t>();
-      info_.temperature = j.at("temperature").get<double>();
-      info_.train_tokens = j.at("train_tokens").get<int64_t>();
-      info_.tokenizer_hash = j.at("tokenizer_hash").get<std::string>();
-      info_.teacher = j.at("teacher").get<std::string>();
-      info_.teacher_sha256 = j.at("teacher_sha256").get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      throw bad(std::string("header: ") + e.what());
-    }
-    const int64_t kMax = int64_t{1} << 40;
-    if (info_.windows < 1 || info_.windows > kMax || info_.seq_len < 1 ||
-        info_.seq_len > (1 << 24) || info_.top_k < 1 || info_.top_k >= info_.vocab_size ||
-        info_.vocab_size > (1 << 30) || !(info_.temperature > 0)) {
-      throw bad("header values out of range");
-    }
-    const size_t data_offset = padded(16 + header_bytes);
-    const auto rows = static_cast<unsigned __int128>(info_.windows) * info_.seq_len;
-    const auto expected = rows * info_.top_k * 4 + rows * (info_.top_k + 1) * 4 + data_offset;
-    if (expected != map_bytes_) {
-      throw bad(log::format("%zu bytes where the header implies %.0f", map_bytes_,
-                            static_cast<double>(expected)));
-    }
-    index_ = reinterpret_cast<const int32_t*>(bytes + data_offset);
-    logit_ = reinterpret_cast<const float*>(bytes + data_offset +
-                                            static_cast<size_t>(rows * info_.top_k * 4));
+    const auto layout = parse_teacher_cache(bytes, map_bytes_, path);
+    info_ = layout.info;
+    index_ = reinterpret_cast<const int32_t*>(bytes + layout.index_offset);
+    logit_ = reinterpret_cast<const float*>(bytes + layout.logit_offset);
   } catch (...) {
     ::munmap(map_, map_bytes_);
     map_ = nullptr;

@@ -25,24 +25,13 @@
 
 #include "core/runtime.h"
 #include "model/gpt.h"
+#include "train/teacher_cache_format.h"
 
 namespace lmtrain::data {
 class WindowStream;
 }
 
 namespace lmtrain::train {
-
-struct TeacherCacheInfo {
-  int64_t windows = 0;
-  int64_t seq_len = 0;
-  int64_t top_k = 0;
-  int64_t vocab_size = 0;
-  int64_t train_tokens = 0;  // tokens in the train shard the windows come from
-  double temperature = 1;    // of the stored log-sum-exp (distill.temperature)
-  std::string tokenizer_hash;
-  std::string teacher;  // checkpoint dir
-  std::string teacher_sha256;
-};
 
 // Runs `teacher` (eval mode) over every window of `stream` (windows of `batch_windows` at a
 // time) and writes the cache to `path` atomically (a temporary file renamed at the end).
