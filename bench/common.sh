@@ -30,3 +30,11 @@ median() {
     END { if (NR % 2) printf "%.1f", v[(NR + 1) / 2];
           else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+
+# ensure_fortunes BIN DIR: the fortunes corpus prepared into DIR (vocabulary 2048, one document
+# per fortune) unless DIR already holds a tokenizer.json.
+ensure_fortunes() {
+  [[ -f "$2/tokenizer.json" ]] && return 0
+  "$1" prepare --input /usr/share/games/fortunes --output "$2" --vocab_size 2048 \
+    --doc_separator %
+}

@@ -11,6 +11,8 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+# shellcheck source=common.sh
+source "$repo_root/bench/common.sh"
 steps=60 micro=16 top_k=16
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -23,10 +25,7 @@ while [[ $# -gt 0 ]]; do
 done
 bin=${LMTRAIN_BIN:-build/lmtrain}
 data=${DATA:-data/fortunes}
-if [[ ! -f "$data/tokenizer.json" ]]; then
-  "$bin" prepare --input /usr/share/games/fortunes --output "$data" --vocab_size 2048 \
-    --doc_separator %
-fi
+ensure_fortunes "$bin" "$data"
 out=$(mktemp -d /tmp/lmtrain_compare_distill.XXXXXX)
 common=(--config configs/gpt2-tiny.yaml --data.dir="$data" --train.micro_batch_size="$micro"
   --train.total_batch_size=$((micro * 128)) --train.eval_every=0 --train.eval_batches=20

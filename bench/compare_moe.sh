@@ -11,6 +11,8 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
+# shellcheck source=common.sh
+source "$repo_root/bench/common.sh"
 steps=300 nproc=2 rounds=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -23,10 +25,7 @@ while [[ $# -gt 0 ]]; do
 done
 bin=${LMTRAIN_BIN:-build/lmtrain}
 data=${DATA:-data/fortunes}
-if [[ ! -f "$data/tokenizer.json" ]]; then
-  "$bin" prepare --input /usr/share/games/fortunes --output "$data" --vocab_size 2048 \
-    --doc_separator %
-fi
+ensure_fortunes "$bin" "$data"
 out=$(mktemp -d /tmp/lmtrain_compare_moe.XXXXXX)
 summary() {  # run dir, label
   python3 - "$1" "$2" <<'PY'

@@ -3,21 +3,19 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/run_config.h"
 #include "core/error.h"
-#include "core/fs.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "core/threads.h"
 #include "data/bpe_tokenizer.h"
+#include "data/prepared_data.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
 #include "model/gpt_config.h"
-#include "train/checkpoint_store.h"
 #include "train/teacher.h"
 #include "train/teacher_cache.h"
 
@@ -68,34 +66,29 @@ int cmd_distill_cache(const Args& argv) {
   rt.activate();
 
   const std::string data_dir = cfg.get_string("data.dir");
-  if (data_dir.empty()) throw UsageError("config key 'data.dir' is empty");
-  const auto tokenizer = data::BpeTokenizer::load_hf(data_dir + "/tokenizer.json");
-  data::TokenShard shard(data_dir + "/train.bin");
+  const auto tokenizer =
+      data::BpeTokenizer::load_hf(data::require_data_file(data_dir, "tokenizer.json"));
+  const std::string train_path = data::require_data_file(data_dir, "train.bin");
+  data::TokenShard shard(train_path);
+  data::check_shard_hash(shard, train_path, tokenizer.hash());
   shard.set_vocab_size(tokenizer.vocab_size());
-  if (shard.tokenizer_hash() != tokenizer.hash()) {
-    throw Error(data_dir + "/train.bin was made with another tokenizer than " + data_dir +
-                "/tokenizer.json: re-run `lmtrain prepare`");
-  }
   const auto student =
       model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
   data::WindowStream stream(shard, cfg.get_int("data.seq_len"), 0, /*shuffle=*/false);
 
   auto teacher = train::load_teacher(cfg, rt, student.vocab_size, tokenizer.hash());
-  auto resolved = train::CheckpointStore::resolve(cfg.get_string("distill.teacher"),
-                                                  cfg.get_string("distill.teacher"));
-  const auto meta = nlohmann::json::parse(core::read_file(*resolved + "/meta.json"));
   train::TeacherCacheInfo info;
   info.top_k = top_k;
   info.temperature = cfg.get_float("distill.temperature");
   info.train_tokens = static_cast<int64_t>(shard.size());
   info.tokenizer_hash = tokenizer.hash();
-  info.teacher = *resolved;
-  info.teacher_sha256 = meta["files"]["model.safetensors"].value("sha256", "");
+  info.teacher = teacher.dir;
+  info.teacher_sha256 = teacher.sha256;
   const auto t0 = std::chrono::steady_clock::now();
   log::info(log::format("distill-cache: top-%lld logits of %lld windows of %lld tokens -> %s",
                         (long long)top_k, (long long)stream.num_windows(),
                         (long long)stream.seq_len(), args.get("output").c_str()));
-  train::write_teacher_cache(args.get("output"), *teacher, stream, info, batch, rt);
+  train::write_teacher_cache(args.get("output"), *teacher.model, stream, info, batch, rt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto bytes = static_cast<double>(std::filesystem::file_size(args.get("output")));
   log::info(log::format("wrote %s: %.1f MiB, %.1f s (%.0f tokens/s)", args.get("output").c_str(),

@@ -285,7 +285,7 @@ torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Ten
   if (masked) {
     // Keep the rows with a target; none left still gives a (zero) loss with a graph, so the
     // backward (and the gradient-sync hooks it fires) runs on every rank.
-    auto keep = (targets != kIgnoreIndex).nonzero().squeeze(1);
+    auto keep = valid_target_rows(targets);
     if (keep.numel() == 0) return x.sum() * 0.0;
     x = x.index_select(0, keep);
     targets = targets.index_select(0, keep);

@@ -77,6 +77,10 @@ TORCH_MODULE(Transformer);
 // Target id that marks a position without a target (as PyTorch's and HF's ignore_index): it
 // counts neither in a loss nor in the number of valid tokens the loss is normalised by.
 inline constexpr int64_t kIgnoreIndex = -100;
+// The positions (n,) int64 of flat targets (N,) that hold a target (not kIgnoreIndex).
+inline torch::Tensor valid_target_rows(const torch::Tensor& targets) {
+  return (targets != kIgnoreIndex).nonzero().squeeze(1);
+}
 
 // The loss of one training forward, split into its terms.
 struct LossTerms {

@@ -38,7 +38,7 @@ ObjectiveOutput DistillObjective::compute(model::GptImpl& student, const Batch& 
   ht = ht.reshape({-1, ht.size(-1)});  // (N, Ct) or (N, k)
   auto targets = batch.targets().reshape({-1});
   if (batch.masked) {  // only rows with a target count
-    auto keep = (targets != model::kIgnoreIndex).nonzero().squeeze(1);
+    auto keep = model::valid_target_rows(targets);
     hs = hs.index_select(0, keep);
     ht = ht.index_select(0, keep);
     if (index.defined()) index = index.index_select(0, keep);
@@ -49,8 +49,9 @@ ObjectiveOutput DistillObjective::compute(model::GptImpl& student, const Batch& 
   model::DistillLoss d;
   if (!teacher_) {
     if (student.head_has_adapter()) {
-      throw UsageError("distill.cache with a LoRA adapter on the head (lora.targets=head) is not "
-                       "supported: leave the head out of lora.targets, or use the online teacher");
+      throw UsageError(
+          "distill.cache with a LoRA adapter on the head (lora.targets=head) is not "
+          "supported: leave the head out of lora.targets, or use the online teacher");
     }
     d = model::distill_loss_chunked_cached(hs, student.head_weight(), ht, index, targets, spec);
   } else if (chunked_ && !student.head_has_adapter()) {

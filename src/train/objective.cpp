@@ -3,6 +3,13 @@
 #include <ATen/ATen.h>
 
 namespace lmtrain::train {
+namespace {
+
+int64_t count_valid(const at::Tensor& targets) {
+  return (targets != model::kIgnoreIndex).sum().item<int64_t>();
+}
+
+}  // namespace
 
 Batch Batch::lm(at::Tensor inputs, at::Tensor targets) {
   Batch b;
@@ -14,7 +21,7 @@ Batch Batch::lm(at::Tensor inputs, at::Tensor targets) {
 
 Batch Batch::with_mask(at::Tensor inputs, at::Tensor targets) {
   Batch b;
-  b.valid_tokens = (targets != model::kIgnoreIndex).sum().item<int64_t>();
+  b.valid_tokens = count_valid(targets);
   b.masked = b.valid_tokens < targets.numel();
   b.tensors.emplace("inputs", std::move(inputs));
   b.tensors.emplace("targets", std::move(targets));
@@ -28,8 +35,7 @@ Batch Batch::rows(int64_t begin, int64_t n) const {
     b.tensors.emplace(name, t.dim() > 0 && t.size(0) == total ? t.narrow(0, begin, n) : t);
   }
   b.masked = masked;
-  b.valid_tokens =
-      masked ? (b.targets() != model::kIgnoreIndex).sum().item<int64_t>() : b.targets().numel();
+  b.valid_tokens = masked ? count_valid(b.targets()) : b.targets().numel();
   return b;
 }
 

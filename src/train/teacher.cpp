@@ -10,6 +10,22 @@
 
 namespace lmtrain::train {
 
+namespace {
+
+// distill.teacher's checkpoint dir (a run dir or a link resolved), or a UsageError naming it.
+std::string resolve_teacher_dir(const std::string& spec) {
+  if (!std::filesystem::exists(spec)) {
+    throw UsageError("config key 'distill.teacher' = '" + spec +
+                     "': no such file or directory (an lmtrain checkpoint, run dir or `lmtrain "
+                     "import hf` output; empty = train a teacher first)");
+  }
+  auto dir = CheckpointStore::resolve(spec, spec);
+  if (!dir) throw UsageError("distill.teacher = '" + spec + "': no checkpoint there");
+  return *dir;
+}
+
+}  // namespace
+
 core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg) {
   core::Config t = student;
   const int64_t width = student.get_int("distill.teacher_hidden_size") > 0
@@ -53,8 +69,7 @@ core::Config teacher_training_config(const core::Config& student, const model::G
 }
 
 TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dist::Group& group,
-                            const core::Runtime& rt, int local_world_size, bool& trained) {
-  trained = false;
+                            const core::Runtime& rt, int local_world_size) {
   TrainResult result;
   std::string spec = cfg.get_string("distill.teacher");
   if (spec.empty()) {
@@ -65,18 +80,11 @@ TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dis
         (long long)tcfg.get_int("model.n_embd"), (long long)tcfg.get_int("train.max_steps"),
         tcfg.get_string("run.dir").c_str()));
     result = run_training(tcfg, group, rt, local_world_size);
-    trained = true;
     if (result.stop_signal) return result;
     spec = tcfg.get_string("run.dir");
   }
-  if (!std::filesystem::exists(spec)) {
-    throw UsageError("config key 'distill.teacher' = '" + spec +
-                     "': no such file or directory (an lmtrain checkpoint, run dir or `lmtrain "
-                     "import hf` output; empty = train a teacher first)");
-  }
-  auto dir = CheckpointStore::resolve(spec, spec);
-  if (!dir) throw UsageError("distill.teacher = '" + spec + "': no checkpoint there");
-  cfg.set("distill.teacher", std::filesystem::absolute(*dir).lexically_normal().string(),
+  const std::string dir = resolve_teacher_dir(spec);
+  cfg.set("distill.teacher", std::filesystem::absolute(dir).lexically_normal().string(),
           "resolved teacher");
   return result;
 }
@@ -116,15 +124,9 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
   return cache;
 }
 
-model::Gpt load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
-                        const std::string& tokenizer_hash) {
-  const std::string spec = cfg.get_string("distill.teacher");
-  if (!std::filesystem::exists(spec)) {
-    throw UsageError("config key 'distill.teacher' = '" + spec + "': no such file or directory");
-  }
-  auto resolved = CheckpointStore::resolve(spec, spec);
-  if (!resolved) throw UsageError("distill.teacher = '" + spec + "': no checkpoint there");
-  const std::string dir = *resolved;
+LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
+                           const std::string& tokenizer_hash) {
+  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
   auto ckpt = CheckpointStore::load(dir, /*allow_fallback=*/false, {"model.safetensors"});
   const core::Config tcfg = checkpoint_config(ckpt);
   const std::string saved_hash = ckpt.meta.value("tokenizer_hash", "");
@@ -148,10 +150,13 @@ model::Gpt load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_
   } else {
     trt.param_dtype = at::kFloat;
   }
-  auto teacher = model::build_model(tcfg, trt, {/*init=*/false, 0, {}});
-  load_model_tensors(*teacher, ckpt.files.at("model.safetensors"), ckpt.dir + "/model.safetensors");
-  teacher->eval();
-  for (auto& p : teacher->parameters()) p.set_requires_grad(false);
+  LoadedTeacher teacher;
+  teacher.model = model::build_model(tcfg, trt, {/*init=*/false, 0, {}});
+  load_model_tensors(*teacher.model, ckpt.files.at("model.safetensors"),
+                     ckpt.dir + "/model.safetensors");
+  teacher.dir = ckpt.dir;
+  // CheckpointStore::load verified the file against this hash.
+  teacher.sha256 = ckpt.meta.at("files").at("model.safetensors").at("sha256").get<std::string>();
   log::info(log::format("distillation teacher: %s, %s, weights in %s", ckpt.dir.c_str(),
                         teacher_shape.describe().c_str(), c10::toString(trt.param_dtype)));
   return teacher;

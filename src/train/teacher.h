@@ -24,10 +24,11 @@ namespace lmtrain::train {
 core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg);
 
 // Trains the teacher when distill.teacher is empty (all ranks take part) and returns its run's
-// result; `trained` says whether it did. Afterwards distill.teacher in `cfg` names the teacher's
-// checkpoint dir (resolved), so the student's saved config records which teacher it learned from.
+// result (a default one when none was trained). Afterwards distill.teacher in `cfg` names the
+// teacher's checkpoint dir (resolved), so the student's saved config records which teacher it
+// learned from.
 TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dist::Group& group,
-                            const core::Runtime& rt, int local_world_size, bool& trained);
+                            const core::Runtime& rt, int local_world_size);
 
 // Opens distill.cache and checks that it was made for this run's data: the same train shard
 // (token count), windows of data.seq_len, tokenizer and vocabulary (errors name both sides).
@@ -38,10 +39,19 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
                                                  const std::string& tokenizer_hash,
                                                  int64_t vocab_size);
 
-// Loads distill.teacher in eval mode on rt's device, in distill.teacher_dtype, with every
-// parameter frozen. Refuses a teacher whose vocabulary or tokenizer differs from the student's
-// (tokenizer_hash: data.dir's; a teacher that records none, e.g. an HF import, is not checked).
-model::Gpt load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
-                        const std::string& tokenizer_hash);
+// A teacher loaded from its checkpoint: the model (weights in distill.teacher_dtype, on rt's
+// device; DistillObjective puts it in eval mode and freezes it), the checkpoint dir it came from
+// and the sha256 of its model.safetensors.
+struct LoadedTeacher {
+  model::Gpt model{nullptr};
+  std::string dir;
+  std::string sha256;
+};
+
+// Loads distill.teacher (a checkpoint, run dir or link). Refuses a teacher whose vocabulary or
+// tokenizer differs from the student's (tokenizer_hash: data.dir's; a teacher that records
+// none, e.g. an HF import, is not checked).
+LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
+                           const std::string& tokenizer_hash);
 
 }  // namespace lmtrain::train

@@ -205,11 +205,10 @@ at::Tensor TrainStepper::accumulate_split(const std::vector<Batch>& batches, dou
 }
 
 std::vector<double> StepResult::metric_values() const {
-  std::vector<double> v;
-  if (!metrics.defined()) return v;
-  auto host = metrics.cpu();
-  for (int64_t i = 0; i < host.numel(); ++i) v.push_back(host[i].item<double>());
-  return v;
+  if (!metrics.defined()) return {};
+  const auto host = metrics.to(torch::kCPU).contiguous();
+  const double* p = host.data_ptr<double>();
+  return {p, p + host.numel()};
 }
 
 StepResult TrainStepper::step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr,

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -11,6 +10,7 @@
 #include "core/threads.h"
 #include "data/batch.h"
 #include "data/bpe_tokenizer.h"
+#include "data/prepared_data.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
 #include "model/build_model.h"
@@ -32,8 +32,6 @@
 #include "train/train_step.h"
 #include "train/training_checkpoint.h"
 
-namespace fs = std::filesystem;
-
 namespace lmtrain::train {
 namespace {
 
@@ -41,29 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// data.dir must hold what `lmtrain prepare` writes.
-std::string require_data_file(const std::string& dir, const std::string& name) {
-  if (dir.empty()) {
-    throw UsageError(
-        "config key 'data.dir' is empty: point it at a directory written by "
-        "`lmtrain prepare` (--data.dir=DIR)");
-  }
-  const std::string path = dir + "/" + name;
-  if (!fs::exists(path)) {
-    throw UsageError("config key 'data.dir' = '" + dir + "': " + name +
-                     " not found (run `lmtrain prepare --output " + dir + "` first)");
-  }
-  return path;
-}
-
-void check_shard_hash(const data::TokenShard& shard, const std::string& path,
-                      const std::string& tokenizer_hash) {
-  if (shard.tokenizer_hash() != tokenizer_hash) {
-    throw Error("token shard " + path + " was made with tokenizer " + shard.tokenizer_hash() +
-                " but tokenizer.json is " + tokenizer_hash + ": re-run `lmtrain prepare`");
-  }
 }
 
 // A checkpoint a run starts from must hold this config's model and have been trained on
@@ -102,7 +77,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
   const core::FileLock run_dir_lock =
       claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
-  log::set_file(run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log"));
+  const std::string log_path =
+      run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
+  log::set_file(log_path);
   const int threads =
       core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
@@ -111,13 +88,13 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
 
   // ---- data
   const std::string data_dir = cfg.get_string("data.dir");
-  const std::string tok_path = require_data_file(data_dir, "tokenizer.json");
+  const std::string tok_path = data::require_data_file(data_dir, "tokenizer.json");
   const auto tokenizer = data::BpeTokenizer::load_hf(tok_path);
-  const std::string train_path = require_data_file(data_dir, "train.bin");
-  const std::string val_path = require_data_file(data_dir, "val.bin");
+  const std::string train_path = data::require_data_file(data_dir, "train.bin");
+  const std::string val_path = data::require_data_file(data_dir, "val.bin");
   data::TokenShard train_shard(train_path), val_shard(val_path);
-  check_shard_hash(train_shard, train_path, tokenizer.hash());
-  check_shard_hash(val_shard, val_path, tokenizer.hash());
+  data::check_shard_hash(train_shard, train_path, tokenizer.hash());
+  data::check_shard_hash(val_shard, val_path, tokenizer.hash());
   train_shard.set_vocab_size(tokenizer.vocab_size());
   val_shard.set_vocab_size(tokenizer.vocab_size());
 
@@ -146,16 +123,12 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     teacher_cache =
         open_teacher_cache(cfg, train_shard, train_stream, tokenizer.hash(), mcfg.vocab_size);
   } else if (distill) {
-    bool trained = false;
-    auto teacher_run = provide_teacher(cfg, mcfg, group, rt, local_world_size, trained);
+    auto teacher_run = provide_teacher(cfg, mcfg, group, rt, local_world_size);
     if (teacher_run.stop_signal) {
       log::warn("stopped while training the teacher: rerun the command to continue");
       return teacher_run;
     }
-    if (trained) {  // back to this run's log
-      log::set_file(run_dir +
-                    (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log"));
-    }
+    log::set_file(log_path);  // back to this run's log if a teacher run wrote to its own
   }
 
   // ---- model and optimizer
@@ -275,26 +248,25 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     spec.temperature = cfg.get_float("distill.temperature");
     spec.alpha = cfg.get_float("distill.alpha");
     const int64_t chunk = cfg.get_int("distill.chunk_tokens");
-    spec.chunk_rows = chunk > 0 ? chunk : 512;
+    if (chunk > 0) spec.chunk_rows = chunk;  // 0: full logits online (the cache is always chunked)
     spec.top_k = cfg.get_int("distill.top_k");
+    std::string how;
     if (teacher_cache) {
       stepper.set_objective(std::make_shared<DistillObjective>(spec));
+      how = log::format("teacher's top-%lld read from %s", (long long)teacher_cache->info().top_k,
+                        teacher_cache->path().c_str());
     } else {
       stepper.set_objective(std::make_shared<DistillObjective>(
-          load_teacher(cfg, rt, mcfg.vocab_size, tokenizer.hash()), spec, chunk > 0));
+          load_teacher(cfg, rt, mcfg.vocab_size, tokenizer.hash()).model, spec, chunk > 0));
+      how = chunk > 0 ? log::format("in chunks of %lld tokens", (long long)chunk)
+                      : std::string("on full logits");
+      if (spec.top_k > 0) {
+        how += log::format(", teacher restricted to its top-%lld", (long long)spec.top_k);
+      }
     }
     log::info(log::format(
-        "distillation: loss = %.3g * T^2 KL(teacher || student) + %.3g * ce at T = %.3g, %s%s",
-        spec.alpha, 1 - spec.alpha, spec.temperature,
-        teacher_cache
-            ? log::format("teacher's top-%lld read from %s", (long long)teacher_cache->info().top_k,
-                          teacher_cache->path().c_str())
-                  .c_str()
-        : chunk > 0 ? log::format("in chunks of %lld tokens", (long long)chunk).c_str()
-                    : "on full logits",
-        spec.top_k > 0 && !teacher_cache
-            ? log::format(", teacher restricted to its top-%lld", (long long)spec.top_k).c_str()
-            : ""));
+        "distillation: loss = %.3g * T^2 KL(teacher || student) + %.3g * ce at T = %.3g, %s",
+        spec.alpha, 1 - spec.alpha, spec.temperature, how.c_str()));
   }
   const auto metric_names = stepper.objective().metric_names();
   // A resumed fp16 run continues with its saved scale; anything else starts at
