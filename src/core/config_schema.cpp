@@ -204,6 +204,15 @@ const std::vector<KeySpec>& config_schema() {
       S("distill.cache", "", {},
         "an offline teacher written by `lmtrain distill-cache`: its top-k logits of every "
         "training window are read instead of running the teacher"),
+      S("distill.feature_layers", "", {},
+        "feature distillation: student layers whose output is matched (MSE) to the teacher's, "
+        "'S' (the teacher layer at the same relative depth) or 'S:T', comma-separated, or 'all'; "
+        "a learned projection maps the widths when they differ; empty = off"),
+      F("distill.feature_weight", "1.0", 0, 1e6,
+        "weight of the feature term (mean over distill.feature_layers of the per-element MSE)"),
+      F("distill.expert_weight", "0", 0, 1e6,
+        "> 0: also match every MoE layer's output (its experts' weighted sum) to the teacher MoE "
+        "layer at the same relative depth, by MSE with this weight (both models MoE)"),
 
       I("lora.rank", 0, 0, 1 << 16,
         "LoRA: rank r of the adapters (0 = off). > 0 freezes the base (loaded from "

@@ -114,13 +114,16 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t
   return h + m;
 }
 
-std::vector<torch::Tensor> BlockImpl::forward_parts(const torch::Tensor& x) {
+std::vector<torch::Tensor> BlockImpl::forward_parts(const torch::Tensor& x, bool keep_moe_out) {
   if (!moe) return {forward(x)};
   auto h = x + attn(ln_1(x));
   auto out = moe->forward(ln_2(h));
   auto m = out.y;
   if (is_training() && dropout > 0) m = model::dropout(m, dropout);
-  return {h + m, out.objective, out.stats.load, out.stats.dropped, out.stats.aux, out.stats.z};
+  std::vector<torch::Tensor> parts{h + m,         out.objective, out.stats.load, out.stats.dropped,
+                                   out.stats.aux, out.stats.z};
+  if (keep_moe_out) parts.push_back(out.y);
+  return parts;
 }
 
 TransformerImpl::TransformerImpl(const GptConfig& cfg, ExpertPlacement experts) {
@@ -199,8 +202,17 @@ void GptImpl::set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d) 
   for (auto* moe : moe_layers_) moe->set_dispatcher(d);
 }
 
+torch::Tensor GptImpl::final_hidden(const torch::Tensor& ids,
+                                    std::vector<std::vector<torch::Tensor>>* moe) {
+  if (!moe) return hidden(ids, 0, nullptr);
+  HiddenTaps taps;
+  auto out = hidden(ids, 0, nullptr, &taps);
+  *moe = std::move(taps.moe);
+  return out;
+}
+
 torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
-                              std::vector<std::vector<torch::Tensor>>* moe) {
+                              HiddenTaps* taps) {
   const int64_t T = ids.size(1);
   if (start + T > cfg_.block_size) {
     throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
@@ -222,23 +234,34 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
     }
     return out;
   };
+  const bool keep_moe_out = taps && taps->moe_outputs;
+  if (taps) taps->blocks.assign(taps->block_layers.size(), torch::Tensor());
   int64_t layer = 0;
   for (auto& module : *transformer->h) {
     auto* block = module->as<BlockImpl>();
     if (block->moe && !cache) {
       // MoE blocks in training and scoring: keep the balancing terms and statistics.
+      auto run = [block, keep_moe_out](const at::Tensor& in) {
+        return block->forward_parts(in, keep_moe_out);
+      };
       auto parts = recompute && checkpoint_.applies_to(layer)
-                       ? checkpointed_multi(
-                             [block](const at::Tensor& in) { return block->forward_parts(in); }, x,
-                             grad_params(block))
-                       : block->forward_parts(x);
+                       ? checkpointed_multi(run, x, grad_params(block))
+                       : run(x);
       x = parts[0];
-      if (moe) moe->emplace_back(parts.begin() + 1, parts.end());
+      if (taps) {
+        taps->moe.emplace_back(parts.begin() + 1, parts.begin() + 6);
+        if (keep_moe_out) taps->moe_out.push_back(parts[6]);
+      }
     } else if (recompute && checkpoint_.applies_to(layer)) {
       x = checkpointed([block](const at::Tensor& in) { return block->forward(in); }, x,
                        grad_params(block));
     } else {
       x = block->forward(x, cache, layer);
+    }
+    if (taps) {
+      for (size_t i = 0; i < taps->block_layers.size(); ++i) {
+        if (taps->block_layers[i] == layer) taps->blocks[i] = x;
+      }
     }
     ++layer;
   }
@@ -264,7 +287,7 @@ torch::Tensor GptImpl::loss(const torch::Tensor& ids, const torch::Tensor& targe
 LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked) {
   LossTerms t;
   std::vector<std::vector<torch::Tensor>> moe;
-  t.ce = cross_entropy(hidden(ids, 0, nullptr, &moe), targets, masked);
+  t.ce = cross_entropy(final_hidden(ids, &moe), targets, masked);
   add_moe_terms(moe, t);
   return t;
 }

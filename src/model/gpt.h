@@ -16,6 +16,7 @@
 #include "model/activation_checkpoint.h"
 #include "model/expert_dispatcher.h"
 #include "model/gpt_config.h"
+#include "model/hidden_taps.h"
 #include "model/kv_cache.h"
 #include "model/layers.h"
 #include "model/moe.h"
@@ -54,8 +55,9 @@ class BlockImpl : public torch::nn::Module {
   BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts);
   torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
   // Training forward: {y} for a dense block; {y, balancing objective, load (E), dropped, aux, z}
-  // for an MoE block (see MoeOutput), so activation checkpointing can carry all of them.
-  std::vector<torch::Tensor> forward_parts(const torch::Tensor& x);
+  // for an MoE block (see MoeOutput), plus with keep_moe_out the MoE output (B, T, C), so
+  // activation checkpointing can carry all of them.
+  std::vector<torch::Tensor> forward_parts(const torch::Tensor& x, bool keep_moe_out = false);
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   Mlp mlp{nullptr};  // dense blocks
@@ -110,8 +112,10 @@ class GptImpl : public torch::nn::Module {
   // turned into LossTerms by add_moe_terms. Objectives that need more than the cross-entropy
   // (distillation) start from here and the head.
   torch::Tensor final_hidden(const torch::Tensor& ids,
-                             std::vector<std::vector<torch::Tensor>>* moe = nullptr) {
-    return hidden(ids, 0, nullptr, moe);
+                             std::vector<std::vector<torch::Tensor>>* moe = nullptr);
+  // The same, handing out the intermediate activations `taps` asks for (hidden_taps.h).
+  torch::Tensor final_hidden(const torch::Tensor& ids, HiddenTaps& taps) {
+    return hidden(ids, 0, nullptr, &taps);
   }
   static void add_moe_terms(const std::vector<std::vector<torch::Tensor>>& moe, LossTerms& t);
   // Logits (..., V) of final hidden states (..., C).
@@ -157,9 +161,9 @@ class GptImpl : public torch::nn::Module {
   Linear lm_head{nullptr};  // only when embeddings are untied
 
  private:
-  // moe: when given, receives each MoE layer's {objective, load, dropped, aux, z}.
+  // taps: when given, what the caller wants besides the result (MoE terms, activations).
   torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
-                       std::vector<std::vector<torch::Tensor>>* moe = nullptr);
+                       HiddenTaps* taps = nullptr);
   torch::Tensor head(const torch::Tensor& x) const;
   torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& targets,
                               bool masked = false);

@@ -11,65 +11,86 @@ constexpr int64_t kAlign = 16;  // elements: 64-byte aligned segment starts for 
 int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
+namespace {
+torch::TensorOptions first_parameter_options(torch::nn::Module& module) {
+  auto params = module.parameters();
+  return params.empty() ? torch::TensorOptions() : params.front().options();
+}
+}  // namespace
+
+// Reverse registration order: modules register in forward order, so this is roughly the order
+// in which backward finishes each gradient. Frozen parameters (e.g. a LoRA base) stay ordinary
+// tensors without gradient, so they get no optimizer state and no gradient sync.
+void FlatParams::append_trainable(torch::nn::Module& module, const std::string& prefix,
+                                  const std::function<model::ParamTag(const std::string&)>& tag_of,
+                                  std::vector<Entry>& out) {
+  std::vector<Entry> mine;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    auto tag = tag_of(item.key());
+    if (tag.trainable) mine.push_back({prefix + item.key(), item.value(), tag});
+  }
+  out.insert(out.end(), mine.rbegin(), mine.rend());
+}
+
 FlatParams::FlatParams(torch::nn::Module& module, const model::ParamTags& tags,
-                       int64_t pad_multiple) {
-  build(
-      module,
-      [&](const std::string& name) {
-        auto it = tags.find(name);
-        if (it == tags.end()) throw Error("internal: parameter '" + name + "' has no tag");
-        return it->second;
-      },
-      pad_multiple);
+                       int64_t pad_multiple)
+    : FlatParams(std::vector<ParamSource>{{"", &module, tags}}, pad_multiple) {}
+
+FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple) {
+  std::vector<Entry> entries;
+  for (auto it = sources.rbegin(); it != sources.rend(); ++it) {
+    const auto& src = *it;
+    append_trainable(
+        *src.module, src.prefix,
+        [&](const std::string& name) {
+          auto tag = src.tags.find(name);
+          if (tag == src.tags.end()) {
+            throw Error("internal: parameter '" + src.prefix + name + "' has no tag");
+          }
+          return tag->second;
+        },
+        entries);
+  }
+  build(std::move(entries), pad_multiple,
+        sources.empty() ? torch::TensorOptions() : first_parameter_options(*sources[0].module));
 }
 
 FlatParams::FlatParams(torch::nn::Module& module,
                        const std::function<bool(const std::string&)>& decays,
                        int64_t pad_multiple) {
-  build(
-      module,
+  std::vector<Entry> entries;
+  append_trainable(
+      module, "",
       [&](const std::string& name) {
         model::ParamTag tag;
         tag.decay = decays(name);
         return tag;
       },
-      pad_multiple);
+      entries);
+  build(std::move(entries), pad_multiple, first_parameter_options(module));
 }
 
-void FlatParams::build(torch::nn::Module& module,
-                       const std::function<model::ParamTag(const std::string&)>& tag_of,
-                       int64_t pad_multiple) {
-  auto named = module.named_parameters(/*recurse=*/true);
-  // Reverse registration order: modules register in forward order, so this is roughly the
-  // order in which backward finishes each gradient.
-  // Only trainable parameters: frozen ones (e.g. a LoRA base) stay ordinary tensors without
-  // gradient, so they get no optimizer state and no gradient sync.
-  std::vector<std::pair<std::string, torch::Tensor>> ordered;
-  for (const auto& item : named) {
-    if (tag_of(item.key()).trainable) ordered.emplace_back(item.key(), item.value());
-  }
-  std::reverse(ordered.begin(), ordered.end());
+void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
+                       torch::TensorOptions fallback) {
   // Expert stacks last (stable: each part keeps the backward order).
   std::stable_partition(ordered.begin(), ordered.end(),
-                        [&](const auto& item) { return !tag_of(item.first).expert; });
+                        [](const Entry& e) { return !e.tag.expert; });
   int64_t offset = 0;
   bool in_experts = false;
-  torch::TensorOptions opts =
-      named.is_empty() ? torch::TensorOptions() : named.values().front().options();
-  for (auto& [name, p] : ordered) {
+  torch::TensorOptions opts = fallback;
+  for (const auto& e : ordered) {
     ParamSegment seg;
-    seg.name = name;
+    seg.name = e.name;
     seg.offset = offset;
-    seg.numel = p.numel();
-    seg.shape = p.sizes().vec();
-    const auto tag = tag_of(name);
-    if (tag.expert && !in_experts) {
+    seg.numel = e.param.numel();
+    seg.shape = e.param.sizes().vec();
+    if (e.tag.expert && !in_experts) {
       in_experts = true;
       expert_begin_ = offset;
     }
-    seg.decay = tag.decay;
-    seg.block_matrix = tag.block_matrix;
-    seg.expert = tag.expert;
+    seg.decay = e.tag.decay;
+    seg.block_matrix = e.tag.block_matrix;
+    seg.expert = e.tag.expert;
     const int64_t end = align_up(offset + seg.numel);
     if (seg.decay) {
       if (!decay_ranges_.empty() && decay_ranges_.back().second == offset) {
@@ -80,7 +101,7 @@ void FlatParams::build(torch::nn::Module& module,
     }
     offset = end;
     segments_.push_back(seg);
-    opts = p.options();
+    opts = e.param.options();
   }
   const int64_t multiple = std::max<int64_t>(1, pad_multiple);
   const int64_t total = (offset + multiple - 1) / multiple * multiple;
@@ -89,13 +110,14 @@ void FlatParams::build(torch::nn::Module& module,
   grads_ = torch::zeros({total}, opts.requires_grad(false));
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < ordered.size(); ++i) {
-    auto& p = ordered[i].second;
+    auto& p = ordered[i].param;
     const auto& seg = segments_[i];
     auto pv = view(params_, seg);
     pv.copy_(p);
     p.set_data(pv);
     // A defined gradient makes autograd accumulate in place into our buffer.
     p.mutable_grad() = view(grads_, seg);
+    tensors_.push_back(p);
   }
 }
 

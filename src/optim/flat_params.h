@@ -9,6 +9,8 @@
 // Frozen parameters (tag trainable=false) are left out: they keep their own storage.
 // With tags, expert parameters come last, in a region of their own [expert_begin(), numel()):
 // under expert parallelism they are averaged over another group than the rest.
+// The trained parameters may come from several modules (ParamSource): the model, and modules an
+// objective trains beside it (distillation's feature projections), named under a prefix.
 #pragma once
 #include <torch/nn/module.h>
 
@@ -31,17 +33,31 @@ struct ParamSegment {
   bool expert = false;        // tag: a stack of per-expert tensors (dim 0: local experts)
 };
 
+// One module whose trainable parameters join the buffers, its names prefixed with `prefix`
+// (e.g. "objective."; empty for the model itself).
+struct ParamSource {
+  std::string prefix;
+  torch::nn::Module* module = nullptr;
+  model::ParamTags tags;  // by the module's own (unprefixed) names
+};
+
 class FlatParams {
  public:
   // The buffers are padded with zeros to a multiple of `pad_multiple` elements (16 * world
   // size makes them split evenly into 16-aligned shards for a sharded optimizer).
   // Decay, Muon group and expert flags from the model's parameter tags.
   FlatParams(torch::nn::Module& module, const model::ParamTags& tags, int64_t pad_multiple = 16);
+  // Several modules in one layout: each source's parameters in reverse registration order,
+  // later sources first (they run last in forward, so backward reaches them first), then the
+  // expert stacks.
+  explicit FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple = 16);
   // Only the decay flag (tests of the optimizers on plain modules).
   FlatParams(torch::nn::Module& module, const std::function<bool(const std::string&)>& decays,
              int64_t pad_multiple = 16);
 
   const std::vector<ParamSegment>& segments() const { return segments_; }
+  // The parameter of each segment (views into params()), in segment order.
+  const std::vector<torch::Tensor>& tensors() const { return tensors_; }
   const torch::Tensor& params() const { return params_; }  // (numel,)
   const torch::Tensor& grads() const { return grads_; }    // (numel,)
   int64_t numel() const { return params_.numel(); }
@@ -75,9 +91,20 @@ class FlatParams {
   at::Tensor grad_norm() const;
 
  private:
-  void build(torch::nn::Module& module,
-             const std::function<model::ParamTag(const std::string&)>& tag, int64_t pad_multiple);
+  // (full name, parameter, tag) of every trainable parameter, in layout order.
+  struct Entry {
+    std::string name;
+    torch::Tensor param;
+    model::ParamTag tag;
+  };
+  // Appends the trainable parameters of `module` in reverse registration order.
+  static void append_trainable(torch::nn::Module& module, const std::string& prefix,
+                               const std::function<model::ParamTag(const std::string&)>& tag_of,
+                               std::vector<Entry>& out);
+  // `fallback`: the buffers' options when nothing is trainable.
+  void build(std::vector<Entry> entries, int64_t pad_multiple, torch::TensorOptions fallback);
   std::vector<ParamSegment> segments_;
+  std::vector<torch::Tensor> tensors_;
   torch::Tensor params_, grads_;
   std::vector<std::pair<int64_t, int64_t>> decay_ranges_;
   int64_t expert_begin_ = 0;

@@ -95,7 +95,11 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   const double per_step = m.step > 0 ? m.elapsed_s / m.step : 0;
   const double eta = per_step * static_cast<double>(max_steps_ - m.step);
   std::string terms;
-  for (const auto& [name, value] : m.terms) terms += log::format(" %s %.4f", name.c_str(), value);
+  // Four decimals, or four significant digits for a small term (an MoE-output MSE is ~1e-5).
+  for (const auto& [name, value] : m.terms) {
+    const char* fmt = value != 0 && std::fabs(value) < 0.01 ? " %s %.4g" : " %s %.4f";
+    terms += log::format(fmt, name.c_str(), value);
+  }
   if (!terms.empty()) terms = " (" + terms.substr(1) + ")";
   std::string extra;
   if (m.comm_wait_ms >= 0) extra += log::format(" | comm wait %.1f ms", m.comm_wait_ms);

@@ -48,4 +48,12 @@ ObjectiveOutput LmObjective::compute(model::GptImpl& model, const Batch& batch) 
   return out;
 }
 
+std::vector<optim::ParamSource> trained_param_sources(model::GptImpl& model, Objective* objective) {
+  std::vector<optim::ParamSource> sources{{"", &model, model.param_tags()}};
+  if (auto* extra = objective ? objective->trained_module() : nullptr) {
+    sources.push_back({kObjectivePrefix, extra, model::collect_param_tags(*extra)});
+  }
+  return sources;
+}
+
 }  // namespace lmtrain::train

@@ -18,6 +18,7 @@
 
 #include "model/gpt.h"
 #include "model/moe.h"
+#include "optim/flat_params.h"
 
 namespace lmtrain::train {
 
@@ -61,7 +62,17 @@ class Objective {
   virtual ObjectiveOutput compute(model::GptImpl& model, const Batch& batch) = 0;
   // Names of the metrics compute() returns, logged beside the loss.
   virtual std::vector<std::string> metric_names() const = 0;
+  // Parameters the objective trains beside the model (distillation's feature projections), or
+  // null. They join the model's in the flat buffers under kObjectivePrefix (gradients, optimizer
+  // state, gradient sync) and are saved in the training checkpoint's objective.safetensors,
+  // never with the model.
+  virtual model::TaggedModule* trained_module() { return nullptr; }
 };
+
+inline constexpr const char* kObjectivePrefix = "objective.";
+
+// What the flat buffers of a run hold: the model's trainable parameters, then the objective's.
+std::vector<optim::ParamSource> trained_param_sources(model::GptImpl& model, Objective* objective);
 
 // Next-token cross-entropy (plus the MoE balancing terms of an MoE model). No extra metrics:
 // the loss is the cross-entropy.

@@ -46,7 +46,6 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
       workers_(rt.cuda() || (ep && ep->active()) ? 1 : workers),
       seed_(seed),
       objective_(std::make_shared<LmObjective>()) {
-  auto named = model.named_parameters();
   const bool split_experts = ep && ep->active();
   if (split_experts) {
     ep_ = ep;
@@ -57,12 +56,14 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
   std::vector<std::pair<int64_t, int64_t>> ranges, expert_ranges;
   std::vector<torch::Tensor> expert_params;
-  for (const auto& seg : flat.segments()) {
+  // The flat buffers' parameters: the model's and any an objective trains beside it.
+  for (size_t i = 0; i < flat.segments().size(); ++i) {
+    const auto& seg = flat.segments()[i];
     if (split_experts && seg.expert) {
-      expert_params.push_back(named[seg.name]);
+      expert_params.push_back(flat.tensors()[i]);
       expert_ranges.emplace_back(seg.offset - flat.expert_begin(), seg.numel);
     } else {
-      params_.push_back(named[seg.name]);
+      params_.push_back(flat.tensors()[i]);
       ranges.emplace_back(seg.offset, seg.numel);
     }
   }

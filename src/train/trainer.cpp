@@ -19,7 +19,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
-#include "train/distill_objective.h"
+#include "train/distill_setup.h"
 #include "train/evaluator.h"
 #include "train/expert_parallel.h"
 #include "train/fault_injection.h"
@@ -156,7 +156,14 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
         ep.ep, (long long)ep.placement.first, (long long)(ep.placement.first + ep.placement.count),
         (long long)mcfg.moe.num_experts, group.size() / ep.ep));
   }
-  optim::FlatParams flat(*model, model->param_tags(), optim::flat_pad_multiple(cfg, group.size()));
+  // What the step optimises: the LM loss, or distillation (whose feature projections, when the
+  // widths differ, train beside the model in the same flat buffers).
+  std::shared_ptr<Objective> objective = std::make_shared<LmObjective>();
+  if (distill) {
+    objective = make_distill_objective(cfg, rt, mcfg, tokenizer.hash(), teacher_cache.get(), seed);
+  }
+  optim::FlatParams flat(trained_param_sources(*model, objective.get()),
+                         optim::flat_pad_multiple(cfg, group.size()));
   flat.set_expert_first(ep.placement.first);
   auto optimizer_ptr = optim::make_optimizer(cfg, flat, group);
   optim::Optimizer& optimizer = *optimizer_ptr;
@@ -188,7 +195,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     } else {
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
       check_start_checkpoint(ckpt, cfg, tokenizer.hash(), data_dir, /*hash_required=*/true);
-      state = restore_training_checkpoint(ckpt, *model, optimizer);
+      state = restore_training_checkpoint(ckpt, *model, optimizer, objective->trained_module());
       resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
                             ckpt.dir.c_str(), (long long)state.step,
@@ -243,31 +250,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                        LossScaler(rt.loss_scaling(), cfg.get_float("train.loss_scale"),
                                   cfg.get_int("train.loss_scale_window")),
                        &ep);
-  if (distill) {
-    model::DistillLossSpec spec;
-    spec.temperature = cfg.get_float("distill.temperature");
-    spec.alpha = cfg.get_float("distill.alpha");
-    const int64_t chunk = cfg.get_int("distill.chunk_tokens");
-    if (chunk > 0) spec.chunk_rows = chunk;  // 0: full logits online (the cache is always chunked)
-    spec.top_k = cfg.get_int("distill.top_k");
-    std::string how;
-    if (teacher_cache) {
-      stepper.set_objective(std::make_shared<DistillObjective>(spec));
-      how = log::format("teacher's top-%lld read from %s", (long long)teacher_cache->info().top_k,
-                        teacher_cache->path().c_str());
-    } else {
-      stepper.set_objective(std::make_shared<DistillObjective>(
-          load_teacher(cfg, rt, mcfg.vocab_size, tokenizer.hash()).model, spec, chunk > 0));
-      how = chunk > 0 ? log::format("in chunks of %lld tokens", (long long)chunk)
-                      : std::string("on full logits");
-      if (spec.top_k > 0) {
-        how += log::format(", teacher restricted to its top-%lld", (long long)spec.top_k);
-      }
-    }
-    log::info(log::format(
-        "distillation: loss = %.3g * T^2 KL(teacher || student) + %.3g * ce at T = %.3g, %s",
-        spec.alpha, 1 - spec.alpha, spec.temperature, how.c_str()));
-  }
+  stepper.set_objective(objective);
   const auto metric_names = stepper.objective().metric_names();
   // A resumed fp16 run continues with its saved scale; anything else starts at
   // train.loss_scale.
@@ -288,8 +271,15 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     // EP: every rank contributes its experts to rank 0's complete checkpoint.
     auto full_experts = gather_expert_state(ep, *model, optimizer);
     if (!is_main) return;
-    CheckpointInputs in{cfg,          *model,         optimizer,        state,
-                        group.size(), tokenizer_json, tokenizer.hash(), std::move(full_experts)};
+    CheckpointInputs in{cfg,
+                        *model,
+                        optimizer,
+                        state,
+                        group.size(),
+                        tokenizer_json,
+                        tokenizer.hash(),
+                        std::move(full_experts),
+                        objective->trained_module()};
     result.last_checkpoint = save_training_checkpoint(store, in, val_loss, result.last_loss);
     log::info("saved checkpoint " + result.last_checkpoint);
   };

@@ -15,6 +15,7 @@ namespace lmtrain::train {
 namespace {
 
 constexpr const char* kRngTensor = "rng.cpu_state";
+constexpr const char* kObjectiveFile = "objective.safetensors";
 
 std::string optim_file_name(int rank) {
   return "optim.rank" + std::to_string(rank) + ".safetensors";
@@ -50,6 +51,13 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
   CheckpointFiles files;
   files.tensor_files.emplace_back("model.safetensors", std::move(model_tensors));
   files.tensor_files.emplace_back(optim_file_name(0), std::move(optim_tensors));
+  if (in.objective && !in.objective->parameters().empty()) {
+    TensorList objective_tensors;
+    for (const auto& item : in.objective->named_parameters()) {
+      objective_tensors.emplace_back(item.key(), item.value());
+    }
+    files.tensor_files.emplace_back(kObjectiveFile, std::move(objective_tensors));
+  }
   files.raw_files.emplace_back("tokenizer.json", in.tokenizer_json);
   const std::string staging = CheckpointStore::staging_dir(store.run_dir(), in.state.step);
   if (in.optimizer.sharded()) {
@@ -186,13 +194,31 @@ void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file
 }
 
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                          optim::Optimizer& optimizer) {
+                                          optim::Optimizer& optimizer,
+                                          torch::nn::Module* objective) {
   auto model_it = ckpt.files.find("model.safetensors");
   auto optim_it = ckpt.files.find(optim_file_name(0));
   if (model_it == ckpt.files.end() || optim_it == ckpt.files.end()) {
     throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
   }
   const auto lora_base = load_checkpoint_weights(ckpt, model);
+  if (objective && !objective->parameters().empty()) {
+    auto it = ckpt.files.find(kObjectiveFile);
+    if (it == ckpt.files.end()) {
+      throw UsageError("checkpoint " + ckpt.dir + " has no " + kObjectiveFile +
+                       ": it was saved without the parameters this objective trains (e.g. "
+                       "distillation's feature projections); resume with the run's own config");
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& item : objective->named_parameters()) {
+      auto src = it->second.tensors.find(item.key());
+      if (src == it->second.tensors.end() || src->second.sizes() != item.value().sizes()) {
+        throw UsageError("checkpoint " + ckpt.dir + ": " + kObjectiveFile + " lacks '" +
+                         item.key() + "' of shape " + c10::str(item.value().sizes()));
+      }
+      item.value().copy_(src->second);
+    }
+  }
 
   const auto& ot = optim_it->second.tensors;
   const auto& om = ckpt.meta.at("optimizer");

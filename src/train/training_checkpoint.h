@@ -5,6 +5,8 @@
 //                            CPU RNG state
 //   optim.rankN.safetensors  rank N's shard of the optimizer state, for a sharded optimizer
 //                            (written by rank N into a staging dir, moved in by rank 0)
+//   objective.safetensors    parameters the objective trains beside the model (distillation's
+//                            feature projections), when it has any
 //   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
 //   meta.json                step, epoch, data position, world size, tokenizer hash,
 //                            resolved config (YAML), optimizer name, step and state layout
@@ -48,6 +50,8 @@ struct CheckpointInputs {
   // Expert parallelism: the whole expert stacks and their optimizer state (gather_expert_state),
   // saved in place of this rank's slices under the same names.
   optim::NamedTensors full_experts = {};
+  // The objective's own trained parameters (Objective::trained_module), or null.
+  const torch::nn::Module* objective = nullptr;
 };
 
 // Rank 0: writes the checkpoint. With a sharded optimizer, ranks 1..world_size-1 must have
@@ -62,9 +66,11 @@ void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
 // Refuses checkpoints whose model shape differs from `config`'s (naming every differing key).
 void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config);
 
-// Restores parameters, optimizer state, RNG and returns the training state.
+// Restores parameters (the model's, and the objective's when it trains any), optimizer state,
+// RNG and returns the training state.
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                          optim::Optimizer& optimizer);
+                                          optim::Optimizer& optimizer,
+                                          torch::nn::Module* objective = nullptr);
 
 // Which of a model's tensors a file provides: all parameters and buffers; a LoRA base's (all but
 // the adapters); or what a training checkpoint stores (trainable parameters and buffers).

@@ -26,9 +26,10 @@ std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands
   return results;
 }
 
-double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b) {
-  const auto a = core::read_safetensors(ckpt_a + "/model.safetensors");
-  const auto b = core::read_safetensors(ckpt_b + "/model.safetensors");
+double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
+                          const std::string& file) {
+  const auto a = core::read_safetensors(ckpt_a + "/" + file);
+  const auto b = core::read_safetensors(ckpt_b + "/" + file);
   EXPECT_EQ(a.names, b.names);
   double worst = 0;
   for (const auto& [name, tb] : b.tensors) {

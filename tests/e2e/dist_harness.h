@@ -16,9 +16,10 @@ int free_port();
 // Runs the commands concurrently (each through /bin/sh), returning their results in order.
 std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands);
 
-// max over tensors of max|a - b| / max|b| between the model.safetensors of two checkpoint
-// directories; fails the current test if the tensor names differ.
-double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b);
+// max over tensors of max|a - b| / max|b| between the model.safetensors (or another tensor
+// file) of two checkpoint directories; fails the current test if the tensor names differ.
+double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
+                          const std::string& file = "model.safetensors");
 
 // The loss of every step record in RUN_DIR/metrics.jsonl, and of the last one (-1: none).
 std::vector<double> logged_losses(const std::string& run_dir);

@@ -1,5 +1,6 @@
 // Knowledge distillation through the CLI, on the fortunes corpus (the demo's): a distilled
-// student beats the same student trained alone for as many steps; 2 ranks equal 1 rank; a
+// student beats the same student trained alone for as many steps, and feature distillation
+// beats logits alone; 2 ranks equal 1 rank; a
 // resumed distillation equals an uninterrupted one; the teacher's checkpoint is untouched; the
 // seed's flags (teacher trained first, --save_checkpoint, --load_checkpoint, generate
 // --use_teacher); a teacher with another vocabulary is refused.
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/safetensors.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
 #include "test_util.h"
@@ -85,11 +87,18 @@ TEST_F(DistillTest, DistilledStudentBeatsStudentTrainedAlone) {
   r = run_command(lmtrain_binary() + " train" + common() + " --run.dir=" + alone +
                   " --model.n_embd=64 --train.max_steps=120");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const double with_teacher = val_loss(distilled), without = val_loss(alone);
-  std::cout << "val loss after 120 steps: distilled " << with_teacher << ", alone " << without
-            << "\n";
+  // Plus feature distillation on every layer (through learned 64 -> 128 projections).
+  const std::string features = dir_->file("features");
+  r = run_command(lmtrain_binary() + " train" + student(features, 120, teacher) +
+                  " --distill.feature_layers=all --distill.feature_weight=0.1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double with_teacher = val_loss(distilled), without = val_loss(alone),
+               with_features = val_loss(features);
+  std::cout << "val loss after 120 steps: distilled " << with_teacher << ", with features "
+            << with_features << ", alone " << without << "\n";
   ASSERT_GT(with_teacher, 0);
   EXPECT_LT(with_teacher, without - 0.05);
+  EXPECT_LT(with_features, with_teacher - 0.03);
   // Metrics carry both terms: loss = alpha kd + (1 - alpha) ce.
   std::ifstream in(distilled + "/metrics.jsonl");
   int records = 0;
@@ -105,19 +114,39 @@ TEST_F(DistillTest, DistilledStudentBeatsStudentTrainedAlone) {
 }
 
 TEST_F(DistillTest, TwoRanksEqualOneRankAndResumeEqualsUninterrupted) {
+  // With feature distillation on layers 1 and 3 through learned 64 -> 128 projections, which
+  // train beside the student and live in the checkpoint's objective.safetensors.
   const std::string one = dir_->file("one"), two = dir_->file("two"), cut = dir_->file("cut");
-  auto r = run_command(lmtrain_binary() + " train" + student(one, 8));
+  auto features = [](const std::string& run) {
+    return student(run, 8) + " --distill.feature_layers=1,3 --distill.feature_weight=0.5";
+  };
+  auto r = run_command(lmtrain_binary() + " train" + features(one));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_command(lmtrain_binary() +
-                  " launch --nproc_per_node=2 --master_port=" + std::to_string(free_port()) +
-                  " -- train" + student(two, 8) + " --train.threads=1");
+  EXPECT_NE(r.output.find("feature MSE on layers (student:teacher) 1:1,3:3 through learned "
+                          "64->128 projections"),
+            std::string::npos)
+      << r.output;
+  r = run_command(lmtrain_binary() + " launch --nproc_per_node=2 --master_port=" +
+                  std::to_string(free_port()) + " -- train" + features(two) + " --train.threads=1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_LE(max_param_rel_diff(two + "/checkpoints/latest", one + "/checkpoints/latest"), 1e-5);
-  r = run_command(lmtrain_binary() + " train" + student(cut, 8) + " --train.stop_at_step=5");
+  const std::string latest = "/checkpoints/latest";
+  EXPECT_LE(max_param_rel_diff(two + latest, one + latest), 1e-5);
+  EXPECT_LE(max_param_rel_diff(two + latest, one + latest, "objective.safetensors"), 1e-5);
+  r = run_command(lmtrain_binary() + " train" + features(cut) + " --train.stop_at_step=5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_command(lmtrain_binary() + " train" + student(cut, 8) + " --resume=auto");
+  r = run_command(lmtrain_binary() + " train" + features(cut) + " --resume=auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(max_param_rel_diff(cut + "/checkpoints/latest", one + "/checkpoints/latest"), 0.0);
+  EXPECT_EQ(max_param_rel_diff(cut + latest, one + latest), 0.0);
+  EXPECT_EQ(max_param_rel_diff(cut + latest, one + latest, "objective.safetensors"), 0.0);
+  // The projections trained: they moved from their initial draw (step 5 -> 8).
+  EXPECT_GT(
+      max_param_rel_diff(cut + "/checkpoints/step_00000005", one + latest, "objective.safetensors"),
+      1e-4);
+  // The student's own file holds the student only; the feature loss is logged.
+  for (const auto& name : core::read_safetensors(one + latest + "/model.safetensors").names) {
+    EXPECT_EQ(name.find("feature"), std::string::npos) << name;
+  }
+  EXPECT_NE(read_text(one + "/metrics.jsonl").find("\"feature_loss\""), std::string::npos);
   // The teacher's checkpoint was read by all of these, never written.
   EXPECT_EQ(read_text(teacher_ckpt_ + "/model.safetensors"), teacher_bytes_);
   EXPECT_EQ(fs::canonical(teacher_ + "/checkpoints/latest").string(), teacher_ckpt_);
@@ -206,6 +235,19 @@ TEST_F(DistillTest, ClearErrors) {
       " --train.max_steps=2 --distill.enabled=true --distill.teacher=" + dir_->file("nowhere"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("distill.teacher"), std::string::npos) << r.output;
+  // Feature layers outside the teacher, and MoE-output distillation of dense models: exit 2
+  // naming the key.
+  const std::pair<std::string, std::string> bad_features[] = {
+      {" --distill.feature_layers=1:7",
+       "'distill.feature_layers' = '1:7': layer 7 is outside the teacher's 4 layers"},
+      {" --distill.expert_weight=1",
+       "'distill.expert_weight' > 0 distills MoE outputs, which needs MoE layers in both models: "
+       "the student has 0, the teacher 0"}};
+  for (const auto& [flags, message] : bad_features) {
+    r = run_command(lmtrain_binary() + " train" + student(dir_->file("bad3"), 2) + flags);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
 }
 
 TEST_F(DistillTest, OfflineCacheEqualsOnlineTopKAndResumes) {
@@ -255,6 +297,14 @@ TEST_F(DistillTest, OfflineCacheEqualsOnlineTopKAndResumes) {
                   " --distill.cache=" + dir_->file("short.bin"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("is damaged or not a teacher cache"), std::string::npos) << r.output;
+  // Feature terms need the teacher's hidden states, which a cache does not hold.
+  r = run_command(lmtrain_binary() + " train" + kd + " --run.dir=" + dir_->file("bad_features") +
+                  " --distill.cache=" + cache + " --distill.feature_layers=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("distill.feature_layers and distill.expert_weight compare the "
+                          "teacher's hidden states, which distill.cache does not hold"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ std::pair<at::Tensor, at::Tensor> global_batch(int s) {
 at::Tensor train(model::GptImpl& m, dist::Group& group, int workers, int steps,
                  std::shared_ptr<Objective> objective = nullptr,
                  std::vector<double>* losses = nullptr) {
-  optim::FlatParams flat(m, m.param_tags());
+  optim::FlatParams flat(trained_param_sources(m, objective.get()));
   optim::AdamWOptions adam;
   adam.eps = 1e-6;
   optim::AdamW opt(flat, adam);
@@ -125,13 +125,22 @@ TEST(Objective, UnmaskedStepRefusesMaskedBatch) {
                std::exception);
 }
 
-std::shared_ptr<DistillObjective> make_distill(uint64_t teacher_seed, bool chunked) {
+// features: the feature term on both layers (student width 16, teacher 32: projected).
+std::shared_ptr<DistillObjective> make_distill(uint64_t teacher_seed, bool chunked,
+                                               bool features = false) {
   model::DistillLossSpec spec;
   spec.temperature = 2.0;
   spec.alpha = 0.7;
   spec.chunk_rows = 5;
+  FeatureDistillSpec f;
+  if (features) {
+    f.features = {{0, 0}, {1, 1}};
+    f.feature_weight = 0.3;
+    f.student_width = 16;
+    f.teacher_width = 32;
+  }
   return std::make_shared<DistillObjective>(make_model(student_config(32), teacher_seed), spec,
-                                            chunked);
+                                            chunked, f, 21);
 }
 
 TEST(Objective, DistillationOnTwoRanksEqualsOneAndLeavesTheTeacherUnchanged) {
@@ -162,6 +171,44 @@ TEST(Objective, DistillationOnTwoRanksEqualsOneAndLeavesTheTeacherUnchanged) {
   auto plain = make_model(student_config(), 3);
   EXPECT_GT((train(*plain, *group, 1, 3) - baseline).abs().max().item<double>(), 1e-4);
   for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+}
+
+TEST(Objective, FeatureDistillationOnTwoRanksEqualsOneAndTrainsTheProjections) {
+  // The flat buffers hold the student's parameters and the objective's two (32, 16)
+  // projections; 2 ranks (different valid-token counts) train both as 1 rank does.
+  auto group = dist::make_single_rank_group();
+  auto objective = make_distill(9, true, true);
+  const auto initial = objective->projections().named_parameters()["feature_0"].clone();
+  auto one = make_model(student_config(), 3);
+  const auto baseline = train(*one, *group, 1, 3, objective);
+  const auto trained = objective->projections().named_parameters()["feature_0"];
+  EXPECT_GT((trained - initial).abs().max().item<double>(), 1e-4);
+  // The projections come first in the flat buffers (the last source, first in backward order).
+  EXPECT_EQ(baseline.numel(),
+            optim::FlatParams(trained_param_sources(*one, objective.get())).params().numel());
+  std::vector<at::Tensor> result(2);
+  auto errors = testing::run_ranks_in_process(2, [&](int rank, dist::Group& world) {
+    auto m = make_model(student_config(), 3);
+    result[rank] = train(*m, world, 1, 3, make_distill(9, true, true));
+  });
+  for (size_t r = 0; r < errors.size(); ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_LT((result[0] - baseline).abs().max().item<double>(), 1e-5) << "2 ranks vs 1 rank";
+  EXPECT_TRUE(result[0].equal(result[1]));
+  // 2 split-batch workers too.
+  auto split = make_model(student_config(), 3);
+  EXPECT_LT((train(*split, *group, 2, 3, make_distill(9, true, true)) - baseline)
+                .abs()
+                .max()
+                .item<double>(),
+            1e-5);
+  // Without the feature term the student trains differently (its layout is baseline's tail).
+  auto plain = make_model(student_config(), 3);
+  auto without = train(*plain, *group, 1, 3, make_distill(9, true));
+  EXPECT_GT((without - baseline.narrow(0, baseline.numel() - without.numel(), without.numel()))
+                .abs()
+                .max()
+                .item<double>(),
+            1e-4);
 }
 
 TEST(Objective, Bf16TeacherGivesTheFp32TeachersLossClosely) {
