@@ -12,27 +12,32 @@
 # 128); (b) qwen3-tiny (RoPE, GQA, QK-norm, block 1024) trained --qwen_steps steps on windows
 # of 1024 (a brief run: the figures compare policies, not the model). --skip_qwen leaves (b) out.
 #
-# Usage: bench/compare_kv.sh [--steps N] [--qwen_steps N] [--skip_qwen]
+# Usage: bench/compare_kv.sh [--steps N] [--qwen_steps N] [--skip_gpt2] [--skip_qwen] [--gpt2_run DIR]
+#        [--qwen_run DIR]   (--*_run: measure that trained run instead of training one)
 # Env:   LMTRAIN_BIN (default build/lmtrain), DATA (default data/fortunes, prepared if missing),
-#        THREADS (default 2)
+#        THREADS (default 1: decoding a tiny model is latency-bound, and a second OpenMP thread
+#        on a shared 2-core machine spins more than it helps)
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 # shellcheck source=common.sh
 source "$repo_root/bench/common.sh"
-steps=300 qwen_steps=40 skip_qwen=0
+steps=300 qwen_steps=40 skip_gpt2=0 skip_qwen=0 gpt2_run="" qwen_run=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
     --qwen_steps) qwen_steps=$2; shift 2 ;;
+    --skip_gpt2) skip_gpt2=1; shift ;;
     --skip_qwen) skip_qwen=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --gpt2_run) gpt2_run=$2; shift 2 ;;
+    --qwen_run) qwen_run=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "compare_kv.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 bin=${LMTRAIN_BIN:-build/lmtrain}
 data=${DATA:-data/fortunes}
-threads=${THREADS:-2}
+threads=${THREADS:-1}
 new_tokens=64
 ensure_fortunes "$bin" "$data" >/dev/null
 out=$(mktemp -d /tmp/lmtrain_compare_kv.XXXXXX)
@@ -83,7 +88,7 @@ compare() {
       --batch_size "$eval_batch" --threads "$threads" >"$out/$tag.eval" 2>&1 ||
       { tail -20 "$out/$tag.eval"; exit 1; }
     local line
-    line=$(grep "^kv_cache $policy:" "$out/$tag.eval")
+    line=$(grep -F "kv_cache $policy:" "$out/$tag.eval" | tail -n 1)  # full's own line is first
     local b1 b16
     b1=$(generate_run "$tag.b1" "$run" "$policy" "$out/ragged.jsonl" 1 "$new_tokens")
     b16=$(generate_run "$tag.b16" "$run" "$policy" "$out/same.jsonl" 16 "$new_tokens")
@@ -133,19 +138,23 @@ print(f"{model}: {streaming}, {ns} new tokens (4 x block_size): peak cache {int(
 PY
 }
 
-echo "== (a) gpt2-tiny, $steps steps on fortunes ($out/gpt2)"
-train "$out/gpt2" --config configs/gpt2-tiny.yaml --train.max_steps="$steps"
-compare gpt2-tiny "$out/gpt2" 4 8 full int8 int4 "streaming:sinks=4,window=60" \
-  "streaming:sinks=4,window=60+int8" "h2o:budget=64,recent=32"
-long_run gpt2-tiny "$out/gpt2" 256 "streaming:sinks=4,window=60+int8"
+if [[ $skip_gpt2 == 0 ]]; then
+gpt2_run=${gpt2_run:-$out/gpt2}
+echo "== (a) gpt2-tiny, $steps steps on fortunes ($gpt2_run)"
+[[ -d $gpt2_run ]] || train "$gpt2_run" --config configs/gpt2-tiny.yaml --train.max_steps="$steps"
+compare gpt2-tiny "$gpt2_run" 4 8 full int8 int4 "streaming:sinks=4,window=60" \
+  "streaming:sinks=4,window=60+int8:group=16,residual=16" "h2o:budget=64,recent=32"
+long_run gpt2-tiny "$gpt2_run" 256 "streaming:sinks=4,window=60+int8:group=16,residual=16"
+fi
 
 if [[ $skip_qwen == 0 ]]; then
-  echo "== (b) qwen3-tiny, block 1024, $qwen_steps steps on windows of 1024 ($out/qwen3)"
-  train "$out/qwen3" --config configs/qwen3-tiny.yaml --data.seq_len=1024 \
+  qwen_run=${qwen_run:-$out/qwen3}
+  echo "== (b) qwen3-tiny, block 1024, $qwen_steps steps on windows of 1024 ($qwen_run)"
+  [[ -d $qwen_run ]] || train "$qwen_run" --config configs/qwen3-tiny.yaml --data.seq_len=1024 \
     --train.micro_batch_size=2 --train.total_batch_size=2048 --train.max_steps="$qwen_steps" \
     --optim.warmup_steps=5
-  compare qwen3-tiny "$out/qwen3" 1 2 full int8 int4 "streaming:sinks=4,window=252" \
+  compare qwen3-tiny "$qwen_run" 1 2 full int8 int4 "streaming:sinks=4,window=252" \
     "streaming:sinks=4,window=252+int8" "h2o:budget=256,recent=128"
-  long_run qwen3-tiny "$out/qwen3" 1024 "streaming:sinks=4,window=252+int8"
+  long_run qwen3-tiny "$qwen_run" 1024 "streaming:sinks=4,window=252+int8"
 fi
 echo "runs in $out"
