@@ -25,7 +25,8 @@ int cmd_eval(const Args& argv) {
       {"batch_size", FlagKind::kValue, "windows per batch (default: the run's micro batch)", "B"},
       {"kv_cache", FlagKind::kValue,
        "also evaluate teacher-forced through this KV cache policy, token by token (full, "
-       "int8|int4[:group=G,residual=R], streaming:sinks=S,window=W); reports it beside the "
+       "int8|int4[:group=G,residual=R], streaming:sinks=S,window=W, h2o:budget=B,recent=R, or "
+       "SELECTION+STORAGE such as streaming:sinks=4,window=252+int8); reports it beside the "
        "plain loss with the cache bytes per token",
        "POLICY"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},

@@ -1,4 +1,7 @@
+#include <chrono>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -6,9 +9,71 @@
 #include "core/log.h"
 #include "core/threads.h"
 #include "infer/generator.h"
+#include "infer/prompt_file.h"
 #include "train/checkpoint_model.h"
 
 namespace lmtrain::cli {
+namespace {
+
+// --prompts FILE: every line's continuation as a JSONL record, in file order, generated in
+// batches (infer/prompt_file.h plans them); throughput on stderr at the end.
+void generate_prompt_file(const std::string& path, int64_t batch_size, int64_t max_new,
+                          const infer::SamplingOptions& opts, int64_t seed, bool stop_at_eot,
+                          bool print_ids, const infer::KvPolicy& policy, model::GptImpl& model,
+                          const data::BpeTokenizer& tok, std::ostream& out) {
+  const auto lines = infer::read_prompt_file(path);
+  const int64_t eot = static_cast<int64_t>(tok.eot_id());
+  std::vector<std::vector<uint32_t>> prompts;
+  std::vector<size_t> lengths;
+  for (const auto& l : lines) {
+    prompts.push_back(tok.encode_with_special(l.prompt));
+    if (prompts.back().empty()) prompts.back() = {static_cast<uint32_t>(eot)};
+    lengths.push_back(prompts.back().size());
+  }
+  const auto batches = infer::plan_batches(lengths, batch_size, !policy.supports_padding());
+  std::vector<infer::Generated> results(lines.size());
+  int64_t peak_bytes = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < batches.size(); ++k) {
+    std::vector<std::vector<uint32_t>> rows;
+    std::vector<int64_t> budgets;
+    for (size_t i : batches[k]) {
+      rows.push_back(prompts[i]);
+      budgets.push_back(lines[i].max_new_tokens.value_or(max_new));
+    }
+    auto got = infer::generate_batch(model, rows, budgets, opts, static_cast<uint64_t>(seed) + k,
+                                     stop_at_eot ? eot : -1, policy);
+    peak_bytes = std::max(peak_bytes, got.peak_cache_bytes);
+    for (size_t j = 0; j < got.rows.size(); ++j) results[batches[k][j]] = std::move(got.rows[j]);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t generated = 0, total = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto ids = results[i].tokens;
+    generated += static_cast<int64_t>(ids.size());
+    total += static_cast<int64_t>(ids.size() + prompts[i].size());
+    if (!ids.empty() && static_cast<int64_t>(ids.back()) == eot) ids.pop_back();
+    nlohmann::json j;
+    j["id"] = nlohmann::json::parse(lines[i].id_json);
+    j["prompt"] = lines[i].prompt;
+    j["completion"] = tok.decode(ids.data(), ids.size());
+    j["tokens"] = results[i].tokens.size();
+    j["stop"] = infer::stop_reason_name(results[i].stop);
+    if (print_ids) j["ids"] = results[i].tokens;
+    // A completion cut inside a multi-byte character is not valid UTF-8: replace those bytes.
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  out.flush();
+  std::cerr << log::format(
+      "generate: %zu prompts in %zu batches of up to %lld, kv_cache %s: %lld new tokens in %.2f s "
+      "= %.1f tokens/s generated, %.1f tokens/s with the prompts; peak cache bytes: %lld\n",
+      lines.size(), batches.size(), (long long)batch_size, policy.text.c_str(),
+      (long long)generated, seconds, generated / std::max(seconds, 1e-9),
+      total / std::max(seconds, 1e-9), (long long)peak_bytes);
+}
+
+}  // namespace
 
 int cmd_generate(const Args& argv) {
   const std::vector<FlagSpec> flags = {
@@ -20,8 +85,18 @@ int cmd_generate(const Args& argv) {
        "sample from the teacher of the distillation run that wrote --checkpoint"},
       {"kv_cache", FlagKind::kValue,
        "KV cache policy: full (default), int8|int4[:group=G,residual=R] (KIVI quantised), "
-       "streaming:sinks=S,window=W (StreamingLLM: runs past block_size)",
+       "streaming:sinks=S,window=W (StreamingLLM: runs past block_size), "
+       "h2o:budget=B,recent=R (heavy hitters), or SELECTION+STORAGE, e.g. "
+       "streaming:sinks=4,window=252+int8",
        "POLICY"},
+      {"prompts", FlagKind::kValue,
+       "batched generation: a JSONL file, one {\"prompt\": TEXT, \"id\": ANY, "
+       "\"max_new_tokens\": N} per line (id and max_new_tokens optional); writes one JSON record "
+       "per line",
+       "FILE"},
+      {"batch_size", FlagKind::kValue, "prompts decoded together with --prompts (default 8)", "N"},
+      {"output", FlagKind::kValue, "with --prompts: write the JSONL records here (default stdout)",
+       "FILE"},
       {"temperature", FlagKind::kValue, "softmax temperature; 0 = greedy (default 0.8)", "T"},
       {"top_k", FlagKind::kValue, "keep the k most likely tokens; 0 = off (default 50)", "K"},
       {"top_p", FlagKind::kValue, "nucleus sampling mass; 1 = off (default 1.0)", "P"},
@@ -35,13 +110,23 @@ int cmd_generate(const Args& argv) {
   };
   const auto args = parse_args("generate", argv, flags, /*accept_config=*/false);
   if (args.help) {
-    std::cout << "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"
-                 "       [--temperature T] [--top_k K] [--top_p P] [--seed S]\n\n"
-                 "Prints the prompt's continuation to stdout (the prompt itself is not\n"
-                 "repeated). Decoding is incremental with a KV cache. --print_ids prints\n"
-                 "every generated token id instead, the <|endoftext|> that stops it included.\n\n"
-                 "Flags:\n"
-              << flags_help(flags);
+    std::cout
+        << "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"
+           "       [--temperature T] [--top_k K] [--top_p P] [--seed S]\n"
+           "       lmtrain generate --checkpoint PATH --prompts FILE.jsonl [--batch_size N]\n"
+           "       [--output FILE] [...]\n\n"
+           "Prints the prompt's continuation to stdout (the prompt itself is not\n"
+           "repeated). Decoding is incremental with a KV cache. --print_ids prints\n"
+           "every generated token id instead, the <|endoftext|> that stops it included.\n\n"
+           "With --prompts, decodes the file's prompts --batch_size at a time (left-padded,\n"
+           "shortest first) and writes one JSON object per prompt, in file order:\n"
+           "  {\"id\", \"prompt\", \"completion\", \"tokens\", \"stop\": eot|length|context}\n"
+           "(tokens counts the new ids, a final <|endoftext|> included; the completion\n"
+           "text leaves it out; --print_ids adds the ids as \"ids\"). Greedy results\n"
+           "equal one-prompt runs; sampling seeds batch k with --seed + k. Throughput\n"
+           "and the peak cache bytes go to stderr.\n\n"
+           "Flags:\n"
+        << flags_help(flags);
     return 0;
   }
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
@@ -61,6 +146,18 @@ int cmd_generate(const Args& argv) {
   const bool stop_at_eot = args.get("stop_at_eot", "true") != "false";
   const bool print_ids = args.get("print_ids", "false") != "false";
   const auto policy = infer::parse_kv_policy(args.get("kv_cache", "full"));
+  const int64_t batch_size = args.get_int("batch_size", 8, 1);
+  if (args.has("prompts")) {
+    for (const char* single : {"prompt", "num_samples"}) {
+      if (args.has(single)) {
+        throw UsageError(std::string("--") + single + " does not go with --prompts");
+      }
+    }
+  } else {
+    for (const char* batched : {"batch_size", "output"}) {
+      if (args.has(batched)) throw UsageError(std::string("--") + batched + " needs --prompts");
+    }
+  }
   core::configure_threads(static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag)), 1);
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
@@ -82,6 +179,19 @@ int cmd_generate(const Args& argv) {
     throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
   }
   const auto& tok = *loaded.tokenizer;
+  if (args.has("prompts")) {
+    if (args.has("output")) {
+      std::ofstream file(args.get("output"));
+      if (!file) throw UsageError("--output: cannot write " + args.get("output"));
+      generate_prompt_file(args.get("prompts"), batch_size, max_new, opts, seed, stop_at_eot,
+                           print_ids, policy, *loaded.model, tok, file);
+      if (!file) throw Error("--output: writing " + args.get("output") + " failed");
+    } else {
+      generate_prompt_file(args.get("prompts"), batch_size, max_new, opts, seed, stop_at_eot,
+                           print_ids, policy, *loaded.model, tok, std::cout);
+    }
+    return 0;
+  }
   const int64_t eot = static_cast<int64_t>(tok.eot_id());
   std::vector<uint32_t> prompt = tok.encode_with_special(args.get("prompt"));
   if (prompt.empty()) prompt = {static_cast<uint32_t>(eot)};

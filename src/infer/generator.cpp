@@ -2,73 +2,173 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/log.h"
 
 namespace lmtrain::infer {
 namespace {
 
-// (1, T) on the model's device.
-at::Tensor ids_tensor(const std::vector<uint32_t>& ids, const model::GptImpl& model) {
-  std::vector<int64_t> v(ids.begin(), ids.end());
-  return torch::tensor(v, torch::kLong).view({1, -1}).to(model.device());
+// (B, T) on the model's device: each row left-padded with `pad` to the longest (T).
+at::Tensor ids_tensor(const std::vector<std::vector<uint32_t>>& rows, int64_t pad,
+                      const model::GptImpl& model) {
+  size_t T = 0;
+  for (const auto& r : rows) T = std::max(T, r.size());
+  std::vector<int64_t> v;
+  v.reserve(rows.size() * T);
+  for (const auto& r : rows) {
+    v.insert(v.end(), T - r.size(), pad);
+    v.insert(v.end(), r.begin(), r.end());
+  }
+  return torch::tensor(v, torch::kLong)
+      .view({static_cast<int64_t>(rows.size()), static_cast<int64_t>(T)})
+      .to(model.device());
 }
 
-// The last position's logits (1, V) on the CPU, where the seeded sampler draws.
+// The last position's logits (B, V) on the CPU, where the seeded sampler draws.
 at::Tensor last_logits(const at::Tensor& logits) {
   return logits.select(1, logits.size(1) - 1).to(torch::kCPU);
 }
 
+// Prefills a forgetting (streaming) cache with prompts of one length, in chunks that fit beside
+// what the cache keeps. Returns the last chunk's logits.
+at::Tensor prefill_in_chunks(model::GptImpl& model, const std::vector<std::vector<uint32_t>>& rows,
+                             const KvPolicy& policy, model::KvCache& cache) {
+  const int64_t block = model.config().block_size;
+  const size_t chunk =
+      static_cast<size_t>(std::max<int64_t>(1, block - policy.sinks - policy.window));
+  at::Tensor logits;
+  for (size_t i = 0; i < rows[0].size(); i += chunk) {
+    std::vector<std::vector<uint32_t>> part;
+    for (const auto& r : rows) {
+      part.emplace_back(r.begin() + static_cast<int64_t>(i),
+                        r.begin() + static_cast<int64_t>(std::min(r.size(), i + chunk)));
+    }
+    logits = model.forward_cached(ids_tensor(part, 0, model), cache);
+  }
+  return logits;
+}
+
 }  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kEot:
+      return "eot";
+    case StopReason::kLength:
+      return "length";
+    case StopReason::kContext:
+      return "context";
+  }
+  return "?";
+}
+
+BatchGeneration generate_batch(model::GptImpl& model,
+                               const std::vector<std::vector<uint32_t>>& prompts,
+                               const std::vector<int64_t>& max_new_tokens,
+                               const SamplingOptions& opts, uint64_t seed, int64_t eot_id,
+                               const KvPolicy& policy,
+                               const std::function<void(size_t, uint32_t)>& on_token) {
+  const size_t B = prompts.size();
+  BatchGeneration result;
+  auto& out = result.rows;
+  out.resize(B);
+  if (B == 0) return result;
+  size_t longest = 0, shortest = SIZE_MAX;
+  for (const auto& p : prompts) {
+    if (p.empty()) throw UsageError("a prompt encodes to no tokens");
+    longest = std::max(longest, p.size());
+    shortest = std::min(shortest, p.size());
+  }
+  if (longest != shortest && !policy.supports_padding()) {
+    throw UsageError(log::format(
+        "--kv_cache=%s cannot batch prompts of different lengths (%zu to %zu tokens): its cache "
+        "keeps tokens by position in the row, which left padding shifts; use full or int8/int4, "
+        "or --batch_size 1",
+        policy.text.c_str(), shortest, longest));
+  }
+  torch::NoGradGuard no_grad;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const int64_t block = model.config().block_size;
+  const int64_t steps = *std::max_element(max_new_tokens.begin(), max_new_tokens.end());
+  int64_t budget = steps;
+  std::unique_ptr<model::KvCache> cache;
+  at::Tensor logits;
+  if (policy.bounded()) {
+    const auto L = static_cast<int64_t>(longest);
+    if (L >= block) {
+      throw UsageError(log::format("prompt of %zu tokens does not fit the model's block_size %lld",
+                                   longest, (long long)block));
+    }
+    budget = std::min<int64_t>(steps, block - L);
+    if (budget < steps) {
+      // The cache and the learned positions end at block_size: no rolling window to go on with.
+      log::warn(log::format(
+          "max_new_tokens = %lld is more than the model's context allows: block_size %lld minus "
+          "the %zu-token prompt%s leaves at most %lld new tokens, so generation stops there "
+          "(--kv_cache=streaming:sinks=S,window=W generates past it)",
+          (long long)steps, (long long)block, longest, B > 1 ? " (the batch's longest)" : "",
+          (long long)budget));
+    }
+    cache = make_kv_cache(policy, model, static_cast<int64_t>(B), L + budget);
+    if (longest != shortest) {
+      std::vector<int64_t> pad;
+      for (const auto& p : prompts) pad.push_back(L - static_cast<int64_t>(p.size()));
+      cache->set_left_padding(torch::tensor(pad, torch::kLong).to(model.device()));
+    }
+    logits = model.forward_cached(ids_tensor(prompts, std::max<int64_t>(eot_id, 0), model),
+                                  *cache);  // (B, L, V)
+  } else {
+    cache = make_kv_cache(policy, model, static_cast<int64_t>(B), block);
+    logits = prefill_in_chunks(model, prompts, policy, *cache);
+  }
+  result.peak_cache_bytes = cache->bytes();
+  std::vector<bool> done(B);
+  size_t running = B;
+  for (size_t b = 0; b < B; ++b) {
+    if (max_new_tokens[b] <= 0) {
+      done[b] = true;
+      --running;
+    }
+  }
+  for (int64_t i = 0; i < budget && running > 0; ++i) {
+    auto next = sample_next(last_logits(logits), opts, gen);  // (B,)
+    auto ids = next.accessor<int64_t, 1>();
+    for (size_t b = 0; b < B; ++b) {
+      if (done[b]) continue;
+      const auto id = static_cast<uint32_t>(ids[static_cast<int64_t>(b)]);
+      out[b].tokens.push_back(id);
+      if (on_token) on_token(b, id);
+      const bool eot = eot_id >= 0 && id == static_cast<uint32_t>(eot_id);
+      if (eot || static_cast<int64_t>(out[b].tokens.size()) >= max_new_tokens[b]) {
+        out[b].stop = eot ? StopReason::kEot : StopReason::kLength;
+        done[b] = true;
+        --running;
+      }
+    }
+    if (running > 0 && i + 1 < budget) {
+      logits = model.forward_cached(next.view({static_cast<int64_t>(B), 1}).to(model.device()),
+                                    *cache);  // (B, 1, V)
+      result.peak_cache_bytes = std::max(result.peak_cache_bytes, cache->bytes());
+    }
+  }
+  for (size_t b = 0; b < B; ++b) {
+    if (!done[b]) out[b].stop = StopReason::kContext;
+  }
+  return result;
+}
 
 std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t>& prompt,
                                int64_t max_new_tokens, const SamplingOptions& opts, uint64_t seed,
                                int64_t eot_id, const std::function<void(uint32_t)>& on_token,
                                const KvPolicy& policy) {
   if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
-  torch::NoGradGuard no_grad;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const int64_t block = model.config().block_size;
-  int64_t budget = max_new_tokens;
-  std::unique_ptr<model::KvCache> cache;
-  at::Tensor logits;
-  if (policy.bounded()) {
-    if (static_cast<int64_t>(prompt.size()) >= block) {
-      throw UsageError(log::format("prompt of %zu tokens does not fit the model's block_size %lld",
-                                   prompt.size(), (long long)block));
-    }
-    budget = std::min<int64_t>(max_new_tokens, block - prompt.size());
-    if (budget < max_new_tokens) {
-      // The cache and the learned positions end at block_size: no rolling window to go on with.
-      log::warn(log::format(
-          "max_new_tokens = %lld is more than the model's context allows: block_size %lld minus "
-          "the %zu-token prompt leaves at most %lld new tokens, so generation stops there "
-          "(--kv_cache=streaming:sinks=S,window=W generates past it)",
-          (long long)max_new_tokens, (long long)block, prompt.size(), (long long)budget));
-    }
-    cache = make_kv_cache(policy, model, 1, prompt.size() + budget);
-    logits = model.forward_cached(ids_tensor(prompt, model), *cache);  // (1, T, V)
-  } else {
-    // A forgetting cache: the prompt goes in chunks that fit beside what the cache keeps.
-    cache = make_kv_cache(policy, model, 1, block);
-    const int64_t chunk = std::max<int64_t>(1, block - policy.sinks - policy.window);
-    for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(chunk)) {
-      const std::vector<uint32_t> part(
-          prompt.begin() + static_cast<int64_t>(i),
-          prompt.begin() + static_cast<int64_t>(std::min(prompt.size(), i + chunk)));
-      logits = model.forward_cached(ids_tensor(part, model), *cache);
-    }
-  }
-  std::vector<uint32_t> out;
-  for (int64_t i = 0; i < budget; ++i) {
-    auto next = sample_next(last_logits(logits), opts, gen);  // (1,)
-    const auto id = static_cast<uint32_t>(next.item<int64_t>());
-    out.push_back(id);
-    if (on_token) on_token(id);
-    if (eot_id >= 0 && id == static_cast<uint32_t>(eot_id)) break;
-    if (i + 1 < budget) logits = model.forward_cached(ids_tensor({id}, model), *cache);
-  }
-  return out;
+  std::function<void(size_t, uint32_t)> each;
+  if (on_token) each = [&](size_t, uint32_t id) { on_token(id); };
+  return generate_batch(model, {prompt}, {max_new_tokens}, opts, seed, eot_id, policy, each)
+      .rows[0]
+      .tokens;
 }
 
 std::vector<uint32_t> generate_uncached(model::GptImpl& model, const std::vector<uint32_t>& prompt,
@@ -79,7 +179,7 @@ std::vector<uint32_t> generate_uncached(model::GptImpl& model, const std::vector
   std::vector<uint32_t> seq = prompt, out;
   const int64_t block = model.config().block_size;
   for (int64_t i = 0; i < max_new_tokens && static_cast<int64_t>(seq.size()) < block; ++i) {
-    auto logits = model.forward(ids_tensor(seq, model));
+    auto logits = model.forward(ids_tensor({seq}, 0, model));
     auto id = static_cast<uint32_t>(sample_next(last_logits(logits), opts, gen).item<int64_t>());
     out.push_back(id);
     seq.push_back(id);

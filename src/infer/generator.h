@@ -1,4 +1,4 @@
-// Text generation from a trained checkpoint with a KV cache.
+// Text generation from a trained checkpoint with a KV cache, one prompt or a batch of them.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -11,11 +11,40 @@
 
 namespace lmtrain::infer {
 
-// Incremental decoding: prefill the prompt once, then one token per step through the cache.
-// Stops after max_new_tokens or at the end-of-text token when stop_at_eot. on_token receives
-// each new id as it is produced (for streaming output). Returns the new ids. `policy`: the KV
-// cache (default full, bounded by block_size; a streaming cache is not, and takes long prompts
-// in chunks).
+// Why a sequence stopped: its end-of-text token, its max_new_tokens, or the model's block_size
+// (bounded caches only).
+enum class StopReason { kEot, kLength, kContext };
+const char* stop_reason_name(StopReason r);  // "eot", "length", "context"
+
+struct Generated {
+  std::vector<uint32_t> tokens;  // the new ids (the end-of-text token included when it stopped)
+  StopReason stop = StopReason::kLength;
+};
+
+// Incremental decoding of a batch: the prompts (non-empty, any lengths) are left-padded to the
+// longest and prefilled in one forward (see model/kv_cache.h for the padding), then every row
+// decodes one token per step through one (B, 1) call until each has stopped: at eot_id (when
+// >= 0) or after its max_new_tokens. A row that has stopped keeps decoding (its tokens are
+// dropped) until the last one does: simpler than shrinking the cache, and decode steps are
+// memory-bound, so a few idle rows cost little. Greedy results equal those of running each
+// prompt alone (positions restart at 0 per row, pads are masked); sampled ones draw from one
+// generator for the whole batch. Policies without padding support (streaming, h2o) need prompts
+// of one length (UsageError otherwise). on_token(row, id) receives each kept new id.
+struct BatchGeneration {
+  std::vector<Generated> rows;   // one per prompt, in order
+  int64_t peak_cache_bytes = 0;  // the most bytes the KV cache held at any step
+};
+BatchGeneration generate_batch(model::GptImpl& model,
+                               const std::vector<std::vector<uint32_t>>& prompts,
+                               const std::vector<int64_t>& max_new_tokens,
+                               const SamplingOptions& opts, uint64_t seed, int64_t eot_id,
+                               const KvPolicy& policy = KvPolicy(),
+                               const std::function<void(size_t, uint32_t)>& on_token = {});
+
+// One prompt: stops after max_new_tokens or at the end-of-text token when eot_id >= 0.
+// on_token receives each new id as it is produced (for streaming output). Returns the new ids.
+// `policy`: the KV cache (default full, bounded by block_size; a streaming cache is not, and
+// takes long prompts in chunks).
 std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t>& prompt,
                                int64_t max_new_tokens, const SamplingOptions& opts, uint64_t seed,
                                int64_t eot_id, const std::function<void(uint32_t)>& on_token = {},

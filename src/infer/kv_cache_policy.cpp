@@ -2,10 +2,12 @@
 
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/parse_int.h"
 #include "infer/h2o_kv_cache.h"
+#include "infer/quantized_kv_cache.h"
 #include "infer/streaming_kv_cache.h"
 
 namespace lmtrain::infer {
@@ -49,32 +51,30 @@ void reject_leftovers(const std::map<std::string, int64_t>& params, const std::s
                    "' (" + allowed + ")");
 }
 
-}  // namespace
-
-KvPolicy parse_kv_policy(const std::string& text) {
-  KvPolicy p;
-  p.text = text;
-  const auto colon = text.find(':');
-  const std::string name = text.substr(0, colon);
-  auto params = parse_params(text, colon == std::string::npos ? "" : text.substr(colon + 1));
+// One part of a policy text (NAME[:PARAMS]) into p; `text` is the whole text, for messages.
+void parse_part(const std::string& part, const std::string& text, KvPolicy& p) {
+  const auto colon = part.find(':');
+  const std::string name = part.substr(0, colon);
+  auto params = parse_params(text, colon == std::string::npos ? "" : part.substr(colon + 1));
   if (name == "full") {
     reject_leftovers(params, text, "full takes none");
   } else if (name == "int8" || name == "int4") {
-    p.kind = KvPolicy::Kind::kQuantized;
-    p.quant.bits = name == "int8" ? 8 : 4;
-    p.quant.group = take(params, text, "group", 32, 2);
-    p.quant.residual = take(params, text, "residual", 32, 0);
+    QuantizedKvOptions q;
+    q.bits = name == "int8" ? 8 : 4;
+    q.group = take(params, text, "group", 32, 2);
+    q.residual = take(params, text, "residual", 32, 0);
     reject_leftovers(params, text, "int8/int4 take group and residual");
+    p.quant = q;
   } else if (name == "streaming") {
-    p.kind = KvPolicy::Kind::kStreaming;
-    p.sinks = take(params, text, "sinks", 4, 0);
-    p.window = take(params, text, "window", 0, 1);
-    if (!params.count("window") && p.window == 0) {
+    p.select = KvPolicy::Select::kStreaming;
+    if (!params.count("window")) {
       throw UsageError("--kv_cache=" + text + ": streaming needs window=W (and sinks=S)");
     }
+    p.sinks = take(params, text, "sinks", 4, 0);
+    p.window = take(params, text, "window", 0, 1);
     reject_leftovers(params, text, "streaming takes sinks and window");
   } else if (name == "h2o") {
-    p.kind = KvPolicy::Kind::kH2o;
+    p.select = KvPolicy::Select::kH2o;
     if (!params.count("budget")) throw UsageError("--kv_cache=" + text + ": h2o needs budget=B");
     p.budget = take(params, text, "budget", 0, 2);
     p.recent = take(params, text, "recent", p.budget / 2, 1);
@@ -85,7 +85,55 @@ KvPolicy parse_kv_policy(const std::string& text) {
     reject_leftovers(params, text, "h2o takes budget and recent");
   } else {
     throw UsageError("--kv_cache=" + text + ": unknown policy '" + name +
-                     "' (full, int8, int4, streaming:sinks=S,window=W)");
+                     "' (full, int8, int4, streaming:sinks=S,window=W, h2o:budget=B,recent=R, "
+                     "or SELECTION+STORAGE such as streaming:sinks=4,window=252+int8)");
+  }
+}
+
+// "selection" (streaming, h2o), "storage" (int8, int4) or "full": what a part decides.
+std::string role(const std::string& name) {
+  if (name == "streaming" || name == "h2o") return "selection";
+  if (name == "int8" || name == "int4") return "storage";
+  return name;
+}
+
+}  // namespace
+
+KvPolicy parse_kv_policy(const std::string& text) {
+  KvPolicy p;
+  p.text = text;
+  std::vector<std::string> parts;
+  for (size_t begin = 0;;) {
+    const size_t plus = text.find('+', begin);
+    parts.push_back(text.substr(begin, plus == std::string::npos ? plus : plus - begin));
+    if (plus == std::string::npos) break;
+    begin = plus + 1;
+  }
+  if (parts.size() > 2) {
+    throw UsageError(
+        "--kv_cache=" + text +
+        ": at most two parts, SELECTION+STORAGE (e.g. streaming:sinks=4,window=252+int8)");
+  }
+  std::string seen;  // the first part's name
+  for (const auto& part : parts) {
+    const std::string name = part.substr(0, part.find(':'));
+    if (name.empty()) throw UsageError("--kv_cache=" + text + ": empty policy name");
+    if (parts.size() == 2 && name == "full") {
+      throw UsageError("--kv_cache=" + text +
+                       ": full is the exact cache and composes with nothing");
+    }
+    if (!seen.empty() && (name == seen || role(name) == role(seen))) {
+      throw UsageError("--kv_cache=" + text + ": '" + seen + "' and '" + name + "' are both " +
+                       (name == seen ? "the same part" : "a " + role(name)) +
+                       ": compose one selection (streaming, h2o) with one storage (int8, int4)");
+    }
+    parse_part(part, text, p);
+    seen = name;
+  }
+  if (p.select == KvPolicy::Select::kH2o && p.quant) {
+    throw UsageError("--kv_cache=" + text +
+                     ": h2o does not compose with int8/int4: it keeps a different set of tokens "
+                     "per head, which would split KIVI's per-channel key groups unevenly");
   }
   return p;
 }
@@ -93,21 +141,26 @@ KvPolicy parse_kv_policy(const std::string& text) {
 std::unique_ptr<model::KvCache> make_kv_cache(const KvPolicy& policy, const model::GptImpl& model,
                                               int64_t batch, int64_t max_len) {
   const auto& c = model.config();
-  switch (policy.kind) {
-    case KvPolicy::Kind::kFull:
-      return model.make_cache(batch, max_len);
-    case KvPolicy::Kind::kQuantized:
+  if (policy.quant) check_quantized_fits(*policy.quant, c.head_dim(), "--kv_cache=" + policy.text);
+  switch (policy.select) {
+    case KvPolicy::Select::kAll:
+      if (!policy.quant) return model.make_cache(batch, max_len);
       return std::make_unique<QuantizedKvCache>(c.n_layer, std::min(max_len, c.block_size),
-                                                model.rope_spec(), policy.quant);
-    case KvPolicy::Kind::kStreaming:
+                                                model.rope_spec(), *policy.quant);
+    case KvPolicy::Select::kStreaming: {
       if (policy.sinks + policy.window >= c.block_size) {
         throw UsageError("--kv_cache=" + policy.text +
                          ": sinks + window = " + std::to_string(policy.sinks + policy.window) +
                          " must be below the model's block_size " + std::to_string(c.block_size));
       }
+      KvStoreFactory store;
+      if (policy.quant) {
+        store = [q = *policy.quant] { return std::make_unique<QuantizedKvStore>(q); };
+      }
       return std::make_unique<StreamingKvCache>(c.n_layer, policy.sinks, policy.window,
-                                                model.rope_spec());
-    case KvPolicy::Kind::kH2o:
+                                                model.rope_spec(), store);
+    }
+    case KvPolicy::Select::kH2o:
       return std::make_unique<H2oKvCache>(c.n_layer, std::min(max_len, c.block_size), policy.budget,
                                           policy.recent, model.rope_spec());
   }

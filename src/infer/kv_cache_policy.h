@@ -1,28 +1,39 @@
 // --kv_cache=POLICY for generate and eval: parses the policy text and builds its cache.
 //   full                              the exact cache (model/full_kv_cache.h)
-//   int8 | int4 [:group=G,residual=R] KIVI-style quantised keys/values (quantized_kv_cache.h)
+//   int8 | int4 [:group=G,residual=R] KIVI-style quantised keys/values (quantized_kv_store.h)
 //   streaming:sinks=S,window=W        StreamingLLM sinks + recent window (streaming_kv_cache.h)
 //   h2o:budget=B,recent=R             Heavy-Hitter Oracle (h2o_kv_cache.h)
-// Unknown policies, parameters and values are UsageErrors naming them.
+// A policy has two independent parts: a *selection* (which tokens are kept: all, streaming,
+// h2o) and a *storage* (how they are held: dense, int8, int4). SELECTION+STORAGE composes them,
+// e.g. streaming:sinks=4,window=252+int8:group=32. Combinations that mean nothing (full with
+// anything, int8+int4, streaming+h2o, a part given twice) and h2o+int8/int4 (h2o keeps a
+// different set per head, which would split KIVI's per-channel key groups unevenly) are
+// UsageErrors, like unknown policies, parameters and values; each names the text.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include "infer/quantized_kv_cache.h"
+#include "infer/quantized_kv_store.h"
 #include "model/gpt.h"
 
 namespace lmtrain::infer {
 
 struct KvPolicy {
-  enum class Kind { kFull, kQuantized, kStreaming, kH2o };
-  Kind kind = Kind::kFull;
-  QuantizedKvOptions quant;
-  int64_t sinks = 4, window = 0;
-  int64_t budget = 0, recent = 0;  // h2o
+  enum class Select { kAll, kStreaming, kH2o };
+  Select select = Select::kAll;
+  std::optional<QuantizedKvOptions> quant;  // storage: KIVI-quantised; nullopt: dense, exact
+  int64_t sinks = 4, window = 0;            // streaming
+  int64_t budget = 0, recent = 0;           // h2o
   std::string text = "full";
-  // Whether the cache forgets tokens (generation is then not bounded by block_size).
-  bool bounded() const { return kind != Kind::kStreaming; }
+  // The exact cache.
+  bool full() const { return select == Select::kAll && !quant; }
+  // Whether the cache keeps positions absolute, so block_size bounds generation (streaming
+  // forgets tokens and is not bounded).
+  bool bounded() const { return select != Select::kStreaming; }
+  // Whether a batch may hold prompts of different lengths (left padding; see model/kv_cache.h).
+  bool supports_padding() const { return select == Select::kAll; }
 };
 
 KvPolicy parse_kv_policy(const std::string& text);

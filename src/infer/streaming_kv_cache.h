@@ -2,9 +2,12 @@
 // drop the middle. Keys are stored unrotated and rotated at every read by their index in the
 // cache (0 .. L-1), and new tokens sit at position L, so positions never leave the range the
 // model was trained on: generation can run far past block_size with a cache of S + W tokens.
+// Which tokens are kept is decided here; how they are stored (dense, or KIVI-quantised: then
+// keys are quantised before rotation) by the store each layer gets from `store`.
 #pragma once
 #include <vector>
 
+#include "infer/kv_store.h"
 #include "model/kv_cache.h"
 
 namespace lmtrain::infer {
@@ -12,7 +15,9 @@ namespace lmtrain::infer {
 class StreamingKvCache : public model::KvCache {
  public:
   // S + W must leave room in block_size for a prompt chunk (checked by the caller).
-  StreamingKvCache(int64_t layers, int64_t sinks, int64_t window, model::RopeSpec rope);
+  // store: one per layer (default: dense).
+  StreamingKvCache(int64_t layers, int64_t sinks, int64_t window, model::RopeSpec rope,
+                   const KvStoreFactory& store = {});
   int64_t next_position() const override { return held_; }
   int64_t room() const override;
   std::pair<at::Tensor, at::Tensor> update(int64_t layer, const at::Tensor& k,
@@ -22,7 +27,7 @@ class StreamingKvCache : public model::KvCache {
   int64_t bytes() const override;
 
  private:
-  std::vector<at::Tensor> k_, v_;  // per layer (B, K, L, D), keys unrotated
+  std::vector<std::unique_ptr<KvStore>> layers_;  // keys unrotated
   int64_t sinks_, window_, held_ = 0;
   model::RopeSpec rope_;
 };

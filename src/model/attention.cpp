@@ -24,19 +24,23 @@ at::Tensor causal_mask(int64_t tq, int64_t tk, const at::TensorOptions& opts) {
 }  // namespace
 
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            double dropout_p) {
+                            double dropout_p, const at::Tensor& key_bias) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3);
   const int64_t Tk = k.size(2);
   // The fused kernel draws dropout from the global generator: only use it without dropout.
-  if (Tq == Tk && dropout_p == 0) return compat::fused_causal_sdpa(q, k, v, dropout_p);
+  if (Tq == Tk && dropout_p == 0 && !key_bias.defined())
+    return compat::fused_causal_sdpa(q, k, v, dropout_p);
   // Explicit path: scores = mask + scale * q k^T in one baddbmm, softmax, weights @ v.
   // (B*H, Tq, D) x (B*H, D, Tk) -> (B*H, Tq, Tk)
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   at::Tensor q3 = q.reshape({B * H, Tq, D});
   at::Tensor k3 = k.reshape({B * H, Tk, D});
   at::Tensor v3 = v.reshape({B * H, Tk, D});
-  at::Tensor scores =
-      at::baddbmm(causal_mask(Tq, Tk, q.options()), q3, k3.transpose(1, 2), 1.0, scale);
+  at::Tensor mask = causal_mask(Tq, Tk, q.options());  // (Tq, Tk)
+  if (key_bias.defined()) {                            // (B, 1, 1, Tk) -> (B * H, Tq, Tk)
+    mask = (mask + key_bias).expand({B, H, Tq, Tk}).reshape({B * H, Tq, Tk});
+  }
+  at::Tensor scores = at::baddbmm(mask, q3, k3.transpose(1, 2), 1.0, scale);
   at::Tensor weights = at::softmax(scores, -1);
   if (dropout_p > 0) weights = dropout(weights, dropout_p);
   return at::bmm(weights, v3).view({B, H, Tq, D});

@@ -8,9 +8,10 @@ namespace lmtrain::model {
 
 // q: (B, H, Tq, D), k and v: (B, H, Tk, D) with Tk >= Tq; query i sits at absolute position
 // Tk - Tq + i and attends to keys 0..that position. Returns (B, H, Tq, D).
-// dropout_p applies to the attention weights (pass 0 in eval).
+// dropout_p applies to the attention weights (pass 0 in eval). key_bias (optional): (B, 1, 1, Tk)
+// added to every score of a key, e.g. the mask of a left-padded batch's pad slots.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                            double dropout_p);
+                            double dropout_p, const at::Tensor& key_bias = {});
 
 // The same without dropout, also returning the attention weights (B, H, Tq, Tk).
 std::pair<at::Tensor, at::Tensor> causal_attention_with_weights(const at::Tensor& q,

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include "model/rope.h"
-
 namespace lmtrain::model {
 
 FullKvCache::FullKvCache(int64_t layers, int64_t batch, int64_t kv_heads, int64_t max_len,
@@ -20,7 +18,7 @@ std::pair<at::Tensor, at::Tensor> FullKvCache::update(int64_t layer, const at::T
   const int64_t T = k.size(2);
   auto& kl = k_[static_cast<size_t>(layer)];
   auto& vl = v_[static_cast<size_t>(layer)];
-  kl.narrow(2, length_, T).copy_(rope_.enabled ? apply_rope(k, length_, rope_.theta) : k);
+  kl.narrow(2, length_, T).copy_(rotate(k, length_, rope_));
   vl.narrow(2, length_, T).copy_(v);
   return {kl.narrow(2, 0, length_ + T), vl.narrow(2, 0, length_ + T)};
 }

@@ -19,6 +19,7 @@ class FullKvCache : public KvCache {
   void advance(int64_t t) override { length_ += t; }
   int64_t held() const override { return length_; }
   int64_t bytes() const override;
+  bool supports_padding() const override { return true; }
 
  private:
   std::vector<at::Tensor> k_, v_;  // per layer (B, K, max_len, D)

@@ -57,10 +57,11 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     }
     q = q.transpose(1, 2);
     k = k.transpose(1, 2);
-    if (rope) {
-      const int64_t start = cache ? cache->next_position() : 0;
-      q = apply_rope(q, start, rope_theta);
-      if (!cache) k = apply_rope(k, 0, rope_theta);  // a cache rotates the keys it keeps
+    if (rope && cache) {  // the cache rotates the keys it keeps; positions per row
+      q = apply_rope_at(q, cache->positions(cache->next_position(), T, x.options()), rope_theta);
+    } else if (rope) {
+      q = apply_rope(q, 0, rope_theta);
+      k = apply_rope(k, 0, rope_theta);
     }
   }
   if (cache) std::tie(k, v) = cache->update(layer, k, v);  // (B, K, L, D) each
@@ -75,7 +76,9 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     std::tie(y, weights) = causal_attention_with_weights(q, k, v);
     cache->observe(layer, weights);
   } else {
-    y = causal_attention(q, k, v, p);
+    // Left-padded batches: hide each row's pad slots (undefined mask otherwise).
+    y = causal_attention(q, k, v, p,
+                         cache ? cache->key_mask(k.size(2), q.options()) : at::Tensor());
   }
   y = y.transpose(1, 2).reshape({B, T, H * D});
   y = c_proj(y);
@@ -220,8 +223,9 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   }
   auto x = transformer->wte(ids);  // (B, T, C)
   if (transformer->wpe) {
-    auto pos = torch::arange(start, start + T, ids.options().dtype(torch::kLong));
-    x = x + transformer->wpe(pos);  // + (T, C)
+    auto pos = cache ? cache->positions(start, T, ids.options())  // (T,) or (B, T) padded
+                     : torch::arange(start, start + T, ids.options().dtype(torch::kLong));
+    x = x + transformer->wpe(pos);  // + (T, C) or (B, T, C)
   }
   if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
   const bool recompute = is_training() && torch::GradMode::is_enabled() && !cache;

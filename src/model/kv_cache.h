@@ -6,6 +6,13 @@
 //
 // Order of calls for T new tokens: next_position() (for the queries, learned positions and the
 // capacity check), then update(l, ...) once per layer, then advance(T).
+//
+// Batches of prompts of different lengths are left-padded (infer/batch_generator.h): row b's
+// first pad[b] cache slots hold no token. Every row then appends at the same slot each step, so
+// one (B, 1) decode call serves all rows; what differs per row is its positions (slot - pad[b],
+// so a row's first real token is at position 0, as when it runs alone) and a key mask hiding
+// the pad slots. Caches whose kept keys are exactly slots 0..L-1 support this
+// (supports_padding()); the model reads positions() and key_mask() from here.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -23,7 +30,8 @@ struct RopeSpec {
 class KvCache {
  public:
   virtual ~KvCache() = default;
-  // Position of the first of the next new tokens, as the model must see it.
+  // Position of the first of the next new tokens, as the model must see it (the cache slot;
+  // per row, minus the row's left padding).
   virtual int64_t next_position() const = 0;
   // Tokens the cache can still take in the next call (INT64_MAX: unbounded).
   virtual int64_t room() const = 0;
@@ -40,10 +48,29 @@ class KvCache {
   }
   // All layers have taken T new tokens.
   virtual void advance(int64_t t) = 0;
-  // Tokens currently held (per layer and sequence).
+  // Tokens currently held (per layer and sequence; pad slots included).
   virtual int64_t held() const = 0;
   // Bytes of cache storage now held, all layers.
   virtual int64_t bytes() const = 0;
+
+  // Whether update() returns slots 0..L-1 in order, so that left padding can be masked.
+  virtual bool supports_padding() const { return false; }
+  // pad: (B,) int64 on the model's device, set before the first token. Throws when the cache
+  // cannot hold padded rows.
+  void set_left_padding(const at::Tensor& pad);
+  const at::Tensor& left_padding() const { return pad_; }  // undefined: no padding
+  // Positions of T tokens starting at slot `start`: (T,) int64 without padding, else (B, T)
+  // (pad slots clamped to 0: they are masked).
+  at::Tensor positions(int64_t start, int64_t t, const at::TensorOptions& options) const;
+  // Additive mask (B, 1, 1, L) over the first L slots: a large negative value at pad slots, 0
+  // elsewhere (finite, so that a pad query, which sees only pad keys, stays finite); undefined
+  // without padding.
+  at::Tensor key_mask(int64_t l, const at::TensorOptions& options) const;
+  // k (B, K, T, D) at slots start..start+T-1 rotated by `rope` at its positions (per row).
+  at::Tensor rotate(const at::Tensor& k, int64_t start, const RopeSpec& rope) const;
+
+ private:
+  at::Tensor pad_;
 };
 
 }  // namespace lmtrain::model

@@ -10,5 +10,8 @@ namespace lmtrain::model {
 
 // x: (B, H, T, D) at absolute positions start .. start+T-1. Returns the rotated (B, H, T, D).
 at::Tensor apply_rope(const at::Tensor& x, int64_t start, double theta);
+// The same at explicit positions: (T,) shared by every row, or (B, T) per row (left-padded
+// batches). Equal positions give bitwise the same result as apply_rope.
+at::Tensor apply_rope_at(const at::Tensor& x, const at::Tensor& positions, double theta);
 
 }  // namespace lmtrain::model

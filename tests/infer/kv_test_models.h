@@ -1,0 +1,62 @@
+// The tiny decoders the KV cache tests share (2 layers, width 32, 4 heads, vocabulary 64,
+// random weights) and feeding a sequence through a cache one token at a time.
+#pragma once
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "infer/kv_cache_policy.h"
+#include "model/gpt.h"
+
+namespace lmtrain::infer {
+
+// family: "gpt2" (learned positions, LayerNorm, GELU), "rope" (Llama-style RMSNorm, RoPE,
+// SwiGLU, 2 kv heads for 4 query heads), "qwen3" (rope + QK-norm), "moe" (qwen3 with dropless
+// MoE blocks: 4 experts, top 2, so a batch's pad rows take no expert capacity).
+inline model::GptConfig tiny_decoder(const std::string& family, int64_t block_size = 32) {
+  model::GptConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 32;
+  c.vocab_size = 64;
+  c.block_size = block_size;
+  if (family == "gpt2") return c;
+  c.arch = "llama";
+  c.norm = "rmsnorm";
+  c.pos = "rope";
+  c.mlp = "swiglu";
+  c.n_kv_head = 2;
+  c.bias = false;
+  if (family == "rope") return c;
+  c.qk_norm = true;
+  if (family == "moe") {
+    c.moe.num_experts = 4;
+    c.moe.top_k = 2;
+    c.moe.expert_hidden = 24;
+  }
+  return c;
+}
+
+// Logits (B, T, V) of `ids` fed one token at a time through `cache`.
+inline at::Tensor token_by_token(model::GptImpl& m, const at::Tensor& ids, model::KvCache& cache) {
+  std::vector<at::Tensor> out;
+  for (int64_t t = 0; t < ids.size(1); ++t) {
+    out.push_back(m.forward_cached(ids.narrow(1, t, 1), cache));
+  }
+  return at::cat(out, 1);
+}
+
+// A policy text that parse_kv_policy must refuse with a UsageError naming it.
+inline void expect_rejected(const std::string& bad) {
+  try {
+    parse_kv_policy(bad);
+    ADD_FAILURE() << bad << " was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace lmtrain::infer
