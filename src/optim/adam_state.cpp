@@ -27,10 +27,12 @@ std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
   const std::string kind = layout.is_object() ? layout.value("kind", "named") : "named";
   if (files.empty()) throw Error("optimizer state: no files");
 
-  if (kind == "named") {
+  // Named state ("exp_avg.<param>") of every segment, or of the expert segments only.
+  auto copy_named = [&](bool experts_only) {
     for (const char* k : {"exp_avg.", "exp_avg_sq."}) {
       auto& dst_flat = std::string(k) == "exp_avg." ? m : v;
       for (const auto& seg : flat.segments()) {
+        if (experts_only && !seg.expert) continue;
         auto src = find_tensor(files[0], k + seg.name, 0);
         auto dst = flat.view(dst_flat, seg);
         if (seg.expert && src.dim() > 0 && dst.dim() > 0 && src.size(0) > dst.size(0) &&
@@ -44,6 +46,9 @@ std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
         dst.copy_(src);
       }
     }
+  };
+  if (kind == "named") {
+    copy_named(false);
     return {m, v};
   }
   if (kind != "flat_shards") throw Error("optimizer state: unknown layout kind '" + kind + "'");
@@ -51,9 +56,15 @@ std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
   const auto world = layout.at("world_size").get<size_t>();
   const auto shard = layout.at("shard_numel").get<int64_t>();
   const auto signature = layout.at("flat_layout").get<std::string>();
-  if (signature != flat.layout_signature()) {
+  // Saved under expert parallelism: the shards cover the shared region, the experts are named.
+  const bool named_experts = layout.value("experts", "") == "named";
+  if (signature != flat.layout_signature(named_experts)) {
     throw Error("optimizer state was saved for a different parameter layout (" + signature +
-                " vs " + flat.layout_signature() + "): the model changed");
+                " vs " + flat.layout_signature(named_experts) + "): the model changed" +
+                (flat.expert_begin() < flat.numel() && !named_experts
+                     ? ", or the state was sharded by ZeRO at dist.ep=1 (its shards cover the "
+                       "experts too, so it resumes only at dist.ep=1)"
+                     : ""));
   }
   if (files.size() != world) {
     throw Error(
@@ -61,9 +72,10 @@ std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
                     "found",
                     world, files.size()));
   }
-  // The saved flat buffers were padded to world*shard elements; ours may be shorter or longer
-  // (padding only ever follows the last parameter).
-  const int64_t keep = std::min<int64_t>(flat.numel(), static_cast<int64_t>(world) * shard);
+  // The saved flat buffers (or shared region) were padded to world*shard elements; ours may be
+  // shorter or longer (padding only ever follows the last parameter of the region).
+  const int64_t region = named_experts ? flat.expert_begin() : flat.numel();
+  const int64_t keep = std::min<int64_t>(region, static_cast<int64_t>(world) * shard);
   for (size_t r = 0; r < world; ++r) {
     const int64_t begin = static_cast<int64_t>(r) * shard;
     if (begin >= keep) break;
@@ -79,6 +91,7 @@ std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
       (std::string(k) == "exp_avg" ? m : v).narrow(0, begin, n).copy_(src.narrow(0, 0, n));
     }
   }
+  if (named_experts) copy_named(true);
   return {m, v};
 }
 

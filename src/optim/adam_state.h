@@ -3,7 +3,9 @@
 //                            (replicated AdamW; independent of the flat layout);
 //   {"kind": "flat_shards"}  one file per rank with that rank's slice ("exp_avg",
 //                            "exp_avg_sq") of the flat buffers, plus world_size, shard_numel
-//                            and the flat layout signature (ZeRO).
+//                            and the flat layout signature (ZeRO); with "experts": "named"
+//                            (ZeRO under expert parallelism) the shards cover the shared
+//                            region and rank 0's file holds the experts' state by name.
 // Both become full flat tensors over the current FlatParams layout, from which any optimizer
 // takes the part it owns — which is what makes resuming at another world size work.
 #pragma once

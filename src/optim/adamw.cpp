@@ -22,7 +22,8 @@ AdamWOptions AdamWOptions::from_config(const core::Config& cfg) {
   return o;
 }
 
-AdamW::AdamW(FlatParams& params, AdamWOptions opts) : params_(params), opts_(opts) {
+AdamW::AdamW(FlatParams& params, AdamWOptions opts, dist::Group* expert_group)
+    : params_(params), opts_(opts), expert_group_(expert_group) {
   exp_avg_ = torch::zeros_like(params.params());
   exp_avg_sq_ = torch::zeros_like(params.params());
 }
@@ -76,6 +77,41 @@ void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, 
   v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
   auto denom = (v.sqrt() / std::sqrt(bc2)).add_(o.eps);
   p.addcdiv_(m, denom, -lr / bc1);
+}
+
+at::Tensor AdamW::grad_norm() {
+  if (!expert_group_) return params_.grad_norm();
+  return expert_grad_norm(params_, params_.shared_region(params_.grads()), *expert_group_,
+                          /*shared_group=*/nullptr);
+}
+
+at::Tensor expert_grad_norm(const FlatParams& flat, const at::Tensor& shared_grads,
+                            dist::Group& expert_group, dist::Group* shared_group) {
+  // Every parameter once: the shared part (summed over shared_group when each rank holds a
+  // shard of it), the expert stacks summed over the EP group (each rank holds other experts).
+  torch::NoGradGuard no_grad;
+  auto shared = shared_grads.to(torch::kFloat64).square().sum().reshape({1});
+  if (shared_group) shared_group->allreduce(shared, dist::ReduceOp::kSum)->wait();
+  auto experts = flat.expert_region(flat.grads()).to(torch::kFloat64).square().sum().reshape({1});
+  expert_group.allreduce(experts, dist::ReduceOp::kSum)->wait();
+  return (shared + experts).sqrt().reshape({});
+}
+
+NamedTensors named_expert_state(const FlatParams& flat, const at::Tensor& exp_avg,
+                                const at::Tensor& exp_avg_sq, int64_t origin) {
+  NamedTensors out;
+  for (const auto* k : {"exp_avg.", "exp_avg_sq."}) {
+    const auto& buf = std::string(k) == "exp_avg." ? exp_avg : exp_avg_sq;
+    for (const auto& seg : flat.segments()) {
+      if (!seg.expert) continue;
+      out.emplace_back(k + seg.name, buf.narrow(0, seg.offset - origin, seg.numel).view(seg.shape));
+    }
+  }
+  return out;
+}
+
+NamedTensors AdamW::expert_state() const {
+  return named_expert_state(params_, exp_avg_, exp_avg_sq_, 0);
 }
 
 void AdamW::scale_grads(const at::Tensor& coef) {

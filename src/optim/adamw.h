@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/group.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 
@@ -33,15 +34,30 @@ struct AdamWOptions {
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
                  double lr, const AdamWOptions& o);
 
+// Expert parallelism: the global gradient norm with every parameter counted once. shared_grads
+// is the shared region's gradient this rank holds (all of it, or its shard when shared_group is
+// the group the shards are summed over); the expert region's squares are summed over the EP
+// group. A float64 scalar on the gradients' device.
+at::Tensor expert_grad_norm(const FlatParams& flat, const at::Tensor& shared_grads,
+                            dist::Group& expert_group, dist::Group* shared_group);
+
+// Adam state of the expert segments as named tensors (Optimizer::expert_state): views into flat
+// buffers exp_avg / exp_avg_sq that start at flat offset `origin` (0: the whole layout).
+NamedTensors named_expert_state(const FlatParams& flat, const at::Tensor& exp_avg,
+                                const at::Tensor& exp_avg_sq, int64_t origin);
+
 // Replicated AdamW: every rank holds the whole state and updates every parameter.
 class AdamW : public Optimizer {
  public:
-  AdamW(FlatParams& params, AdamWOptions opts);
+  // expert_group: under expert parallelism, the EP group: the expert region of the flat buffers
+  // holds this rank's experts (different on each rank of the group), so the gradient norm sums
+  // that region's squares over the group.
+  AdamW(FlatParams& params, AdamWOptions opts, dist::Group* expert_group = nullptr);
 
   std::string name() const override { return "adamw"; }
   int64_t shard_begin() const override { return 0; }
   int64_t shard_end() const override { return params_.numel(); }
-  at::Tensor grad_norm() override { return params_.grad_norm(); }
+  at::Tensor grad_norm() override;
   void scale_grads(const at::Tensor& coef) override;
   // One update with learning rate `lr` from the gradients in params.grads().
   void step(double lr) override;
@@ -54,6 +70,8 @@ class AdamW : public Optimizer {
   // the flat layout, so checkpoints survive layout changes.
   NamedTensors state_tensors() const override;
   nlohmann::json state_layout() const override { return {{"kind", "named"}}; }
+  NamedTensors expert_state() const override;
+  bool expert_parallel() const override { return expert_group_ != nullptr; }
   void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                   int64_t step) override;
   // The single-file form (a checkpoint written by a replicated optimizer).
@@ -64,6 +82,7 @@ class AdamW : public Optimizer {
  private:
   FlatParams& params_;
   AdamWOptions opts_;
+  dist::Group* expert_group_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (numel,) like params
   int64_t step_ = 0;
 };

@@ -75,6 +75,8 @@ void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
   // Expert stacks last (stable: each part keeps the backward order).
   std::stable_partition(ordered.begin(), ordered.end(),
                         [](const Entry& e) { return !e.tag.expert; });
+  const int64_t multiple = std::max<int64_t>(1, pad_multiple);
+  auto pad = [multiple](int64_t n) { return (n + multiple - 1) / multiple * multiple; };
   int64_t offset = 0;
   bool in_experts = false;
   torch::TensorOptions opts = fallback;
@@ -86,6 +88,8 @@ void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
     seg.shape = e.param.sizes().vec();
     if (e.tag.expert && !in_experts) {
       in_experts = true;
+      offset = pad(offset);  // the shared region splits evenly too
+      seg.offset = offset;
       expert_begin_ = offset;
     }
     seg.decay = e.tag.decay;
@@ -103,8 +107,7 @@ void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
     segments_.push_back(seg);
     opts = e.param.options();
   }
-  const int64_t multiple = std::max<int64_t>(1, pad_multiple);
-  const int64_t total = (offset + multiple - 1) / multiple * multiple;
+  const int64_t total = pad(offset);
   if (!in_experts) expert_begin_ = total;
   params_ = torch::zeros({total}, opts.requires_grad(false));
   grads_ = torch::zeros({total}, opts.requires_grad(false));
@@ -138,9 +141,10 @@ const ParamSegment& FlatParams::segment(const std::string& name) const {
   throw Error("no parameter named '" + name + "'");
 }
 
-std::string FlatParams::layout_signature() const {
+std::string FlatParams::layout_signature(bool shared_only) const {
   std::string desc;
   for (const auto& s : segments_) {
+    if (shared_only && s.expert) continue;
     desc += s.name + ":" + std::to_string(s.offset) + ":" + std::to_string(s.numel) + ";";
   }
   char buf[16];

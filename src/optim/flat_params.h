@@ -8,7 +8,9 @@
 // `decay_ranges` lists the merged [begin, end) element ranges that get weight decay.
 // Frozen parameters (tag trainable=false) are left out: they keep their own storage.
 // With tags, expert parameters come last, in a region of their own [expert_begin(), numel()):
-// under expert parallelism they are averaged over another group than the rest.
+// under expert parallelism they are averaged over another group than the rest. expert_begin()
+// is padded to the pad multiple like the end, so the shared region alone also splits evenly
+// into shards (ZeRO shards only that region under expert parallelism).
 // The trained parameters may come from several modules (ParamSource): the model, and modules an
 // objective trains beside it (distillation's feature projections), named under a prefix.
 #pragma once
@@ -82,9 +84,9 @@ class FlatParams {
   torch::Tensor view(const torch::Tensor& flat, const ParamSegment& seg) const;
   const ParamSegment& segment(const std::string& name) const;
 
-  // Identifies the layout (names, offsets, sizes): flat optimizer shards saved under another
-  // signature belong to a different model.
-  std::string layout_signature() const;
+  // Identifies the layout (names, offsets, sizes) of every segment, or of the shared region's
+  // only: flat optimizer shards saved under another signature belong to a different model.
+  std::string layout_signature(bool shared_only = false) const;
 
   void zero_grad() { grads_.zero_(); }
   // L2 norm of all gradients: float64 scalar tensor on the buffers' device.

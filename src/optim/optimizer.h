@@ -54,6 +54,13 @@ class Optimizer {
   virtual nlohmann::json state_layout() const = 0;
   virtual void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                           int64_t step) = 0;
+  // Expert parallelism: the state of this rank's expert stacks by parameter name
+  // ("exp_avg.<name>", "exp_avg_sq.<name>"), which checkpointing gathers over the EP group into
+  // whole stacks (train/expert_parallel.h). Empty without expert parameters.
+  virtual NamedTensors expert_state() const { return {}; }
+  // Built for expert parallelism (given the EP group): its gradient norm counts the expert
+  // region over the group.
+  virtual bool expert_parallel() const { return false; }
   // True when each rank holds a different part of the state (one file per rank).
   virtual bool sharded() const { return false; }
   // State every rank holds in full (broadcast from rank 0 at start-up); empty when sharded.

@@ -13,15 +13,20 @@ int64_t flat_pad_multiple(const core::Config& cfg, int world_size) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& flat,
-                                          dist::Group& group) {
+                                          dist::Group& group, dist::Group* expert_group) {
   const std::string name = cfg.get_string("optim.name");
   const auto zero = static_cast<int>(cfg.get_int("dist.zero"));
   if (name == "adamw") {
     const auto opts = AdamWOptions::from_config(cfg);
-    if (zero == 0) return std::make_unique<AdamW>(flat, opts);
-    return std::make_unique<ZeroAdamW>(flat, opts, group, zero);
+    if (zero == 0) return std::make_unique<AdamW>(flat, opts, expert_group);
+    return std::make_unique<ZeroAdamW>(flat, opts, group, zero, expert_group);
   }
   if (name == "muon") {
+    if (expert_group) {
+      throw UsageError(
+          "dist.ep > 1 works with optim.name=adamw (replicated, or sharded with dist.zero=1/2); "
+          "Muon's matrix ownership does not split expert stacks yet");
+    }
     if (zero != 0) {
       throw UsageError(
           "dist.zero applies to optim.name=adamw; Muon shards by matrix ownership on its own "

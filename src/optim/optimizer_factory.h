@@ -17,7 +17,9 @@ namespace lmtrain::optim {
 // buffers (so they split evenly into aligned shards), else 16.
 int64_t flat_pad_multiple(const core::Config& cfg, int world_size);
 
+// expert_group: the EP group under expert parallelism (dist.ep > 1), else null: the flat
+// buffers' expert region then holds this rank's experts (AdamW and ZeroAdamW; Muon refuses).
 std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& flat,
-                                          dist::Group& group);
+                                          dist::Group& group, dist::Group* expert_group = nullptr);
 
 }  // namespace lmtrain::optim

@@ -8,10 +8,12 @@
 
 namespace lmtrain::optim {
 
-ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, int stage)
-    : params_(params), opts_(opts), group_(group), stage_(stage) {
+ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, int stage,
+                     dist::Group* expert_group)
+    : params_(params), opts_(opts), group_(group), stage_(stage), expert_group_(expert_group) {
   if (stage != 1 && stage != 2) throw Error("ZeroAdamW: stage must be 1 or 2");
-  const int64_t n = params.numel(), w = group.size();
+  sharded_numel_ = expert_group ? params.expert_begin() : params.numel();
+  const int64_t n = sharded_numel_, w = group.size();
   if (n % w != 0) {
     throw Error(
         log::format("ZeroAdamW: flat buffer of %lld elements does not split over %lld "
@@ -22,10 +24,16 @@ ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, 
   begin_ = shard_ * group.rank();
   exp_avg_ = torch::zeros({shard_}, params.params().options());
   exp_avg_sq_ = torch::zeros({shard_}, params.params().options());
+  if (expert_group) {
+    expert_avg_ = torch::zeros_like(params.expert_region(params.params()));
+    expert_avg_sq_ = torch::zeros_like(expert_avg_);
+  }
 }
 
 at::Tensor ZeroAdamW::grad_norm() {
-  auto sq = params_.grads().narrow(0, begin_, shard_).pow(2).sum().to(torch::kFloat64).reshape({1});
+  auto own = params_.grads().narrow(0, begin_, shard_);
+  if (expert_group_) return expert_grad_norm(params_, own, *expert_group_, &group_);
+  auto sq = own.pow(2).sum().to(torch::kFloat64).reshape({1});
   group_.allreduce(sq, dist::ReduceOp::kSum)->wait();
   return sq.sqrt().reshape({});
 }
@@ -33,6 +41,7 @@ at::Tensor ZeroAdamW::grad_norm() {
 void ZeroAdamW::scale_grads(const at::Tensor& coef) {
   torch::NoGradGuard no_grad;
   params_.grads().narrow(0, begin_, shard_).mul_(coef);
+  if (expert_group_) params_.expert_region(params_.grads()).mul_(coef);
 }
 
 void ZeroAdamW::step(double lr) {
@@ -41,14 +50,24 @@ void ZeroAdamW::step(double lr) {
   auto flat = params_.params();
   auto p = flat.narrow(0, begin_, shard_);
   auto g = params_.grads().narrow(0, begin_, shard_);
+  const int64_t expert_begin = params_.expert_begin();
   if (opts_.weight_decay != 0) {
-    // Weight decay on the part of each decayed range that falls in this shard.
+    // Weight decay on the part of each decayed range that this rank updates: its shard and,
+    // under expert parallelism, its experts.
     for (const auto& [b, e] : params_.decay_ranges()) {
       const int64_t lo = std::max(b, begin_), hi = std::min(e, begin_ + shard_);
       if (lo < hi) flat.narrow(0, lo, hi - lo).mul_(1.0 - lr * opts_.weight_decay);
+      if (expert_group_ && e > expert_begin) {
+        const int64_t elo = std::max(b, expert_begin);
+        flat.narrow(0, elo, e - elo).mul_(1.0 - lr * opts_.weight_decay);
+      }
     }
   }
   adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_);
+  if (expert_group_) {
+    adam_update(params_.expert_region(flat), params_.expert_region(params_.grads()), expert_avg_,
+                expert_avg_sq_, step_, lr, opts_);
+  }
   if (group_.size() > 1) {
     // All-gather of the updated shards, as one in-place broadcast per shard: c10d's Gloo
     // allgather stages the whole buffer in a temporary (a full parameter copy per step), which
@@ -67,10 +86,18 @@ NamedTensors ZeroAdamW::state_tensors() const {
 }
 
 nlohmann::json ZeroAdamW::state_layout() const {
-  return {{"kind", "flat_shards"},
-          {"world_size", group_.size()},
-          {"shard_numel", shard_},
-          {"flat_layout", params_.layout_signature()}};
+  nlohmann::json layout = {{"kind", "flat_shards"},
+                           {"world_size", group_.size()},
+                           {"shard_numel", shard_},
+                           {"flat_layout", params_.layout_signature(expert_group_ != nullptr)}};
+  // The shards cover the shared region only; the expert state is stored by name.
+  if (expert_group_) layout["experts"] = "named";
+  return layout;
+}
+
+NamedTensors ZeroAdamW::expert_state() const {
+  if (!expert_group_) return {};
+  return named_expert_state(params_, expert_avg_, expert_avg_sq_, params_.expert_begin());
 }
 
 void ZeroAdamW::load_state(const std::vector<NamedTensors>& rank_files,
@@ -79,6 +106,10 @@ void ZeroAdamW::load_state(const std::vector<NamedTensors>& rank_files,
   torch::NoGradGuard no_grad;
   exp_avg_.copy_(m.narrow(0, begin_, shard_));
   exp_avg_sq_.copy_(v.narrow(0, begin_, shard_));
+  if (expert_group_) {
+    expert_avg_.copy_(params_.expert_region(m));
+    expert_avg_sq_.copy_(params_.expert_region(v));
+  }
   step_ = step;
 }
 
@@ -88,7 +119,8 @@ std::vector<at::Tensor> ZeroAdamW::replicated_state() const {
 }
 
 int64_t ZeroAdamW::state_bytes() const {
-  return (exp_avg_.numel() + exp_avg_sq_.numel()) * exp_avg_.element_size();
+  const int64_t experts = expert_group_ ? 2 * expert_avg_.numel() : 0;
+  return (exp_avg_.numel() + exp_avg_sq_.numel() + experts) * exp_avg_.element_size();
 }
 
 }  // namespace lmtrain::optim

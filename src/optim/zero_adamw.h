@@ -8,6 +8,11 @@
 //            receives only its slice, averaged (grad_reduction() = kReduceScatter).
 // The per-element update is AdamW's, in the same operation order, so results equal the
 // replicated optimizer up to the gradient norm's summation order.
+// Under expert parallelism only the shared region [0, expert_begin) is sharded over the world;
+// the expert region holds this rank's experts, whose gradients are averaged over their replicas,
+// and keeps its whole Adam state on each rank (replicas update it alike). Checkpoints then store
+// the shards plus the expert state by name (gathered into whole stacks), so a resume at another
+// dist.ep or world size reshards both.
 #pragma once
 #include "dist/group.h"
 #include "optim/adamw.h"
@@ -17,7 +22,9 @@ namespace lmtrain::optim {
 class ZeroAdamW : public Optimizer {
  public:
   // `params` must be padded to a multiple of group.size() (FlatParams pad_multiple).
-  ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, int stage);
+  // expert_group: the EP group under expert parallelism (see above), else null.
+  ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, int stage,
+            dist::Group* expert_group = nullptr);
 
   std::string name() const override { return "adamw-zero" + std::to_string(stage_); }
   GradReduction grad_reduction() const override {
@@ -34,6 +41,8 @@ class ZeroAdamW : public Optimizer {
   nlohmann::json state_layout() const override;
   void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                   int64_t step) override;
+  NamedTensors expert_state() const override;
+  bool expert_parallel() const override { return expert_group_ != nullptr; }
   bool sharded() const override { return group_.size() > 1; }
   std::vector<at::Tensor> replicated_state() const override;
   int64_t state_bytes() const override;
@@ -43,8 +52,11 @@ class ZeroAdamW : public Optimizer {
   AdamWOptions opts_;
   dist::Group& group_;
   int stage_;
-  int64_t shard_ = 0, begin_ = 0;    // this rank's slice of the flat buffers
-  at::Tensor exp_avg_, exp_avg_sq_;  // (shard_,)
+  dist::Group* expert_group_;
+  int64_t sharded_numel_ = 0;              // the sharded prefix of the flat buffers
+  int64_t shard_ = 0, begin_ = 0;          // this rank's slice of them
+  at::Tensor exp_avg_, exp_avg_sq_;        // (shard_,)
+  at::Tensor expert_avg_, expert_avg_sq_;  // (numel - expert_begin,) under expert parallelism
   int64_t step_ = 0;
 };
 

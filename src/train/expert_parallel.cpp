@@ -112,12 +112,7 @@ optim::NamedTensors gather_expert_state(const ExpertParallel& ep, model::GptImpl
     auto it = tags.find(name);
     if (it != tags.end() && it->second.expert) out.emplace_back(name, gather(t.detach()));
   }
-  for (const auto& [name, t] : opt.state_tensors()) {
-    const auto dot = name.find('.');
-    const std::string param = dot == std::string::npos ? "" : name.substr(dot + 1);
-    auto it = tags.find(param);
-    if (it != tags.end() && it->second.expert) out.emplace_back(name, gather(t));
-  }
+  for (const auto& [name, t] : opt.expert_state()) out.emplace_back(name, gather(t));
   return out;
 }
 

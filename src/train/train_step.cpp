@@ -16,17 +16,6 @@ void TrainStepper::finish_expert_grads() {
   flat_.expert_region(flat_.grads()).div_(static_cast<double>(ep_->ep));
 }
 
-at::Tensor TrainStepper::ep_grad_norm() const {
-  // Every parameter once: the replicated part as is, the expert stacks summed over the EP group
-  // (each rank holds different experts).
-  torch::NoGradGuard no_grad;
-  const auto& g = flat_.grads();
-  auto shared = flat_.shared_region(g).to(torch::kFloat64).square().sum();
-  auto experts = flat_.expert_region(g).to(torch::kFloat64).square().sum().reshape({1});
-  ep_->ep_group->allreduce(experts, dist::ReduceOp::kSum)->wait();
-  return (shared + experts.reshape({})).sqrt();
-}
-
 int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
   if (configured > 0) return static_cast<int>(configured);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, micro_batch)));
@@ -49,9 +38,15 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   const bool split_experts = ep && ep->active();
   if (split_experts) {
     ep_ = ep;
-    if (opt.grad_reduction() != optim::GradReduction::kAllReduce) {
+    if (!opt.expert_parallel()) {
+      throw Error(
+          "internal: under expert parallelism the optimizer must be given the EP group "
+          "(optim::make_optimizer's expert_group)");
+    }
+    if (opt.grad_reduction() == optim::GradReduction::kToOwners) {
       throw UsageError(
-          "dist.ep > 1 works with the replicated AdamW (dist.zero=0, optim.name=adamw)");
+          "dist.ep > 1 works with AdamW, replicated or sharded (optim.name=adamw, dist.zero "
+          "0/1/2)");
     }
   }
   std::vector<std::pair<int64_t, int64_t>> ranges, expert_ranges;
@@ -259,7 +254,7 @@ StepResult TrainStepper::step(int64_t accum_steps, const BatchFn& next_batch, do
     return r;
   }
   scaler_.update(false);
-  r.grad_norm = ep_ ? ep_grad_norm() : opt_.grad_norm();  // global, also when sharded
+  r.grad_norm = opt_.grad_norm();  // global, also when sharded or expert-parallel
   if (grad_clip > 0) {
     // Same rule as torch.nn.utils.clip_grad_norm_.
     if (r.grad_norm.is_cpu()) {

@@ -90,9 +90,8 @@ class TrainStepper {
                            int64_t accum_steps) const;
   double global_valid_tokens(const std::vector<Batch>& batches) const;
   // Under EP: the expert region's average over the replica group, divided by ep (each EP
-  // rank's expert gradient already sums its group's tokens); the global gradient norm.
+  // rank's expert gradient already sums its group's tokens).
   void finish_expert_grads();
-  at::Tensor ep_grad_norm() const;
 
   model::GptImpl& model_;
   optim::FlatParams& flat_;

@@ -133,11 +133,6 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
 
   // ---- model and optimizer
   const auto ep = make_expert_parallel(group, cfg.get_int("dist.ep"), mcfg.moe.num_experts);
-  if (ep.active() && (cfg.get_int("dist.zero") != 0 || cfg.get_string("optim.name") != "adamw")) {
-    throw UsageError(
-        "dist.ep > 1 works with the replicated AdamW for now: set dist.zero=0 and "
-        "optim.name=adamw");
-  }
   const auto lora = model::LoraOptions::from_config(cfg);
   if (lora.enabled() && cfg.get_string("model.init_from").empty()) {
     throw UsageError(
@@ -165,7 +160,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   optim::FlatParams flat(trained_param_sources(*model, objective.get()),
                          optim::flat_pad_multiple(cfg, group.size()));
   flat.set_expert_first(ep.placement.first);
-  auto optimizer_ptr = optim::make_optimizer(cfg, flat, group);
+  auto optimizer_ptr =
+      optim::make_optimizer(cfg, flat, group, ep.active() ? ep.ep_group.get() : nullptr);
   optim::Optimizer& optimizer = *optimizer_ptr;
   const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
 

@@ -39,12 +39,19 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
                                      std::optional<double> val_loss, double train_loss) {
   TensorList model_tensors = checkpoint_model_tensors(in.model);
   TensorList optim_tensors = in.optimizer.state_tensors();
+  // Whole expert stacks in place of this rank's slices; a sharded optimizer's expert state
+  // (not among its shards) joins rank 0's file.
   for (const auto& [name, full] : in.full_experts) {
+    bool placed = false;
     for (auto* list : {&model_tensors, &optim_tensors}) {
       for (auto& [n, t] : *list) {
-        if (n == name) t = full;
+        if (n == name) {
+          t = full;
+          placed = true;
+        }
       }
     }
+    if (!placed) optim_tensors.emplace_back(name, full);
   }
   optim_tensors.emplace_back(kRngTensor, cpu_rng_state());
 

@@ -1,5 +1,6 @@
 // MoE training end to end with real processes: 2 data-parallel ranks, expert parallelism (ep=2
-// on 2 ranks, ep=2 x 2 replicas on 4) and resumes across ep values equal one rank on the same
+// on 2 ranks, ep=2 x 2 replicas on 4, with ZeRO-1/2) and resumes across ep values (ZeRO state
+// included) equal one rank on the same
 // global batch (the global expert load drives the balancing bias identically everywhere), a
 // resumed run equals an uninterrupted one (the bias is saved with the weights), metrics.jsonl
 // carries the per-layer MoE statistics, and bad MoE settings or a checkpoint with another
@@ -119,6 +120,9 @@ TEST_F(MoeTrainTest, ExpertParallelRunsEqualOneRank) {
            // exchanges tokens again
            {2, "ep2_accum_ckpt",
             " --train.micro_batch_size=4 --train.activation_checkpointing=block"},
+           // ZeRO shards the shared region over the world; the experts keep their state
+           {2, "ep2_zero1", " --dist.zero=1"},
+           {4, "ep2_dp2_zero2", " --train.micro_batch_size=4 --dist.zero=2"},
        }) {
     SCOPED_TRACE(c.name);
     const std::string run = dir_->file(c.name);
@@ -144,6 +148,28 @@ TEST_F(MoeTrainTest, ResumeAtAnotherEpEqualsUninterrupted) {
   auto second =
       run_command(launch(4) + flags(run) +
                   " --dist.ep=4 --train.micro_batch_size=4 --train.stop_at_step=7 --resume=auto");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  auto third = run_command(lmtrain_binary() + " train" + flags(run) + " --resume=auto");
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
+            1e-5);
+}
+
+// The same with ZeRO: state sharded at ep=2 with ZeRO-2 on 2 ranks, resumed at ep=4 with
+// ZeRO-1 on 4 ranks, then by one process with the replicated AdamW.
+TEST_F(MoeTrainTest, ZeroStateResumesAtAnotherEpAndWorldSize) {
+  const std::string run = dir_->file("ep_zero_resume");
+  auto first =
+      run_command(launch(2) + flags(run) + " --dist.ep=2 --dist.zero=2 --train.stop_at_step=4");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // Rank 0's optimizer file holds the shards' rank-0 part plus every expert's state by name.
+  auto optim = core::read_safetensors(run + "/checkpoints/latest/optim.rank0.safetensors");
+  ASSERT_TRUE(optim.tensors.count("exp_avg.transformer.h.0.mlp.experts.c_fc.weight"));
+  EXPECT_EQ(optim.tensors.at("exp_avg.transformer.h.0.mlp.experts.c_fc.weight").size(0), 4);
+  EXPECT_TRUE(optim.tensors.count("exp_avg"));
+  auto second = run_command(launch(4) + flags(run) +
+                            " --dist.ep=4 --dist.zero=1 --train.micro_batch_size=4"
+                            " --train.stop_at_step=7 --resume=auto");
   ASSERT_EQ(second.exit_code, 0) << second.output;
   auto third = run_command(lmtrain_binary() + " train" + flags(run) + " --resume=auto");
   ASSERT_EQ(third.exit_code, 0) << third.output;
@@ -197,6 +223,10 @@ TEST_F(MoeTrainTest, BadSettingsAndAnotherExpertCountAreRefusedNamingTheKeys) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'model.moe.num_experts' = 3 is not divisible by 'dist.ep' = 2"),
             std::string::npos)
+      << r.output;
+  r = run_command(launch(2) + flags(run) + " --dist.ep=2 --optim.name=muon");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dist.ep > 1 works with optim.name=adamw"), std::string::npos)
       << r.output;
   r = run_command(lmtrain_binary() + " train" + flags(run) + " --dist.ep=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;

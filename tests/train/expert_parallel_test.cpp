@@ -49,7 +49,7 @@ TEST(ExpertParallel, ReplicasOfAnExpertAgreeAndEpRanksDiffer) {
     flat.set_expert_first(ep.placement.first);
     optim::AdamWOptions adam;
     adam.eps = 1e-6;
-    optim::AdamW opt(flat, adam);
+    optim::AdamW opt(flat, adam, ep.ep_group.get());
     TrainStepper stepper(*model, flat, opt, world, core::Runtime::cpu(), 1, 7, 1 << 12,
                          LossScaler(false, 1, 1), &ep);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + rank);  // different data per rank
