@@ -8,8 +8,8 @@ QuantizedKvCache::QuantizedKvCache(int64_t layers, int64_t max_len, model::RopeS
                                    QuantizedKvOptions o)
     : layers_(static_cast<size_t>(layers), QuantizedKvStore(o)), max_len_(max_len), rope_(rope) {}
 
-std::pair<at::Tensor, at::Tensor> QuantizedKvCache::update(int64_t layer, const at::Tensor& k,
-                                                           const at::Tensor& v) {
+QuantizedKvStore& QuantizedKvCache::append(int64_t layer, const at::Tensor& k,
+                                           const at::Tensor& v) {
   auto& store = layers_[static_cast<size_t>(layer)];
   auto kr = rotate(k, length_, rope_);
   if (left_padding().defined()) {
@@ -20,7 +20,24 @@ std::pair<at::Tensor, at::Tensor> QuantizedKvCache::update(int64_t layer, const 
   } else {
     store.append(kr, v);
   }
-  return store.read(k.scalar_type());
+  return store;
+}
+
+std::pair<at::Tensor, at::Tensor> QuantizedKvCache::update(int64_t layer, const at::Tensor& k,
+                                                           const at::Tensor& v) {
+  return append(layer, k, v).read(k.scalar_type());
+}
+
+bool QuantizedKvCache::attends() const {
+  if (read_ != Read::kAuto) return read_ == Read::kCodes;
+  const auto& store = layers_.front();  // every layer holds as many groups
+  return store.groups() * store.batch() >= 16;
+}
+
+at::Tensor QuantizedKvCache::attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                                    const at::Tensor& v) {
+  auto& store = append(layer, k, v);
+  return store.attend(q, key_mask(store.size(), q.options()));
 }
 
 void QuantizedKvCache::advance(int64_t t) {

@@ -18,6 +18,15 @@ class QuantizedKvCache : public model::KvCache {
   int64_t room() const override { return max_len_ - length_; }
   std::pair<at::Tensor, at::Tensor> update(int64_t layer, const at::Tensor& k,
                                            const at::Tensor& v) override;
+  // How the attention reads the quantised groups: from the codes (quantized_attention.h:
+  // a fixed handful of ops per layer), or by dequantising every group and attending over the
+  // result (several ops per group). kAuto reads the codes from batch x groups >= 16, where
+  // that measured faster on CPU (README, "KV cache policies").
+  enum class Read { kAuto, kCodes, kDequantised };
+  void set_read(Read read) { read_ = read; }
+  bool attends() const override;
+  at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                    const at::Tensor& v) override;
   void advance(int64_t t) override;
   int64_t held() const override { return length_; }
   int64_t bytes() const override;
@@ -27,6 +36,9 @@ class QuantizedKvCache : public model::KvCache {
   std::vector<QuantizedKvStore> layers_;
   int64_t length_ = 0, max_len_;
   model::RopeSpec rope_;
+  Read read_ = Read::kAuto;
+  // Appends this call's keys (rotated; zero at pad slots) and values to the layer's store.
+  QuantizedKvStore& append(int64_t layer, const at::Tensor& k, const at::Tensor& v);
 };
 
 }  // namespace lmtrain::infer

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "infer/dense_kv_store.h"
+#include "infer/quantized_attention.h"
 
 namespace lmtrain::infer {
 namespace {
@@ -77,7 +78,7 @@ Quantized quantize(const at::Tensor& x, int bits, int64_t reduce_dim) {
   return q;
 }
 
-at::Tensor dequantize(const Quantized& q, at::ScalarType dtype) {
+at::Tensor unpacked_codes(const Quantized& q) {
   auto c = q.codes;
   if (q.bits == 4) {
     auto low = at::bitwise_and(c, 15), high = at::bitwise_right_shift(c, 4);
@@ -85,7 +86,12 @@ at::Tensor dequantize(const Quantized& q, at::ScalarType dtype) {
     sizes.back() *= 2;
     c = at::stack({low, high}, -1).reshape(sizes);
   }
-  return (c.to(at::kFloat) * q.scale.to(at::kFloat) + q.zero.to(at::kFloat)).to(dtype);
+  return c;
+}
+
+at::Tensor dequantize(const Quantized& q, at::ScalarType dtype) {
+  return (unpacked_codes(q).to(at::kFloat) * q.scale.to(at::kFloat) + q.zero.to(at::kFloat))
+      .to(dtype);
 }
 
 void QuantizedKvStore::append(const at::Tensor& k, const at::Tensor& v) {
@@ -102,6 +108,31 @@ std::pair<at::Tensor, at::Tensor> QuantizedKvStore::read(at::ScalarType dtype) c
   ks.push_back(k_res_.to(dtype));
   vs.push_back(v_res_.to(dtype));
   return {at::cat(ks, 2), at::cat(vs, 2)};
+}
+
+at::Tensor QuantizedKvStore::attend(const at::Tensor& q, const at::Tensor& key_bias) const {
+  StackedGroups stacked;
+  if (!groups_.empty()) {
+    std::vector<at::Tensor> kc, ks, kz, vc, vs, vz;
+    for (const auto& g : groups_) {
+      if (g.k.codes.size(2) != groups_.front().k.codes.size(2)) {
+        throw Error("internal: quantised attention needs groups of one size");
+      }
+      kc.push_back(unpacked_codes(g.k));
+      ks.push_back(g.k.scale);
+      kz.push_back(g.k.zero);
+      vc.push_back(unpacked_codes(g.v));
+      vs.push_back(g.v.scale);
+      vz.push_back(g.v.zero);
+    }
+    auto stack = [](const std::vector<at::Tensor>& parts, bool to_float) {
+      auto t = at::stack(parts, 2);  // the group index after (B, K)
+      return to_float ? t.to(at::kFloat) : t;
+    };
+    stacked = {stack(kc, false), stack(ks, true), stack(kz, true),
+               stack(vc, false), stack(vs, true), stack(vz, true)};
+  }
+  return quantized_attention(q, stacked, k_res_, v_res_, key_bias);
 }
 
 void QuantizedKvStore::settle() {

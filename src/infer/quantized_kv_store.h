@@ -2,8 +2,9 @@
 // per channel over each group of G tokens: key outliers live in fixed channels), values per
 // token (one scale and zero per token over each group of G channels), asymmetric min-max to
 // `bits` (8, or 4 packed two per byte). The most recent tokens stay in full precision: once
-// R + G are held unquantised, the oldest G are quantised as one group. Reads dequantise every
-// group and append the full-precision residual (not fused into the attention kernel).
+// R + G are held unquantised, the oldest G are quantised as one group. read() dequantises every
+// group and appends the full-precision residual; attend() instead reads the codes inside the
+// attention (quantized_attention.h) without forming the dequantised keys and values.
 //
 // Dropping tokens (keep()) never requantises: a key group's scale and zero are per channel over
 // its tokens and a value's are its own, so the codes of the tokens a group keeps stay valid with
@@ -35,15 +36,23 @@ struct Quantized {
 Quantized quantize(const at::Tensor& x, int bits, int64_t reduce_dim);
 // Inverse of quantize (dtype: the result's); scale and zero broadcast along the reduced dim.
 at::Tensor dequantize(const Quantized& q, at::ScalarType dtype);
+// The codes one per byte (4-bit codes unpacked), as uint8.
+at::Tensor unpacked_codes(const Quantized& q);
 
 class QuantizedKvStore : public KvStore {
  public:
   explicit QuantizedKvStore(QuantizedKvOptions o) : opts_(o) {}
   void append(const at::Tensor& k, const at::Tensor& v) override;
   std::pair<at::Tensor, at::Tensor> read(at::ScalarType dtype) const override;
+  // Causal attention of q (B, H, T, D) over the held tokens, whose newest T are the queries'
+  // own, read from the codes (quantized_attention.h); key_bias (B, 1, 1, L) or undefined.
+  // Needs groups of one size (no partly evicted group): the keep-everything cache's.
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& key_bias) const;
   void keep(const std::vector<TokenRange>& ranges) override;
   void settle() override;
   int64_t size() const override;
+  int64_t groups() const { return static_cast<int64_t>(groups_.size()); }
+  int64_t batch() const { return k_res_.defined() ? k_res_.size(0) : 0; }
   int64_t bytes() const override;
 
  private:

@@ -64,6 +64,11 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
       k = apply_rope(k, 0, rope_theta);
     }
   }
+  if (cache && cache->attends()) {           // the cache reads its own (quantised) storage
+    auto y = cache->attend(layer, q, k, v);  // (B, H, T, D)
+    y = c_proj(y.transpose(1, 2).reshape({B, T, H * D}));
+    return p > 0 ? model::dropout(y, p) : y;
+  }
   if (cache) std::tie(k, v) = cache->update(layer, k, v);  // (B, K, L, D) each
   if (K < H) {
     // Grouped-query attention: query head h reads kv head h / (H / K).

@@ -16,6 +16,12 @@ void KvCache::set_left_padding(const at::Tensor& pad) {
   pad_ = pad.to(at::kLong);
 }
 
+at::Tensor KvCache::attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v) {
+  (void)layer, (void)q, (void)k, (void)v;
+  throw Error("internal: this KV cache does not attend itself (attends() is false)");
+}
+
 at::Tensor KvCache::positions(int64_t start, int64_t t, const at::TensorOptions& options) const {
   auto pos = at::arange(start, start + t, options.dtype(at::kLong));  // (T,)
   if (!pad_.defined()) return pos;

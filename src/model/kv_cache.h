@@ -46,6 +46,13 @@ class KvCache {
     (void)layer;
     (void)weights;
   }
+  // Caches that attend over their own storage (reading quantised keys and values inside the
+  // attention) take the whole call instead of update(): q (B, H, T, D) at next_position(),
+  // rotated; k, v (B, K, T, D) new, keys not yet rotated. Returns the causal attention output
+  // (B, H, T, D) over the kept tokens and the new ones, pad slots masked.
+  virtual bool attends() const { return false; }
+  virtual at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v);
   // All layers have taken T new tokens.
   virtual void advance(int64_t t) = 0;
   // Tokens currently held (per layer and sequence; pad slots included).

@@ -56,6 +56,39 @@ TEST(KvQuantized, Int8StaysCloseToFullAndStoresLess) {
   }
 }
 
+// The attention that reads the codes (quantized_attention.h) equals dequantising every group
+// and attending over the result: int8 and int4, GPT-2 and RoPE + GQA, a chunked prefill (T > 1,
+// causal among the new tokens) then single-token steps crossing group boundaries, and a
+// left-padded batch.
+TEST(KvQuantized, AttentionOverTheCodesEqualsTheDequantisedRead) {
+  for (const bool rope : {false, true}) {
+    for (const int bits : {8, 4}) {
+      SCOPED_TRACE(std::string(rope ? "rope" : "gpt2") + " int" + std::to_string(bits));
+      torch::manual_seed(2);
+      model::Gpt m(config(rope));
+      m->eval();
+      torch::NoGradGuard g;
+      auto ids = torch::randint(64, {3, 26});
+      auto run = [&](bool fused, bool padded) {
+        QuantizedKvCache cache(2, 32, m->rope_spec(), {bits, 8, 4});
+        cache.set_read(fused ? QuantizedKvCache::Read::kCodes
+                             : QuantizedKvCache::Read::kDequantised);
+        if (padded) cache.set_left_padding(torch::tensor({0, 3, 1}));
+        std::vector<at::Tensor> out{m->forward_cached(ids.narrow(1, 0, 10), cache)};
+        for (int64_t t = 10; t < ids.size(1); ++t) {
+          out.push_back(m->forward_cached(ids.narrow(1, t, 1), cache));
+        }
+        EXPECT_GT(cache.bytes(), 0);
+        return at::cat(out, 1);
+      };
+      for (const bool padded : {false, true}) {
+        auto fused = run(true, padded), read = run(false, padded);
+        EXPECT_LT((fused - read).abs().max().item<double>(), 1e-4) << "padded " << padded;
+      }
+    }
+  }
+}
+
 TEST(KvStreaming, AWindowCoveringTheSequenceEqualsTheFullCache) {
   for (const bool rope : {false, true}) {
     torch::manual_seed(2);
