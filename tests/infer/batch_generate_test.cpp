@@ -31,9 +31,7 @@ SamplingOptions greedy() {
 
 TEST(KvBatch, LeftPaddedRowsGiveEachPromptsOwnLogits) {
   for (const std::string family : {"gpt2", "rope", "moe"}) {
-    torch::manual_seed(21);
-    model::Gpt m(config(family));
-    m->eval();
+    auto m = eval_decoder(config(family), 21);
     torch::NoGradGuard g;
     const int64_t B = static_cast<int64_t>(kPrompts.size()), L = 9;
     std::vector<int64_t> ids, pad;
@@ -64,9 +62,7 @@ TEST(KvBatch, LeftPaddedRowsGiveEachPromptsOwnLogits) {
 
 TEST(KvBatch, BatchedGreedyEqualsUnbatchedSequenceBySequence) {
   for (const std::string family : {"gpt2", "rope", "moe"}) {
-    torch::manual_seed(22);
-    model::Gpt m(config(family));
-    m->eval();
+    auto m = eval_decoder(config(family), 22);
     const std::vector<int64_t> max_new = {12, 20, 7, 16, 0};
     // An end-of-text id that the second prompt produces on its own at step 4, so that row stops
     // early while the others go on.
@@ -90,9 +86,7 @@ TEST(KvBatch, BatchedGreedyEqualsUnbatchedSequenceBySequence) {
 }
 
 TEST(KvBatch, StreamingBatchesEqualLengthsOnlyAndContextStopsAreReported) {
-  torch::manual_seed(23);
-  model::Gpt m(config("rope"));
-  m->eval();
+  auto m = eval_decoder(config("rope"), 23);
   const auto kv = parse_kv_policy("streaming:sinks=2,window=8");
   const std::vector<std::vector<uint32_t>> same = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
   auto batch = generate_batch(*m, same, {60, 60, 60}, greedy(), 0, -1, kv).rows;  // past block 48

@@ -37,9 +37,7 @@ TEST(KvQuantize, RoundTripIsWithinHalfAStep) {
 
 TEST(KvQuantized, Int8StaysCloseToFullAndStoresLess) {
   for (const bool rope : {false, true}) {
-    torch::manual_seed(1);
-    model::Gpt m(config(rope));
-    m->eval();
+    auto m = eval_decoder(config(rope), 1);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 24});
     auto full = m->make_cache(2, 32);
@@ -64,9 +62,7 @@ TEST(KvQuantized, AttentionOverTheCodesEqualsTheDequantisedRead) {
   for (const bool rope : {false, true}) {
     for (const int bits : {8, 4}) {
       SCOPED_TRACE(std::string(rope ? "rope" : "gpt2") + " int" + std::to_string(bits));
-      torch::manual_seed(2);
-      model::Gpt m(config(rope));
-      m->eval();
+      auto m = eval_decoder(config(rope), 2);
       torch::NoGradGuard g;
       auto ids = torch::randint(64, {3, 26});
       auto run = [&](bool fused, bool padded) {
@@ -91,9 +87,7 @@ TEST(KvQuantized, AttentionOverTheCodesEqualsTheDequantisedRead) {
 
 TEST(KvStreaming, AWindowCoveringTheSequenceEqualsTheFullCache) {
   for (const bool rope : {false, true}) {
-    torch::manual_seed(2);
-    model::Gpt m(config(rope));
-    m->eval();
+    auto m = eval_decoder(config(rope), 2);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 20});
     auto full = m->make_cache(2, 32);
@@ -106,9 +100,7 @@ TEST(KvStreaming, AWindowCoveringTheSequenceEqualsTheFullCache) {
 
 TEST(KvStreaming, KeepsSinksPlusWindowAndGeneratesFourTimesPastBlockSize) {
   for (const bool rope : {false, true}) {
-    torch::manual_seed(3);
-    model::Gpt m(config(rope));
-    m->eval();
+    auto m = eval_decoder(config(rope), 3);
     auto policy = parse_kv_policy("streaming:sinks=2,window=10");
     SamplingOptions greedy;
     greedy.temperature = 0;
@@ -128,9 +120,7 @@ TEST(KvStreaming, KeepsSinksPlusWindowAndGeneratesFourTimesPastBlockSize) {
 
 TEST(KvH2o, ABudgetCoveringTheSequenceEqualsTheFullCache) {
   for (const bool rope : {false, true}) {
-    torch::manual_seed(4);
-    model::Gpt m(config(rope));
-    m->eval();
+    auto m = eval_decoder(config(rope), 4);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 20});
     auto full = m->make_cache(2, 32);

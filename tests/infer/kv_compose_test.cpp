@@ -20,9 +20,7 @@ model::GptConfig config(bool rope) { return tiny_decoder(rope ? "rope" : "gpt2")
 
 TEST(KvCompose, StreamingOverInt8WithAWideWindowIsWithinInt8OfFull) {
   for (const bool rope : {false, true}) {
-    torch::manual_seed(11);
-    model::Gpt m(config(rope));
-    m->eval();
+    auto m = eval_decoder(config(rope), 11);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 24});
     auto full = m->make_cache(2, 32);
@@ -49,9 +47,7 @@ TEST(KvCompose, StreamingOverInt8WithAWideWindowIsWithinInt8OfFull) {
 
 TEST(KvCompose, StreamingOverInt4KeepsSinksPlusWindowPastBlockSizeInQuantisedBytes) {
   for (const bool rope : {false, true}) {
-    torch::manual_seed(12);
-    model::Gpt m(config(rope));
-    m->eval();
+    auto m = eval_decoder(config(rope), 12);
     torch::NoGradGuard g;
     const int64_t block = m->config().block_size;
     int64_t int8_bytes = 0;

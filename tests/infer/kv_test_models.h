@@ -40,6 +40,14 @@ inline model::GptConfig tiny_decoder(const std::string& family, int64_t block_si
   return c;
 }
 
+// A decoder of config `c` with weights drawn after torch::manual_seed(seed), in eval mode.
+inline model::Gpt eval_decoder(const model::GptConfig& c, uint64_t seed) {
+  torch::manual_seed(seed);
+  model::Gpt m(c);
+  m->eval();
+  return m;
+}
+
 // Logits (B, T, V) of `ids` fed one token at a time through `cache`.
 inline at::Tensor token_by_token(model::GptImpl& m, const at::Tensor& ids, model::KvCache& cache) {
   std::vector<at::Tensor> out;
