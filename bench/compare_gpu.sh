@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU speed, side by side in one run: lmtrain against the PyTorch reference trainer
 # (bench/reference/train_gpt2.py, eager and torch.compile) on the same model, batch and
-# precision. Prints one table: tokens/s, MFU (6N + 6*L*C*T FLOPs/token against
-# --peak_tflops, default 989 = H100 dense bf16) and peak GPU memory.
+# precision. lmtrain runs twice: eager, and with its step captured in a CUDA graph
+# (train.cuda_graphs). Prints one table: tokens/s, MFU (6N + 6*L*C*T FLOPs/token against
+# --peak_tflops, default 989 = H100 dense bf16) and peak GPU memory; the ratios use the faster
+# lmtrain run.
 #
 # Usage: bench/compare_gpu.sh [--batch B] [--seq_len T] [--steps N] [--warmup N]
 #                             [--peak_tflops P] [--no_compile] [--out DIR]
@@ -38,10 +40,16 @@ flops=$(awk -v t="$seq_len" 'BEGIN { printf "%.6g", 6 * 124475904 + 6 * 12 * 768
 mfu() { awk -v tps="$1" -v f="$flops" -v p="$peak" 'BEGIN { printf "%.3f", tps * f / (p * 1e12) }'; }
 
 echo "compare_gpu: GPT-2 124M, batch $batch x $seq_len, bf16, $steps timed steps; logs in $out"
-"$bin" bench --config configs/gpt2-124m.yaml --model.vocab_size=50304 --data.seq_len="$seq_len" \
-  --train.micro_batch_size="$batch" --train.total_batch_size=$((batch * seq_len)) \
-  --train.device=cuda --train.precision=bf16 --bench.steps="$steps" --bench.warmup="$warmup" \
-  --bench.peak_tflops="$peak" >"$out/lmtrain.log" 2>&1 || { cat "$out/lmtrain.log"; die "lmtrain bench failed"; }
+lmtrain_bench() {  # log, extra flags
+  local log=$1
+  shift
+  "$bin" bench --config configs/gpt2-124m.yaml --model.vocab_size=50304 --data.seq_len="$seq_len" \
+    --train.micro_batch_size="$batch" --train.total_batch_size=$((batch * seq_len)) \
+    --train.device=cuda --train.precision=bf16 --bench.steps="$steps" --bench.warmup="$warmup" \
+    --bench.peak_tflops="$peak" "$@" >"$log" 2>&1 || { cat "$log"; die "lmtrain bench $* failed"; }
+}
+lmtrain_bench "$out/lmtrain.log"
+lmtrain_bench "$out/lmtrain_graph.log" --train.cuda_graphs=true
 ref() {
   "$python" bench/reference/train_gpt2.py --device cuda --dtype bf16 --n_layer 12 --n_head 12 \
     --n_embd 768 --vocab_size 50304 --seq_len "$seq_len" --batch_size "$batch" --steps "$steps" \
@@ -62,9 +70,12 @@ echo
 echo "| run                    |     tokens/s |    MFU | peak MiB   |"
 echo "|------------------------|--------------|--------|------------|"
 row "lmtrain (bf16)" "$out/lmtrain.log" tokens_per_s peak_device_mib
+row "lmtrain (bf16, graph)" "$out/lmtrain_graph.log" tokens_per_s peak_device_mib
 row "PyTorch eager" "$out/pytorch_eager.log" tokens_per_s peak_mem_mib
 ((compile)) && row "PyTorch torch.compile" "$out/pytorch_compiled.log" tokens_per_s peak_mem_mib
 lm=$(field tokens_per_s <"$out/lmtrain.log")
+lm_graph=$(field tokens_per_s <"$out/lmtrain_graph.log")
+lm=$(awk -v a="$lm" -v b="$lm_graph" 'BEGIN { print (b > a ? b : a) }')
 eager=$(field tokens_per_s <"$out/pytorch_eager.log")
 echo
 awk -v a="$lm" -v b="$eager" 'BEGIN { printf "ratio vs eager: %.3f\n", a / b }'

@@ -73,6 +73,7 @@ bench() { build/lmtrain bench --train.device=cuda --bench.peak_tflops=989 "$@"; 
 note ""
 note "## lmtrain bench variants (GPT-2 124M, T=1024, batch 16)"
 for v in "fp32 (TF32)|--train.precision=fp32" "bf16|--train.precision=bf16" \
+         "bf16 + CUDA graph|--train.precision=bf16 --train.cuda_graphs=true" \
          "bf16 + activation checkpointing|--train.precision=bf16 --train.activation_checkpointing=block" \
          "fp16|--train.precision=fp16"; do
   name=${v%%|*}; flags=${v#*|}

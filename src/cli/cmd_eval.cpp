@@ -8,7 +8,7 @@
 #include "core/threads.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "infer/cached_eval.h"
 #include "train/checkpoint_model.h"
 #include "train/evaluator.h"

@@ -5,8 +5,8 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse_int.h"
-#include "dist/launcher.h"
-#include "dist/rendezvous.h"
+#include "distributed/launcher.h"
+#include "distributed/rendezvous.h"
 
 namespace lmtrain::cli {
 namespace {

@@ -1,8 +1,8 @@
 #include "cli/dist_setup.h"
 
 #include "core/log.h"
-#include "dist/debug_level.h"
-#include "dist/process_group.h"
+#include "distributed/debug_level.h"
+#include "distributed/process_group.h"
 
 namespace lmtrain::cli {
 

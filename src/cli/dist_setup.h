@@ -1,12 +1,12 @@
-// Shared by `train` and `bench`: find this process's place in the job (dist/env.h), set up
+// Shared by `train` and `bench`: find this process's place in the job (distributed/env.h), set up
 // the console for it, pick its runtime (device, precision) and build its dist::Group.
 #pragma once
 #include <memory>
 
 #include "core/config.h"
 #include "core/runtime.h"
-#include "dist/env.h"
-#include "dist/group.h"
+#include "distributed/env.h"
+#include "distributed/group.h"
 
 namespace lmtrain::cli {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "dist/env.h"
+#include "distributed/env.h"
 
 namespace lmtrain::cli {
 

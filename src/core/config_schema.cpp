@@ -123,6 +123,11 @@ const std::vector<KeySpec>& config_schema() {
       S("train.grad_reduce_dtype", "fp32", {"fp32", "bf16"},
         "dtype gradients are all-reduced in across ranks (bf16 halves the traffic)"),
       B("train.tf32", true, "CUDA: TF32 tensor cores for fp32 matmuls and convolutions"),
+      B("train.cuda_graphs", false,
+        "CUDA: capture the whole training step into a CUDA graph and replay it (one launch per "
+        "step). Needs AdamW, model.dropout=0, no MoE, fp32 or bf16"),
+      I("train.cuda_graph_warmup", 3, 1, 1000,
+        "CUDA graphs: eager steps before the step is captured"),
       S("train.activation_checkpointing", "none", {},
         "none; block = recompute every block in backward; every:K = every K-th block. Saves "
         "activation memory for a second forward of those blocks"),

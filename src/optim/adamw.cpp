@@ -33,20 +33,37 @@ void AdamW::step(double lr) {
   ++step_;
   auto p = params_.params();
   const auto& g = params_.grads();
+  // On a GPU the step's scalars live on the device (a CUDA graph can replay the update).
+  const DeviceStepScalars* dev = nullptr;
+  if (p.is_cuda()) {
+    scalars_.begin(p.device(), lr, step_);
+    dev = &scalars_;
+  }
   if (opts_.weight_decay != 0) {
+    const auto factor = dev ? dev->decay_factor(opts_.weight_decay) : at::Tensor();
     for (const auto& [begin, end] : params_.decay_ranges()) {
-      p.narrow(0, begin, end - begin).mul_(1.0 - lr * opts_.weight_decay);
+      auto part = p.narrow(0, begin, end - begin);
+      if (dev) {
+        part.mul_(factor);
+      } else {
+        part.mul_(1.0 - lr * opts_.weight_decay);
+      }
     }
   }
-  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_);
+  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev);
 }
 
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
-                 double lr, const AdamWOptions& o) {
-  if (p.is_cuda()) {
-    // libtorch's fused CUDA AdamW (torch.optim.AdamW(fused=True)): one multi-tensor kernel for
-    // moments, bias corrections and the update. Weight decay is applied by the caller (only on
-    // the decayed ranges), so it gets weight_decay 0 here.
+                 double lr, const AdamWOptions& o, const DeviceStepScalars* device_scalars) {
+  if (device_scalars) {
+    // libtorch's fused AdamW (torch.optim.AdamW(fused=True)): one multi-tensor kernel for
+    // moments, bias corrections and the update, reading lr and the step count from the device.
+    // Weight decay is applied by the caller (only on the decayed ranges), so it gets 0 here.
+    at::_fused_adamw_({p}, {g}, {m}, {v}, {}, {device_scalars->steps()}, device_scalars->lr(),
+                      o.beta1, o.beta2, 0.0, o.eps, /*amsgrad=*/false, /*maximize=*/false);
+    return;
+  }
+  if (p.is_cuda()) {  // the same fused kernel with host scalars (Muon's AdamW group)
     const auto steps = at::full({}, static_cast<double>(step), p.options().dtype(at::kFloat));
     at::_fused_adamw_({p}, {g}, {m}, {v}, {}, {steps}, lr, o.beta1, o.beta2, 0.0, o.eps,
                       /*amsgrad=*/false, /*maximize=*/false);
@@ -141,6 +158,7 @@ void AdamW::load_state(const std::vector<NamedTensors>& rank_files, const nlohma
   exp_avg_.copy_(m);
   exp_avg_sq_.copy_(v);
   step_ = step;
+  scalars_.reset();
 }
 
 }  // namespace lmtrain::optim

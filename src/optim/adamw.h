@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "dist/group.h"
+#include "distributed/group.h"
+#include "optim/device_step_scalars.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 
@@ -31,8 +32,11 @@ struct AdamWOptions {
 // The Adam moment update and parameter step (no weight decay) for equally shaped p, g, m, v,
 // in torch::optim::AdamW's operation order; `step` counts this update (1 for the first).
 // Shared by every AdamW variant so that replicated, sharded and Muon's AdamW group agree.
+// With `device_scalars` (after their begin() for this step) lr and step are read from those
+// tensors by libtorch's fused kernel, so the update waits for nothing on the host.
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
-                 double lr, const AdamWOptions& o);
+                 double lr, const AdamWOptions& o,
+                 const DeviceStepScalars* device_scalars = nullptr);
 
 // Expert parallelism: the global gradient norm with every parameter counted once. shared_grads
 // is the shared region's gradient this rank holds (all of it, or its shard when shared_group is
@@ -78,6 +82,9 @@ class AdamW : public Optimizer {
   void load_state(const NamedTensors& tensors, int64_t step) {
     load_state(std::vector<NamedTensors>{tensors}, {{"kind", "named"}}, step);
   }
+  bool graph_safe() const override { return params_.params().is_cuda(); }
+  at::Tensor hold_lr() override { return scalars_.hold_lr(params_.params().device()); }
+  void count_replayed_step() override { ++step_; }
 
  private:
   FlatParams& params_;
@@ -85,6 +92,7 @@ class AdamW : public Optimizer {
   dist::Group* expert_group_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (numel,) like params
   int64_t step_ = 0;
+  DeviceStepScalars scalars_;  // on CUDA: lr and step count on the device
 };
 
 }  // namespace lmtrain::optim

@@ -3,8 +3,8 @@
 // model in a handful of vectorised ops instead of a loop over dozens of small tensors, gradient
 // zeroing and clipping become one op each, and gradient-sync buckets are plain slices.
 // Layout: parameters in reverse registration order — the order in which backward completes
-// their gradients, so gradient buckets (contiguous slices, dist/grad_sync.h) fill front to back
-// while backward runs. Each segment starts 16-element aligned; the padding stays zero.
+// their gradients, so gradient buckets (contiguous slices, distributed/grad_sync.h) fill front to
+// back while backward runs. Each segment starts 16-element aligned; the padding stays zero.
 // `decay_ranges` lists the merged [begin, end) element ranges that get weight decay.
 // Frozen parameters (tag trainable=false) are left out: they keep their own storage.
 // With tags, expert parameters come last, in a region of their own [expert_begin(), numel()):

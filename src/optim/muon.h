@@ -18,7 +18,7 @@
 #pragma once
 #include <functional>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "optim/adamw.h"
 
 namespace lmtrain::core {

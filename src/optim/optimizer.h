@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace lmtrain::optim {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
@@ -67,6 +69,17 @@ class Optimizer {
   virtual std::vector<at::Tensor> replicated_state() const = 0;
   // Bytes of optimizer state held by this rank, measured from the tensors.
   virtual int64_t state_bytes() const = 0;
+
+  // CUDA graphs (train/cuda_graph_step.h). graph_safe(): step() reads nothing from the host,
+  // its learning rate coming from the device tensor hold_lr() returns. hold_lr(): from now on
+  // step() leaves that 0-dim float32 tensor as the caller writes it before each replay (a
+  // captured update must not bake in the capture's learning rate). count_replayed_step(): a
+  // replay ran one update without running host code; count it.
+  virtual bool graph_safe() const { return false; }
+  virtual at::Tensor hold_lr() {
+    throw Error("internal: optimizer " + name() + " cannot run inside a CUDA graph");
+  }
+  virtual void count_replayed_step() {}
 };
 
 }  // namespace lmtrain::optim

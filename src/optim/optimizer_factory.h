@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 

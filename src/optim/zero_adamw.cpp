@@ -51,22 +51,36 @@ void ZeroAdamW::step(double lr) {
   auto p = flat.narrow(0, begin_, shard_);
   auto g = params_.grads().narrow(0, begin_, shard_);
   const int64_t expert_begin = params_.expert_begin();
+  // On a GPU the step's scalars live on the device (a CUDA graph can replay the update).
+  const DeviceStepScalars* dev = nullptr;
+  if (flat.is_cuda()) {
+    scalars_.begin(flat.device(), lr, step_);
+    dev = &scalars_;
+  }
   if (opts_.weight_decay != 0) {
+    const auto factor = dev ? dev->decay_factor(opts_.weight_decay) : at::Tensor();
+    auto decay = [&](at::Tensor part) {
+      if (dev) {
+        part.mul_(factor);
+      } else {
+        part.mul_(1.0 - lr * opts_.weight_decay);
+      }
+    };
     // Weight decay on the part of each decayed range that this rank updates: its shard and,
     // under expert parallelism, its experts.
     for (const auto& [b, e] : params_.decay_ranges()) {
       const int64_t lo = std::max(b, begin_), hi = std::min(e, begin_ + shard_);
-      if (lo < hi) flat.narrow(0, lo, hi - lo).mul_(1.0 - lr * opts_.weight_decay);
+      if (lo < hi) decay(flat.narrow(0, lo, hi - lo));
       if (expert_group_ && e > expert_begin) {
         const int64_t elo = std::max(b, expert_begin);
-        flat.narrow(0, elo, e - elo).mul_(1.0 - lr * opts_.weight_decay);
+        decay(flat.narrow(0, elo, e - elo));
       }
     }
   }
-  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_);
+  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev);
   if (expert_group_) {
     adam_update(params_.expert_region(flat), params_.expert_region(params_.grads()), expert_avg_,
-                expert_avg_sq_, step_, lr, opts_);
+                expert_avg_sq_, step_, lr, opts_, dev);
   }
   if (group_.size() > 1) {
     // All-gather of the updated shards, as one in-place broadcast per shard: c10d's Gloo
@@ -111,6 +125,7 @@ void ZeroAdamW::load_state(const std::vector<NamedTensors>& rank_files,
     expert_avg_sq_.copy_(params_.expert_region(v));
   }
   step_ = step;
+  scalars_.reset();
 }
 
 std::vector<at::Tensor> ZeroAdamW::replicated_state() const {

@@ -14,7 +14,7 @@
 // the shards plus the expert state by name (gathered into whole stacks), so a resume at another
 // dist.ep or world size reshards both.
 #pragma once
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "optim/adamw.h"
 
 namespace lmtrain::optim {
@@ -46,6 +46,9 @@ class ZeroAdamW : public Optimizer {
   bool sharded() const override { return group_.size() > 1; }
   std::vector<at::Tensor> replicated_state() const override;
   int64_t state_bytes() const override;
+  bool graph_safe() const override { return params_.params().is_cuda(); }
+  at::Tensor hold_lr() override { return scalars_.hold_lr(params_.params().device()); }
+  void count_replayed_step() override { ++step_; }
 
  private:
   FlatParams& params_;
@@ -58,6 +61,7 @@ class ZeroAdamW : public Optimizer {
   at::Tensor exp_avg_, exp_avg_sq_;        // (shard_,)
   at::Tensor expert_avg_, expert_avg_sq_;  // (numel - expert_begin,) under expert parallelism
   int64_t step_ = 0;
+  DeviceStepScalars scalars_;  // on CUDA: lr and step count on the device
 };
 
 }  // namespace lmtrain::optim

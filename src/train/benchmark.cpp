@@ -10,11 +10,12 @@
 
 #include "core/log.h"
 #include "core/threads.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "model/build_model.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
+#include "train/cuda_graph_step.h"
 #include "train/train_step.h"
 
 namespace lmtrain::train {
@@ -85,7 +86,28 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   TrainStepper stepper(*model, flat, opt, group, rt, r.workers,
                        static_cast<uint64_t>(cfg.get_int("train.seed")),
                        static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20)));
-  for (int64_t i = 0; i < warmup; ++i) stepper.step(plan.accum_steps, next, lr, clip);
+  // train.cuda_graphs: the warm-up also covers the graph's eager steps and its capture.
+  std::unique_ptr<CudaGraphStep> graphed;
+  if (cfg.get_bool("train.cuda_graphs")) {
+    check_cuda_graphs_config(cfg, rt);
+    graphed = std::make_unique<CudaGraphStep>(stepper, opt, cfg.get_int("train.cuda_graph_warmup"));
+  }
+  auto one_step = [&] {
+    if (!graphed) return stepper.step(plan.accum_steps, next, lr, clip);
+    return graphed->step(
+        plan.accum_steps,
+        [&](int64_t m) {
+          auto [x, y] = next(m);
+          return Batch::lm(std::move(x), std::move(y));
+        },
+        lr, clip);
+  };
+  // With a graph, the untimed steps cover its eager steps, the capture and one replay.
+  const int64_t untimed =
+      graphed ? std::max<int64_t>(warmup, cfg.get_int("train.cuda_graph_warmup") + 2) : warmup;
+  for (int64_t i = 0; i < untimed; ++i) one_step();
+  if (graphed)
+    log::info(log::format("bench: CUDA graph captured; %lld untimed steps", (long long)untimed));
   core::synchronize(rt.device);
   group.barrier();
   core::reset_peak_device_memory(rt.device);
@@ -97,7 +119,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   auto t0 = Clock::now();
   double comm_wait_s = 0;
   for (int64_t i = 0; i < steps; ++i) {
-    comm_wait_s += stepper.step(plan.accum_steps, next, lr, clip).comm_wait_s;
+    comm_wait_s += one_step().comm_wait_s;
   }
   core::synchronize(rt.device);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();

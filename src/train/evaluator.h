@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "core/runtime.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "model/gpt.h"
 
 namespace lmtrain::data {

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/all_to_all_autograd.h"
+#include "distributed/all_to_all_autograd.h"
 #include "model/gpt.h"
 
 namespace lmtrain::train {

@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "dist/all_to_all_autograd.h"
-#include "dist/group.h"
+#include "distributed/all_to_all_autograd.h"
+#include "distributed/group.h"
 #include "model/expert_dispatcher.h"
 #include "optim/optimizer.h"
 

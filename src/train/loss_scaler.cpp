@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace lmtrain::train {
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "model/gpt.h"
 
 namespace lmtrain::train {

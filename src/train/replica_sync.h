@@ -6,7 +6,7 @@
 #pragma once
 #include <string>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 #include "train/training_checkpoint.h"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "core/file_lock.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace lmtrain::train {
 

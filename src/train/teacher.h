@@ -13,7 +13,7 @@
 #include "core/runtime.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "model/gpt.h"
 #include "train/teacher_cache.h"
 #include "train/trainer.h"

@@ -111,7 +111,9 @@ double TrainStepper::global_valid_tokens(const std::vector<Batch>& batches) cons
     }
     return static_cast<double>(local) * group_.size();
   }
-  auto count = torch::tensor({local}, torch::kLong).to(rt_.device);
+  // A CPU tensor: exchanged between the hosts (an NCCL group's Gloo companion), so reading it
+  // does not wait for the GPU.
+  auto count = torch::tensor({local}, torch::kLong);
   group_.allreduce(count, dist::ReduceOp::kSum)->wait();
   return static_cast<double>(count.item<int64_t>());
 }

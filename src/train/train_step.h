@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "core/runtime.h"
-#include "dist/grad_sync.h"
-#include "dist/group.h"
+#include "distributed/grad_sync.h"
+#include "distributed/group.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"

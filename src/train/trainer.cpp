@@ -19,6 +19,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
+#include "train/cuda_graph_step.h"
 #include "train/distill_setup.h"
 #include "train/evaluator.h"
 #include "train/expert_parallel.h"
@@ -71,6 +72,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                          int local_world_size, bool overwrite) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
+  const bool cuda_graphs = cfg.get_bool("train.cuda_graphs");
+  if (cuda_graphs) check_cuda_graphs_config(cfg, rt);  // before anything is written
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   const std::string resume = cfg.get_string("checkpoint.resume");
@@ -247,6 +250,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                                   cfg.get_int("train.loss_scale_window")),
                        &ep);
   stepper.set_objective(objective);
+  std::unique_ptr<CudaGraphStep> graphed;
+  if (cuda_graphs) {
+    graphed =
+        std::make_unique<CudaGraphStep>(stepper, optimizer, cfg.get_int("train.cuda_graph_warmup"));
+  }
   const auto metric_names = stepper.objective().metric_names();
   // A resumed fp16 run continues with its saved scale; anything else starts at
   // train.loss_scale.
@@ -310,7 +318,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       }
       return batch;
     };
-    auto r = stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
+    auto r = graphed ? graphed->step(plan.accum_steps, next_batch, lr, grad_clip)
+                     : stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     ++state.step;
     maybe_inject_fault(rank, state.step);
     state.position.cursor += plan.global_windows;
@@ -319,7 +328,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       state.position.cursor = 0;
     }
     const bool last = state.step == max_steps;
-    // Every rank must stop at the same step, whichever of them got the signal.
+    // Every rank must stop at the same step, whichever of them got the signal. A host-side
+    // exchange (under NCCL it goes through the group's Gloo companion): it never waits for the GPU.
     const int stop_signal = max_over_ranks(group, core::stop_signal());
     const bool stopping = stop_signal != 0 || (stop_at > 0 && state.step >= stop_at);
     const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last;

@@ -6,7 +6,7 @@
 
 #include "core/config.h"
 #include "core/runtime.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace lmtrain::train {
 

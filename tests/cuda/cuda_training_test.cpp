@@ -3,6 +3,7 @@
 // compared with the CPU's, so fp32 on both sides means fp32.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <regex>
 
@@ -127,6 +128,56 @@ TEST_F(CudaTest, CudaActivationCheckpointingLowersPeakMemory) {
   const double none = bench("none"), block = bench("block");
   EXPECT_GT(none, 0);
   EXPECT_LT(block, none);
+}
+
+// train.cuda_graphs: 2 eager steps, the capture at step 3, replays after. Two micro-steps per
+// step, clipping and a warm-up schedule (a new lr every step) all run inside the graph.
+TEST_F(CudaTest, CudaGraphStepsEqualEagerSteps) {
+  for (const char* precision : {"fp32", "bf16"}) {
+    const std::string p = std::string(" --train.device=cuda --train.precision=") + precision;
+    const auto eager = dir_->file(std::string("eager_") + precision);
+    const auto graph = dir_->file(std::string("graph_") + precision);
+    auto a = train(eager, p);
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    auto b = train(graph, p + " --train.cuda_graphs=true --train.cuda_graph_warmup=2");
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    EXPECT_NE(b.output.find("CUDA graph: step captured after 2 eager step(s)"), std::string::npos)
+        << b.output;
+    const auto le = logged_losses(eager), lg = logged_losses(graph);
+    ASSERT_EQ(le.size(), lg.size());
+    for (size_t i = 0; i < le.size(); ++i) {
+      EXPECT_NEAR(lg[i], le[i], 1e-6 * std::abs(le[i])) << precision << ", step " << i + 1;
+    }
+    EXPECT_LE(max_param_rel_diff(graph + "/checkpoints/latest", eager + "/checkpoints/latest"),
+              1e-6)
+        << precision;
+  }
+}
+
+// A graphed run stopped and resumed (a new capture, the step count restored on the device)
+// ends where an uninterrupted graphed run does; over NCCL, whose collectives are captured too.
+TEST_F(CudaTest, CudaGraphRunResumesLikeAnUninterruptedOneOverNccl) {
+  const std::string g =
+      " --train.device=cuda --dist.backend=nccl --train.cuda_graphs=true "
+      "--train.cuda_graph_warmup=1";
+  const std::string launch = lmtrain_binary() + " launch --standalone --nproc_per_node=1 --";
+  const auto whole = dir_->file("graph_whole"), hop = dir_->file("graph_hop");
+  auto a = train(whole, g, launch);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = train(hop, g + " --train.stop_at_step=5", launch);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto c = train(hop, g + " --resume=auto", launch);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_LE(max_param_rel_diff(hop + "/checkpoints/latest", whole + "/checkpoints/latest"), 1e-6);
+}
+
+TEST_F(CudaTest, CudaGraphBenchReportsReplayedSteps) {
+  auto r = run_command(lmtrain_binary() + " bench --config " + source_dir() +
+                       "/configs/gpt2-tiny.yaml --model.vocab_size=4096 --train.device=cuda"
+                       " --bench.steps=5 --bench.warmup=1 --train.cuda_graphs=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("CUDA graph captured"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tokens_per_s"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/safetensors.h"
-#include "dist/process_group.h"
-#include "dist/rendezvous.h"
+#include "distributed/process_group.h"
+#include "distributed/rendezvous.h"
 
 namespace lmtrain::testing {
 

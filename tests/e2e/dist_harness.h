@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "test_util.h"
 
 namespace lmtrain::testing {

@@ -90,8 +90,8 @@ TEST_F(RuntimeE2eTest, Bf16GradientAllReduceStaysCloseToFp32AndIsRefusedWhereItC
 
 TEST_F(RuntimeE2eTest, CudaOnlySettingsAreUsageErrorsOnACpuMachine) {
   const auto run = dir_->file("errors");
-  for (const std::string extra :
-       {" --train.device=cuda", " --train.precision=fp16", " --dist.backend=nccl"}) {
+  for (const std::string extra : {" --train.device=cuda", " --train.precision=fp16",
+                                  " --dist.backend=nccl", " --train.cuda_graphs=true"}) {
     auto r = run_command(lmtrain_binary() + " train" + flags(run) + " --train.max_steps=1" + extra);
     EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.output;
     const auto key = extra.substr(3, extra.find('=') - 3);

@@ -16,8 +16,6 @@
 namespace lmtrain::infer {
 namespace {
 
-model::GptConfig config(bool rope) { return tiny_decoder(rope ? "rope" : "gpt2"); }
-
 TEST(KvQuantize, RoundTripIsWithinHalfAStep) {
   torch::manual_seed(0);
   auto x = torch::randn({2, 3, 8, 16}) * 3;
@@ -37,7 +35,7 @@ TEST(KvQuantize, RoundTripIsWithinHalfAStep) {
 
 TEST(KvQuantized, Int8StaysCloseToFullAndStoresLess) {
   for (const bool rope : {false, true}) {
-    auto m = eval_decoder(config(rope), 1);
+    auto m = eval_decoder(decoder_with(rope), 1);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 24});
     auto full = m->make_cache(2, 32);
@@ -62,7 +60,7 @@ TEST(KvQuantized, AttentionOverTheCodesEqualsTheDequantisedRead) {
   for (const bool rope : {false, true}) {
     for (const int bits : {8, 4}) {
       SCOPED_TRACE(std::string(rope ? "rope" : "gpt2") + " int" + std::to_string(bits));
-      auto m = eval_decoder(config(rope), 2);
+      auto m = eval_decoder(decoder_with(rope), 2);
       torch::NoGradGuard g;
       auto ids = torch::randint(64, {3, 26});
       auto run = [&](bool fused, bool padded) {
@@ -87,7 +85,7 @@ TEST(KvQuantized, AttentionOverTheCodesEqualsTheDequantisedRead) {
 
 TEST(KvStreaming, AWindowCoveringTheSequenceEqualsTheFullCache) {
   for (const bool rope : {false, true}) {
-    auto m = eval_decoder(config(rope), 2);
+    auto m = eval_decoder(decoder_with(rope), 2);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 20});
     auto full = m->make_cache(2, 32);
@@ -100,7 +98,7 @@ TEST(KvStreaming, AWindowCoveringTheSequenceEqualsTheFullCache) {
 
 TEST(KvStreaming, KeepsSinksPlusWindowAndGeneratesFourTimesPastBlockSize) {
   for (const bool rope : {false, true}) {
-    auto m = eval_decoder(config(rope), 3);
+    auto m = eval_decoder(decoder_with(rope), 3);
     auto policy = parse_kv_policy("streaming:sinks=2,window=10");
     SamplingOptions greedy;
     greedy.temperature = 0;
@@ -120,7 +118,7 @@ TEST(KvStreaming, KeepsSinksPlusWindowAndGeneratesFourTimesPastBlockSize) {
 
 TEST(KvH2o, ABudgetCoveringTheSequenceEqualsTheFullCache) {
   for (const bool rope : {false, true}) {
-    auto m = eval_decoder(config(rope), 4);
+    auto m = eval_decoder(decoder_with(rope), 4);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 20});
     auto full = m->make_cache(2, 32);
@@ -178,7 +176,7 @@ TEST(KvPolicy, TextsAreParsedAndBadOnesNamed) {
                           "full:group=2", "h2o:budget=8,recent=8", "h2o:recent=2"}) {
     expect_rejected(bad);
   }
-  model::Gpt m(config(false));
+  model::Gpt m(decoder_with(false));
   EXPECT_THROW(make_kv_cache(parse_kv_policy("streaming:sinks=4,window=28"), *m, 1, 32),
                UsageError);  // S + W must stay below block_size 32
 }

@@ -16,11 +16,9 @@
 namespace lmtrain::infer {
 namespace {
 
-model::GptConfig config(bool rope) { return tiny_decoder(rope ? "rope" : "gpt2"); }
-
 TEST(KvCompose, StreamingOverInt8WithAWideWindowIsWithinInt8OfFull) {
   for (const bool rope : {false, true}) {
-    auto m = eval_decoder(config(rope), 11);
+    auto m = eval_decoder(decoder_with(rope), 11);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 24});
     auto full = m->make_cache(2, 32);
@@ -47,7 +45,7 @@ TEST(KvCompose, StreamingOverInt8WithAWideWindowIsWithinInt8OfFull) {
 
 TEST(KvCompose, StreamingOverInt4KeepsSinksPlusWindowPastBlockSizeInQuantisedBytes) {
   for (const bool rope : {false, true}) {
-    auto m = eval_decoder(config(rope), 12);
+    auto m = eval_decoder(decoder_with(rope), 12);
     torch::NoGradGuard g;
     const int64_t block = m->config().block_size;
     int64_t int8_bytes = 0;
@@ -125,7 +123,7 @@ TEST(KvCompose, CompositionsAreParsedAndNonsenseIsNamed) {
     expect_rejected(bad);
   }
   // A group that does not split head_dim (8) into even int4 groups fails when the cache is made.
-  model::Gpt m(config(false));
+  model::Gpt m(decoder_with(false));
   EXPECT_THROW(make_kv_cache(parse_kv_policy("streaming:window=8+int4:group=3"), *m, 1, 32),
                UsageError);
 }

@@ -41,6 +41,9 @@ inline model::GptConfig tiny_decoder(const std::string& family, int64_t block_si
 }
 
 // A decoder of config `c` with weights drawn after torch::manual_seed(seed), in eval mode.
+// The two position kinds the cache tests cover: RoPE (Llama-style) or learned (GPT-2).
+inline model::GptConfig decoder_with(bool rope) { return tiny_decoder(rope ? "rope" : "gpt2"); }
+
 inline model::Gpt eval_decoder(const model::GptConfig& c, uint64_t seed) {
   torch::manual_seed(seed);
   model::Gpt m(c);

@@ -195,5 +195,47 @@ TEST_P(AdamWIsa, FusedUpdateMatchesOpSequenceWithExactSqrt) {
   EXPECT_LT(p.ne(p_libtorch).sum().item<int64_t>(), n / 100);
 }
 
+// The update a CUDA step (and a CUDA graph) runs: libtorch's fused AdamW reading lr and the
+// step count from tensors (DeviceStepScalars). Its CPU kernel computes the same update as the
+// host-scalar path, step for step with a changing lr.
+TEST(AdamW, DeviceScalarUpdateMatchesTheHostScalarUpdate) {
+  torch::manual_seed(6);
+  const int64_t n = 333;
+  auto p = torch::randn({n}), m = torch::zeros({n}), v = torch::zeros({n});
+  auto p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+  const auto p0 = p.clone();
+  AdamWOptions o;
+  DeviceStepScalars dev;
+  const double lrs[] = {1e-3, 3e-3, 5e-4, 2e-3};
+  for (int64_t step = 1; step <= 4; ++step) {
+    auto g = torch::randn({n}) * 1e-2;
+    adam_update(p, g, m, v, step, lrs[step - 1], o);
+    dev.begin(torch::kCPU, lrs[step - 1], step);
+    EXPECT_FLOAT_EQ(dev.steps().item<float>(), static_cast<float>(step));
+    EXPECT_FLOAT_EQ(dev.lr().item<float>(), static_cast<float>(lrs[step - 1]));
+    adam_update(p2, g, m2, v2, /*step=*/-1, /*lr=*/-1, o, &dev);  // host values unused
+  }
+  EXPECT_TRUE(torch::allclose(m2, m, 1e-6, 1e-9));
+  EXPECT_TRUE(torch::allclose(v2, v, 1e-6, 1e-12));
+  EXPECT_TRUE(torch::allclose(p2, p, 1e-6, 1e-7)) << (p2 - p).abs().max().item<double>();
+  EXPECT_GT((p2 - p0).abs().max().item<double>(), 1e-4);  // the parameters did move
+}
+
+// hold_lr: begin() stops writing the learning rate (a graph's driver writes it before each
+// replay) but still advances the count; reset() restarts the count from the host's.
+TEST(AdamW, HeldDeviceLrIsLeftAsTheCallerWroteIt) {
+  DeviceStepScalars dev;
+  dev.begin(torch::kCPU, 0.5, 1);
+  auto lr = dev.hold_lr(torch::kCPU);
+  lr.fill_(0.25);
+  dev.begin(torch::kCPU, 0.5, 2);
+  EXPECT_FLOAT_EQ(dev.lr().item<float>(), 0.25f);
+  EXPECT_FLOAT_EQ(dev.steps().item<float>(), 2.0f);
+  EXPECT_FLOAT_EQ(dev.decay_factor(0.1).item<float>(), 1.0f - 0.25f * 0.1f);
+  dev.reset();
+  dev.begin(torch::kCPU, 0.5, 10);
+  EXPECT_FLOAT_EQ(dev.steps().item<float>(), 10.0f);
+}
+
 }  // namespace
 }  // namespace lmtrain::optim

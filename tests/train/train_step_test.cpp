@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/runtime.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"

@@ -1,5 +1,5 @@
 // ProcessGroupNCCL, in its own translation unit: only CUDA builds compile it (it needs CUDA and
-// NCCL headers), the rest of dist/ sees this plain interface.
+// NCCL headers), the rest of distributed/ sees this plain interface.
 #pragma once
 #include <c10/core/Device.h>
 #include <c10/util/intrusive_ptr.h>

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "dist/launcher.h"
+#include "distributed/launcher.h"
 
 namespace lmtrain::dist {
 

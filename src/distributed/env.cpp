@@ -1,4 +1,4 @@
-#include "dist/env.h"
+#include "distributed/env.h"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "dist/grad_sync.h"
+#include "distributed/grad_sync.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/debug_level.h"
+#include "distributed/debug_level.h"
 
 namespace lmtrain::dist {
 namespace {

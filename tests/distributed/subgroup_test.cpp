@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/all_to_all_autograd.h"
-#include "dist/process_group.h"
+#include "distributed/all_to_all_autograd.h"
+#include "distributed/process_group.h"
 #include "e2e/dist_harness.h"
 
 namespace lmtrain::dist {

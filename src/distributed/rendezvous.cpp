@@ -1,4 +1,4 @@
-#include "dist/rendezvous.h"
+#include "distributed/rendezvous.h"
 
 #include <arpa/inet.h>
 #include <c10/util/Logging.h>
@@ -23,7 +23,7 @@
 #include "core/error.h"
 #include "core/file_lock.h"
 #include "core/log.h"
-#include "dist/c10d_error.h"
+#include "distributed/c10d_error.h"
 
 namespace lmtrain::dist {
 namespace {

@@ -1,5 +1,5 @@
 // Rank discovery from torchrun, Open MPI and Slurm environments.
-#include "dist/env.h"
+#include "distributed/env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "dist/rank_process.h"
+#include "distributed/rank_process.h"
 
 #include <fcntl.h>
 #include <poll.h>

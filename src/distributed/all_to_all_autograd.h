@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace lmtrain::dist {
 

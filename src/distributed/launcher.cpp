@@ -1,4 +1,4 @@
-#include "dist/launcher.h"
+#include "distributed/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/rank_process.h"
+#include "distributed/rank_process.h"
 
 namespace lmtrain::dist {
 namespace {

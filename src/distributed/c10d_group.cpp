@@ -1,19 +1,21 @@
 // dist::Group over a c10d backend: ProcessGroupGloo (CPU tensors) or ProcessGroupNCCL (CUDA
 // builds, tensors on this rank's GPU). Every c10d failure is rethrown as an lmtrain::Error naming
 // this rank and the collective, so a dead peer reads as such rather than as a socket error.
-// NCCL only takes GPU tensors: small CPU tensors (flags, counters, fingerprints) are staged
-// through the GPU here, so callers above need not know the backend.
+// An NCCL group also holds a Gloo companion over the same ranks for CPU tensors (flags,
+// counters, fingerprints, text), as torch.distributed's "cpu:gloo,cuda:nccl" does: a CPU tensor
+// never goes through the GPU, so exchanging one (the trainer's per-step stop flag) costs no
+// device synchronisation, and callers above need not know the backend.
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/c10d_error.h"
-#include "dist/debug_level.h"
-#include "dist/nccl_backend.h"
-#include "dist/process_group.h"
-#include "dist/rendezvous.h"
+#include "distributed/c10d_error.h"
+#include "distributed/debug_level.h"
+#include "distributed/nccl_backend.h"
+#include "distributed/process_group.h"
+#include "distributed/rendezvous.h"
 
 namespace lmtrain::dist {
 namespace {
@@ -77,15 +79,22 @@ class C10dWork : public Work {
   bool done_ = false;
 };
 
-// Makes the backend of a (sub)group over `store`.
-using BackendFactory = std::function<c10::intrusive_ptr<c10d::Backend>(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)>;
+// The backends of one (sub)group: `main` takes the run's tensors; `host` (NCCL groups only,
+// else null) takes CPU tensors.
+struct Backends {
+  c10::intrusive_ptr<c10d::Backend> main, host;
+};
+
+// Makes the backends of a (sub)group over `store`.
+using BackendFactory =
+    std::function<Backends(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)>;
 
 class C10dGroup : public Group {
  public:
-  C10dGroup(c10::intrusive_ptr<c10d::Backend> pg, std::string name, int rank, int size,
+  C10dGroup(Backends backends, std::string name, int rank, int size,
             c10::intrusive_ptr<c10d::Store> store, BackendFactory factory, c10::Device device)
-      : pg_(std::move(pg)),
+      : pg_(std::move(backends.main)),
+        host_(std::move(backends.host)),
         name_(std::move(name)),
         rank_(rank),
         size_(size),
@@ -114,11 +123,12 @@ class C10dGroup : public Group {
   }
 
   std::shared_ptr<Work> allreduce(at::Tensor& tensor, ReduceOp op) override {
-    auto staged = stage(tensor);
+    const bool host = on_host(tensor);
+    auto staged = stage(tensor, host);
     std::vector<at::Tensor> tensors{staged};
     c10d::AllreduceOptions opts;
     opts.reduceOp = to_c10d(op);
-    auto work = run("allreduce", staged, [&] { return pg_->allreduce(tensors, opts); });
+    auto work = run("allreduce", staged, [&] { return pg(host).allreduce(tensors, opts); });
     std::function<void()> finish = [t = tensor, staged, avg = op == ReduceOp::kAvg,
                                     n = size_]() mutable {
       if (avg) staged.div_(n);
@@ -129,11 +139,12 @@ class C10dGroup : public Group {
 
   std::shared_ptr<Work> broadcast(at::Tensor& tensor, int root) override {
     check_rank(root, "broadcast root");
-    auto staged = stage(tensor);
+    const bool host = on_host(tensor);
+    auto staged = stage(tensor, host);
     std::vector<at::Tensor> tensors{staged};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
-    return wrap(run("broadcast", staged, [&] { return pg_->broadcast(tensors, opts); }),
+    return wrap(run("broadcast", staged, [&] { return pg(host).broadcast(tensors, opts); }),
                 "broadcast", unstage(tensor, staged));
   }
 
@@ -142,11 +153,12 @@ class C10dGroup : public Group {
     if (static_cast<int>(outputs.size()) != size_) {
       throw Error(log::format("allgather needs %d outputs, got %zu", size_, outputs.size()));
     }
+    const bool host = on_host(input);
     std::vector<at::Tensor> staged_out;
-    for (auto& o : outputs) staged_out.push_back(stage(o));
+    for (auto& o : outputs) staged_out.push_back(stage(o, host));
     std::vector<std::vector<at::Tensor>> out{staged_out};
-    std::vector<at::Tensor> in{stage(input)};
-    auto work = run("allgather", input, [&] { return pg_->allgather(out, in); });
+    std::vector<at::Tensor> in{stage(input, host)};
+    auto work = run("allgather", input, [&] { return pg(host).allgather(out, in); });
     // The backend writes into the tensors it was given (views of `outputs` share storage).
     return wrap(std::move(work), "allgather", [outputs, staged_out]() mutable {
       for (size_t i = 0; i < outputs.size(); ++i) {
@@ -160,7 +172,7 @@ class C10dGroup : public Group {
     if (static_cast<int>(inputs.size()) != size_) {
       throw Error(log::format("reduce_scatter needs %d inputs, got %zu", size_, inputs.size()));
     }
-    if (name_ == "nccl") return reduce_scatter_native(output, inputs, op);
+    if (name_ == "nccl" && !on_host(output)) return reduce_scatter_native(output, inputs, op);
     // ProcessGroupGloo has no reduce-scatter. An all-to-all sends chunk r of every rank to rank
     // r — the traffic of a ring reduce-scatter, (W-1)/W of the data — and the W received
     // chunks are reduced here, always in rank order, so every run sums identically.
@@ -210,17 +222,22 @@ class C10dGroup : public Group {
     };
     check(output_splits, output, "output");
     check(input_splits, input, "input");
-    at::Tensor in = stage(input);
-    at::Tensor out = stage(output);
+    const bool host = on_host(input);
+    at::Tensor in = stage(input, host);
+    at::Tensor out = stage(output, host);
     std::vector<int64_t> out_s = output_splits, in_s = input_splits;
     c10d::AllToAllOptions opts;
     auto work =
-        run("all_to_all", in, [&] { return pg_->alltoall_base(out, in, out_s, in_s, opts); });
+        run("all_to_all", in, [&] { return pg(host).alltoall_base(out, in, out_s, in_s, opts); });
     return wrap(std::move(work), "all_to_all", unstage(output, out));
   }
 
+  // Over the host backend where there is one: a barrier orders processes, not GPU streams (an
+  // NCCL barrier would also wait for this rank's queued GPU work).
   void barrier() override {
-    wrap(run("barrier", at::Tensor(), [&] { return pg_->barrier(); }), "barrier", {})->wait();
+    wrap(run("barrier", at::Tensor(), [&] { return pg(host_ != nullptr).barrier(); }), "barrier",
+         {})
+        ->wait();
   }
 
  private:
@@ -228,8 +245,8 @@ class C10dGroup : public Group {
   // as for Gloo, so both backends round alike).
   std::shared_ptr<Work> reduce_scatter_native(at::Tensor& output, std::vector<at::Tensor>& inputs,
                                               ReduceOp op) {
-    auto in = stage(concatenated(inputs));
-    auto out = stage(output).view({-1});
+    auto in = stage(concatenated(inputs), false);
+    auto out = stage(output, false).view({-1});
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = to_c10d(op);
     auto work = run("reduce_scatter", in, [&] { return pg_->_reduce_scatter_base(out, in, opts); });
@@ -241,8 +258,13 @@ class C10dGroup : public Group {
                 });
   }
 
-  // The tensor the backend can take: for NCCL a GPU copy of a CPU tensor, else itself.
-  at::Tensor stage(const at::Tensor& t) const {
+  // Whether a collective on `t` goes to the host backend: an NCCL group's CPU tensors do.
+  bool on_host(const at::Tensor& t) const { return host_ && t.is_cpu(); }
+  c10d::Backend& pg(bool host) { return host ? *host_ : *pg_; }
+  // `t` as the chosen backend takes it (a copy where it lies elsewhere): the host backend CPU
+  // tensors, NCCL this rank's GPU ones.
+  at::Tensor stage(const at::Tensor& t, bool host) const {
+    if (host) return t.is_cpu() ? t : t.to(at::kCPU);
     if (name_ != "nccl" || !t.is_cpu()) return t;
     return t.to(device_);
   }
@@ -285,6 +307,7 @@ class C10dGroup : public Group {
   }
 
   c10::intrusive_ptr<c10d::Backend> pg_;
+  c10::intrusive_ptr<c10d::Backend> host_;  // NCCL groups: the Gloo companion for CPU tensors
   std::string name_;
   int rank_, size_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -332,35 +355,44 @@ std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& option
     }
   }
   auto rdzv = rendezvous(env, to_ms(options.init_timeout_s));
+  const auto timeout = to_ms(options.timeout_s);
+  auto gloo = [timeout, device = gloo_device(env)](const c10::intrusive_ptr<c10d::Store>& store,
+                                                   int rank, int size) {
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    opts->devices.push_back(device);
+    // Two Gloo threads: one bucket can be reduced while the next one is sent.
+    opts->threads = 2;
+    return c10::intrusive_ptr<c10d::Backend>(
+        c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts));
+  };
   BackendFactory factory;
   if (backend == "nccl") {
-    factory = [timeout = to_ms(options.timeout_s), device = options.device](
-                  const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
-      return make_nccl_backend(store, rank, size, timeout, device);
+    factory = [timeout, device = options.device, gloo](const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int size) {
+      Backends b;
+      b.main = make_nccl_backend(store, rank, size, timeout, device);
+      // Its own key space in the store: NCCL's and Gloo's rendezvous keys must not meet.
+      b.host = gloo(c10::make_intrusive<c10d::PrefixStore>("host/", store), rank, size);
+      return b;
     };
   } else {
-    auto device = gloo_device(env);
-    factory = [timeout = to_ms(options.timeout_s), device](
-                  const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      opts->devices.push_back(device);
-      // Two Gloo threads: one bucket can be reduced while the next one is sent.
-      opts->threads = 2;
-      return c10::intrusive_ptr<c10d::Backend>(
-          c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts));
+    factory = [gloo](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+      return Backends{gloo(store, rank, size), nullptr};
     };
   }
   try {
-    auto pg = factory(rdzv.store, env.rank, env.world_size);
+    auto backends = factory(rdzv.store, env.rank, env.world_size);
     if (torch_distributed_debug() != DebugLevel::kOff) {
       log::info(log::format(
-          "TORCH_DISTRIBUTED_DEBUG: rank %d of %d: %s process group over the TCPStore at %s:%d "
-          "(init timeout %.0f s, collective timeout %.0f s); %s",
-          env.rank, env.world_size, backend.c_str(), env.master_addr.c_str(), env.master_port,
-          options.init_timeout_s, options.timeout_s, passthrough_env_summary().c_str()));
+          "TORCH_DISTRIBUTED_DEBUG: rank %d of %d: %s process group%s over the TCPStore at "
+          "%s:%d (init timeout %.0f s, collective timeout %.0f s); %s",
+          env.rank, env.world_size, backend.c_str(),
+          backends.host ? " (and Gloo for CPU tensors)" : "", env.master_addr.c_str(),
+          env.master_port, options.init_timeout_s, options.timeout_s,
+          passthrough_env_summary().c_str()));
     }
-    return std::make_unique<C10dGroup>(std::move(pg), backend, env.rank, env.world_size, rdzv.store,
-                                       factory, options.device);
+    return std::make_unique<C10dGroup>(std::move(backends), backend, env.rank, env.world_size,
+                                       rdzv.store, factory, options.device);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -1,4 +1,4 @@
-#include "dist/nccl_backend.h"
+#include "distributed/nccl_backend.h"
 
 #include "core/error.h"
 

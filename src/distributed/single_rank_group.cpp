@@ -1,5 +1,5 @@
 #include "core/error.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace lmtrain::dist {
 namespace {

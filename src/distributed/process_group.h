@@ -1,14 +1,14 @@
-// Builds the dist::Group for this process from its environment (dist/env.h): the single-rank
+// Builds the dist::Group for this process from its environment (distributed/env.h): the single-rank
 // group for a world of one, else a c10d process group (Gloo on CPU, NCCL in CUDA builds) after a
-// checked TCPStore rendezvous (dist/rendezvous.h).
+// checked TCPStore rendezvous (distributed/rendezvous.h).
 #pragma once
 #include <c10/core/Device.h>
 
 #include <memory>
 #include <string>
 
-#include "dist/env.h"
-#include "dist/group.h"
+#include "distributed/env.h"
+#include "distributed/group.h"
 
 namespace lmtrain::core {
 class Config;

@@ -1,12 +1,12 @@
 // Gradient bucketing: the bucket plan, and bucket all-reduces launched from gradient hooks
 // during backward over a real two-rank Gloo group (two threads of this process, real TCP).
-#include "dist/grad_sync.h"
+#include "distributed/grad_sync.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "core/error.h"
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 #include "e2e/dist_harness.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"

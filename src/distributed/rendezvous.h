@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "dist/env.h"
+#include "distributed/env.h"
 
 namespace c10d {
 class Store;

@@ -1,4 +1,4 @@
-#include "dist/debug_level.h"
+#include "distributed/debug_level.h"
 
 #include <algorithm>
 #include <cstdlib>

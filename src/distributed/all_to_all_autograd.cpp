@@ -1,4 +1,4 @@
-#include "dist/all_to_all_autograd.h"
+#include "distributed/all_to_all_autograd.h"
 
 #include <torch/csrc/autograd/custom_function.h>
 

@@ -1,0 +1,39 @@
+// AdamW's per-step scalars on a GPU, so that an update reads no value from the host and a
+// captured CUDA graph (train/cuda_graph_step.h) can replay it: the learning rate, a 0-dim
+// float32 tensor written before each update, and the step count, a 0-dim float32 tensor (as
+// torch.optim.AdamW(fused=True) keeps it) that the update itself advances. Eager CUDA steps use
+// them too, so a replayed step runs exactly the kernels of an eager one.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+
+namespace lmtrain::optim {
+
+class DeviceStepScalars {
+ public:
+  // Before update number `step` (1 for the first) on `device`: makes the tensors on first use,
+  // writes `lr` unless held, and advances the count on the device.
+  void begin(const c10::Device& device, double lr, int64_t step);
+  // Valid after begin().
+  const at::Tensor& lr() const { return lr_; }
+  const at::Tensor& steps() const { return steps_; }
+  // 1 - lr * weight_decay, computed on the device from lr() (decoupled weight decay).
+  at::Tensor decay_factor(double weight_decay) const;
+
+  // The learning-rate tensor, made on `device` if needed. While held, begin() leaves it as the
+  // caller wrote it: a CUDA graph's captured update must not contain a fill with the capture's
+  // value, so the graph's driver writes it before each replay.
+  at::Tensor hold_lr(const c10::Device& device);
+  // After a checkpoint load: the count restarts from the host's at the next begin().
+  void reset();
+
+ private:
+  const at::Tensor& make(const c10::Device& device);  // the lr tensor, made on first use
+
+  at::Tensor lr_, steps_;
+  bool held_ = false;
+};
+
+}  // namespace lmtrain::optim

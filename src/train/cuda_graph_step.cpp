@@ -1,0 +1,199 @@
+#include "train/cuda_graph_step.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/runtime.h"
+
+#ifdef LMTRAIN_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace lmtrain::train {
+
+void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt) {
+  auto refuse = [](const std::string& why) {
+    throw UsageError("train.cuda_graphs=true " + why +
+                     " (a captured step replays the host's decisions of its capture)");
+  };
+  if (cfg.get_string("optim.name") != "adamw") {
+    refuse("needs optim.name=adamw: Muon's update is not captured");
+  }
+  if (cfg.get_float("model.dropout") > 0) {
+    refuse("needs model.dropout=0: dropout masks are seeded on the host per step");
+  }
+  if (cfg.get_int("lora.rank") > 0 && cfg.get_float("lora.dropout") > 0) {
+    refuse("needs lora.dropout=0: dropout masks are seeded on the host per step");
+  }
+  if (cfg.get_int("model.moe.num_experts") > 0) {
+    refuse(
+        "does not work with MoE (model.moe.num_experts > 0): routing sizes the expert "
+        "exchanges on the host");
+  }
+  if (rt.loss_scaling()) {
+    refuse(
+        "does not work with train.precision=fp16: the loss scaler decides on the host "
+        "whether to skip a step; use bf16");
+  }
+  if (!rt.cuda()) {
+    throw UsageError("train.cuda_graphs=true needs train.device=cuda (this run computes on " +
+                     rt.device.str() + ")");
+  }
+}
+
+#ifdef LMTRAIN_CUDA
+
+struct CudaGraphStep::Impl {
+  Impl(TrainStepper& s, optim::Optimizer& o, int64_t w) : stepper(s), optimizer(o), warmup(w) {}
+
+  TrainStepper& stepper;
+  optim::Optimizer& optimizer;
+  int64_t warmup;
+  int64_t steps_done = 0;
+  at::cuda::CUDAStream side = at::cuda::getStreamFromPool();
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  std::vector<Batch> inputs;  // static: each replay reads its batch from here
+  StepResult outputs;         // static: each replay writes its results here
+  at::Tensor lr;              // the optimizer's learning-rate scalar (device)
+  double grad_clip = 0;
+
+  // The capture: copies of this step's batches become the graph's inputs. The capture records
+  // without executing, so the first replay runs this step.
+  void capture(const std::vector<Batch>& batches, double lr_value, double clip) {
+    for (const auto& b : batches) {
+      if (b.masked) {
+        throw Error(
+            "train.cuda_graphs: a batch masks targets, whose count would be fixed at capture");
+      }
+      Batch copy = b;
+      for (auto& [name, t] : copy.tensors) t = t.clone();
+      inputs.push_back(std::move(copy));
+    }
+    lr = optimizer.hold_lr();
+    lr.fill_(lr_value);
+    grad_clip = clip;
+    // Autocast's cache of cast weights would carry casts made outside the capture into it.
+    const bool cache = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    graph = std::make_unique<at::cuda::CUDAGraph>();
+    try {
+      graph->capture_begin();
+      outputs = stepper.step(
+          static_cast<int64_t>(inputs.size()), [&](int64_t m) { return inputs[m]; }, lr_value,
+          clip);
+      graph->capture_end();
+    } catch (const std::exception& e) {
+      at::autocast::set_autocast_cache_enabled(cache);
+      throw Error(std::string("train.cuda_graphs: capturing the training step failed (set "
+                              "train.cuda_graphs=false to run it eagerly): ") +
+                  e.what());
+    }
+    at::autocast::set_autocast_cache_enabled(cache);
+    log::info(log::format("CUDA graph: step captured after %lld eager step(s); replaying it",
+                          (long long)warmup));
+  }
+
+  // The next step's batches into the static inputs (same stream: ordered before the replay).
+  void load(const std::vector<Batch>& batches, double lr_value, double clip) {
+    if (batches.size() != inputs.size() || clip != grad_clip) {
+      throw Error(log::format(
+          "internal: a CUDA graph step was captured with %zu micro-batches and grad_clip %g, "
+          "now called with %zu and %g",
+          inputs.size(), grad_clip, batches.size(), clip));
+    }
+    for (size_t m = 0; m < batches.size(); ++m) {
+      if (batches[m].valid_tokens != inputs[m].valid_tokens || batches[m].masked) {
+        throw Error("train.cuda_graphs: micro-batch valid-token counts must not change");
+      }
+      for (auto& [name, dst] : inputs[m].tensors) {
+        auto it = batches[m].tensors.find(name);
+        if (it == batches[m].tensors.end() || !it->second.sizes().equals(dst.sizes())) {
+          throw Error("train.cuda_graphs: micro-batch tensor '" + name +
+                      "' is missing or changed shape since the capture");
+        }
+        dst.copy_(it->second, /*non_blocking=*/true);
+      }
+    }
+    lr.fill_(lr_value);
+  }
+
+  StepResult results() const {
+    StepResult r;
+    auto copy = [](const at::Tensor& t) { return t.defined() ? t.clone() : t; };
+    r.loss = copy(outputs.loss);
+    r.grad_norm = copy(outputs.grad_norm);
+    r.metrics = copy(outputs.metrics);
+    r.moe = copy(outputs.moe);
+    return r;
+  }
+};
+
+CudaGraphStep::CudaGraphStep(TrainStepper& stepper, optim::Optimizer& optimizer, int64_t warmup)
+    : impl_(std::make_unique<Impl>(stepper, optimizer, warmup)) {
+  if (warmup < 1) throw UsageError("train.cuda_graph_warmup must be at least 1");
+  if (!optimizer.graph_safe()) {
+    throw UsageError("train.cuda_graphs: optimizer " + optimizer.name() +
+                     " on this device cannot run inside a CUDA graph");
+  }
+}
+
+StepResult CudaGraphStep::step(int64_t accum_steps, const BatchFn& next_batch, double lr,
+                               double grad_clip) {
+  auto& s = *impl_;
+  std::vector<Batch> batches;  // made on the caller's stream
+  for (int64_t m = 0; m < accum_steps; ++m) batches.push_back(next_batch(m));
+  const auto ambient = at::cuda::getCurrentCUDAStream();
+  // The side stream waits for the batches and whatever else the caller queued (e.g. a
+  // checkpoint load); at the end the caller's stream waits for the step, whose results it reads.
+  at::cuda::CUDAEvent ready;
+  ready.record(ambient);
+  ready.block(s.side);
+  StepResult r;
+  {
+    c10::cuda::CUDAStreamGuard on_side(s.side);
+    if (s.steps_done < s.warmup) {
+      r = s.stepper.step(
+          accum_steps, [&](int64_t m) { return batches[m]; }, lr, grad_clip);
+    } else {
+      const bool first = !s.graph;
+      if (first) {
+        s.capture(batches, lr, grad_clip);
+      } else {
+        s.load(batches, lr, grad_clip);
+      }
+      s.graph->replay();
+      // The capture ran step()'s host code once, counting the first replay's update.
+      if (!first) s.optimizer.count_replayed_step();
+      r = s.results();
+    }
+  }
+  at::cuda::CUDAEvent done;
+  done.record(s.side);
+  done.block(ambient);
+  ++s.steps_done;
+  return r;
+}
+
+bool CudaGraphStep::captured() const { return impl_->graph != nullptr; }
+
+#else  // a build without CUDA
+
+struct CudaGraphStep::Impl {};
+
+CudaGraphStep::CudaGraphStep(TrainStepper&, optim::Optimizer&, int64_t) {
+  throw UsageError("train.cuda_graphs=true: this lmtrain was built without CUDA");
+}
+
+StepResult CudaGraphStep::step(int64_t, const BatchFn&, double, double) { return {}; }
+bool CudaGraphStep::captured() const { return false; }
+
+#endif
+
+CudaGraphStep::~CudaGraphStep() = default;
+
+}  // namespace lmtrain::train

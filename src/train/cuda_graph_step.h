@@ -1,0 +1,55 @@
+// train.cuda_graphs: the whole training step (every micro-batch's forward and backward, the
+// gradient all-reduce, clipping and the optimizer update) captured once into a CUDA graph and
+// then replayed: one launch per step instead of thousands of kernel launches, whose host time
+// bounds small models on fast GPUs (what torch.cuda.graph and torch.compile's
+// "reduce-overhead" mode do in Python).
+//
+// A replay repeats the captured kernels on the captured memory, so:
+// - each step's batch is copied into static input tensors before the replay;
+// - the learning rate is written into the optimizer's device scalar (Optimizer::hold_lr), and
+//   the step count advances on the device;
+// - loss, metrics and gradient norm come back in static tensors, copied out after each replay;
+// - nothing the host decides may change between steps. check_cuda_graphs_config() refuses what
+//   does: dropout (masks seeded on the host per step), MoE (routing sizes the exchanges on the
+//   host), fp16 (the loss scaler decides on the host to skip a step) and Muon.
+// The first train.cuda_graph_warmup steps run eagerly on the graph's side stream (cuBLAS
+// workspaces, NCCL communicators and the allocator settle, as capture requires); the next step
+// is captured and replayed, and every later one replays. Results equal eager steps:
+// tests/cuda/cuda_graph_test.cpp.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "optim/optimizer.h"
+#include "train/train_step.h"
+
+namespace lmtrain::core {
+class Config;
+struct Runtime;
+}  // namespace lmtrain::core
+
+namespace lmtrain::train {
+
+// Throws UsageError naming the key when train.cuda_graphs=true cannot work with this config
+// and runtime. The config checks come before the device check, so they hold on any machine.
+void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt);
+
+class CudaGraphStep {
+ public:
+  // `warmup` >= 1 eager steps before the capture. Throws in a build without CUDA.
+  CudaGraphStep(TrainStepper& stepper, optim::Optimizer& optimizer, int64_t warmup);
+  ~CudaGraphStep();
+  CudaGraphStep(const CudaGraphStep&) = delete;
+  CudaGraphStep& operator=(const CudaGraphStep&) = delete;
+
+  // TrainStepper::step's contract. Every step must bring the same micro-batch count and shapes
+  // and the same grad_clip (captured); lr may change. comm_wait_s is 0 for replays.
+  StepResult step(int64_t accum_steps, const BatchFn& next_batch, double lr, double grad_clip);
+  bool captured() const;
+
+ private:
+  struct Impl;  // CUDA types stay out of this header
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lmtrain::train
