@@ -71,6 +71,10 @@ nlohmann::json check_result(const CommandResult& r) {
   return nlohmann::json::parse(r.output.substr(begin, r.output.find('\n', begin) - begin));
 }
 
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

@@ -41,6 +41,8 @@ nlohmann::json check_result(const CommandResult& r);
 
 // Whole file as a string; throws if unreadable.
 std::string read_text(const std::string& path);
+// `part` occurs in `text`.
+bool contains(const std::string& text, const std::string& part);
 void write_text(const std::string& path, const std::string& text);
 
 }  // namespace lmtrain::testing

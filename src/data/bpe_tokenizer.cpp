@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/bpe_pair.h"
 #include "core/log.h"
 #include "data/byte_level.h"
 
@@ -16,7 +17,6 @@ const char* const kEndOfText = "<|endoftext|>";
 
 namespace {
 
-uint64_t pair_key(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
 
 // Words longer than this use the O(n log n) heap merge instead of the simple O(n^2) scan, so a
 // pathological pre-token (a megabyte of letters) cannot stall encoding.
@@ -70,7 +70,7 @@ struct BpeTokenizer::Model {
   explicit Model(const std::string& pattern) : pretok(pattern) {}
 
   uint64_t lookup(uint32_t a, uint32_t b) const {
-    auto it = merge_map.find(pair_key(a, b));
+    auto it = merge_map.find(bpe_pair_key(a, b));
     return it == merge_map.end() ? UINT64_MAX : it->second;
   }
 };
@@ -124,7 +124,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
                   ") produces a token missing from the vocabulary");
     }
     // A duplicated merge keeps its first (lowest) rank, as in GPT-2 and Hugging Face.
-    m->merge_map.emplace(pair_key(a, b), (static_cast<uint64_t>(r) << 32) | it->second);
+    m->merge_map.emplace(bpe_pair_key(a, b), (static_cast<uint64_t>(r) << 32) | it->second);
   }
   for (const char* name : {kEndOfText, "<|end_of_text|>", "</s>", "<eos>"}) {
     for (const SpecialToken& s : m->specials) {
@@ -140,7 +140,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   h.u64(n);
   for (const std::string& t : m->tokens) h.str(t);
   h.u64(m->merges.size());
-  for (const Merge& mg : m->merges) h.u64(pair_key(mg.first, mg.second));
+  for (const Merge& mg : m->merges) h.u64(bpe_pair_key(mg.first, mg.second));
   h.u64(m->specials.size());
   for (const SpecialToken& s : m->specials) {
     h.u64(s.id);

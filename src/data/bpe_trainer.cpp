@@ -3,12 +3,12 @@
 #include <queue>
 
 #include "core/error.h"
+#include "data/bpe_pair.h"
 #include "core/log.h"
 
 namespace lmtrain::data {
 namespace {
 
-uint64_t pair_key(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
 uint32_t left_of(uint64_t key) { return static_cast<uint32_t>(key >> 32); }
 uint32_t right_of(uint64_t key) { return static_cast<uint32_t>(key); }
 
@@ -61,7 +61,7 @@ BpeTokenizer BpeTrainer::train() {
   for (size_t w = 0; w < words_.size(); ++w) {
     const auto& s = words_[w];
     for (size_t i = 0; i + 1 < s.size(); ++i) {
-      const uint64_t p = pair_key(s[i], s[i + 1]);
+      const uint64_t p = bpe_pair_key(s[i], s[i + 1]);
       pair_count[p] += freq[w];
       auto& list = where[p];
       if (list.empty() || list.back() != w) list.push_back(static_cast<uint32_t>(w));
@@ -130,9 +130,9 @@ BpeTokenizer BpeTrainer::train() {
       }
       if (merged.size() == s.size()) continue;  // stale index entry
       // Re-count this word's pairs: simple and exact, including overlaps like "a a a".
-      for (size_t i = 0; i + 1 < s.size(); ++i) pair_count[pair_key(s[i], s[i + 1])] -= freq[w];
+      for (size_t i = 0; i + 1 < s.size(); ++i) pair_count[bpe_pair_key(s[i], s[i + 1])] -= freq[w];
       for (size_t i = 0; i + 1 < merged.size(); ++i) {
-        const uint64_t p = pair_key(merged[i], merged[i + 1]);
+        const uint64_t p = bpe_pair_key(merged[i], merged[i + 1]);
         pair_count[p] += freq[w];
         if (merged[i] == id || merged[i + 1] == id) {
           auto& l = where[p];

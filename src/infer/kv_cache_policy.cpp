@@ -1,10 +1,10 @@
 #include "infer/kv_cache_policy.h"
 
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/text_list.h"
 #include "core/parse_int.h"
 #include "infer/h2o_kv_cache.h"
 #include "infer/quantized_kv_cache.h"
@@ -16,9 +16,8 @@ namespace {
 // "a=1,b=2" -> {a: 1, b: 2}; every value a positive integer.
 std::map<std::string, int64_t> parse_params(const std::string& policy, const std::string& text) {
   std::map<std::string, int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const auto& item : core::split_list(text)) {
+    if (item.empty()) continue;  // "a=1," as "a=1"
     const auto eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const auto value = eq == std::string::npos

@@ -6,6 +6,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/text_list.h"
 
 namespace lmtrain::model {
 namespace {
@@ -18,7 +19,9 @@ const std::vector<std::pair<std::string, LoraTarget>>& target_names() {
   return names;
 }
 
-std::string trim(const std::string& s) {
+// An item of a list that may be written YAML-style ("['q', 'v']"): blanks, brackets and quotes
+// around it removed.
+std::string strip_list_marks(const std::string& s) {
   const auto b = s.find_first_not_of(" \t[]'\"");
   if (b == std::string::npos) return "";
   const auto e = s.find_last_not_of(" \t[]'\"");
@@ -52,12 +55,8 @@ std::string lora_target_name(LoraTarget t) {
 
 std::vector<LoraTarget> parse_lora_targets(const std::string& text) {
   std::vector<LoraTarget> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = trim(text.substr(start, end - start));
-    start = end + 1;
+  for (const auto& piece : core::split_list(text)) {
+    const std::string item = strip_list_marks(piece);
     if (item.empty()) continue;
     bool found = false;
     for (const auto& [name, t] : target_names()) {
@@ -85,12 +84,8 @@ LoraOptions LoraOptions::from_config(const core::Config& cfg) {
   o.decay = cfg.get_bool("lora.decay");
   o.targets = parse_lora_targets(cfg.get_string("lora.targets"));
   const std::string unfreeze = cfg.get_string("lora.unfreeze");
-  size_t start = 0;
-  while (start <= unfreeze.size()) {
-    size_t end = unfreeze.find(',', start);
-    if (end == std::string::npos) end = unfreeze.size();
-    const std::string item = trim(unfreeze.substr(start, end - start));
-    start = end + 1;
+  for (const auto& piece : core::split_list(unfreeze)) {
+    const std::string item = strip_list_marks(piece);
     if (item == "norms") {
       o.unfreeze_norms = true;
     } else if (item == "embeddings") {

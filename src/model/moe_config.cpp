@@ -1,10 +1,10 @@
 #include "model/moe_config.h"
 
 #include <algorithm>
-#include <sstream>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/text_list.h"
 #include "core/log.h"
 
 namespace lmtrain::model {
@@ -24,11 +24,7 @@ namespace {
 
 std::vector<int64_t> parse_layer_list(const std::string& text, int64_t n_layer) {
   std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+  for (const auto& item : core::split_list(text)) {
     if (item.empty()) continue;
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);

@@ -6,25 +6,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/text_list.h"
 #include "core/parse_int.h"
 
 namespace lmtrain::train {
 namespace {
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : text) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 int64_t moe_layer_count(const model::GptConfig& c) {
   int64_t n = 0;
@@ -54,8 +40,8 @@ std::vector<LayerPair> parse_layer_pairs(const std::string& text, int64_t studen
     return UsageError("config key '" + key + "' = '" + text + "': " + why +
                       " (expected 'S' or 'S:T' layer indices, comma-separated, or 'all')");
   };
-  for (const auto& item : split(text, ',')) {
-    const auto parts = split(item, ':');
+  for (const auto& item : core::split_list(text)) {
+    const auto parts = core::split_list(item, ':');
     if (parts.size() > 2) throw bad("'" + item + "' has more than one ':'");
     auto index = [&](const std::string& s, int64_t layers, const char* side) {
       auto v = core::parse_nonnegative_int(s, 1 << 20);

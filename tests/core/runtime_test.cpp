@@ -11,7 +11,7 @@
 namespace lmtrain::core {
 namespace {
 
-std::string usage_error(Config cfg) {
+std::string runtime_usage_error(Config cfg) {
   try {
     Runtime::from_config(cfg, 0);
   } catch (const UsageError& e) {
@@ -33,7 +33,7 @@ TEST(Runtime, AutoIsCpuWithoutAGpuAndFp32ByDefault) {
 TEST(Runtime, CudaWithoutAVisibleGpuIsAUsageErrorNamingTheKey) {
   auto cfg = Config::defaults();
   cfg.set("train.device", "cuda", "test");
-  const auto msg = usage_error(cfg);
+  const auto msg = runtime_usage_error(cfg);
   EXPECT_NE(msg.find("train.device=cuda"), std::string::npos) << msg;
   EXPECT_NE(msg.find(built_with_cuda() ? "no GPU is visible" : "without CUDA"), std::string::npos)
       << msg;
@@ -42,7 +42,7 @@ TEST(Runtime, CudaWithoutAVisibleGpuIsAUsageErrorNamingTheKey) {
 TEST(Runtime, Fp16OnCpuIsAUsageError) {
   auto cfg = Config::defaults();
   cfg.set("train.precision", "fp16", "test");
-  const auto msg = usage_error(cfg);
+  const auto msg = runtime_usage_error(cfg);
   EXPECT_NE(msg.find("train.precision=fp16 needs CUDA"), std::string::npos) << msg;
 }
 

@@ -25,10 +25,6 @@ std::string rank_cmd(int rank, int world, int port, const std::string& extra = "
          " --dist.init_timeout_s=2" + extra;
 }
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // Another service on MASTER_PORT, listening on loopback: it sends garbage to every client,
 // closes every connection at once, or accepts and never answers.
 class FakeService {

@@ -18,10 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 // A train run started in the background by a shell that records its exit code in `exit_file`.
 // The process is killed (SIGKILL) when the object dies, should the test end early.
 class BackgroundRun {

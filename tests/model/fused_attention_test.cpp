@@ -11,7 +11,7 @@ namespace lmtrain::model {
 namespace {
 
 // Reference: split the packed projection and run the generic attention.
-at::Tensor reference(const at::Tensor& qkv, int64_t H) {
+at::Tensor reference_attention(const at::Tensor& qkv, int64_t H) {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
   auto parts = qkv.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
   return causal_attention(parts[0], parts[1], parts[2], 0.0).transpose(1, 2).reshape({B, T, C});
@@ -29,7 +29,7 @@ TEST_P(FusedAttentionIsa, MatchesGenericPathForwardAndBackward) {
     auto qkv = torch::randn({c.B, c.T, 3 * c.H * c.D}).requires_grad_(true);
     auto qkv_ref = qkv.detach().clone().requires_grad_(true);
     auto y = fused_causal_attention(qkv, c.H);
-    auto y_ref = reference(qkv_ref, c.H);
+    auto y_ref = reference_attention(qkv_ref, c.H);
     EXPECT_TRUE(torch::allclose(y, y_ref, 1e-5, 1e-6)) << "T=" << c.T;
     auto dy = torch::randn_like(y);
     (y * dy).sum().backward();

@@ -43,7 +43,7 @@ at::Tensor expert_mlp(const MoeImpl& m, int64_t e, const at::Tensor& x) {
 
 // Loop reference of MoeImpl::forward for a softmax gate: y_t = sum_j w_tj * expert_{e_tj}(x_t),
 // skipping assignments over capacity (priority: slot, then token).
-at::Tensor reference(const MoeImpl& m, const at::Tensor& x, int64_t* dropped = nullptr) {
+at::Tensor reference_moe(const MoeImpl& m, const at::Tensor& x, int64_t* dropped = nullptr) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), E = m.moe.num_experts;
   const int64_t k = m.moe.top_k, N = B * T;
   auto flat = x.reshape({N, C});
@@ -103,7 +103,7 @@ TEST_P(MoeForward, MatchesTheLoopReferenceForwardAndBackward) {
   auto x = torch::randn({3, 5, 16}).requires_grad_(true);
   auto out = m.forward(x);
   int64_t dropped = 0;
-  auto ref = reference(m, x, &dropped);
+  auto ref = reference_moe(m, x, &dropped);
   EXPECT_TRUE(torch::allclose(out.y, ref, 1e-5, 1e-5)) << (out.y - ref).abs().max();
   EXPECT_EQ(out.stats.dropped.item<double>(), static_cast<double>(dropped));
   if (capacity > 0 && capacity < 1) {

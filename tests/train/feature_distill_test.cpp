@@ -15,7 +15,7 @@
 namespace lmtrain::train {
 namespace {
 
-std::string error_of(const std::string& text, int64_t ls, int64_t lt) {
+std::string pairing_error(const std::string& text, int64_t ls, int64_t lt) {
   try {
     parse_layer_pairs(text, ls, lt, "distill.feature_layers");
   } catch (const UsageError& e) {
@@ -46,19 +46,19 @@ TEST(FeatureDistill, LayersPairByRelativeDepthAndBadListsAreNamed) {
   EXPECT_TRUE(parse_layer_pairs("", 2, 4, "k").empty());
 
   const std::string key = "config key 'distill.feature_layers' = ";
-  EXPECT_NE(error_of("x", 4, 8).find(key + "'x': 'x' is not a layer index"), std::string::npos);
-  EXPECT_NE(error_of("-1", 4, 8).find("'-1' is not a layer index"), std::string::npos);
-  EXPECT_NE(error_of("4", 4, 8).find("layer 4 is outside the student's 4 layers"),
+  EXPECT_NE(pairing_error("x", 4, 8).find(key + "'x': 'x' is not a layer index"), std::string::npos);
+  EXPECT_NE(pairing_error("-1", 4, 8).find("'-1' is not a layer index"), std::string::npos);
+  EXPECT_NE(pairing_error("4", 4, 8).find("layer 4 is outside the student's 4 layers"),
             std::string::npos);
-  EXPECT_NE(error_of("1:8", 4, 8).find("layer 8 is outside the teacher's 8 layers"),
+  EXPECT_NE(pairing_error("1:8", 4, 8).find("layer 8 is outside the teacher's 8 layers"),
             std::string::npos);
-  EXPECT_NE(error_of("1:2:3", 4, 8).find("'1:2:3' has more than one ':'"), std::string::npos);
-  EXPECT_NE(error_of("1,1:4", 4, 8).find("student layer 1 is listed twice"), std::string::npos);
-  EXPECT_NE(error_of("1,", 4, 8).find("'' is not a layer index"), std::string::npos);
+  EXPECT_NE(pairing_error("1:2:3", 4, 8).find("'1:2:3' has more than one ':'"), std::string::npos);
+  EXPECT_NE(pairing_error("1,1:4", 4, 8).find("student layer 1 is listed twice"), std::string::npos);
+  EXPECT_NE(pairing_error("1,", 4, 8).find("'' is not a layer index"), std::string::npos);
 }
 
 // A 3-layer MoE model whose middle block is dense.
-model::GptConfig moe_config(int64_t width) {
+model::GptConfig moe_student(int64_t width) {
   auto c = model::tiny_moe_config("swiglu", 4, 2);
   c.n_layer = 3;
   c.n_embd = width;
@@ -68,7 +68,7 @@ model::GptConfig moe_config(int64_t width) {
 
 TEST(FeatureDistill, TapsAreTheBlockAndMoeOutputsAlsoThroughCheckpointing) {
   torch::manual_seed(3);
-  model::Gpt m(moe_config(16));
+  model::Gpt m(moe_student(16));
   m->train();
   auto ids = torch::randint(64, {2, 8}, torch::kLong);
   // The blocks by hand: x -> block(x), and each MoE layer's feed-forward output.
@@ -125,8 +125,8 @@ TEST(FeatureDistill, TapsAreTheBlockAndMoeOutputsAlsoThroughCheckpointing) {
 // (P h_s - h_t)^2, and expert_weight * the same over MoE outputs.
 TEST(FeatureDistill, LossIsTheLogitLossPlusTheWeightedProjectedMse) {
   torch::manual_seed(5);
-  model::Gpt student(moe_config(16));
-  model::Gpt teacher(moe_config(32));
+  model::Gpt student(moe_student(16));
+  model::Gpt teacher(moe_student(32));
   student->train();
   model::DistillLossSpec spec;
   spec.temperature = 2;
@@ -202,7 +202,7 @@ TEST(FeatureDistill, LossIsTheLogitLossPlusTheWeightedProjectedMse) {
 TEST(FeatureDistill, EqualWidthsNeedNoProjectionAndExpertTermsNeedMoeModels) {
   core::Config cfg = core::Config::defaults();
   cfg.set("distill.feature_layers", "1", "test");
-  auto dense = moe_config(16);
+  auto dense = moe_student(16);
   dense.moe.num_experts = 0;
   auto f = FeatureDistillSpec::from_config(cfg, dense, dense);
   ASSERT_EQ(f.features.size(), 1u);
@@ -214,8 +214,8 @@ TEST(FeatureDistill, EqualWidthsNeedNoProjectionAndExpertTermsNeedMoeModels) {
   cfg.set("distill.feature_weight", "0", "test");  // weight 0: the layers are not used
   EXPECT_TRUE(FeatureDistillSpec::from_config(cfg, dense, dense).features.empty());
   cfg.set("distill.expert_weight", "1", "test");
-  EXPECT_THROW(FeatureDistillSpec::from_config(cfg, moe_config(16), dense), UsageError);
-  f = FeatureDistillSpec::from_config(cfg, moe_config(16), moe_config(32));
+  EXPECT_THROW(FeatureDistillSpec::from_config(cfg, moe_student(16), dense), UsageError);
+  f = FeatureDistillSpec::from_config(cfg, moe_student(16), moe_student(32));
   ASSERT_EQ(f.experts.size(), 2u);  // the student's 2 MoE layers
   EXPECT_EQ(f.experts[1].teacher, 1);
 }
