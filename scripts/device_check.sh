@@ -7,9 +7,9 @@
 # The machine has torch 2.11+cu130 in its python3 but none of our -dev packages and no network:
 # carry the .debs fetched here by `scripts/fetch_device_debs.sh` (into .deb/, git-ignored) and
 # the prepared demo corpus (.devdata/, from scripts/fetch_device_debs.sh too).
-#   LMTRAIN_DEVICE_STEPS=all|tests|bench   which parts after the build (default all; a device call
-#   is limited to 10 minutes, so run `tests` and then `bench` while the machine is warm: the
-#   build is reused)
+#   LMTRAIN_DEVICE_STEPS=all|tests|profile|bench   which parts after the build (default all; a
+#   device call is limited to 10 minutes, so run `tests`, `profile` and `bench` one by one while
+#   the machine is warm: the build is reused)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/lmtrain-device}
@@ -55,6 +55,33 @@ grep -E '^\s+[0-9]+ - ' "$OUT/ctest_cpu.log" | head -20 | tee -a "$summary"
 (cd build && ctest --timeout 600 --output-on-failure -R '^Cuda') >"$OUT/ctest_cuda.log" 2>&1
 note "GPU tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log" | tail -1) ($(elapsed))"
 grep -E '^\s+[0-9]+ - |Passed|Failed|Skipped' "$OUT/ctest_cuda.log" | grep -E 'Cuda' | tee -a "$summary"
+fi
+# ---- where a step's GPU time goes: Kineto over a few steps of lmtrain (eager and graphed) and
+# torch.profiler over the PyTorch reference, same model and batch (profiling slows the steps:
+# these tables are breakdowns, the timings are in the benchmarks below)
+if want profile; then
+  note ""
+  note "## Top GPU kernels per step (GPT-2 124M, T=1024, batch 16, bf16, 3 profiled steps)"
+  for v in "eager|" "CUDA graph|--train.cuda_graphs=true"; do
+    name=${v%%|*}; flags=${v#*|}; tag=${name// /_}
+    # shellcheck disable=SC2086
+    LMTRAIN_PROFILE="$OUT/trace_lmtrain_$tag.json" build/lmtrain bench --train.device=cuda \
+      --config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16 \
+      --train.total_batch_size=16384 --train.precision=bf16 --bench.steps=3 --bench.warmup=3 \
+      $flags >"$OUT/profile_lmtrain_$tag.log" 2>&1
+    note ""
+    note "### lmtrain ($name)"
+    grep -A15 "profile: GPU kernels" "$OUT/profile_lmtrain_$tag.log" | sed 's/^.*profile: //' |
+      tee -a "$summary"
+  done
+  "$python" bench/reference/train_gpt2.py --device cuda --dtype bf16 --n_layer 12 --n_head 12 \
+    --n_embd 768 --vocab_size 50304 --seq_len 1024 --batch_size 16 --steps 3 --warmup 3 \
+    --profile "$OUT/trace_pytorch_eager.json" >"$OUT/profile_pytorch_eager.log" 2>&1
+  note ""
+  note "### PyTorch eager"
+  sed -n '/^profile: trace/,/^peak_mem_mib/p' "$OUT/profile_pytorch_eager.log" | head -22 |
+    tee -a "$summary"
+  note "($(elapsed))"
 fi
 want bench || { cat "$summary"; exit 0; }
 

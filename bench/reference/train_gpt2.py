@@ -189,6 +189,10 @@ def parse_args():
                    help="default: sdpa on cuda, manual (masked softmax) on cpu")
     p.add_argument("--overfit", action="store_true",
                    help="sanity check: train on one fixed batch and print loss every step")
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="record the timed steps with torch.profiler: a chrome trace to FILE and "
+                        "the ops (and CUDA kernels) that took the most time printed; profiling "
+                        "slows the steps, so use it for breakdowns, not for timing")
     args = p.parse_args()
     if args.block_size is None:
         args.block_size = args.seq_len
@@ -281,6 +285,12 @@ def main():
         torch.cuda.reset_peak_memory_stats()
     if distributed:
         dist.barrier()  # start the clock with every rank ready
+    prof = None
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        prof = profile(activities=activities)
+        prof.__enter__()
     t0 = time.perf_counter()
     t_last = t0
     for i in range(args.steps):
@@ -296,6 +306,12 @@ def main():
     if distributed:
         dist.barrier()  # stop it only when the slowest rank has finished its steps
     elapsed = time.perf_counter() - t0
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof.export_chrome_trace(args.profile)
+        log(f"profile: trace of {args.steps} step(s) written to {args.profile}")
+        key = "self_device_time_total" if cuda else "self_cpu_time_total"
+        log(prof.key_averages().table(sort_by=key, row_limit=15, max_name_column_width=60))
     if cuda:
         log(f"peak_mem_mib: {torch.cuda.max_memory_allocated() / 2**20:.1f}")
 

@@ -1,7 +1,6 @@
 #include "train/benchmark.h"
 
 #include <sys/resource.h>
-#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +15,7 @@
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
+#include "train/step_profiler.h"
 #include "train/train_step.h"
 
 namespace lmtrain::train {
@@ -111,11 +111,9 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   core::synchronize(rt.device);
   group.barrier();
   core::reset_peak_device_memory(rt.device);
-  // LMTRAIN_PROFILE=FILE records the timed steps with libtorch's profiler (chrome://tracing).
-  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
-  if (const char* path = std::getenv("LMTRAIN_PROFILE")) {
-    profile = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(path));
-  }
+  // LMTRAIN_PROFILE=FILE records the timed steps (train/step_profiler.h).
+  const char* profile_path = std::getenv("LMTRAIN_PROFILE");
+  StepProfiler profile(profile_path ? profile_path : "", rt.cuda());
   auto t0 = Clock::now();
   double comm_wait_s = 0;
   for (int64_t i = 0; i < steps; ++i) {
@@ -123,7 +121,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   }
   core::synchronize(rt.device);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  profile.reset();
+  profile.finish(steps);
 
   r.model = mcfg.describe();
   r.tokens_per_step = plan.tokens_per_step();
