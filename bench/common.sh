@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell helpers shared by the bench/ scripts (sourced, not run).
 
 # die MESSAGE...: prints "<script>: error: MESSAGE" and exits 1.

@@ -17,6 +17,8 @@ if [[ -z "$prefix" ]]; then
   prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 fi
 
+# LMTRAIN_CMAKE_ARGS holds several arguments: split on blanks on purpose.
+# shellcheck disable=SC2206
 args=(-S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix"
   ${LMTRAIN_CMAKE_ARGS:-})
 [[ -x "$python" ]] && args+=("-DLMTRAIN_PYTHON=$python")

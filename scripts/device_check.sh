@@ -11,7 +11,7 @@
 #   device call is limited to 10 minutes, so run `tests`, `profile` and `bench` one by one while
 #   the machine is warm: the build is reused)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/lmtrain-device}
 mkdir -p "$OUT"
 parts=${LMTRAIN_DEVICE_STEPS:-all}
