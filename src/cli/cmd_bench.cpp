@@ -22,8 +22,15 @@ int cmd_bench(const Args& argv) {
            "  flops_per_token                6*N + 6*L*C*T (N parameters, L layers, C width,\n"
            "                                 T seq_len; forward+backward, llm.c's count)\n"
            "  achieved_gflops                flops_per_token * tokens_per_s\n"
-           "  peak_gemm_gflops               best fp32 1024^3 matmul on this machine\n"
-           "  mfu                            achieved / peak\n\nFlags:\n"
+           "  peak_gemm_gflops               the best 1024^3 (CPU) or 8192^3 (CUDA) matmul in the\n"
+           "                                 compute dtype, or bench.peak_tflops when set (GPU)\n"
+           "  mfu                            achieved / peak\n"
+           "  peak_rss_mib, peak_device_mib  peak host memory; peak GPU memory (CUDA)\n"
+           "  comm_wait_ms                   gradient all-reduce time not hidden by backward\n\n"
+           "With train.cuda_graphs=true the untimed steps also cover the graph's eager steps\n"
+           "and its capture. LMTRAIN_PROFILE=FILE records the timed steps with libtorch's\n"
+           "profiler: a chrome://tracing trace in FILE, and the GPU kernels and CPU ops that\n"
+           "took the most time per step in the log.\n\nFlags:\n"
         << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
     return 0;
   }
@@ -42,7 +49,7 @@ int cmd_bench(const Args& argv) {
             << "world_size: " << r.world_size << "\n"
             << "optimizer: " << r.optimizer << "\n"
             << "optimizer_state_bytes_per_rank: " << r.state_bytes << "\n"
-            << "runtime: " << r.runtime << "\n"
+            << r.runtime << "\n"  // "runtime: cuda:0, bf16 (...)"
             << log::format("peak_rss_mib: %.1f\n", r.peak_rss_bytes / 1048576.0)
             << log::format("peak_device_mib: %.1f\n", r.peak_device_bytes / 1048576.0)
             << "threads: " << r.threads << "\n"
