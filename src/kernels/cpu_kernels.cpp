@@ -67,6 +67,11 @@ void softmax_xent_rows(float* logits, int64_t rows, int64_t V, int64_t ld, const
   LMTRAIN_DISPATCH(xent_rows, logits, rows, V, ld, targets, loss, inv_sum);
 }
 
+void softmax_xent_cols(float* logits, int64_t V, int64_t cols, int64_t ld, const int64_t* targets,
+                       float* loss, float* inv_sum) {
+  LMTRAIN_DISPATCH(xent_cols, logits, V, cols, ld, targets, loss, inv_sum);
+}
+
 void gelu_tanh_forward(const float* x, float* y, int64_t n) {
   LMTRAIN_DISPATCH(gelu_forward, x, y, n);
 }

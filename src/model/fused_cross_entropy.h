@@ -2,8 +2,10 @@
 //   loss = mean_n cross_entropy(x_n W^T, target_n)
 // libtorch's path (linear -> log_softmax -> nll_loss) makes four full passes over the (N, V)
 // logits in backward alone (a zero fill, the nll scatter, exp again, the softmax gradient). Here
-// the forward overwrites the logits with exp(logit - row max) in one pass, and the backward never
-// touches them elementwise: with P = diag(1/sum) E and dlogits = (P - onehot) g/N,
+// the forward overwrites the logits with exp(logit - max) in one pass, and the backward never
+// touches them elementwise. The logits are held transposed, E^T (V, N), the layout in which
+// MKL runs both passes' large GEMMs fastest. With P = diag(1/sum) E and dlogits =
+// (P - onehot) g/N,
 //   dx = g/N (diag(1/sum) (E W) - W[target])        (N, C)
 //   dW = g/N (E^T (diag(1/sum) x) - onehot^T x)      (V, C)
 // so the row scaling and the one-hot term act on (N, C) and (V, C) operands, not on (N, V).

@@ -20,8 +20,11 @@ TEST_P(FusedCrossEntropyIsa, LossAndGradientsMatchLinearPlusCrossEntropy) {
   struct Case {
     int64_t N, C, V;
   };
-  // V off and on the 8-wide vector; a single row; logits large enough to need the max shift.
-  for (auto c : {Case{7, 5, 13}, Case{64, 32, 512}, Case{1, 8, 8}, Case{33, 16, 1001}}) {
+  // N on and off the column kernel's 16-token blocks and their two 8-wide vectors (N = 12: the
+  // second vector part-filled; 20: a full block, then a part of one); V off the vector width; a
+  // single row; logits large enough to need the max shift.
+  for (auto c : {Case{7, 5, 13}, Case{64, 32, 512}, Case{1, 8, 8}, Case{33, 16, 1001},
+                 Case{12, 8, 300}, Case{20, 4, 3}}) {
     torch::manual_seed(c.V);
     auto x = (torch::randn({c.N, c.C}) * 3).requires_grad_(true);
     auto w = torch::randn({c.V, c.C}).requires_grad_(true);
