@@ -62,11 +62,6 @@ void attention_backward_head(const float* q, const float* k, const float* v, int
                    scratch);
 }
 
-void softmax_xent_rows(float* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets,
-                       float* loss, float* inv_sum) {
-  LMTRAIN_DISPATCH(xent_rows, logits, rows, V, ld, targets, loss, inv_sum);
-}
-
 void softmax_xent_cols(float* logits, int64_t V, int64_t cols, int64_t ld, const int64_t* targets,
                        float* loss, float* inv_sum) {
   LMTRAIN_DISPATCH(xent_cols, logits, V, cols, ld, targets, loss, inv_sum);

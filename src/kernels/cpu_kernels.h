@@ -32,16 +32,13 @@ void attention_backward_head(const float* q, const float* k, const float* v, int
                              const float* dy, int64_t ld_y, float* dq, float* dk, float* dv,
                              float* scratch);
 
-// ---- Softmax cross-entropy rows ---------------------------------------------------------
-// logits: `rows` rows of V floats, row stride ld. For each row r: m = max, every entry x_j is
-// overwritten by exp(x_j - m), and loss[r] = log(sum_j exp(x_j - m)) + m - x[target[r]],
-// inv_sum[r] = 1 / sum_j exp(x_j - m). Targets must be in [0, V) (checked by the caller).
-void softmax_xent_rows(float* logits, int64_t rows, int64_t V, int64_t ld, const int64_t* targets,
-                       float* loss, float* inv_sum);
-// The same on logits stored transposed: (V, cols), row stride ld, column c being token c. The
-// head computes W x^T (V, N) rather than x W^T (N, V) because the GEMMs of both passes run
-// faster in that layout on small-width models (measured: the logits GEMM ~6%, the weight
-// gradient's ~10%).
+// ---- Softmax cross-entropy over the columns of transposed logits ------------------------
+// logits: (V, cols) row-major with row stride ld, column c holding token c's V logits. For each
+// column c: m = max, every entry x_vc is overwritten by exp(x_vc - m), and
+// loss[c] = log(sum_v exp(x_vc - m)) + m - x[target[c]][c], inv_sum[c] = 1 / sum_v exp(x_vc - m).
+// Targets must be in [0, V) (checked by the caller). The LM head computes W x^T (V, N) rather
+// than x W^T (N, V) because MKL runs both passes' large GEMMs faster in that layout on
+// small-width models (measured: the logits GEMM ~6%, the weight gradient's ~10%).
 void softmax_xent_cols(float* logits, int64_t V, int64_t cols, int64_t ld, const int64_t* targets,
                        float* loss, float* inv_sum);
 
