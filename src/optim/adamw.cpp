@@ -34,20 +34,11 @@ void AdamW::step(double lr) {
   auto p = params_.params();
   const auto& g = params_.grads();
   // On a GPU the step's scalars live on the device (a CUDA graph can replay the update).
-  const DeviceStepScalars* dev = nullptr;
-  if (p.is_cuda()) {
-    scalars_.begin(p.device(), lr, step_);
-    dev = &scalars_;
-  }
+  const DeviceStepScalars* dev = scalars_.begin_on_gpu(p, lr, step_);
   if (opts_.weight_decay != 0) {
-    const auto factor = dev ? dev->decay_factor(opts_.weight_decay) : at::Tensor();
+    const StepDecay decay(lr, opts_.weight_decay, dev);
     for (const auto& [begin, end] : params_.decay_ranges()) {
-      auto part = p.narrow(0, begin, end - begin);
-      if (dev) {
-        part.mul_(factor);
-      } else {
-        part.mul_(1.0 - lr * opts_.weight_decay);
-      }
+      decay.apply(p.narrow(0, begin, end - begin));
     }
   }
   adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev);

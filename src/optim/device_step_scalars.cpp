@@ -16,6 +16,13 @@ void DeviceStepScalars::begin(const c10::Device& device, double lr, int64_t step
   steps_.add_(1);
 }
 
+const DeviceStepScalars* DeviceStepScalars::begin_on_gpu(const at::Tensor& params, double lr,
+                                                         int64_t step) {
+  if (!params.is_cuda()) return nullptr;
+  begin(params.device(), lr, step);
+  return this;
+}
+
 at::Tensor DeviceStepScalars::decay_factor(double weight_decay) const {
   return 1.0 - lr_ * weight_decay;
 }
@@ -34,5 +41,18 @@ const at::Tensor& DeviceStepScalars::make(const c10::Device& device) {
 }
 
 void DeviceStepScalars::reset() { steps_ = at::Tensor(); }
+
+StepDecay::StepDecay(double lr, double weight_decay, const DeviceStepScalars* device_scalars)
+    : host_factor_(1.0 - lr * weight_decay) {
+  if (device_scalars) device_factor_ = device_scalars->decay_factor(weight_decay);
+}
+
+void StepDecay::apply(at::Tensor part) const {
+  if (device_factor_.defined()) {
+    part.mul_(device_factor_);
+  } else {
+    part.mul_(host_factor_);
+  }
+}
 
 }  // namespace lmtrain::optim

@@ -16,6 +16,9 @@ class DeviceStepScalars {
   // Before update number `step` (1 for the first) on `device`: makes the tensors on first use,
   // writes `lr` unless held, and advances the count on the device.
   void begin(const c10::Device& device, double lr, int64_t step);
+  // begin() when `params` live on a GPU, returning this; nullptr on a CPU, whose update keeps
+  // its host scalars.
+  const DeviceStepScalars* begin_on_gpu(const at::Tensor& params, double lr, int64_t step);
   // Valid after begin().
   const at::Tensor& lr() const { return lr_; }
   const at::Tensor& steps() const { return steps_; }
@@ -34,6 +37,19 @@ class DeviceStepScalars {
 
   at::Tensor lr_, steps_;
   bool held_ = false;
+};
+
+// Decoupled weight decay of one update, p *= 1 - lr * weight_decay, applied part by part to the
+// flat parameters: with the step's device scalars the factor comes from their lr on the device
+// (nothing read from the host), else from the host lr.
+class StepDecay {
+ public:
+  StepDecay(double lr, double weight_decay, const DeviceStepScalars* device_scalars);
+  void apply(at::Tensor part) const;
+
+ private:
+  double host_factor_;
+  at::Tensor device_factor_;  // defined with device scalars
 };
 
 }  // namespace lmtrain::optim

@@ -52,28 +52,17 @@ void ZeroAdamW::step(double lr) {
   auto g = params_.grads().narrow(0, begin_, shard_);
   const int64_t expert_begin = params_.expert_begin();
   // On a GPU the step's scalars live on the device (a CUDA graph can replay the update).
-  const DeviceStepScalars* dev = nullptr;
-  if (flat.is_cuda()) {
-    scalars_.begin(flat.device(), lr, step_);
-    dev = &scalars_;
-  }
+  const DeviceStepScalars* dev = scalars_.begin_on_gpu(flat, lr, step_);
   if (opts_.weight_decay != 0) {
-    const auto factor = dev ? dev->decay_factor(opts_.weight_decay) : at::Tensor();
-    auto decay = [&](at::Tensor part) {
-      if (dev) {
-        part.mul_(factor);
-      } else {
-        part.mul_(1.0 - lr * opts_.weight_decay);
-      }
-    };
+    const StepDecay decay(lr, opts_.weight_decay, dev);
     // Weight decay on the part of each decayed range that this rank updates: its shard and,
     // under expert parallelism, its experts.
     for (const auto& [b, e] : params_.decay_ranges()) {
       const int64_t lo = std::max(b, begin_), hi = std::min(e, begin_ + shard_);
-      if (lo < hi) decay(flat.narrow(0, lo, hi - lo));
+      if (lo < hi) decay.apply(flat.narrow(0, lo, hi - lo));
       if (expert_group_ && e > expert_begin) {
         const int64_t elo = std::max(b, expert_begin);
-        decay(flat.narrow(0, elo, e - elo));
+        decay.apply(flat.narrow(0, elo, e - elo));
       }
     }
   }

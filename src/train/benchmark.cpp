@@ -74,9 +74,9 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
             .to(rt.device));
   }
   int64_t counter = 0;
-  auto next = [&](int64_t) {
+  const BatchFn next = [&](int64_t) {
     auto& b = batches[counter++ % pool];
-    return std::make_pair(b.narrow(1, 0, plan.seq_len), b.narrow(1, 1, plan.seq_len));
+    return Batch::lm(b.narrow(1, 0, plan.seq_len), b.narrow(1, 1, plan.seq_len));
   };
   const double lr = cfg.get_float("optim.lr"), clip = cfg.get_float("train.grad_clip");
   const int64_t warmup = cfg.get_int("bench.warmup"), steps = cfg.get_int("bench.steps");
@@ -93,21 +93,16 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
     graphed = std::make_unique<CudaGraphStep>(stepper, opt, cfg.get_int("train.cuda_graph_warmup"));
   }
   auto one_step = [&] {
-    if (!graphed) return stepper.step(plan.accum_steps, next, lr, clip);
-    return graphed->step(
-        plan.accum_steps,
-        [&](int64_t m) {
-          auto [x, y] = next(m);
-          return Batch::lm(std::move(x), std::move(y));
-        },
-        lr, clip);
+    return graphed ? graphed->step(plan.accum_steps, next, lr, clip)
+                   : stepper.step(plan.accum_steps, next, lr, clip);
   };
   // With a graph, the untimed steps cover its eager steps, the capture and one replay.
   const int64_t untimed =
       graphed ? std::max<int64_t>(warmup, cfg.get_int("train.cuda_graph_warmup") + 2) : warmup;
   for (int64_t i = 0; i < untimed; ++i) one_step();
-  if (graphed)
+  if (graphed) {
     log::info(log::format("bench: CUDA graph captured; %lld untimed steps", (long long)untimed));
+  }
   core::synchronize(rt.device);
   group.barrier();
   core::reset_peak_device_memory(rt.device);
