@@ -113,27 +113,26 @@ for v in "fp32 (TF32)|--train.precision=fp32" "bf16|--train.precision=bf16" \
 done
 note "($(elapsed))"
 
-if true; then
-  note ""
-  note "## Qwen3-0.6B (configs/qwen3-0.6b.yaml), T=2048, bf16"
-  bench --config configs/qwen3-0.6b.yaml --model.vocab_size=151936 --data.seq_len=2048 \
-    --train.micro_batch_size=8 --train.total_batch_size=16384 --train.precision=bf16 \
-    >"$OUT/bench_qwen3.log" 2>&1
-  note "$(printf '| qwen3-0.6b | %s tok/s | MFU %s | peak %s MiB |' \
-    "$(field tokens_per_s <"$OUT/bench_qwen3.log")" "$(field mfu <"$OUT/bench_qwen3.log")" \
-    "$(field peak_device_mib <"$OUT/bench_qwen3.log")")"
+note ""
+note "## Qwen3-0.6B (configs/qwen3-0.6b.yaml), T=2048, bf16"
+bench --config configs/qwen3-0.6b.yaml --model.vocab_size=151936 --data.seq_len=2048 \
+  --train.micro_batch_size=8 --train.total_batch_size=16384 --train.precision=bf16 \
+  >"$OUT/bench_qwen3.log" 2>&1
+note "$(printf '| qwen3-0.6b | %s tok/s | MFU %s | peak %s MiB |' \
+  "$(field tokens_per_s <"$OUT/bench_qwen3.log")" "$(field mfu <"$OUT/bench_qwen3.log")" \
+  "$(field peak_device_mib <"$OUT/bench_qwen3.log")")"
 
-  if [[ -f .devdata/fortunes/train.bin ]]; then
-    note ""
-    note "## bf16 vs fp32 loss over 200 steps (GPT-2 124M shape, fortunes, batch 16 x 512)"
-    for p in fp32 bf16; do
-      build/lmtrain train --config configs/gpt2-124m.yaml --data.dir=.devdata/fortunes \
-        --run.dir="$OUT/run_$p" --data.seq_len=512 --train.micro_batch_size=16 \
-        --train.total_batch_size=8192 --train.max_steps=200 --optim.warmup_steps=20 \
-        --train.eval_every=0 --checkpoint.every=0 --log.every=20 --log.tensorboard=false \
-        --train.device=cuda --train.precision=$p >"$OUT/train_$p.log" 2>&1
-    done
-    "$python" - "$OUT" <<'PY' | tee -a "$summary"
+if [[ -f .devdata/fortunes/train.bin ]]; then
+  note ""
+  note "## bf16 vs fp32 loss over 200 steps (GPT-2 124M shape, fortunes, batch 16 x 512)"
+  for p in fp32 bf16; do
+    build/lmtrain train --config configs/gpt2-124m.yaml --data.dir=.devdata/fortunes \
+      --run.dir="$OUT/run_$p" --data.seq_len=512 --train.micro_batch_size=16 \
+      --train.total_batch_size=8192 --train.max_steps=200 --optim.warmup_steps=20 \
+      --train.eval_every=0 --checkpoint.every=0 --log.every=20 --log.tensorboard=false \
+      --train.device=cuda --train.precision=$p >"$OUT/train_$p.log" 2>&1
+  done
+  "$python" - "$OUT" <<'PY' | tee -a "$summary"
 import json, sys
 out = sys.argv[1]
 def curve(p):
@@ -143,7 +142,6 @@ a, va = curve("fp32"); b, vb = curve("bf16")
 gap = max(abs(a[s] - b[s]) for s in a if s in b)
 print(f"max |train loss gap| over logged steps: {gap:.4f}; final train {a[max(a)]:.4f} (fp32) vs {b[max(b)]:.4f} (bf16); val {va[-1]:.4f} vs {vb[-1]:.4f}")
 PY
-  fi
 fi
 note ""
 note "total: $(elapsed)"

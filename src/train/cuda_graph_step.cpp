@@ -10,6 +10,7 @@
 #ifdef LMTRAIN_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -81,6 +82,9 @@ struct CudaGraphStep::Impl {
     const bool cache = at::autocast::is_autocast_cache_enabled();
     at::autocast::set_autocast_cache_enabled(false);
     graph = std::make_unique<at::cuda::CUDAGraph>();
+    // As torch.cuda.graph does: the warm-up steps' kernels and collectives finish first, so no
+    // earlier work (an NCCL watchdog's event query, a pending free) overlaps the capture. Once.
+    c10::cuda::device_synchronize();
     try {
       graph->capture_begin();
       outputs = stepper.step(

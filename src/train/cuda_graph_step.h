@@ -15,7 +15,7 @@
 // The first train.cuda_graph_warmup steps run eagerly on the graph's side stream (cuBLAS
 // workspaces, NCCL communicators and the allocator settle, as capture requires); the next step
 // is captured and replayed, and every later one replays. Results equal eager steps:
-// tests/cuda/cuda_graph_test.cpp.
+// CudaGraph* in tests/cuda/cuda_training_test.cpp.
 #pragma once
 #include <cstdint>
 #include <memory>
