@@ -5,6 +5,7 @@
 // counters, fingerprints, text), as torch.distributed's "cpu:gloo,cuda:nccl" does: a CPU tensor
 // never goes through the GPU, so exchanging one (the trainer's per-step stop flag) costs no
 // device synchronisation, and callers above need not know the backend.
+#include <algorithm>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
@@ -172,7 +173,14 @@ class C10dGroup : public Group {
     if (static_cast<int>(inputs.size()) != size_) {
       throw Error(log::format("reduce_scatter needs %d inputs, got %zu", size_, inputs.size()));
     }
-    if (name_ == "nccl" && !on_host(output)) return reduce_scatter_native(output, inputs, op);
+    // NCCL's reduce-scatter splits its input into W equal chunks; ZeRO-2's bucket parts differ
+    // in size wherever a bucket straddles a shard boundary, and those take the path below.
+    const bool equal_parts = std::all_of(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
+      return t.numel() == inputs.front().numel();
+    });
+    if (name_ == "nccl" && !on_host(output) && equal_parts) {
+      return reduce_scatter_native(output, inputs, op);
+    }
     // ProcessGroupGloo has no reduce-scatter. An all-to-all sends chunk r of every rank to rank
     // r — the traffic of a ring reduce-scatter, (W-1)/W of the data — and the W received
     // chunks are reduced here, always in rank order, so every run sums identically.

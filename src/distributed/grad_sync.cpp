@@ -104,12 +104,32 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
   self_ = std::make_shared<GradSync*>(this);
   if (!active()) return;
   if (torch_distributed_debug() != DebugLevel::kOff) log_bucket_layout(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(params[i]);
+  params_ = params;
+  hook_accumulators();
+}
+
+void GradSync::hook_accumulators() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
     if (!acc) throw Error("GradSync: parameter " + std::to_string(i) + " is not a leaf");
     acc->add_post_hook(std::make_unique<ReadyHook>(self_, i));
     accumulators_.push_back(std::move(acc));
   }
+}
+
+void GradSync::rebind_to_current_stream() {
+  if (!active()) return;
+  // Tensors hold their accumulator weakly: with ours the only references, clearing them
+  // destroys the nodes and their hooks, and grad_accumulator() then makes new ones.
+  for (size_t i = 0; i < accumulators_.size(); ++i) {
+    if (accumulators_[i].use_count() > 1) {
+      throw Error("internal: GradSync: parameter " + std::to_string(i) +
+                  "'s gradient accumulator is also held by a live autograd graph, so it cannot "
+                  "move to the current stream");
+    }
+  }
+  accumulators_.clear();
+  hook_accumulators();
 }
 
 GradSync::~GradSync() { *self_ = nullptr; }

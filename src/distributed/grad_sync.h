@@ -70,11 +70,20 @@ class GradSync {
   size_t launched() const { return next_launch_; }
   bool active() const { return group_.size() > 1; }
 
+  // Remakes the gradient accumulators, with their hooks, on the current stream. The autograd
+  // engine runs an accumulator on the stream that was current when it was made, and this object
+  // keeps them alive across steps. A CUDA graph captures its step on a side stream; an
+  // accumulator made on the default stream would pull that stream into the capture
+  // (cudaErrorStreamCaptureImplicit), which is why PyTorch builds DDP on the capture stream.
+  // Call it on the capture stream before the first step; no autograd graph may be alive.
+  void rebind_to_current_stream();
+
   // Called by the hooks (public for them only).
   void on_grad_ready(size_t param);
 
  private:
   void log_bucket_layout(size_t num_params) const;  // TORCH_DISTRIBUTED_DEBUG=INFO|DETAIL
+  void hook_accumulators();  // makes (or finds) each parameter's accumulator and hooks it
   void launch_ready_buckets();
   void launch(size_t bucket);
   void launch_to_owners(size_t bucket);
@@ -102,6 +111,7 @@ class GradSync {
   std::vector<at::Tensor> lowered_;             // per bucket: the wire copy in flight
   size_t next_launch_ = 0;
   bool armed_ = false;
+  std::vector<at::Tensor> params_;  // the leaves whose gradients land in flat_grads_
   // Keeps the accumulators (and so our hooks) alive between backward passes.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::shared_ptr<GradSync*> self_;  // hooks hold this; reset to null on destruction

@@ -40,7 +40,16 @@ const at::Tensor& DeviceStepScalars::make(const c10::Device& device) {
   return lr_;
 }
 
-void DeviceStepScalars::reset() { steps_ = at::Tensor(); }
+void DeviceStepScalars::reset() {
+  // A captured graph keeps the count's address: dropping the tensor would leave it writing
+  // freed memory, and a new count would not be in the graph.
+  if (held_) {
+    throw Error(
+        "internal: optimizer state loaded after a CUDA graph captured the update (the graph "
+        "holds the step count it advances)");
+  }
+  steps_ = at::Tensor();
+}
 
 StepDecay::StepDecay(double lr, double weight_decay, const DeviceStepScalars* device_scalars)
     : host_factor_(1.0 - lr * weight_decay) {

@@ -29,7 +29,8 @@ class DeviceStepScalars {
   // caller wrote it: a CUDA graph's captured update must not contain a fill with the capture's
   // value, so the graph's driver writes it before each replay.
   at::Tensor hold_lr(const c10::Device& device);
-  // After a checkpoint load: the count restarts from the host's at the next begin().
+  // After a checkpoint load: the count restarts from the host's at the next begin(). Throws
+  // once the lr is held (a graph has captured the update and reads these very tensors).
   void reset();
 
  private:

@@ -89,7 +89,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   // train.cuda_graphs: the warm-up also covers the graph's eager steps and its capture.
   std::unique_ptr<CudaGraphStep> graphed;
   if (cfg.get_bool("train.cuda_graphs")) {
-    check_cuda_graphs_config(cfg, rt);
+    check_cuda_graphs_config(cfg, rt, group.size());
     graphed = std::make_unique<CudaGraphStep>(stepper, opt, cfg.get_int("train.cuda_graph_warmup"));
   }
   auto one_step = [&] {

@@ -17,7 +17,7 @@
 
 namespace lmtrain::train {
 
-void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt) {
+void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size) {
   auto refuse = [](const std::string& why) {
     throw UsageError("train.cuda_graphs=true " + why +
                      " (a captured step replays the host's decisions of its capture)");
@@ -40,6 +40,11 @@ void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt) 
     refuse(
         "does not work with train.precision=fp16: the loss scaler decides on the host "
         "whether to skip a step; use bf16");
+  }
+  if (world_size > 1 && cfg.get_string("dist.backend") == "gloo") {
+    refuse(
+        "needs dist.backend=nccl (or auto) between several ranks: Gloo copies CUDA tensors "
+        "through host memory on its own threads, which a graph cannot capture");
   }
   if (!rt.cuda()) {
     throw UsageError("train.cuda_graphs=true needs train.device=cuda (this run computes on " +
@@ -93,6 +98,7 @@ struct CudaGraphStep::Impl {
       graph->capture_end();
     } catch (const std::exception& e) {
       at::autocast::set_autocast_cache_enabled(cache);
+      abandon_capture();
       throw Error(std::string("train.cuda_graphs: capturing the training step failed (set "
                               "train.cuda_graphs=false to run it eagerly): ") +
                   e.what());
@@ -100,6 +106,16 @@ struct CudaGraphStep::Impl {
     at::autocast::set_autocast_cache_enabled(cache);
     log::info(log::format("CUDA graph: step captured after %lld eager step(s); replaying it",
                           (long long)warmup));
+  }
+
+  // After a failed capture: end it, so that the side stream leaves capture mode and the
+  // allocator stops routing to the graph's pool before the error unwinds (frees, NCCL teardown).
+  void abandon_capture() {
+    try {
+      graph->capture_end();  // throws for an invalidated capture, but ends it all the same
+    } catch (const std::exception&) {
+    }
+    graph.reset();
   }
 
   // The next step's batches into the static inputs (same stream: ordered before the replay).
@@ -144,6 +160,10 @@ CudaGraphStep::CudaGraphStep(TrainStepper& stepper, optim::Optimizer& optimizer,
     throw UsageError("train.cuda_graphs: optimizer " + optimizer.name() +
                      " on this device cannot run inside a CUDA graph");
   }
+  // Every step runs on the side stream, so the gradient accumulators that DDP's hooks keep
+  // alive must belong to it too: one left on the default stream breaks the capture.
+  c10::cuda::CUDAStreamGuard on_side(impl_->side);
+  stepper.rebind_grad_hooks_to_current_stream();
 }
 
 StepResult CudaGraphStep::step(int64_t accum_steps, const BatchFn& next_batch, double lr,

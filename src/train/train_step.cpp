@@ -86,6 +86,11 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
 }
 
+void TrainStepper::rebind_grad_hooks_to_current_stream() {
+  sync_->rebind_to_current_stream();
+  if (expert_sync_) expert_sync_->rebind_to_current_stream();
+}
+
 ObjectiveOutput TrainStepper::forward_objective(const Batch& batch) {
   core::AutocastScope autocast(rt_);  // forward only; backward follows the recorded dtypes
   return objective_->compute(model_, batch);

@@ -73,6 +73,9 @@ class TrainStepper {
   void set_masked_targets(bool on) { masked_targets_ = on; }
   int workers() const { return workers_.count(); }
   const dist::GradSync& grad_sync() const { return *sync_; }
+  // The gradient hooks' accumulators move to the current stream (GradSync): a CUDA graph step
+  // calls it on its capture stream before the first step.
+  void rebind_grad_hooks_to_current_stream();
   LossScaler& loss_scaler() { return scaler_; }
 
  private:

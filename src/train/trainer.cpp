@@ -73,7 +73,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const int rank = group.rank();
   const bool is_main = rank == 0;
   const bool cuda_graphs = cfg.get_bool("train.cuda_graphs");
-  if (cuda_graphs) check_cuda_graphs_config(cfg, rt);  // before anything is written
+  if (cuda_graphs) check_cuda_graphs_config(cfg, rt, group.size());  // before anything is written
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   const std::string resume = cfg.get_string("checkpoint.resume");

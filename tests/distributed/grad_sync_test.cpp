@@ -50,11 +50,12 @@ int test_owner(size_t i) { return i % 3 == 0 ? static_cast<int>((i / 3) % 2) : -
 // Each rank trains the same tiny GPT on different rows; after backward + finish() the flat
 // gradient must equal the mean of the two ranks' single-process gradients where this rank
 // needs it, and every bucket must already have been launched by the hooks when backward
-// returned.
-class GradSyncModes : public ::testing::TestWithParam<Mode> {};
+// returned. With `rebind`, the hooks are remade (rebind_to_current_stream, as a CUDA graph step
+// does) before the backward: refused while a forward's graph holds the accumulators, then done.
+class GradSyncModes : public ::testing::TestWithParam<std::tuple<Mode, bool>> {};
 
 TEST_P(GradSyncModes, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks) {
-  const Mode mode = GetParam();
+  const auto [mode, rebind] = GetParam();
   model::GptConfig cfg;
   cfg.n_layer = 2;
   cfg.n_head = 2;
@@ -100,6 +101,13 @@ TEST_P(GradSyncModes, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks)
       }
       sync = std::make_unique<GradSync>(*group, params, ranges, flat.grads(), 4096,
                                         mode == Mode::kReduceScatter, owners);
+      if (rebind) {
+        {
+          auto live = m->loss(x, y);  // its graph holds every accumulator
+          EXPECT_THROW(sync->rebind_to_current_stream(), Error);
+        }
+        sync->rebind_to_current_stream();
+      }
       sync->arm();
     }
     m->loss(x, y).backward();
@@ -149,19 +157,17 @@ TEST_P(GradSyncModes, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks)
   }
 }
 
+std::string mode_test_name(const ::testing::TestParamInfo<std::tuple<Mode, bool>>& info) {
+  static const char* const kNames[] = {"AllReduce", "ReduceScatter", "Owners"};
+  return std::string(kNames[static_cast<int>(std::get<0>(info.param))]) +
+         (std::get<1>(info.param) ? "Rebound" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(GradSync, GradSyncModes,
-                         ::testing::Values(Mode::kAllReduce, Mode::kReduceScatter, Mode::kOwners),
-                         [](const ::testing::TestParamInfo<Mode>& info) -> std::string {
-                           switch (info.param) {
-                             case Mode::kAllReduce:
-                               return "AllReduce";
-                             case Mode::kReduceScatter:
-                               return "ReduceScatter";
-                             case Mode::kOwners:
-                               return "Owners";
-                           }
-                           return "Unknown";
-                         });
+                         ::testing::Combine(::testing::Values(Mode::kAllReduce,
+                                                              Mode::kReduceScatter, Mode::kOwners),
+                                            ::testing::Bool()),
+                         mode_test_name);
 
 }  // namespace
 }  // namespace lmtrain::dist

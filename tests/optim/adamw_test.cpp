@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "kernel_isa_fixture.h"
 #include "kernels/kernel_switch.h"
 #include "model/gpt.h"
@@ -221,20 +222,23 @@ TEST(AdamW, DeviceScalarUpdateMatchesTheHostScalarUpdate) {
   EXPECT_GT((p2 - p0).abs().max().item<double>(), 1e-4);  // the parameters did move
 }
 
-// hold_lr: begin() stops writing the learning rate (a graph's driver writes it before each
-// replay) but still advances the count; reset() restarts the count from the host's.
+// reset() (a checkpoint load) restarts the count from the host's; hold_lr: begin() stops
+// writing the learning rate (a graph's driver writes it before each replay) but still advances
+// the count, and a reset would now leave the graph with a freed count, so it is refused.
 TEST(AdamW, HeldDeviceLrIsLeftAsTheCallerWroteIt) {
   DeviceStepScalars dev;
   dev.begin(torch::kCPU, 0.5, 1);
-  auto lr = dev.hold_lr(torch::kCPU);
-  lr.fill_(0.25);
-  dev.begin(torch::kCPU, 0.5, 2);
-  EXPECT_FLOAT_EQ(dev.lr().item<float>(), 0.25f);
-  EXPECT_FLOAT_EQ(dev.steps().item<float>(), 2.0f);
-  EXPECT_FLOAT_EQ(dev.decay_factor(0.1).item<float>(), 1.0f - 0.25f * 0.1f);
   dev.reset();
   dev.begin(torch::kCPU, 0.5, 10);
   EXPECT_FLOAT_EQ(dev.steps().item<float>(), 10.0f);
+  auto lr = dev.hold_lr(torch::kCPU);
+  lr.fill_(0.25);
+  dev.begin(torch::kCPU, 0.5, 11);
+  EXPECT_FLOAT_EQ(dev.lr().item<float>(), 0.25f);
+  EXPECT_FLOAT_EQ(dev.steps().item<float>(), 11.0f);
+  EXPECT_FLOAT_EQ(dev.decay_factor(0.1).item<float>(), 1.0f - 0.25f * 0.1f);
+  EXPECT_THROW(dev.reset(), Error);
+  EXPECT_FLOAT_EQ(dev.steps().item<float>(), 11.0f);  // still the tensor the graph advances
 }
 
 }  // namespace

@@ -10,10 +10,11 @@
 namespace lmtrain::train {
 namespace {
 
-// The message check_cuda_graphs_config throws for `cfg` on `rt` ("" when it accepts).
-std::string refusal(const core::Config& cfg, const core::Runtime& rt) {
+// The message check_cuda_graphs_config throws for `cfg` on `rt` in a world of `world_size`
+// ("" when it accepts).
+std::string refusal(const core::Config& cfg, const core::Runtime& rt, int world_size = 1) {
   try {
-    check_cuda_graphs_config(cfg, rt);
+    check_cuda_graphs_config(cfg, rt, world_size);
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -46,6 +47,18 @@ TEST(CudaGraphConfig, RefusesWhatTheHostDecidesPerStepNamingTheKey) {
   bf16.precision = core::Precision::kBf16;
   bf16.compute_dtype = at::kBFloat16;
   EXPECT_EQ(refusal(core::Config::defaults(), bf16), "");
+}
+
+// Gloo stages CUDA tensors through host memory on its own threads: between ranks, a graph
+// would not contain the gradient exchange. NCCL (or auto, which is NCCL on CUDA) is captured.
+TEST(CudaGraphConfig, RefusesGlooBetweenSeveralRanks) {
+  core::Runtime cuda;
+  cuda.device = c10::Device(c10::kCUDA, 0);
+  const auto gloo = with("dist.backend", "gloo");
+  EXPECT_EQ(refusal(gloo, cuda, 1), "");
+  EXPECT_NE(refusal(gloo, cuda, 2).find("dist.backend=nccl"), std::string::npos);
+  EXPECT_EQ(refusal(with("dist.backend", "nccl"), cuda, 2), "");
+  EXPECT_EQ(refusal(core::Config::defaults(), cuda, 2), "");
 }
 
 TEST(CudaGraphConfig, NeedsACudaDevice) {
