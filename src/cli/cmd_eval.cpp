@@ -30,7 +30,8 @@ int cmd_eval(const Args& argv) {
        "plain loss with the cache bytes per token",
        "POLICY"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
-      {"device", FlagKind::kValue, "auto | cpu | cuda (default auto: a GPU when visible)", "D"},
+      {"device", FlagKind::kValue,
+       "auto | cpu | cuda (default auto: a GPU when visible); fp32, without TF32", "D"},
   };
   const auto args = parse_args("eval", argv, flags, /*accept_config=*/false);
   if (args.help) {

@@ -104,7 +104,8 @@ int cmd_generate(const Args& argv) {
       {"num_samples", FlagKind::kValue, "independent samples (default 1)", "N"},
       {"stop_at_eot", FlagKind::kBool, "stop at <|endoftext|> (default true)"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
-      {"device", FlagKind::kValue, "auto | cpu | cuda (default auto: a GPU when visible)", "D"},
+      {"device", FlagKind::kValue,
+       "auto | cpu | cuda (default auto: a GPU when visible); fp32, without TF32", "D"},
       {"print_ids", FlagKind::kBool,
        "print the generated token ids (space-separated) instead of their text"},
   };

@@ -51,8 +51,16 @@ const char* precision_name(Precision p) {
 
 }  // namespace
 
+int cuda_index_for_local_rank(int local_rank, int visible) {
+  if (local_rank < visible) return local_rank;
+  return visible == 1 ? 0 : -1;
+}
+
 Runtime Runtime::for_device(const std::string& device, const std::string& flag, int local_rank) {
   Runtime rt;
+  // Exact fp32 for eval and generate (PyTorch's default too): their losses and greedy tokens
+  // then match the CPU's. Training turns TF32 on with train.tf32 (from_config).
+  rt.tf32 = false;
   if (device != "auto" && device != "cpu" && device != "cuda") {
     throw UsageError(flag + " = '" + device + "': expected auto, cpu or cuda");
   }
@@ -70,13 +78,14 @@ Runtime Runtime::for_device(const std::string& device, const std::string& flag, 
                        "and CUDA_VISIBLE_DEVICES), or use " +
                        flag + "=cpu");
     }
-    if (local_rank >= n) {
+    const int index = cuda_index_for_local_rank(local_rank, n);
+    if (index < 0) {
       throw UsageError(log::format(
           "%s=cuda: local rank %d needs cuda:%d, but only %d GPU(s) are visible: start at most "
           "%d rank(s) per node",
           flag.c_str(), local_rank, local_rank, n, n));
     }
-    rt.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+    rt.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
   return rt;
 }

@@ -36,7 +36,7 @@ struct Runtime {
   static Runtime from_config(const Config& cfg, int local_rank);
   // The CPU fp32 runtime (tools that only read weights: export, counting).
   static Runtime cpu() { return Runtime{}; }
-  // fp32 on `device` = auto | cpu | cuda (generate, eval); errors name `flag`.
+  // fp32 on `device` = auto | cpu | cuda (generate, eval), TF32 off; errors name `flag`.
   static Runtime for_device(const std::string& device, const std::string& flag, int local_rank = 0);
   // Applies process-wide settings (current CUDA device, TF32). Call once before building.
   void activate() const;
@@ -47,6 +47,10 @@ struct Runtime {
 bool cuda_available();
 int cuda_device_count();
 bool built_with_cuda();
+// The GPU a rank with `local_rank` uses among `visible` GPUs: cuda:LOCAL_RANK, or cuda:0 when
+// exactly one is visible (the launcher gave each process its own: srun --gpus-per-task=1, or
+// CUDA_VISIBLE_DEVICES set per rank). -1 when the rank has none.
+int cuda_index_for_local_rank(int local_rank, int visible);
 
 // Autocast state for one device type while alive; the previous state comes back on exit, and the
 // cast-weight cache is cleared on leaving the outermost enabled region (as torch.autocast does).

@@ -21,9 +21,12 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
   auto opts = c10d::ProcessGroupNCCL::Options::create();
   opts->timeout = timeout;
   auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
-  // Binding the device lets NCCL create its communicator eagerly and pick the right GPU for
-  // barrier() (which has no tensor to tell it).
+  // Bound to its device, the group knows its GPU for barrier() (which has no tensor to tell
+  // it); connecting now, as torch.distributed does when given a device_id, makes the NCCL
+  // communicator while every member is in this call (group creation), not lazily inside the
+  // first collective, whose ranks may arrive far apart and whose init no watchdog covers.
   pg->setBoundDeviceId(device);
+  pg->eagerConnectSingleDevice(device);
   return pg;
 }
 

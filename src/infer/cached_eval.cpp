@@ -13,7 +13,9 @@ CachedEval evaluate_with_cache(model::GptImpl& model, const data::WindowStream& 
   at::NoGradGuard no_grad;
   model.eval();
   CachedEval r;
-  double loss_sum = 0, bytes_per_token = 0;
+  double bytes_per_token = 0;
+  // On the model's device, read once at the end: no wait for the GPU per token.
+  auto loss_sum = at::zeros({}, at::TensorOptions(model.device()).dtype(at::kDouble));
   for (int64_t b = 0; b < batches; ++b) {
     std::vector<int64_t> ids(static_cast<size_t>(batch));
     std::iota(ids.begin(), ids.end(), (b * batch) % std::max<int64_t>(1, stream.num_windows()));
@@ -24,14 +26,14 @@ CachedEval evaluate_with_cache(model::GptImpl& model, const data::WindowStream& 
     for (int64_t t = 0; t < T; ++t) {
       auto logits = model.forward_cached(x.narrow(1, t, 1), *cache);  // (B, 1, V)
       loss_sum +=
-          at::cross_entropy_loss(logits.squeeze(1).to(at::kFloat), y.select(1, t)).item<double>() *
+          at::cross_entropy_loss(logits.squeeze(1).to(at::kFloat), y.select(1, t)).to(at::kDouble) *
           static_cast<double>(batch);
     }
     r.tokens += batch * T;
     bytes_per_token += static_cast<double>(cache->bytes()) /
                        static_cast<double>(cache->held() * batch) / static_cast<double>(batches);
   }
-  r.loss = loss_sum / static_cast<double>(r.tokens);
+  r.loss = loss_sum.item<double>() / static_cast<double>(r.tokens);
   r.cache_bytes_per_token = bytes_per_token;
   return r;
 }

@@ -30,7 +30,10 @@ DispatchPlan plan_dispatch(const at::Tensor& expert, int64_t num_experts, double
   auto [sorted, perm] = at::sort(by_slot, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   auto token = perm.remainder(N);
   auto slot = token * k + perm.div(N, "floor");
-  auto counts_t = at::bincount(by_slot, {}, num_experts);  // (E) int64
+  // (E) int64. Not bincount: on a GPU it reads min and max back to the host first; this way
+  // the one host read per layer is the counts' (the exchange and the GEMM groups need them).
+  auto counts_t =
+      at::zeros({num_experts}, by_slot.options()).scatter_add_(0, by_slot, at::ones_like(by_slot));
   p.load = counts_t.to(at::kFloat);
   auto counts_cpu = counts_t.cpu();
   const int64_t* c = counts_cpu.data_ptr<int64_t>();
@@ -41,15 +44,19 @@ DispatchPlan plan_dispatch(const at::Tensor& expert, int64_t num_experts, double
     // Rank of each sorted assignment inside its expert's group.
     auto starts = at::cumsum(counts_t, 0) - counts_t;  // (E)
     auto rank = at::arange(N * k, perm.options()) - starts.index_select(0, sorted);
-    auto keep = rank.lt(capacity);
-    token = token.masked_select(keep);
-    slot = slot.masked_select(keep);
+    int64_t kept = 0;
     for (auto& n : p.counts) {
       if (n > capacity) {
         p.dropped += n - capacity;
         n = capacity;
       }
+      kept += n;
     }
+    // The kept assignments in order; their number is known on the host, so no read-back of a
+    // mask's count (masked_select / nonzero would wait for the GPU).
+    auto kept_at = at::nonzero_static(rank.lt(capacity), kept).squeeze(1);  // (kept,)
+    token = token.index_select(0, kept_at);
+    slot = slot.index_select(0, kept_at);
   }
   p.token = token;
   p.slot = slot;

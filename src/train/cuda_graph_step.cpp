@@ -2,6 +2,9 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <chrono>
+#include <thread>
+
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -67,6 +70,7 @@ struct CudaGraphStep::Impl {
   StepResult outputs;         // static: each replay writes its results here
   at::Tensor lr;              // the optimizer's learning-rate scalar (device)
   double grad_clip = 0;
+  at::cuda::CUDAEvent last_step;  // recorded on the side stream after each step
 
   // The capture: copies of this step's batches become the graph's inputs. The capture records
   // without executing, so the first replay runs this step.
@@ -196,14 +200,28 @@ StepResult CudaGraphStep::step(int64_t accum_steps, const BatchFn& next_batch, d
       r = s.results();
     }
   }
-  at::cuda::CUDAEvent done;
-  done.record(s.side);
-  done.block(ambient);
+  s.last_step.record(s.side);
+  s.last_step.block(ambient);
   ++s.steps_done;
   return r;
 }
 
 bool CudaGraphStep::captured() const { return impl_->graph != nullptr; }
+
+void CudaGraphStep::wait_for_steps(double timeout_s, int rank) const {
+  const auto start = std::chrono::steady_clock::now();
+  while (!impl_->last_step.query()) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        timeout_s) {
+      throw Error(log::format(
+          "rank %d: the CUDA-graph training step has not finished after dist.timeout_s=%g s: a "
+          "collective inside the graph is waiting for a peer rank that is probably stuck or "
+          "dead (see its log); NCCL's watchdog does not watch captured collectives",
+          rank, timeout_s));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
 
 #else  // a build without CUDA
 
@@ -215,6 +233,7 @@ CudaGraphStep::CudaGraphStep(TrainStepper&, optim::Optimizer&, int64_t) {
 
 StepResult CudaGraphStep::step(int64_t, const BatchFn&, double, double) { return {}; }
 bool CudaGraphStep::captured() const { return false; }
+void CudaGraphStep::wait_for_steps(double, int) const {}
 
 #endif
 

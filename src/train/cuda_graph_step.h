@@ -48,6 +48,11 @@ class CudaGraphStep {
   // and the same grad_clip (captured); lr may change. comm_wait_s is 0 for replays.
   StepResult step(int64_t accum_steps, const BatchFn& next_batch, double lr, double grad_clip);
   bool captured() const;
+  // Waits until every step so far has finished on the GPU, polling so that it can give up:
+  // NCCL's watchdog does not watch collectives inside a graph, so with a peer rank stuck or
+  // dead the next read of a result would block forever. Throws Error naming `rank` and the
+  // key after `timeout_s` (dist.timeout_s). Call it before reading a step's results.
+  void wait_for_steps(double timeout_s, int rank) const;
 
  private:
   struct Impl;  // CUDA types stay out of this header

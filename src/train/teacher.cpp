@@ -144,9 +144,14 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
   }
   core::Runtime trt = rt;
   const std::string dtype = cfg.get_string("distill.teacher_dtype");
-  if (dtype == "bf16" || (dtype == "auto" && rt.cuda() && rt.autocast())) {
+  if (dtype == "bf16") {
     trt.param_dtype = at::kBFloat16;
     trt.compute_dtype = at::kBFloat16;
+  } else if (dtype == "auto" && rt.cuda() && rt.autocast()) {
+    // The student's compute dtype (bf16 or fp16): its autocast would cast the teacher's
+    // weights to it at every matmul anyway, so they are stored that way once.
+    trt.param_dtype = rt.compute_dtype;
+    trt.compute_dtype = rt.compute_dtype;
   } else {
     trt.param_dtype = at::kFloat;
   }

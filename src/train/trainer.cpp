@@ -236,6 +236,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const int64_t eval_batches = cfg.get_int("train.eval_batches");
   const int64_t ckpt_every = cfg.get_int("checkpoint.every");
   const double grad_clip = cfg.get_float("train.grad_clip");
+  const double timeout_s = cfg.get_float("dist.timeout_s");
 
   core::install_stop_handlers();
   model->train();
@@ -338,6 +339,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     // The loss is read from the device only here (on a GPU each read waits for the step), and
     // always before a checkpoint, so a diverged model is never saved.
     if (log_now || save_now) {
+      if (graphed && group.size() > 1) graphed->wait_for_steps(timeout_s, rank);
       result.last_loss = r.loss_value();
       if (!std::isfinite(result.last_loss)) {
         throw Error(log::format("loss became %f by step %lld: lower optim.lr or check the data",

@@ -79,6 +79,19 @@ TEST(Runtime, ForDeviceRejectsUnknownNames) {
     EXPECT_NE(std::string(e.what()).find("--device = 'tpu'"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(Runtime::for_device("cpu", "--device").device.is_cpu());
+  // eval and generate compute in exact fp32, also on a GPU (train.tf32 is training's key).
+  EXPECT_FALSE(Runtime::for_device("cpu", "--device").tf32);
+}
+
+// Rank r takes cuda:r; a process that sees one GPU (bound to it by srun --gpus-per-task or a
+// per-rank CUDA_VISIBLE_DEVICES) takes it whatever its local rank; more ranks than GPUs is none.
+TEST(Runtime, LocalRankPicksItsGpu) {
+  EXPECT_EQ(cuda_index_for_local_rank(0, 8), 0);
+  EXPECT_EQ(cuda_index_for_local_rank(5, 8), 5);
+  EXPECT_EQ(cuda_index_for_local_rank(3, 1), 0);
+  EXPECT_EQ(cuda_index_for_local_rank(0, 1), 0);
+  EXPECT_EQ(cuda_index_for_local_rank(2, 2), -1);
+  EXPECT_EQ(cuda_index_for_local_rank(7, 4), -1);
 }
 
 }  // namespace
