@@ -3,7 +3,8 @@
 #   Debian:  compiler, CMake, Ninja, Gloo headers (pip's torch ships none), yaml-cpp, PCRE2,
 #            nlohmann-json, GoogleTest; fortunes (the demo corpus); openmpi-bin (mpirun tests),
 #            iproute2 (the multi-node test's network namespaces); clang-14 + libclang-rt-14-dev
-#            (libFuzzer, ASan, UBSan for scripts/fuzz.sh); python3-venv
+#            (libFuzzer, ASan, UBSan for scripts/fuzz.sh); clang-format (scripts/check_format.sh);
+#            python3-venv
 #   PyPI:    scripts/requirements.txt into .venv/ (torch 2.11 = the libtorch we build against,
 #            plus transformers, tokenizers, safetensors, tensorboard, peft for the tests)
 # LMTRAIN_VENV overrides the venv's place (default: .venv in the repo).
@@ -14,7 +15,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   libgloo-dev libyaml-cpp-dev libpcre2-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   fortunes openmpi-bin iproute2
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-format
 )
 python_ok() { python3 -c 'import venv, ensurepip' >/dev/null 2>&1; }
 python_ok || packages+=(python3 python3-venv)

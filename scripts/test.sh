@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 python3 tools/unity_name_clashes.py  # the unity build's batches would collide on these
+bash scripts/check_format.sh
 bash scripts/build.sh
 cd "${LMTRAIN_BUILD_DIR:-build}"
 ctest --output-on-failure -j2 --timeout 600

@@ -5,6 +5,8 @@
 
 namespace lmtrain::data {
 
-inline uint64_t bpe_pair_key(uint32_t a, uint32_t b) { return (static_cast<uint64_t>(a) << 32) | b; }
+inline uint64_t bpe_pair_key(uint32_t a, uint32_t b) {
+  return (static_cast<uint64_t>(a) << 32) | b;
+}
 
 }  // namespace lmtrain::data

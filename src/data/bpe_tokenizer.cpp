@@ -7,8 +7,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "data/bpe_pair.h"
 #include "core/log.h"
+#include "data/bpe_pair.h"
 #include "data/byte_level.h"
 
 namespace lmtrain::data {
@@ -16,7 +16,6 @@ namespace lmtrain::data {
 const char* const kEndOfText = "<|endoftext|>";
 
 namespace {
-
 
 // Words longer than this use the O(n log n) heap merge instead of the simple O(n^2) scan, so a
 // pathological pre-token (a megabyte of letters) cannot stall encoding.

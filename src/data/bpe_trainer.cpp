@@ -3,8 +3,8 @@
 #include <queue>
 
 #include "core/error.h"
-#include "data/bpe_pair.h"
 #include "core/log.h"
+#include "data/bpe_pair.h"
 
 namespace lmtrain::data {
 namespace {

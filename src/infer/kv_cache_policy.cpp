@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/text_list.h"
 #include "core/parse_int.h"
+#include "core/text_list.h"
 #include "infer/h2o_kv_cache.h"
 #include "infer/quantized_kv_cache.h"
 #include "infer/streaming_kv_cache.h"

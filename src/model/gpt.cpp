@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/attention.h"
+#include "model/chunked_cross_entropy.h"
 #include "model/dropout.h"
 #include "model/full_kv_cache.h"
 #include "model/fused_attention.h"
@@ -322,9 +323,12 @@ torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Ten
     x = x.index_select(0, keep);
     targets = targets.index_select(0, keep);
   }
-  // A LoRA adapter on the head is not in `w`: then the head runs unfused.
-  if (cfg_.logit_softcap <= 0 && !head_has_adapter() && fused_cross_entropy_supported(x, w)) {
-    return fused_linear_cross_entropy(x, w, targets);
+  // A LoRA adapter on the head is not in `w`, and a soft cap bends the logits: then the head
+  // runs unfused. Otherwise the CPU's fp32 kernel, or on a GPU the chunked path, which never
+  // holds the whole (N, V) logits.
+  if (cfg_.logit_softcap <= 0 && !head_has_adapter()) {
+    if (fused_cross_entropy_supported(x, w)) return fused_linear_cross_entropy(x, w, targets);
+    if (x.is_cuda()) return chunked_linear_cross_entropy(x, w, targets);
   }
   return torch::cross_entropy_loss(head(x), targets);
 }

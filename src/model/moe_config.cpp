@@ -4,8 +4,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "core/text_list.h"
 #include "core/log.h"
+#include "core/text_list.h"
 
 namespace lmtrain::model {
 

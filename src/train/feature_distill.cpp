@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/text_list.h"
 #include "core/parse_int.h"
+#include "core/text_list.h"
 
 namespace lmtrain::train {
 namespace {

@@ -46,14 +46,16 @@ TEST(FeatureDistill, LayersPairByRelativeDepthAndBadListsAreNamed) {
   EXPECT_TRUE(parse_layer_pairs("", 2, 4, "k").empty());
 
   const std::string key = "config key 'distill.feature_layers' = ";
-  EXPECT_NE(pairing_error("x", 4, 8).find(key + "'x': 'x' is not a layer index"), std::string::npos);
+  EXPECT_NE(pairing_error("x", 4, 8).find(key + "'x': 'x' is not a layer index"),
+            std::string::npos);
   EXPECT_NE(pairing_error("-1", 4, 8).find("'-1' is not a layer index"), std::string::npos);
   EXPECT_NE(pairing_error("4", 4, 8).find("layer 4 is outside the student's 4 layers"),
             std::string::npos);
   EXPECT_NE(pairing_error("1:8", 4, 8).find("layer 8 is outside the teacher's 8 layers"),
             std::string::npos);
   EXPECT_NE(pairing_error("1:2:3", 4, 8).find("'1:2:3' has more than one ':'"), std::string::npos);
-  EXPECT_NE(pairing_error("1,1:4", 4, 8).find("student layer 1 is listed twice"), std::string::npos);
+  EXPECT_NE(pairing_error("1,1:4", 4, 8).find("student layer 1 is listed twice"),
+            std::string::npos);
   EXPECT_NE(pairing_error("1,", 4, 8).find("'' is not a layer index"), std::string::npos);
 }
 

@@ -1,0 +1,108 @@
+#include "model/chunked_cross_entropy.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+
+namespace lmtrain::model {
+namespace {
+
+constexpr int64_t kIgnore = -100;  // gpt.h's kIgnoreIndex, as PyTorch's ignore_index
+
+int64_t rows_per_chunk(int64_t requested, int64_t vocab) {
+  if (requested > 0) return requested;
+  // 2^26 fp32 logits = 256 MiB per chunk; whole multiples of 64 rows keep the GEMMs tiled.
+  return std::max<int64_t>(64, (int64_t{1} << 26) / std::max<int64_t>(vocab, 1) / 64 * 64);
+}
+
+// The dtype the head's GEMMs run in: autocast's where it is on for x's device (the unfused
+// head's linear would be cast to it), else x's own.
+at::ScalarType gemm_dtype(const at::Tensor& x) {
+  const auto type = x.device().type();
+  return at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type)
+                                                 : x.scalar_type();
+}
+
+// One pass over the chunks. Returns the mean loss (fp32 scalar on x's device); given `dx`, also
+// writes d(mean loss)/dx into it (N, C), given `dw`, adds d/dW into it (V, C) fp32.
+at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets,
+                        int64_t chunk, at::ScalarType gemm, at::Tensor* dx, at::Tensor* dw) {
+  // Explicit dtypes below; autocast would only recast what is already cast.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const int64_t N = x.size(0);
+  const at::Tensor w = weight.to(gemm);                 // (V, C)
+  const at::Tensor valid = targets.ne(kIgnore);         // (N,)
+  const at::Tensor index = targets.clamp_min(0);        // (N,) ignored rows read column 0
+  const at::Tensor count = valid.sum().to(at::kFloat);  // device scalar: no host read
+  const at::Tensor inv_count = count.clamp_min(1).reciprocal();
+  at::Tensor loss_sum = at::zeros({}, x.options().dtype(at::kFloat));
+  for (int64_t lo = 0; lo < N; lo += chunk) {
+    const int64_t n = std::min(chunk, N - lo);
+    const at::Tensor xc = x.narrow(0, lo, n).to(gemm);                    // (n, C)
+    const at::Tensor tc = index.narrow(0, lo, n).unsqueeze(1);            // (n, 1)
+    const at::Tensor vc = valid.narrow(0, lo, n).to(at::kFloat);          // (n,)
+    at::Tensor logp = at::log_softmax(at::mm(xc, w.t()), 1, at::kFloat);  // (n, V) fp32
+    loss_sum.sub_((logp.gather(1, tc).squeeze(1) * vc).sum());
+    if (dx == nullptr && dw == nullptr) continue;
+    // dlogits = (softmax - onehot) / count on rows with a target. The row factor acts on the
+    // (n, C) operands of the two GEMMs, not on the (n, V) probabilities.
+    at::Tensor probs = logp.exp_();
+    probs.scatter_add_(1, tc, at::full({n, 1}, -1.0, probs.options()));
+    const at::Tensor g = probs.to(gemm);                   // (n, V)
+    const at::Tensor row = (vc * inv_count).unsqueeze(1);  // (n, 1)
+    if (dx) dx->narrow(0, lo, n).copy_(at::mm(g, w).to(at::kFloat).mul_(row));
+    if (dw) dw->add_(at::mm(g.t(), (xc.to(at::kFloat) * row).to(gemm)));
+  }
+  return loss_sum * inv_count;
+}
+
+// The gradients are computed in forward, chunk by chunk, so no (N, V) tensor outlives a chunk;
+// backward scales them by the incoming gradient.
+class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinearCrossEntropy> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
+                            const at::Tensor& weight, const at::Tensor& targets, int64_t chunk,
+                            at::ScalarType gemm) {
+    const at::Tensor x = x_in.contiguous();
+    at::Tensor dx, dw;  // only those asked for
+    if (ctx->needs_input_grad(0)) dx = at::empty_like(x, x.options().dtype(at::kFloat));
+    if (ctx->needs_input_grad(1))
+      dw = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
+    at::Tensor loss = chunked_pass(x, weight, targets.contiguous(), chunk, gemm,
+                                   dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
+    ctx->save_for_backward({dx, dw});
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x_in.scalar_type());
+    ctx->saved_data["w_dtype"] = static_cast<int64_t>(weight.scalar_type());
+    return loss;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor g = grads[0].to(at::kFloat);  // 0-dim: no host read
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const auto w_dtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
+    auto scaled = [&](const at::Tensor& d, at::ScalarType dtype) {
+      return d.defined() ? (d * g).to(dtype) : at::Tensor();
+    };
+    return {scaled(saved[0], x_dtype), scaled(saved[1], w_dtype), at::Tensor(), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor chunked_linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,
+                                        const at::Tensor& targets, int64_t chunk_rows) {
+  const int64_t chunk = rows_per_chunk(chunk_rows, weight.size(0));
+  const at::ScalarType gemm = gemm_dtype(x);
+  if (at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad())) {
+    return ChunkedLinearCrossEntropy::apply(x, weight, targets, chunk, gemm);
+  }
+  return chunked_pass(x.contiguous(), weight, targets.contiguous(), chunk, gemm, nullptr, nullptr);
+}
+
+}  // namespace lmtrain::model

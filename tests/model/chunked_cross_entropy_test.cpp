@@ -1,0 +1,109 @@
+// The chunked LM head + loss (the GPU's path) against libtorch's linear + cross_entropy, forward
+// and backward, in fp32 and under bf16 autocast, with rows ignored (-100) and chunks that do
+// not divide the rows. The ops are device-generic, so the CPU checks the arithmetic.
+#include "model/chunked_cross_entropy.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/runtime.h"
+
+namespace lmtrain::model {
+namespace {
+
+// |a - b| / |b| in the max norm.
+double rel_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+}
+
+struct Grads {
+  double loss;
+  at::Tensor dx, dw;
+};
+
+// Loss and gradients (with an upstream factor, as accumulation scales the loss) of `f`.
+template <typename F>
+Grads loss_and_grads(const at::Tensor& x0, const at::Tensor& w0, F&& f) {
+  auto x = x0.clone().requires_grad_(true);
+  auto w = w0.clone().requires_grad_(true);
+  const at::Tensor loss = f(x, w);
+  (loss * 0.37).backward();
+  return {loss.item<double>(), x.grad(), w.grad()};
+}
+
+TEST(ChunkedCrossEntropy, Fp32MatchesLinearPlusCrossEntropyWithIgnoredRows) {
+  for (int64_t chunk : {5, 64, 0}) {  // uneven chunks, one chunk, the automatic size
+    torch::manual_seed(11);
+    const int64_t N = 23, C = 16, V = 301;
+    auto x = torch::randn({N, C}) * 2;
+    auto w = torch::randn({V, C});
+    auto t = torch::randint(V, {N}, torch::kLong);
+    t.index_put_({torch::tensor({0, 7, 8, 22})}, -100);
+    auto got = loss_and_grads(
+        x, w, [&](auto& xx, auto& ww) { return chunked_linear_cross_entropy(xx, ww, t, chunk); });
+    auto want = loss_and_grads(
+        x, w, [&](auto& xx, auto& ww) { return torch::cross_entropy_loss(xx.mm(ww.t()), t); });
+    EXPECT_NEAR(got.loss, want.loss, 1e-5 * want.loss) << "chunk " << chunk;
+    EXPECT_LT(rel_diff(got.dx, want.dx), 1e-5) << "chunk " << chunk;
+    EXPECT_LT(rel_diff(got.dw, want.dw), 1e-5) << "chunk " << chunk;
+    EXPECT_EQ(got.dx.narrow(0, 7, 2).abs().max().item<double>(), 0.0);  // ignored rows
+  }
+}
+
+// Under autocast the GEMMs run in bf16 and the softmax in fp32, as the unfused head's linear
+// (cast to bf16) and cross_entropy (on the logits upcast to fp32) do. Gradients differ by bf16
+// rounding only: the unfused path rounds dlogits / count, this one dlogits.
+TEST(ChunkedCrossEntropy, Bf16AutocastMatchesTheUnfusedHeadUpToRounding) {
+  torch::manual_seed(12);
+  const int64_t N = 40, C = 32, V = 500;
+  auto x = torch::randn({N, C});
+  auto w = torch::randn({V, C}) * 0.5;
+  auto t = torch::randint(V, {N}, torch::kLong);
+  core::Runtime bf16;
+  bf16.precision = core::Precision::kBf16;
+  bf16.compute_dtype = at::kBFloat16;
+  auto under_autocast = [&](auto&& f) {
+    return [&, f](auto& xx, auto& ww) {
+      core::AutocastScope scope(bf16);
+      return f(xx, ww);
+    };
+  };
+  auto got = loss_and_grads(x, w, under_autocast([&](auto& xx, auto& ww) {
+                              return chunked_linear_cross_entropy(xx, ww, t, 16);
+                            }));
+  auto want = loss_and_grads(x, w, [&](auto& xx, auto& ww) {
+    auto logits = xx.to(at::kBFloat16).mm(ww.to(at::kBFloat16).t()).to(at::kFloat);
+    return torch::cross_entropy_loss(logits, t);
+  });
+  EXPECT_NEAR(got.loss, want.loss, 1e-5 * want.loss);
+  EXPECT_EQ(got.dx.scalar_type(), at::kFloat);
+  EXPECT_EQ(got.dw.scalar_type(), at::kFloat);
+  EXPECT_LT(rel_diff(got.dx, want.dx), 2e-2);
+  EXPECT_LT(rel_diff(got.dw, want.dw), 2e-2);
+  // Against the fp32 loss the bf16 GEMMs do show: the autocast dtype was used.
+  const double fp32 = torch::cross_entropy_loss(x.mm(w.t()), t).item<double>();
+  EXPECT_NE(got.loss, fp32);
+}
+
+TEST(ChunkedCrossEntropy, NoGradGivesTheSameLossAndAllIgnoredGivesZero) {
+  torch::manual_seed(13);
+  auto x = torch::randn({9, 8});
+  auto w = torch::randn({30, 8});
+  auto t = torch::randint(30, {9}, torch::kLong);
+  const double with_grad =
+      chunked_linear_cross_entropy(x.requires_grad_(true), w, t, 4).item<double>();
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(chunked_linear_cross_entropy(x, w, t, 4).item<double>(), with_grad);
+  }
+  auto none = torch::full({9}, -100, torch::kLong);
+  auto g = loss_and_grads(x.detach(), w, [&](auto& xx, auto& ww) {
+    return chunked_linear_cross_entropy(xx, ww, none, 4);
+  });
+  EXPECT_EQ(g.loss, 0.0);
+  EXPECT_EQ(g.dx.abs().max().item<double>(), 0.0);
+  EXPECT_EQ(g.dw.abs().max().item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace lmtrain::model
