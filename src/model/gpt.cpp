@@ -1,5 +1,7 @@
 #include "model/gpt.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 #include <tuple>
 
@@ -324,11 +326,13 @@ torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Ten
     targets = targets.index_select(0, keep);
   }
   // A LoRA adapter on the head is not in `w`, and a soft cap bends the logits: then the head
-  // runs unfused. Otherwise the CPU's fp32 kernel, or on a GPU the chunked path, which never
-  // holds the whole (N, V) logits.
+  // runs unfused. Otherwise the CPU's fp32 kernel, or on a GPU (and under autocast on a CPU)
+  // the chunked path, which never holds the whole (N, V) logits.
   if (cfg_.logit_softcap <= 0 && !head_has_adapter()) {
     if (fused_cross_entropy_supported(x, w)) return fused_linear_cross_entropy(x, w, targets);
-    if (x.is_cuda()) return chunked_linear_cross_entropy(x, w, targets);
+    if (x.is_cuda() || at::autocast::is_autocast_enabled(x.device().type())) {
+      return chunked_linear_cross_entropy(x, w, targets);
+    }
   }
   return torch::cross_entropy_loss(head(x), targets);
 }
