@@ -29,7 +29,8 @@ at::ScalarType gemm_dtype(const at::Tensor& x) {
 // One pass over the chunks. Returns the mean loss (fp32 scalar on x's device); given `dx`, also
 // writes d(mean loss)/dx into it (N, C), given `dw`, adds d/dW into it (V, C) fp32.
 at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets,
-                        int64_t chunk, at::ScalarType gemm, at::Tensor* dx, at::Tensor* dw) {
+                        double softcap, int64_t chunk, at::ScalarType gemm, at::Tensor* dx,
+                        at::Tensor* dw) {
   // Explicit dtypes below; autocast would only recast what is already cast.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const int64_t N = x.size(0);
@@ -41,18 +42,25 @@ at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at:
   at::Tensor loss_sum = at::zeros({}, x.options().dtype(at::kFloat));
   for (int64_t lo = 0; lo < N; lo += chunk) {
     const int64_t n = std::min(chunk, N - lo);
-    const at::Tensor xc = x.narrow(0, lo, n).to(gemm);                    // (n, C)
-    const at::Tensor tc = index.narrow(0, lo, n).unsqueeze(1);            // (n, 1)
-    const at::Tensor vc = valid.narrow(0, lo, n).to(at::kFloat);          // (n,)
-    at::Tensor logp = at::log_softmax(at::mm(xc, w.t()), 1, at::kFloat);  // (n, V) fp32
+    const at::Tensor xc = x.narrow(0, lo, n).to(gemm);            // (n, C)
+    const at::Tensor tc = index.narrow(0, lo, n).unsqueeze(1);    // (n, 1)
+    const at::Tensor vc = valid.narrow(0, lo, n).to(at::kFloat);  // (n,)
+    at::Tensor capped;  // (n, V) fp32 tanh(z / softcap), kept for its derivative
+    at::Tensor logits = at::mm(xc, w.t());  // (n, V) in the GEMM dtype
+    if (softcap > 0) {
+      capped = logits.to(at::kFloat).div_(softcap).tanh_();
+      logits = capped * softcap;
+    }
+    at::Tensor logp = at::log_softmax(logits, 1, at::kFloat);  // (n, V) fp32
     loss_sum.sub_((logp.gather(1, tc).squeeze(1) * vc).sum());
     if (dx == nullptr && dw == nullptr) continue;
     // dlogits = (softmax - onehot) / count on rows with a target. The row factor acts on the
     // (n, C) operands of the two GEMMs, not on the (n, V) probabilities.
     at::Tensor probs = logp.exp_();
     probs.scatter_add_(1, tc, at::full({n, 1}, -1.0, probs.options()));
-    const at::Tensor g = probs.to(gemm);                   // (n, V)
-    const at::Tensor row = (vc * inv_count).unsqueeze(1);  // (n, 1)
+    if (softcap > 0) probs.mul_(capped.square_().neg_().add_(1));  // d(cap tanh(z/cap))/dz
+    const at::Tensor g = probs.to(gemm);                           // (n, V)
+    const at::Tensor row = (vc * inv_count).unsqueeze(1);          // (n, 1)
     if (dx) dx->narrow(0, lo, n).copy_(at::mm(g, w).to(at::kFloat).mul_(row));
     if (dw) dw->add_(at::mm(g.t(), (xc.to(at::kFloat) * row).to(gemm)));
   }
@@ -64,14 +72,14 @@ at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at:
 class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinearCrossEntropy> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
-                            const at::Tensor& weight, const at::Tensor& targets, int64_t chunk,
-                            at::ScalarType gemm) {
+                            const at::Tensor& weight, const at::Tensor& targets, double softcap,
+                            int64_t chunk, at::ScalarType gemm) {
     const at::Tensor x = x_in.contiguous();
     at::Tensor dx, dw;  // only those asked for
     if (ctx->needs_input_grad(0)) dx = at::empty_like(x, x.options().dtype(at::kFloat));
     if (ctx->needs_input_grad(1))
       dw = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
-    at::Tensor loss = chunked_pass(x, weight, targets.contiguous(), chunk, gemm,
+    at::Tensor loss = chunked_pass(x, weight, targets.contiguous(), softcap, chunk, gemm,
                                    dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
     ctx->save_for_backward({dx, dw});
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x_in.scalar_type());
@@ -88,7 +96,11 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
     auto scaled = [&](const at::Tensor& d, at::ScalarType dtype) {
       return d.defined() ? (d * g).to(dtype) : at::Tensor();
     };
-    return {scaled(saved[0], x_dtype), scaled(saved[1], w_dtype), at::Tensor(), at::Tensor(),
+    return {scaled(saved[0], x_dtype),
+            scaled(saved[1], w_dtype),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
             at::Tensor()};
   }
 };
@@ -96,13 +108,15 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
 }  // namespace
 
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,
-                                        const at::Tensor& targets, int64_t chunk_rows) {
+                                        const at::Tensor& targets, double softcap,
+                                        int64_t chunk_rows) {
   const int64_t chunk = rows_per_chunk(chunk_rows, weight.size(0));
   const at::ScalarType gemm = gemm_dtype(x);
   if (at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad())) {
-    return ChunkedLinearCrossEntropy::apply(x, weight, targets, chunk, gemm);
+    return ChunkedLinearCrossEntropy::apply(x, weight, targets, softcap, chunk, gemm);
   }
-  return chunked_pass(x.contiguous(), weight, targets.contiguous(), chunk, gemm, nullptr, nullptr);
+  return chunked_pass(x.contiguous(), weight, targets.contiguous(), softcap, chunk, gemm, nullptr,
+                      nullptr);
 }
 
 }  // namespace lmtrain::model

@@ -18,9 +18,11 @@ namespace lmtrain::model {
 
 // x: (N, C), weight: (V, C), targets: (N,) int64 in [0, V) or kIgnoreIndex (-100, no loss).
 // Returns the mean loss over the rows with a target (a scalar, fp32; 0 when none has one).
-// Differentiable with respect to x and weight. `chunk_rows` <= 0 picks rows so that one
-// chunk's fp32 logits take about 256 MiB.
+// Differentiable with respect to x and weight. `softcap` > 0 bends the logits z into
+// softcap * tanh(z / softcap) first (in fp32), as GptConfig::logit_softcap does. `chunk_rows`
+// <= 0 picks rows so that one chunk's fp32 logits take about 256 MiB.
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,
-                                        const at::Tensor& targets, int64_t chunk_rows = 0);
+                                        const at::Tensor& targets, double softcap = 0,
+                                        int64_t chunk_rows = 0);
 
 }  // namespace lmtrain::model

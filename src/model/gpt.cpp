@@ -325,13 +325,15 @@ torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Ten
     x = x.index_select(0, keep);
     targets = targets.index_select(0, keep);
   }
-  // A LoRA adapter on the head is not in `w`, and a soft cap bends the logits: then the head
-  // runs unfused. Otherwise the CPU's fp32 kernel, or on a GPU (and under autocast on a CPU)
-  // the chunked path, which never holds the whole (N, V) logits.
-  if (cfg_.logit_softcap <= 0 && !head_has_adapter()) {
-    if (fused_cross_entropy_supported(x, w)) return fused_linear_cross_entropy(x, w, targets);
+  // A LoRA adapter on the head is not in `w`: then the head runs unfused. Otherwise the CPU's
+  // fp32 kernel (no soft cap), or on a GPU (and under autocast on a CPU) the chunked path,
+  // which never holds the whole (N, V) logits.
+  if (!head_has_adapter()) {
+    if (cfg_.logit_softcap <= 0 && fused_cross_entropy_supported(x, w)) {
+      return fused_linear_cross_entropy(x, w, targets);
+    }
     if (x.is_cuda() || at::autocast::is_autocast_enabled(x.device().type())) {
-      return chunked_linear_cross_entropy(x, w, targets);
+      return chunked_linear_cross_entropy(x, w, targets, cfg_.logit_softcap);
     }
   }
   return torch::cross_entropy_loss(head(x), targets);

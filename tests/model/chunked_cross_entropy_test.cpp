@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "core/runtime.h"
 
 namespace lmtrain::model {
@@ -39,8 +41,9 @@ TEST(ChunkedCrossEntropy, Fp32MatchesLinearPlusCrossEntropyWithIgnoredRows) {
     auto w = torch::randn({V, C});
     auto t = torch::randint(V, {N}, torch::kLong);
     t.index_put_({torch::tensor({0, 7, 8, 22})}, -100);
-    auto got = loss_and_grads(
-        x, w, [&](auto& xx, auto& ww) { return chunked_linear_cross_entropy(xx, ww, t, chunk); });
+    auto got = loss_and_grads(x, w, [&](auto& xx, auto& ww) {
+      return chunked_linear_cross_entropy(xx, ww, t, 0, chunk);
+    });
     auto want = loss_and_grads(
         x, w, [&](auto& xx, auto& ww) { return torch::cross_entropy_loss(xx.mm(ww.t()), t); });
     EXPECT_NEAR(got.loss, want.loss, 1e-5 * want.loss) << "chunk " << chunk;
@@ -69,7 +72,7 @@ TEST(ChunkedCrossEntropy, Bf16AutocastMatchesTheUnfusedHeadUpToRounding) {
     };
   };
   auto got = loss_and_grads(x, w, under_autocast([&](auto& xx, auto& ww) {
-                              return chunked_linear_cross_entropy(xx, ww, t, 16);
+                              return chunked_linear_cross_entropy(xx, ww, t, 0, 16);
                             }));
   auto want = loss_and_grads(x, w, [&](auto& xx, auto& ww) {
     auto logits = xx.to(at::kBFloat16).mm(ww.to(at::kBFloat16).t()).to(at::kFloat);
@@ -85,20 +88,57 @@ TEST(ChunkedCrossEntropy, Bf16AutocastMatchesTheUnfusedHeadUpToRounding) {
   EXPECT_NE(got.loss, fp32);
 }
 
+// A soft cap (nanochat's logit_softcap) bends the logits into cap * tanh(z / cap) before the
+// loss: fp32, and under bf16 autocast against the capped fp32 upcast of the bf16 GEMM.
+TEST(ChunkedCrossEntropy, SoftCappedLogitsMatchTanhThenCrossEntropy) {
+  torch::manual_seed(14);
+  const int64_t N = 30, C = 16, V = 200;
+  const double cap = 3.0;  // small against the logits' spread, so the cap bends them
+  auto x = torch::randn({N, C}) * 2;
+  auto w = torch::randn({V, C});
+  auto t = torch::randint(V, {N}, torch::kLong);
+  t.index_put_({torch::tensor({3, 4})}, -100);
+  auto capped_loss = [&](const at::Tensor& logits) {
+    return torch::cross_entropy_loss(cap * torch::tanh(logits / cap), t);
+  };
+  auto got = loss_and_grads(
+      x, w, [&](auto& xx, auto& ww) { return chunked_linear_cross_entropy(xx, ww, t, cap, 7); });
+  auto want = loss_and_grads(x, w, [&](auto& xx, auto& ww) { return capped_loss(xx.mm(ww.t())); });
+  EXPECT_NEAR(got.loss, want.loss, 1e-5 * want.loss);
+  EXPECT_LT(rel_diff(got.dx, want.dx), 1e-5);
+  EXPECT_LT(rel_diff(got.dw, want.dw), 1e-5);
+  const double uncapped = torch::cross_entropy_loss(x.mm(w.t()), t).item<double>();
+  EXPECT_GT(std::abs(got.loss - uncapped), 0.1);  // the cap did bend the logits
+
+  core::Runtime bf16;
+  bf16.precision = core::Precision::kBf16;
+  bf16.compute_dtype = at::kBFloat16;
+  auto got16 = loss_and_grads(x, w, [&](auto& xx, auto& ww) {
+    core::AutocastScope scope(bf16);
+    return chunked_linear_cross_entropy(xx, ww, t, cap, 7);
+  });
+  auto want16 = loss_and_grads(x, w, [&](auto& xx, auto& ww) {
+    return capped_loss(xx.to(at::kBFloat16).mm(ww.to(at::kBFloat16).t()).to(at::kFloat));
+  });
+  EXPECT_NEAR(got16.loss, want16.loss, 1e-5 * want16.loss);
+  EXPECT_LT(rel_diff(got16.dx, want16.dx), 2e-2);
+  EXPECT_LT(rel_diff(got16.dw, want16.dw), 2e-2);
+}
+
 TEST(ChunkedCrossEntropy, NoGradGivesTheSameLossAndAllIgnoredGivesZero) {
   torch::manual_seed(13);
   auto x = torch::randn({9, 8});
   auto w = torch::randn({30, 8});
   auto t = torch::randint(30, {9}, torch::kLong);
   const double with_grad =
-      chunked_linear_cross_entropy(x.requires_grad_(true), w, t, 4).item<double>();
+      chunked_linear_cross_entropy(x.requires_grad_(true), w, t, 0, 4).item<double>();
   {
     torch::NoGradGuard no_grad;
-    EXPECT_EQ(chunked_linear_cross_entropy(x, w, t, 4).item<double>(), with_grad);
+    EXPECT_EQ(chunked_linear_cross_entropy(x, w, t, 0, 4).item<double>(), with_grad);
   }
   auto none = torch::full({9}, -100, torch::kLong);
   auto g = loss_and_grads(x.detach(), w, [&](auto& xx, auto& ww) {
-    return chunked_linear_cross_entropy(xx, ww, none, 4);
+    return chunked_linear_cross_entropy(xx, ww, none, 0, 4);
   });
   EXPECT_EQ(g.loss, 0.0);
   EXPECT_EQ(g.dx.abs().max().item<double>(), 0.0);
