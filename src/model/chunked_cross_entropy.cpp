@@ -7,10 +7,11 @@
 
 #include <algorithm>
 
+#include "model/gpt.h"
+#include "model/soft_cap.h"
+
 namespace lmtrain::model {
 namespace {
-
-constexpr int64_t kIgnore = -100;  // gpt.h's kIgnoreIndex, as PyTorch's ignore_index
 
 int64_t rows_per_chunk(int64_t requested, int64_t vocab) {
   if (requested > 0) return requested;
@@ -35,7 +36,7 @@ at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at:
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const int64_t N = x.size(0);
   const at::Tensor w = weight.to(gemm);                 // (V, C)
-  const at::Tensor valid = targets.ne(kIgnore);         // (N,)
+  const at::Tensor valid = targets.ne(kIgnoreIndex);    // (N,)
   const at::Tensor index = targets.clamp_min(0);        // (N,) ignored rows read column 0
   const at::Tensor count = valid.sum().to(at::kFloat);  // device scalar: no host read
   const at::Tensor inv_count = count.clamp_min(1).reciprocal();
@@ -45,12 +46,8 @@ at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at:
     const at::Tensor xc = x.narrow(0, lo, n).to(gemm);            // (n, C)
     const at::Tensor tc = index.narrow(0, lo, n).unsqueeze(1);    // (n, 1)
     const at::Tensor vc = valid.narrow(0, lo, n).to(at::kFloat);  // (n,)
-    at::Tensor capped;  // (n, V) fp32 tanh(z / softcap), kept for its derivative
-    at::Tensor logits = at::mm(xc, w.t());  // (n, V) in the GEMM dtype
-    if (softcap > 0) {
-      capped = logits.to(at::kFloat).div_(softcap).tanh_();
-      logits = capped * softcap;
-    }
+    at::Tensor logits = at::mm(xc, w.t());  // (n, V) in the GEMM dtype; fp32 once capped
+    if (softcap > 0) logits = soft_cap_(logits.to(at::kFloat), softcap);
     at::Tensor logp = at::log_softmax(logits, 1, at::kFloat);  // (n, V) fp32
     loss_sum.sub_((logp.gather(1, tc).squeeze(1) * vc).sum());
     if (dx == nullptr && dw == nullptr) continue;
@@ -58,9 +55,9 @@ at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at:
     // (n, C) operands of the two GEMMs, not on the (n, V) probabilities.
     at::Tensor probs = logp.exp_();
     probs.scatter_add_(1, tc, at::full({n, 1}, -1.0, probs.options()));
-    if (softcap > 0) probs.mul_(capped.square_().neg_().add_(1));  // d(cap tanh(z/cap))/dz
-    const at::Tensor g = probs.to(gemm);                           // (n, V)
-    const at::Tensor row = (vc * inv_count).unsqueeze(1);          // (n, 1)
+    soft_cap_backward_(probs, logits, softcap);
+    const at::Tensor g = probs.to(gemm);                   // (n, V)
+    const at::Tensor row = (vc * inv_count).unsqueeze(1);  // (n, 1)
     if (dx) dx->narrow(0, lo, n).copy_(at::mm(g, w).to(at::kFloat).mul_(row));
     if (dw) dw->add_(at::mm(g.t(), (xc.to(at::kFloat) * row).to(gemm)));
   }

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/runtime.h"
+#include "model/soft_cap.h"
 
 namespace lmtrain::model {
 namespace {
@@ -16,12 +17,6 @@ namespace {
 // fp32 at least: bf16/fp16 hidden states from autocast are widened for the softmaxes.
 at::ScalarType compute_type(const at::Tensor& t) {
   return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-}
-
-// logits = cap tanh(raw / cap) (in place on raw), or raw when cap <= 0.
-at::Tensor soft_cap_(at::Tensor raw, double cap) {
-  if (cap > 0) raw.div_(cap).tanh_().mul_(cap);
-  return raw;
 }
 
 }  // namespace
@@ -118,7 +113,7 @@ class ChunkedDistillLoss : public torch::autograd::Function<ChunkedDistillLoss> 
       dz.add_(ls.exp(), 1.0 - alpha);
       dz.scatter_add_(1, t, at::full({n, 1}, alpha - 1.0, dz.options()));
       dz.mul_(inv_n);
-      if (cap_s > 0) dz.mul_(1.0 - (zs / cap_s).square());  // through cap tanh(raw / cap)
+      soft_cap_backward_(dz, zs, cap_s);
       dhs.narrow(0, r0, n).copy_(at::mm(dz, ws));
       dws.addmm_(dz.t(), h);
     }
