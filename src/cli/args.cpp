@@ -15,6 +15,16 @@ std::string ParsedArgs::get(const std::string& name, const std::string& fallback
   return it == flags.end() || it->second.empty() ? fallback : it->second.back();
 }
 
+bool ParsedArgs::get_bool(const std::string& name, bool fallback) const {
+  return has(name) ? get(name, "true") != "false" : fallback;
+}
+
+FlagSpec overwrite_flag() {
+  return {"overwrite", FlagKind::kBool,
+          "write into an output that already holds files: they move aside into "
+          "OUT/previous-<n>/ (never deleted); the command's own input is never replaced"};
+}
+
 std::vector<std::string> ParsedArgs::get_all(const std::string& name) const {
   auto it = flags.find(name);
   return it == flags.end() ? std::vector<std::string>{} : it->second;

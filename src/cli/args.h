@@ -32,6 +32,8 @@ struct ParsedArgs {
   bool has(const std::string& name) const { return flags.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback = "") const;
   std::vector<std::string> get_all(const std::string& name) const;
+  // A kBool flag: absent -> fallback; --name -> true; --name=false -> false.
+  bool get_bool(const std::string& name, bool fallback = false) const;
   // Parsed numbers; errors (UsageError: not a number, overflow, NaN/inf, outside [min, max])
   // name the flag.
   int64_t get_int(const std::string& name, int64_t fallback,
@@ -44,6 +46,10 @@ struct ParsedArgs {
 // With accept_config, `--a.b=v` and flat aliases become overrides; otherwise they are errors.
 ParsedArgs parse_args(const std::string& command, const std::vector<std::string>& args,
                       const std::vector<FlagSpec>& specs, bool accept_config);
+
+// --overwrite of the commands that write a run or an output directory (import hf, export hf,
+// export peft, lora merge): what the output holds moves aside into OUT/previous-<n>/.
+FlagSpec overwrite_flag();
 
 // "Usage: ..." text listing the flags.
 std::string flags_help(const std::vector<FlagSpec>& specs);

@@ -9,7 +9,9 @@
 #include "cli/run_config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/output_dir.h"
 #include "core/runtime.h"
+#include "core/stop_signal.h"
 #include "core/threads.h"
 #include "data/bpe_tokenizer.h"
 #include "data/prepared_data.h"
@@ -28,6 +30,8 @@ int cmd_distill_cache(const Args& argv) {
       {"top_k", FlagKind::kValue, "logits kept per token, the largest (default 16)", "K"});
   flags.push_back(
       {"batch_size", FlagKind::kValue, "windows per teacher forward (default 16)", "N"});
+  flags.push_back({"overwrite", FlagKind::kBool,
+                   "replace an existing --output file (once the new one is complete)"});
   const auto args = parse_args("distill-cache", argv, flags, /*accept_config=*/true);
   if (args.help) {
     std::cout
@@ -41,7 +45,8 @@ int cmd_distill_cache(const Args& argv) {
            "is stored: train at the same temperature), and any order, world size or resume\n"
            "reads the rows of the windows it trains on. The file is written atomically; a\n"
            "cache made for other data, another tokenizer, seq_len or temperature is refused\n"
-           "when training starts.\n\n"
+           "when training starts. An existing FILE is refused unless --overwrite; SIGINT or\n"
+           "SIGTERM stops it with nothing written (exit code 128+signal).\n\n"
            "Flags:\n"
         << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
     return 0;
@@ -61,11 +66,19 @@ int cmd_distill_cache(const Args& argv) {
   if (cfg.get_string("distill.teacher").empty()) {
     throw UsageError("distill-cache needs the teacher: --distill.teacher=CHECKPOINT");
   }
+  const std::string output = args.get("output");
+  const std::string data_dir = cfg.get_string("data.dir");
+  // Before the teacher pass, not after it: a refusal costs nothing.
+  core::check_output_file(
+      output, {"distill-cache",
+               {data_dir + "/train.bin", data_dir + "/val.bin", data_dir + "/tokenizer.json",
+                cfg.get_string("distill.teacher")},
+               args.get_bool("overwrite")});
+  core::install_stop_handlers();
   core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), 1);
   const auto rt = core::Runtime::from_config(cfg, 0);
   rt.activate();
 
-  const std::string data_dir = cfg.get_string("data.dir");
   const auto tokenizer =
       data::BpeTokenizer::load_hf(data::require_data_file(data_dir, "tokenizer.json"));
   const std::string train_path = data::require_data_file(data_dir, "train.bin");
@@ -87,11 +100,15 @@ int cmd_distill_cache(const Args& argv) {
   const auto t0 = std::chrono::steady_clock::now();
   log::info(log::format("distill-cache: top-%lld logits of %lld windows of %lld tokens -> %s",
                         (long long)top_k, (long long)stream.num_windows(),
-                        (long long)stream.seq_len(), args.get("output").c_str()));
-  train::write_teacher_cache(args.get("output"), *teacher.model, stream, info, batch, rt);
+                        (long long)stream.seq_len(), output.c_str()));
+  if (!train::write_teacher_cache(output, *teacher.model, stream, info, batch, rt)) {
+    log::warn("distill-cache: stopped by signal " + std::to_string(core::stop_signal()) +
+              " before the end: nothing written (" + output + " is as it was)");
+    return 128 + core::stop_signal();
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto bytes = static_cast<double>(std::filesystem::file_size(args.get("output")));
-  log::info(log::format("wrote %s: %.1f MiB, %.1f s (%.0f tokens/s)", args.get("output").c_str(),
+  const auto bytes = static_cast<double>(std::filesystem::file_size(output));
+  log::info(log::format("wrote %s: %.1f MiB, %.1f s (%.0f tokens/s)", output.c_str(),
                         bytes / 1048576.0, secs, stream.num_windows() * stream.seq_len() / secs));
   return 0;
 }

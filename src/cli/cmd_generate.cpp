@@ -144,8 +144,8 @@ int cmd_generate(const Args& argv) {
   const int64_t seed = args.get_int("seed", 1337);
   if (opts.temperature < 0) throw UsageError("--temperature must be >= 0");
   if (!(opts.top_p > 0 && opts.top_p <= 1)) throw UsageError("--top_p must be in (0, 1]");
-  const bool stop_at_eot = args.get("stop_at_eot", "true") != "false";
-  const bool print_ids = args.get("print_ids", "false") != "false";
+  const bool stop_at_eot = args.get_bool("stop_at_eot", true);
+  const bool print_ids = args.get_bool("print_ids");
   const auto policy = infer::parse_kv_policy(args.get("kv_cache", "full"));
   const int64_t batch_size = args.get_int("batch_size", 8, 1);
   if (args.has("prompts")) {
@@ -164,7 +164,7 @@ int cmd_generate(const Args& argv) {
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
-  if (args.get("use_teacher", "false") != "false") {
+  if (args.get_bool("use_teacher")) {
     // The student's config names its teacher's checkpoint (resolved when training started).
     const auto& cfg = *loaded.config;
     if (!cfg.get_bool("distill.enabled") || cfg.get_string("distill.teacher").empty()) {

@@ -13,6 +13,7 @@ namespace lmtrain::cli {
 int cmd_import(const Args& argv) {
   const std::vector<FlagSpec> flags = {
       {"output", FlagKind::kValue, "run directory to create the checkpoint in", "RUN_DIR"},
+      overwrite_flag(),
   };
   const auto args = parse_args("import", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -29,7 +30,8 @@ int cmd_import(const Args& argv) {
     throw UsageError("usage: lmtrain import hf HF_DIR --output RUN_DIR");
   }
   if (!args.has("output")) throw UsageError("import: --output RUN_DIR is required");
-  const auto r = train::import_hf(args.positional[1], args.get("output"));
+  const auto r =
+      train::import_hf(args.positional[1], args.get("output"), args.get_bool("overwrite"));
   std::cout << "imported " << r.model_description << "\n"
             << "checkpoint: " << r.checkpoint_dir << "\n"
             << "config: " << args.get("output") << "/config.yaml\n";
@@ -41,6 +43,7 @@ int cmd_export(const Args& argv) {
   const std::vector<FlagSpec> flags = {
       {"checkpoint", FlagKind::kValue, "export peft: a LoRA run's checkpoint (or run dir)", "PATH"},
       {"output", FlagKind::kValue, "export peft: directory for the adapter files", "DIR"},
+      overwrite_flag(),
   };
   const auto args = parse_args("export", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -63,14 +66,14 @@ int cmd_export(const Args& argv) {
     if (ckpt.empty() || out.empty() || args.positional.size() > 3) {
       throw UsageError("usage: lmtrain export peft --checkpoint PATH --output DIR");
     }
-    train::export_peft(ckpt, out);
+    train::export_peft(ckpt, out, args.get_bool("overwrite"));
     std::cout << "exported the LoRA adapters of " << ckpt << " to " << out << "\n";
     return 0;
   }
   if (args.positional.size() != 3 || args.positional[0] != "hf") {
     throw UsageError("usage: lmtrain export hf CHECKPOINT OUT_DIR");
   }
-  train::export_hf(args.positional[1], args.positional[2]);
+  train::export_hf(args.positional[1], args.positional[2], args.get_bool("overwrite"));
   std::cout << "exported " << args.positional[1] << " to " << args.positional[2] << "\n";
   return 0;
 }

@@ -13,6 +13,7 @@ int cmd_lora(const Args& argv) {
       {"checkpoint", FlagKind::kValue, "a LoRA run's checkpoint dir, latest/best link or run dir",
        "PATH"},
       {"output", FlagKind::kValue, "run directory to write the merged checkpoint into", "RUN_DIR"},
+      overwrite_flag(),
   };
   const auto args = parse_args("lora", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -30,7 +31,8 @@ int cmd_lora(const Args& argv) {
   }
   if (!args.has("checkpoint")) throw UsageError("lora merge: --checkpoint PATH is required");
   if (!args.has("output")) throw UsageError("lora merge: --output RUN_DIR is required");
-  const auto dir = train::merge_lora(args.get("checkpoint"), args.get("output"));
+  const auto dir =
+      train::merge_lora(args.get("checkpoint"), args.get("output"), args.get_bool("overwrite"));
   std::cout << "merged " << args.get("checkpoint") << "\ncheckpoint: " << dir << "\n";
   return 0;
 }

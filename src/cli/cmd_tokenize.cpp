@@ -65,11 +65,11 @@ int cmd_tokenize(const Args& argv) {
   const auto tok = data::BpeTokenizer::load(args.get("tokenizer"));
   const std::string input = read_input(args.get("input"));
   std::string out;
-  if (args.get("decode", "false") != "false") {
+  if (args.get_bool("decode")) {
     out = tok.decode(parse_ids(input, args.get("input")));
   } else {
-    const auto ids = args.get("no_special", "false") != "false" ? tok.encode(input)
-                                                                : tok.encode_with_special(input);
+    const auto ids =
+        args.get_bool("no_special") ? tok.encode(input) : tok.encode_with_special(input);
     std::ostringstream s;
     for (size_t i = 0; i < ids.size(); ++i) s << (i ? " " : "") << ids[i];
     s << "\n";

@@ -171,7 +171,7 @@ int cmd_train(const Args& argv) {
   if (args.has("nproc_per_node")) return spawn_ranks(argv, args.get("nproc_per_node"));
   const auto environment = environment_with_launcher_flags(args);
   auto config = load_run_config(args, preset_from_flags(args));
-  if (args.get("use_distillation", "false") != "false") {
+  if (args.get_bool("use_distillation")) {
     config.set("distill.enabled", "true", "--use_distillation");
   }
   auto dist = setup_distributed(config, environment);
@@ -181,7 +181,7 @@ int cmd_train(const Args& argv) {
     log::info(log::format("restart %d of this job: resuming from the latest checkpoint",
                           dist.env.restart_count));
   }
-  const bool overwrite = args.get("overwrite", "false") != "false";
+  const bool overwrite = args.get_bool("overwrite");
   const auto result =
       train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
   if (args.has("save_checkpoint") && !result.stop_signal && !result.last_checkpoint.empty()) {

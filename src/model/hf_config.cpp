@@ -135,7 +135,9 @@ double rope_theta(const json& j) {
 // layers >= max_window_layers) and it is shorter than the context. Otherwise every layer
 // attends to the full context, as lmtrain does.
 void check_sliding_window(const json& j, int64_t n_layer, int64_t context) {
-  std::vector<int64_t> sliding;
+  // The sliding layers are counted, not listed: num_hidden_layers is not range-checked yet
+  // (config.json may say 1e9), and nothing here may allocate in proportion to it.
+  int64_t sliding = 0, first_sliding = -1;
   if (has(j, "layer_types")) {
     const json& lt = j["layer_types"];
     if (!lt.is_array() || static_cast<int64_t>(lt.size()) != n_layer) {
@@ -144,22 +146,22 @@ void check_sliding_window(const json& j, int64_t n_layer, int64_t context) {
     for (size_t i = 0; i < lt.size(); ++i) {
       const std::string t = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
       if (t == "sliding_attention") {
-        sliding.push_back(static_cast<int64_t>(i));
+        if (sliding++ == 0) first_sliding = static_cast<int64_t>(i);
       } else if (t != "full_attention") {
         throw UsageError("config.json: layer_types[" + std::to_string(i) + "] '" + t +
                          "' is not supported (full_attention only)");
       }
     }
   } else {
-    const auto first = get_or<int64_t>(j, "max_window_layers", n_layer);
-    for (int64_t l = std::max<int64_t>(first, 0); l < n_layer; ++l) sliding.push_back(l);
+    first_sliding = std::max<int64_t>(get_or<int64_t>(j, "max_window_layers", n_layer), 0);
+    sliding = std::max<int64_t>(n_layer - first_sliding, 0);
   }
   if (!get_or<bool>(j, "use_sliding_window", false) || !has(j, "sliding_window")) return;
   const auto window = get_or<int64_t>(j, "sliding_window", 0);
-  if (sliding.empty() || window >= context) return;
+  if (sliding == 0 || window >= context) return;
   throw UsageError("config.json: sliding_window=" + num(window) +
-                   " with use_sliding_window=true (" + std::to_string(sliding.size()) + " of " +
-                   std::to_string(n_layer) + " layers, first " + std::to_string(sliding[0]) +
+                   " with use_sliding_window=true (" + std::to_string(sliding) + " of " +
+                   std::to_string(n_layer) + " layers, first " + std::to_string(first_sliding) +
                    ") is not supported: lmtrain attends to the full context");
 }
 

@@ -12,16 +12,24 @@
 namespace lmtrain::train {
 
 void maybe_inject_fault(int rank, int64_t completed_step) {
-  static const char* spec = std::getenv("LMTRAIN_FAULT_KILL");
-  if (!spec) return;
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  static const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
   if (restart && std::string(restart) != "0") return;
-  int r = -1;
-  long long s = -1;
-  if (std::sscanf(spec, "%d:%lld", &r, &s) != 2 || r != rank || s != completed_step) return;
-  log::warn(
-      log::format("LMTRAIN_FAULT_KILL=%s: rank %d kills itself after step %lld", spec, rank, s));
-  ::kill(::getpid(), SIGKILL);
+  struct Fault {
+    const char* variable;
+    int signal;
+  };
+  for (const Fault& f :
+       {Fault{"LMTRAIN_FAULT_KILL", SIGKILL}, Fault{"LMTRAIN_FAULT_TERM", SIGTERM}}) {
+    const char* spec = std::getenv(f.variable);
+    int r = -1;
+    long long s = -1;
+    if (!spec || std::sscanf(spec, "%d:%lld", &r, &s) != 2 || r != rank || s != completed_step) {
+      continue;
+    }
+    log::warn(log::format("%s=%s: rank %d sends itself signal %d after step %lld", f.variable, spec,
+                          rank, f.signal, s));
+    ::kill(::getpid(), f.signal);
+  }
 }
 
 }  // namespace lmtrain::train

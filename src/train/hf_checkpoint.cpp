@@ -10,12 +10,14 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/output_dir.h"
 #include "core/safetensors.h"
 #include "data/bpe_tokenizer.h"
 #include "model/build_model.h"
 #include "model/hf_format.h"
 #include "train/checkpoint_store.h"
 #include "train/lora_checkpoint.h"
+#include "train/run_output.h"
 #include "train/training_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -92,7 +94,8 @@ nlohmann::json tokenizer_config(const std::optional<std::pair<std::string, uint3
 
 }  // namespace
 
-ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir) {
+ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir, bool overwrite) {
+  core::OutputDir out(run_dir, {"import hf", {hf_dir}, overwrite});
   const auto hf_config = read_json(hf_dir + "/config.json");
   core::Config cfg = core::Config::defaults();
   for (const auto& [key, value] : model::hf::config_overrides(hf_config)) {
@@ -141,17 +144,15 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir) {
               " has no tokenizer.json: the checkpoint can be fine-tuned on data "
               "prepared with a matching vocabulary, but not used by generate");
   }
-  core::ensure_dir(run_dir);
-  CheckpointStore store(run_dir, 0);
-  result.checkpoint_dir = store.save(0, files, std::move(meta), std::nullopt);
-  core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
+  result.checkpoint_dir = write_one_checkpoint_run(out, 0, files, std::move(meta), cfg.to_yaml());
   result.model_description = mcfg.describe();
   return result;
 }
 
-void export_hf(const std::string& spec, const std::string& out_dir) {
+void export_hf(const std::string& spec, const std::string& out_dir, bool overwrite) {
   auto dir = CheckpointStore::resolve(spec, spec);
   if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
+  core::OutputDir out(out_dir, {"export hf", {spec, *dir}, overwrite});
   auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
   if (is_lora_checkpoint(ckpt)) {
     throw UsageError("checkpoint " + ckpt.dir +
@@ -165,21 +166,21 @@ void export_hf(const std::string& spec, const std::string& out_dir) {
   const auto& stored = ckpt.files.at("model.safetensors").tensors;
   model::hf::Tensors ours(stored.begin(), stored.end());
   const auto hf = model::hf::export_tensors(mcfg, ours);
-  core::ensure_dir(out_dir);
   core::NamedTensors list(hf.begin(), hf.end());
-  core::write_safetensors(out_dir + "/model.safetensors", list, {{"format", "pt"}});
+  core::write_safetensors(out.staging() + "/model.safetensors", list, {{"format", "pt"}});
   const std::string tok = ckpt.dir + "/tokenizer.json";
   if (fs::exists(tok)) {
-    core::write_file_atomic(out_dir + "/tokenizer.json", core::read_file(tok));
+    core::write_file_atomic(out.staging() + "/tokenizer.json", core::read_file(tok));
     const auto eot = end_of_text(tok);
     if (eot) {
       hf_config["eos_token_id"] = eot->second;
       hf_config["bos_token_id"] = eot->second;
     }
-    core::write_file_atomic(out_dir + "/tokenizer_config.json",
+    core::write_file_atomic(out.staging() + "/tokenizer_config.json",
                             tokenizer_config(eot, mcfg.block_size).dump(2) + "\n");
   }
-  core::write_file_atomic(out_dir + "/config.json", hf_config.dump(2) + "\n");
+  core::write_file_atomic(out.staging() + "/config.json", hf_config.dump(2) + "\n");
+  out.commit();
 }
 
 }  // namespace lmtrain::train

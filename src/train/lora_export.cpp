@@ -3,17 +3,20 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/output_dir.h"
 #include "core/safetensors.h"
 #include "model/build_model.h"
 #include "model/hf_format.h"
 #include "model/lora.h"
 #include "train/checkpoint_store.h"
 #include "train/lora_checkpoint.h"
+#include "train/run_output.h"
 #include "train/training_checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -27,21 +30,31 @@ struct LoadedLora {
   model::Gpt model{nullptr};
 };
 
-// A LoRA run's checkpoint with its base and adapters loaded (CPU, eval mode).
-LoadedLora load_lora(const std::string& spec, const char* command) {
+// A LoRA run's checkpoint with its base and adapters loaded (CPU, eval mode), and the output
+// directory claimed once the checkpoint is read (its inputs are the checkpoint and the base) and
+// before the model is built.
+LoadedLora load_lora(const std::string& spec, const char* command,
+                     std::optional<core::OutputDir>& out, const std::string& out_dir,
+                     bool overwrite) {
   auto dir = CheckpointStore::resolve(spec, spec);
   if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
-  LoadedLora out{CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"}),
-                 core::Config::defaults(), nullptr};
-  if (!is_lora_checkpoint(out.ckpt)) {
-    throw UsageError(std::string(command) + ": checkpoint " + out.ckpt.dir +
+  LoadedLora in{CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"}),
+                core::Config::defaults(), nullptr};
+  if (!is_lora_checkpoint(in.ckpt)) {
+    throw UsageError(std::string(command) + ": checkpoint " + in.ckpt.dir +
                      " is not a LoRA run's (no lora_base in its meta.json)");
   }
-  out.config = checkpoint_config(out.ckpt);
-  out.model = model::build_model(out.config, core::Runtime::cpu(), {/*init=*/false, 0, {}});
-  load_checkpoint_weights(out.ckpt, *out.model);
-  out.model->eval();
-  return out;
+  std::vector<std::string> inputs = {spec, in.ckpt.dir};
+  const auto& base = in.ckpt.meta["lora_base"];
+  if (base.is_object() && base.contains("path") && base["path"].is_string()) {
+    inputs.push_back(base["path"].get<std::string>());
+  }
+  out.emplace(out_dir, core::OutputDirOptions{command, inputs, overwrite});
+  in.config = checkpoint_config(in.ckpt);
+  in.model = model::build_model(in.config, core::Runtime::cpu(), {/*init=*/false, 0, {}});
+  load_checkpoint_weights(in.ckpt, *in.model);
+  in.model->eval();
+  return in;
 }
 
 std::string read_if_exists(const std::string& path) {
@@ -50,8 +63,9 @@ std::string read_if_exists(const std::string& path) {
 
 }  // namespace
 
-std::string merge_lora(const std::string& spec, const std::string& out_dir) {
-  auto in = load_lora(spec, "lora merge");
+std::string merge_lora(const std::string& spec, const std::string& out_dir, bool overwrite) {
+  std::optional<core::OutputDir> out;
+  auto in = load_lora(spec, "lora merge", out, out_dir, overwrite);
   CheckpointFiles files;
   TensorList tensors;
   for (auto& [name, t] : model::merged_state_tensors(*in.model)) tensors.emplace_back(name, t);
@@ -72,15 +86,12 @@ std::string merge_lora(const std::string& spec, const std::string& out_dir) {
                          {"model", in.model->config().describe()}};
   if (in.ckpt.meta.contains("tokenizer_hash"))
     meta["tokenizer_hash"] = in.ckpt.meta["tokenizer_hash"];
-  core::ensure_dir(out_dir);
-  CheckpointStore store(out_dir, 0);
-  const auto dir = store.save(in.ckpt.step, files, std::move(meta), std::nullopt);
-  core::write_file_atomic(out_dir + "/config.yaml", cfg.to_yaml());
-  return dir;
+  return write_one_checkpoint_run(*out, in.ckpt.step, files, std::move(meta), cfg.to_yaml());
 }
 
-void export_peft(const std::string& spec, const std::string& out_dir) {
-  auto in = load_lora(spec, "export peft");
+void export_peft(const std::string& spec, const std::string& out_dir, bool overwrite) {
+  std::optional<core::OutputDir> out_files;
+  auto in = load_lora(spec, "export peft", out_files, out_dir, overwrite);
   const auto& mcfg = in.model->config();
   model::hf::hf_config(mcfg);  // UsageError unless transformers computes this model exactly
   const auto lora = model::LoraOptions::from_config(in.config);
@@ -162,9 +173,10 @@ void export_peft(const std::string& spec, const std::string& out_dir) {
                            {"rank_pattern", rank_pattern},
                            {"alpha_pattern", alpha_pattern},
                            {"base_model_name_or_path", nullptr}};
-  core::ensure_dir(out_dir);
-  core::write_safetensors(out_dir + "/adapter_model.safetensors", out, {{"format", "pt"}});
-  core::write_file_atomic(out_dir + "/adapter_config.json", config.dump(2) + "\n");
+  const std::string& staging = out_files->staging();
+  core::write_safetensors(staging + "/adapter_model.safetensors", out, {{"format", "pt"}});
+  core::write_file_atomic(staging + "/adapter_config.json", config.dump(2) + "\n");
+  out_files->commit();
 }
 
 }  // namespace lmtrain::train

@@ -8,8 +8,11 @@ namespace lmtrain::train {
 // Writes an ordinary checkpoint into run dir `out_dir` (checkpoints/step_N, latest,
 // config.yaml) whose weights are the base's with every adapter folded in
 // (W[rows] += alpha / rank * B A) and whose config has lora.rank = 0: loadable by generate, eval,
-// export hf and model.init_from. Returns the checkpoint dir.
-std::string merge_lora(const std::string& checkpoint_spec, const std::string& out_dir);
+// export hf and model.init_from. Returns the checkpoint dir. out_dir is written through
+// core::OutputDir: the LoRA run and its base are never written, an existing out_dir is refused
+// unless `overwrite` (which moves its content aside).
+std::string merge_lora(const std::string& checkpoint_spec, const std::string& out_dir,
+                       bool overwrite);
 
 // Writes out_dir/{adapter_config.json, adapter_model.safetensors} for
 // peft.PeftModel.from_pretrained(<the `lmtrain export hf` of the base>, out_dir). Names:
@@ -22,6 +25,7 @@ std::string merge_lora(const std::string& checkpoint_spec, const std::string& ou
 //                scaling stays alpha / r: the same B A x, exactly.
 //   llama/qwen:  model.layers.N.self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, lm_head:
 //                one PEFT adapter per lmtrain adapter, as is.
-void export_peft(const std::string& checkpoint_spec, const std::string& out_dir);
+// out_dir is written through core::OutputDir, as for merge_lora.
+void export_peft(const std::string& checkpoint_spec, const std::string& out_dir, bool overwrite);
 
 }  // namespace lmtrain::train

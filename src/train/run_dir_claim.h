@@ -10,13 +10,10 @@
 #pragma once
 #include <string>
 
-#include "core/file_lock.h"
+#include "core/file_lock.h"  // IWYU pragma: keep (the returned lock)
 #include "distributed/group.h"
 
 namespace lmtrain::train {
-
-inline constexpr const char* kRunDirLockFile = ".lock";
-inline constexpr const char* kPreviousRunPrefix = "previous-";
 
 // Collective: every rank of `group` calls it with the same arguments before writing anything
 // into `run_dir` (which must exist). Rank 0 decides and every rank gets the verdict, so a

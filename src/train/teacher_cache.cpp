@@ -11,12 +11,14 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "data/batch.h"
 #include "data/window_stream.h"
+#include "train/fault_injection.h"
 
 namespace lmtrain::train {
 
-void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
+bool write_teacher_cache(const std::string& path, model::GptImpl& teacher,
                          const data::WindowStream& stream, TeacherCacheInfo info,
                          int64_t batch_windows, const core::Runtime& rt) {
   const int64_t W = stream.num_windows(), T = stream.seq_len(), K = info.top_k;
@@ -32,7 +34,9 @@ void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
   // Two passes over the windows would double the teacher's work; instead the logits go to a
   // second temporary file and are appended after the indices.
   core::AtomicFileWriter out(path);
-  const std::string logit_tmp = path + ".logits.tmp." + std::to_string(::getpid());
+  // Named like the AtomicFileWriter's "<path>.tmp.<pid>", so that core::check_output_file
+  // removes both when a killed writer left them.
+  const std::string logit_tmp = path + ".tmp." + std::to_string(::getpid()) + ".logits";
   FILE* logits = std::fopen(logit_tmp.c_str(), "w+b");
   if (!logits) throw Error("cannot create " + logit_tmp + ": " + std::strerror(errno));
   struct Cleanup {
@@ -48,6 +52,8 @@ void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
   torch::NoGradGuard no_grad;
   int64_t next_report = W / 10;
   for (int64_t w0 = 0; w0 < W; w0 += batch_windows) {
+    // SIGINT/SIGTERM: both temporaries are removed on the way out, the path left as it was.
+    if (core::stop_requested()) return false;
     const int64_t n = std::min(batch_windows, W - w0);
     std::vector<int64_t> ids(n);
     for (int64_t i = 0; i < n; ++i) ids[i] = w0 + i;
@@ -67,6 +73,7 @@ void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
     if (std::fwrite(vals32.data_ptr<float>(), 1, bytes, logits) != bytes) {
       throw Error("cannot write " + logit_tmp + ": " + std::strerror(errno));
     }
+    maybe_inject_fault(0, w0 / batch_windows + 1);  // tests: a signal after this batch
     if (w0 + n >= next_report || w0 + n == W) {
       log::info(
           log::format("distill-cache: %lld / %lld windows", (long long)(w0 + n), (long long)W));
@@ -80,6 +87,7 @@ void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
   }
   if (std::ferror(logits)) throw Error("cannot read back " + logit_tmp);
   out.commit();
+  return true;
 }
 
 TeacherCache::TeacherCache(const std::string& path) : path_(path) {

@@ -35,8 +35,9 @@ namespace lmtrain::train {
 
 // Runs `teacher` (eval mode) over every window of `stream` (windows of `batch_windows` at a
 // time) and writes the cache to `path` atomically (a temporary file renamed at the end).
-// info.windows/seq_len/top_k/vocab_size are filled here.
-void write_teacher_cache(const std::string& path, model::GptImpl& teacher,
+// info.windows/seq_len/top_k/vocab_size are filled here. Returns false, with nothing written and
+// its temporaries removed, when a stop was requested (core/stop_signal.h) before the end.
+bool write_teacher_cache(const std::string& path, model::GptImpl& teacher,
                          const data::WindowStream& stream, TeacherCacheInfo info,
                          int64_t batch_windows, const core::Runtime& rt);
 

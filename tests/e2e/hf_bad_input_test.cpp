@@ -139,6 +139,26 @@ TEST_F(HfBadInput, ActiveSlidingWindow) {
   }
 }
 
+// Sizes are checked before anything is allocated in proportion to them: 1e8 and 1e9 layers
+// without layer_types once allocated gigabytes (or ended in std::bad_alloc) before the range
+// check of model.n_layer. Also in fuzz/regressions/hf_config/.
+TEST_F(HfBadInput, HugeLayerCountIsRefusedBeforeAllocating) {
+  for (const double layers : {1e8, 1e9}) {
+    for (const bool sliding : {false, true}) {
+      expect_usage_error(
+          copy("qwen2",
+               [&](auto& c) {
+                 c.erase("layer_types");
+                 c["num_hidden_layers"] = layers;
+                 c["max_window_layers"] = 0;
+                 c["use_sliding_window"] = sliding;
+                 c["sliding_window"] = 16;
+               }),
+          sliding ? "sliding_window=16 with use_sliding_window=true" : "'model.n_layer'");
+    }
+  }
+}
+
 TEST_F(HfBadInput, OtherOptionsThatChangeTheModel) {
   expect_usage_error(copy("qwen3", [](auto& c) { c["attention_bias"] = true; }),
                      "attention_bias=true is not supported");
