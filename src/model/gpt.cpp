@@ -179,25 +179,7 @@ void GptImpl::init_weights() {
       p.copy_(full.narrow(0, experts_.first, experts_.count));
       continue;
     }
-    switch (tag.init) {
-      case InitRule::kZero:
-        p.zero_();
-        break;
-      case InitRule::kOne:
-        p.fill_(1.0);
-        break;
-      case InitRule::kResidualProj:
-        p.normal_(0.0, resid_std);
-        break;
-      case InitRule::kNormal:
-        p.normal_(0.0, cfg_.init_std);
-        break;
-      case InitRule::kKaimingUniform: {
-        const double bound = 1.0 / std::sqrt(static_cast<double>(p.size(1)));
-        p.uniform_(-bound, bound);
-        break;
-      }
-    }
+    init_parameter(p, tag.init, cfg_.init_std, resid_std);
   }
   for (auto* moe : moe_layers_) moe->expert_bias.zero_();
 }
@@ -223,13 +205,14 @@ torch::Tensor GptImpl::final_hidden(const torch::Tensor& ids,
 }
 
 torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
-                              HiddenTaps* taps) {
+                              HiddenTaps* taps, const SoftTokens* soft) {
   const int64_t T = ids.size(1);
   if (start + T > cfg_.block_size) {
     throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
                             (long long)(start + T), (long long)cfg_.block_size));
   }
   auto x = transformer->wte(ids);  // (B, T, C)
+  if (soft) x = place_soft_tokens(x, *soft);
   if (transformer->wpe) {
     auto pos = cache ? cache->positions(start, T, ids.options())  // (T,) or (B, T) padded
                      : torch::arange(start, start + T, ids.options().dtype(torch::kLong));
@@ -296,11 +279,12 @@ torch::Tensor GptImpl::loss(const torch::Tensor& ids, const torch::Tensor& targe
   return cross_entropy(hidden(ids, 0, nullptr), targets);
 }
 
-LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked) {
+LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked,
+                              const SoftTokens* soft) {
   LossTerms t;
-  std::vector<std::vector<torch::Tensor>> moe;
-  t.ce = cross_entropy(final_hidden(ids, &moe), targets, masked);
-  add_moe_terms(moe, t);
+  HiddenTaps taps;
+  t.ce = cross_entropy(hidden(ids, 0, nullptr, &taps, soft), targets, masked);
+  add_moe_terms(taps.moe, t);
   return t;
 }
 
@@ -339,13 +323,14 @@ torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Ten
   return torch::cross_entropy_loss(head(x), targets);
 }
 
-torch::Tensor GptImpl::forward_cached(const torch::Tensor& ids, KvCache& cache) {
+torch::Tensor GptImpl::forward_cached(const torch::Tensor& ids, KvCache& cache,
+                                      const SoftTokens* soft) {
   if (ids.size(1) > cache.room()) {
     throw Error(log::format("KV cache full: %lld more tokens do not fit (room for %lld, %lld held)",
                             (long long)ids.size(1), (long long)cache.room(),
                             (long long)cache.held()));
   }
-  auto logits = head(hidden(ids, cache.next_position(), &cache));
+  auto logits = head(hidden(ids, cache.next_position(), &cache, nullptr, soft));
   cache.advance(ids.size(1));
   return logits;
 }

@@ -21,6 +21,7 @@
 #include "model/layers.h"
 #include "model/moe.h"
 #include "model/param_tags.h"
+#include "model/soft_tokens.h"
 
 namespace lmtrain::model {
 
@@ -106,7 +107,9 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& targets);
   // The training objective's terms (cross-entropy, MoE balancing losses and statistics).
   // masked: targets may hold kIgnoreIndex (those positions are left out of the mean).
-  LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked = false);
+  // soft: soft tokens in the input (soft_tokens.h), or none.
+  LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked = false,
+                       const SoftTokens* soft = nullptr);
   // The final hidden states (B, T, C), after the last norm, of a training or scoring forward;
   // `moe` (when given) receives each MoE layer's {objective, load, dropped, aux, z}, to be
   // turned into LossTerms by add_moe_terms. Objectives that need more than the cross-entropy
@@ -116,6 +119,12 @@ class GptImpl : public torch::nn::Module {
   // The same, handing out the intermediate activations `taps` asks for (hidden_taps.h).
   torch::Tensor final_hidden(const torch::Tensor& ids, HiddenTaps& taps) {
     return hidden(ids, 0, nullptr, &taps);
+  }
+  // The same with soft tokens (soft_tokens.h): at soft.slots the input embeddings are
+  // soft.values instead of the embeddings of ids there (whatever placeholder ids hold).
+  torch::Tensor final_hidden(const torch::Tensor& ids, const SoftTokens& soft,
+                             HiddenTaps* taps = nullptr) {
+    return hidden(ids, 0, nullptr, taps, &soft);
   }
   static void add_moe_terms(const std::vector<std::vector<torch::Tensor>>& moe, LossTerms& t);
   // Logits (..., V) of final hidden states (..., C).
@@ -127,8 +136,10 @@ class GptImpl : public torch::nn::Module {
     return cfg_.tie_embeddings ? transformer->wte->weight : lm_head->weight;
   }
   // Incremental decoding: ids (B, T_new) continue the sequence held in `cache`;
-  // returns logits (B, T_new, V) and advances the cache by T_new.
-  torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache);
+  // returns logits (B, T_new, V) and advances the cache by T_new. `soft`: soft tokens among
+  // the new positions (a prompt's series), or none.
+  torch::Tensor forward_cached(const torch::Tensor& ids, KvCache& cache,
+                               const SoftTokens* soft = nullptr);
   // The exact cache (model/full_kv_cache.h) for up to min(max_len, block_size) tokens.
   std::unique_ptr<KvCache> make_cache(int64_t batch, int64_t max_len) const;
   // How this model rotates keys (for caches that store them unrotated).
@@ -162,8 +173,9 @@ class GptImpl : public torch::nn::Module {
 
  private:
   // taps: when given, what the caller wants besides the result (MoE terms, activations).
+  // soft: embeddings that replace those of ids at its slots.
   torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
-                       HiddenTaps* taps = nullptr);
+                       HiddenTaps* taps = nullptr, const SoftTokens* soft = nullptr);
   torch::Tensor head(const torch::Tensor& x) const;
   torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& targets,
                               bool masked = false);

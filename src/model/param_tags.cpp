@@ -1,8 +1,32 @@
 #include "model/param_tags.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace lmtrain::model {
+
+void init_parameter(torch::Tensor& p, InitRule rule, double std, double resid_std) {
+  switch (rule) {
+    case InitRule::kZero:
+      p.zero_();
+      break;
+    case InitRule::kOne:
+      p.fill_(1.0);
+      break;
+    case InitRule::kResidualProj:
+      p.normal_(0.0, resid_std);
+      break;
+    case InitRule::kNormal:
+      p.normal_(0.0, std);
+      break;
+    case InitRule::kKaimingUniform: {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(p.size(1)));
+      p.uniform_(-bound, bound);
+      break;
+    }
+  }
+}
 
 torch::Tensor TaggedModule::register_tagged(const std::string& name, torch::Tensor tensor,
                                             ParamTag tag) {

@@ -30,6 +30,10 @@ struct ParamTag {
   bool lora = false;  // a LoRA adapter matrix (model/lora.h): not part of any base checkpoint
 };
 
+// Fills `p` (no grad) by `rule`: kNormal draws N(0, std), kResidualProj N(0, resid_std),
+// kKaimingUniform U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = p.size(1); kZero, kOne.
+void init_parameter(torch::Tensor& p, InitRule rule, double std, double resid_std);
+
 // A transformer block's weight matrix: decayed, in Muon's group.
 inline ParamTag block_matrix_tag(InitRule init = InitRule::kNormal) {
   ParamTag t;

@@ -1,0 +1,25 @@
+#include "model/temporal/patching.h"
+
+#include <torch/torch.h>
+
+namespace lmtrain::model::temporal {
+
+Patches make_patches(const torch::Tensor& values, const torch::Tensor& valid,
+                     const TemporalEncoderOptions& options) {
+  const int64_t B = values.size(0), C = values.size(1), L = values.size(2);
+  const int64_t N = options.patch_len, S = options.stride;
+  const int64_t P = options.patches_for(L);
+  const int64_t padded = (P - 1) * S + N;  // >= L
+  auto mask = valid.to(values.scalar_type());
+  auto x = torch::where(valid, values, torch::zeros_like(values));
+  if (padded > L) {
+    x = torch::constant_pad_nd(x, {0, padded - L});
+    mask = torch::constant_pad_nd(mask, {0, padded - L});
+  }
+  // unfold(dim=2, size=N, step=S): (B, C, P, N) -> (B, P, C, N) -> (B, P, C N)
+  auto xp = x.unfold(2, N, S).permute({0, 2, 1, 3}).reshape({B, P, C * N});
+  auto mp = mask.unfold(2, N, S).permute({0, 2, 1, 3}).reshape({B, P, C * N});
+  return {torch::cat({xp, mp}, -1), mp.sum(-1) > 0};
+}
+
+}  // namespace lmtrain::model::temporal

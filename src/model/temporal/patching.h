@@ -1,0 +1,20 @@
+// Cutting series into patches (PatchTST): every `stride` values a window of `patch_len` values
+// becomes one encoder token. A series whose length leaves a short last window is padded with
+// zeros; a mask channel beside the values tells the encoder which entries are real.
+#pragma once
+#include <torch/types.h>
+
+#include "model/temporal/temporal_options.h"
+
+namespace lmtrain::model::temporal {
+
+struct Patches {
+  torch::Tensor features;  // (B, P, 2 C patch_len): the C channels' values, then their masks
+  torch::Tensor valid;     // (B, P) bool: the patch holds at least one valid value
+};
+
+// values (B, C, L) (already normalised), valid (B, C, L) bool. P = options.patches_for(L).
+Patches make_patches(const torch::Tensor& values, const torch::Tensor& valid,
+                     const TemporalEncoderOptions& options);
+
+}  // namespace lmtrain::model::temporal
