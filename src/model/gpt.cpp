@@ -47,8 +47,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   }
   torch::Tensor q, k, v;  // (B, H or K, T, D)
   if (plain) {
-    // (B, T, 3C) -> (3, B, H, T, D)
-    auto qkv = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+    // (B, T, 3C) -> (3, B, H, T, D) -> 3 x (B, H, T, D). unbind, not qkv[i]: the backward of
+    // three selects zero-fills and re-adds a whole (3, B, H, T, D) buffer each; unbind's stacks
+    // the three gradients once.
+    auto qkv = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).unbind(0);
     q = qkv[0], k = qkv[1], v = qkv[2];
   } else {
     q = packed.narrow(2, 0, H * D).view({B, T, H, D});
