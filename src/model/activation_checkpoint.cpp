@@ -124,15 +124,8 @@ class Checkpointed : public torch::autograd::Function<Checkpointed> {
 
 }  // namespace
 
-at::Tensor checkpointed(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x,
-                        const std::vector<at::Tensor>& params) {
-  // fn is copied: the recompute in backward outlives this call.
-  BlockFn multi = [fn](const at::Tensor& in) { return std::vector<at::Tensor>{fn(in)}; };
-  return Checkpointed::apply(x, &multi, at::TensorList(params))[0];
-}
-
-std::vector<at::Tensor> checkpointed_multi(const BlockFn& fn, const at::Tensor& x,
-                                           const std::vector<at::Tensor>& params) {
+std::vector<at::Tensor> checkpointed(const BlockFn& fn, const at::Tensor& x,
+                                     const std::vector<at::Tensor>& params) {
   return Checkpointed::apply(x, &fn, at::TensorList(params));
 }
 

@@ -20,16 +20,13 @@ struct CheckpointPolicy {
   static CheckpointPolicy parse(const std::string& text);
 };
 
-// y = fn(x), keeping only x (and `params`, which fn reads) for backward, where fn runs again.
+// ys = fn(x), keeping only x (and `params`, which fn reads) for backward, where fn runs again.
 // `params`: every tensor fn differentiates into besides x (the block's parameters): their
-// gradients come out of this node, so gradient hooks on them fire as usual.
-at::Tensor checkpointed(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x,
-                        const std::vector<at::Tensor>& params);
-
-// Several outputs (an MoE block: y, its balancing loss, detached statistics). Outputs that do
-// not require grad in the forward come back as constants; the others get gradients from
-// whichever of them the loss used.
-std::vector<at::Tensor> checkpointed_multi(
+// gradients come out of this node, so gradient hooks on them fire as usual. Several outputs (a
+// block's BlockOutput::to_tensors: y, an MoE layer's balancing loss and detached statistics):
+// outputs that do not require grad in the forward come back as constants; the others get
+// gradients from whichever of them the loss used.
+std::vector<at::Tensor> checkpointed(
     const std::function<std::vector<at::Tensor>(const at::Tensor&)>& fn, const at::Tensor& x,
     const std::vector<at::Tensor>& params);
 

@@ -96,17 +96,6 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   return y;
 }
 
-MlpImpl::MlpImpl(const GptConfig& cfg) : kind(cfg.mlp), hidden(cfg.hidden_dim()) {
-  const int64_t fc = kind == "swiglu" ? 2 * hidden : hidden;  // SwiGLU: [gate; up]
-  c_fc = register_module("c_fc", Linear(cfg.n_embd, fc, cfg.bias));
-  c_proj = register_module(
-      "c_proj", Linear(hidden, cfg.n_embd, cfg.bias, block_matrix_tag(InitRule::kResidualProj)));
-}
-
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return c_proj(mlp_activation(c_fc(x), kind, hidden));
-}
-
 BlockImpl::BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts)
     : dropout(cfg.dropout) {
   const bool rms = cfg.norm == "rmsnorm";
@@ -114,36 +103,62 @@ BlockImpl::BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement expert
   attn = register_module("attn", CausalSelfAttention(cfg));
   ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
   if (cfg.moe.is_moe_layer(layer)) {
-    moe = register_module("mlp", Moe(cfg, experts));
+    mlp = register_module("mlp", std::make_shared<MoeImpl>(cfg, experts));
   } else {
-    mlp = register_module("mlp", Mlp(cfg));
+    mlp = register_module("mlp", std::make_shared<MlpImpl>(cfg));
   }
+}
+
+torch::Tensor BlockImpl::residual(const torch::Tensor& h, const torch::Tensor& m) {
+  return h + (is_training() && dropout > 0 ? model::dropout(m, dropout) : m);
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
   auto h = x + attn(ln_1(x), cache, layer);
-  auto m = moe ? moe->forward(ln_2(h)).y : mlp(ln_2(h));
-  if (is_training() && dropout > 0) m = model::dropout(m, dropout);
-  return h + m;
+  return residual(h, mlp->run(ln_2(h)).y);
 }
 
-std::vector<torch::Tensor> BlockImpl::forward_parts(const torch::Tensor& x, bool keep_moe_out) {
-  if (!moe) return {forward(x)};
+BlockOutput BlockImpl::forward_train(const torch::Tensor& x, bool keep_ffn_out) {
   auto h = x + attn(ln_1(x));
-  auto out = moe->forward(ln_2(h));
-  auto m = out.y;
-  if (is_training() && dropout > 0) m = model::dropout(m, dropout);
-  std::vector<torch::Tensor> parts{h + m,         out.objective, out.stats.load, out.stats.dropped,
-                                   out.stats.aux, out.stats.z};
-  if (keep_moe_out) parts.push_back(out.y);
-  return parts;
+  auto out = mlp->run(ln_2(h));
+  BlockOutput b;
+  b.y = residual(h, out.y);
+  if (keep_ffn_out) b.ffn_out = out.y;
+  b.balance = std::move(out.balance);
+  return b;
+}
+
+std::vector<torch::Tensor> BlockOutput::to_tensors() const {
+  std::vector<torch::Tensor> t{y};
+  if (ffn_out.defined()) t.push_back(ffn_out);
+  if (balance.objective.defined()) {
+    const auto& s = balance.stats;
+    t.insert(t.end(), {balance.objective, s.load, s.dropped, s.aux, s.z});
+  }
+  return t;
+}
+
+BlockOutput BlockOutput::from_tensors(const std::vector<torch::Tensor>& t, bool has_ffn_out,
+                                      bool has_balance) {
+  BlockOutput b;
+  size_t i = 0;
+  b.y = t.at(i++);
+  if (has_ffn_out) b.ffn_out = t.at(i++);
+  if (has_balance) {
+    b.balance.objective = t.at(i++);
+    b.balance.stats = {t.at(i), t.at(i + 1), t.at(i + 2), t.at(i + 3)};
+  }
+  return b;
 }
 
 TransformerImpl::TransformerImpl(const GptConfig& cfg, ExpertPlacement experts) {
   wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd));
   if (cfg.pos == "learned") wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd));
   h = register_module("h", torch::nn::ModuleList());
-  for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(Block(cfg, i, experts));
+  for (int64_t i = 0; i < cfg.n_layer; ++i) {
+    blocks.push_back(Block(cfg, i, experts));
+    h->push_back(blocks.back());
+  }
   ln_f =
       register_module("ln_f", LayerNorm(cfg.n_embd, cfg.bias, cfg.norm == "rmsnorm", cfg.norm_eps));
 }
@@ -156,9 +171,8 @@ GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg
     ParamTag head_tag;  // decayed, but not one of the blocks' matrices (Muon leaves it to AdamW)
     lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false, head_tag));
   }
-  for (auto& module : *transformer->h) {
-    auto* block = module->as<BlockImpl>();
-    if (block->moe) moe_layers_.push_back(block->moe.get());
+  for (auto& block : transformer->blocks) {
+    if (auto* moe = block->mlp->moe_layer()) moe_layers_.push_back(moe);
   }
   tags_ = collect_param_tags(*this);
   if (init) init_weights();
@@ -197,15 +211,6 @@ void GptImpl::set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d) 
   for (auto* moe : moe_layers_) moe->set_dispatcher(d);
 }
 
-torch::Tensor GptImpl::final_hidden(const torch::Tensor& ids,
-                                    std::vector<std::vector<torch::Tensor>>* moe) {
-  if (!moe) return hidden(ids, 0, nullptr);
-  HiddenTaps taps;
-  auto out = hidden(ids, 0, nullptr, &taps);
-  *moe = std::move(taps.moe);
-  return out;
-}
-
 torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
                               HiddenTaps* taps, const SoftTokens* soft) {
   const int64_t T = ids.size(1);
@@ -231,36 +236,33 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
     }
     return out;
   };
-  const bool keep_moe_out = taps && taps->moe_outputs;
+  const bool keep_ffn_out = taps && taps->moe_outputs;
   if (taps) taps->blocks.assign(taps->block_layers.size(), torch::Tensor());
-  int64_t layer = 0;
-  for (auto& module : *transformer->h) {
-    auto* block = module->as<BlockImpl>();
-    if (block->moe && !cache) {
-      // MoE blocks in training and scoring: keep the balancing terms and statistics.
-      auto run = [block, keep_moe_out](const at::Tensor& in) {
-        return block->forward_parts(in, keep_moe_out);
-      };
-      auto parts = recompute && checkpoint_.applies_to(layer)
-                       ? checkpointed_multi(run, x, grad_params(block))
-                       : run(x);
-      x = parts[0];
-      if (taps) {
-        taps->moe.emplace_back(parts.begin() + 1, parts.begin() + 6);
-        if (keep_moe_out) taps->moe_out.push_back(parts[6]);
-      }
-    } else if (recompute && checkpoint_.applies_to(layer)) {
-      x = checkpointed([block](const at::Tensor& in) { return block->forward(in); }, x,
-                       grad_params(block));
-    } else {
+  for (int64_t layer = 0; layer < cfg_.n_layer; ++layer) {
+    BlockImpl* block = transformer->blocks[layer].get();
+    if (cache) {
       x = block->forward(x, cache, layer);
+    } else {
+      // Training and scoring: keep the MoE layers' balance terms (and outputs when asked).
+      const bool moe = block->is_moe(), keep = keep_ffn_out && moe;
+      auto run = [block, keep](const at::Tensor& in) {
+        return block->forward_train(in, keep).to_tensors();
+      };
+      const auto out = BlockOutput::from_tensors(recompute && checkpoint_.applies_to(layer)
+                                                     ? checkpointed(run, x, grad_params(block))
+                                                     : run(x),
+                                                 keep, moe);
+      x = out.y;
+      if (taps && moe) {
+        taps->moe.push_back(out.balance);
+        if (keep) taps->moe_out.push_back(out.ffn_out);
+      }
     }
     if (taps) {
       for (size_t i = 0; i < taps->block_layers.size(); ++i) {
         if (taps->block_layers[i] == layer) taps->blocks[i] = x;
       }
     }
-    ++layer;
   }
   return transformer->ln_f(x);
 }
@@ -290,10 +292,11 @@ LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& tar
   return t;
 }
 
-void GptImpl::add_moe_terms(const std::vector<std::vector<torch::Tensor>>& moe, LossTerms& t) {
-  for (const auto& layer : moe) {  // {objective, load, dropped, aux, z}
-    t.moe_objective = t.moe_objective.defined() ? t.moe_objective + layer[0] : layer[0];
-    t.moe_stats.push_back({layer[1], layer[2], layer[3], layer[4]});
+void GptImpl::add_moe_terms(const std::vector<MoeBalance>& moe, LossTerms& t) {
+  for (const auto& layer : moe) {
+    t.moe_objective =
+        t.moe_objective.defined() ? t.moe_objective + layer.objective : layer.objective;
+    t.moe_stats.push_back(layer.stats);
   }
   if (!moe.empty()) t.moe_objective = t.moe_objective / static_cast<double>(moe.size());
 }

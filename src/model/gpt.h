@@ -15,10 +15,12 @@
 
 #include "model/activation_checkpoint.h"
 #include "model/expert_dispatcher.h"
+#include "model/feed_forward.h"
 #include "model/gpt_config.h"
 #include "model/hidden_taps.h"
 #include "model/kv_cache.h"
 #include "model/layers.h"
+#include "model/mlp.h"
 #include "model/moe.h"
 #include "model/param_tags.h"
 #include "model/soft_tokens.h"
@@ -40,30 +42,39 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CausalSelfAttention);
 
-class MlpImpl : public torch::nn::Module {
- public:
-  explicit MlpImpl(const GptConfig& cfg);
-  torch::Tensor forward(const torch::Tensor& x);
-  Linear c_fc{nullptr}, c_proj{nullptr};
-  std::string kind;  // gelu | swiglu | relu2
-  int64_t hidden;
-};
-TORCH_MODULE(Mlp);
+// What a block's training or scoring forward hands out: the residual stream after the block,
+// its feed-forward's output before the residual add (when asked for: feature distillation of
+// MoE outputs), and an MoE layer's balance terms (objective undefined for a dense block).
+struct BlockOutput {
+  torch::Tensor y;        // (B, T, C)
+  torch::Tensor ffn_out;  // (B, T, C) or undefined
+  MoeBalance balance;
 
-// Attention, then a feed-forward slot ("mlp"): the dense MLP, or in MoE layers the MoE layer.
+  // The defined tensors, in one fixed order, for activation checkpointing (which carries
+  // tensors, not structs), and back: y, [ffn_out], [objective, load, dropped, aux, z].
+  std::vector<torch::Tensor> to_tensors() const;
+  static BlockOutput from_tensors(const std::vector<torch::Tensor>& t, bool has_ffn_out,
+                                  bool has_balance);
+};
+
+// Attention, then the feed-forward slot "mlp" (feed_forward.h): the dense MLP, or in MoE layers
+// the MoE layer.
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts);
+  // Inference (with or without a KV cache): the residual stream after the block.
   torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
-  // Training forward: {y} for a dense block; {y, balancing objective, load (E), dropped, aux, z}
-  // for an MoE block (see MoeOutput), plus with keep_moe_out the MoE output (B, T, C), so
-  // activation checkpointing can carry all of them.
-  std::vector<torch::Tensor> forward_parts(const torch::Tensor& x, bool keep_moe_out = false);
+  // Training and scoring: everything BlockOutput holds.
+  BlockOutput forward_train(const torch::Tensor& x, bool keep_ffn_out = false);
+  bool is_moe() { return mlp->moe_layer() != nullptr; }
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
-  Mlp mlp{nullptr};  // dense blocks
-  Moe moe{nullptr};  // MoE blocks (registered as "mlp" too)
+  std::shared_ptr<FeedForwardImpl> mlp;  // the dense MLP or the MoE layer
   double dropout;
+
+ private:
+  // h + dropout(ffn output): the block's residual add.
+  torch::Tensor residual(const torch::Tensor& h, const torch::Tensor& m);
 };
 TORCH_MODULE(Block);
 
@@ -72,7 +83,8 @@ class TransformerImpl : public torch::nn::Module {
  public:
   TransformerImpl(const GptConfig& cfg, ExpertPlacement experts);
   Embedding wte{nullptr}, wpe{nullptr};
-  torch::nn::ModuleList h{nullptr};
+  torch::nn::ModuleList h{nullptr};  // the blocks, registered as "h.N"
+  std::vector<Block> blocks;         // the same blocks, typed
   LayerNorm ln_f{nullptr};
 };
 TORCH_MODULE(Transformer);
@@ -110,12 +122,10 @@ class GptImpl : public torch::nn::Module {
   // soft: soft tokens in the input (soft_tokens.h), or none.
   LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked = false,
                        const SoftTokens* soft = nullptr);
-  // The final hidden states (B, T, C), after the last norm, of a training or scoring forward;
-  // `moe` (when given) receives each MoE layer's {objective, load, dropped, aux, z}, to be
-  // turned into LossTerms by add_moe_terms. Objectives that need more than the cross-entropy
-  // (distillation) start from here and the head.
-  torch::Tensor final_hidden(const torch::Tensor& ids,
-                             std::vector<std::vector<torch::Tensor>>* moe = nullptr);
+  // The final hidden states (B, T, C), after the last norm, of a training or scoring forward.
+  // Objectives that need more than the cross-entropy (distillation) start from here and the
+  // head; HiddenTaps::moe has the MoE layers' balance terms (add_moe_terms).
+  torch::Tensor final_hidden(const torch::Tensor& ids) { return hidden(ids, 0, nullptr); }
   // The same, handing out the intermediate activations `taps` asks for (hidden_taps.h).
   torch::Tensor final_hidden(const torch::Tensor& ids, HiddenTaps& taps) {
     return hidden(ids, 0, nullptr, &taps);
@@ -126,7 +136,7 @@ class GptImpl : public torch::nn::Module {
                              HiddenTaps* taps = nullptr) {
     return hidden(ids, 0, nullptr, taps, &soft);
   }
-  static void add_moe_terms(const std::vector<std::vector<torch::Tensor>>& moe, LossTerms& t);
+  static void add_moe_terms(const std::vector<MoeBalance>& moe, LossTerms& t);
   // Logits (..., V) of final hidden states (..., C).
   torch::Tensor logits(const torch::Tensor& hidden) const { return head(hidden); }
   // The output head: weight (V, C) and its soft-cap (0 = none): logits = cap tanh(x W^T / cap).

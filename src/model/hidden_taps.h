@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "model/feed_forward.h"
+
 namespace lmtrain::model {
 
 struct HiddenTaps {
@@ -21,8 +23,8 @@ struct HiddenTaps {
   std::vector<torch::Tensor> blocks;
   // Out, one per MoE layer in layer order, when moe_outputs.
   std::vector<torch::Tensor> moe_out;
-  // Out: each MoE layer's {objective, load, dropped, aux, z} (GptImpl::add_moe_terms).
-  std::vector<std::vector<torch::Tensor>> moe;
+  // Out: each MoE layer's balance terms, in layer order (GptImpl::add_moe_terms).
+  std::vector<MoeBalance> moe;
 };
 
 }  // namespace lmtrain::model

@@ -141,8 +141,7 @@ void apply_lora(GptImpl& model, const LoraOptions& o, bool init) {
   }
   const auto& c = model.config();
   const int64_t H = c.n_head, K = c.kv_heads(), D = c.head_dim(), I = c.hidden_dim();
-  for (auto& module : *model.transformer->h) {
-    auto* block = module->as<BlockImpl>();
+  for (auto& block : model.transformer->blocks) {
     auto& attn = *block->attn;
     if (o.targets_contain(LoraTarget::kQ)) attach(*attn.c_attn, "q", 0, H * D, o, init);
     if (o.targets_contain(LoraTarget::kK)) attach(*attn.c_attn, "k", H * D, K * D, o, init);
@@ -150,8 +149,8 @@ void apply_lora(GptImpl& model, const LoraOptions& o, bool init) {
     if (o.targets_contain(LoraTarget::kO)) {
       attach(*attn.c_proj, "", 0, attn.c_proj->weight.size(0), o, init);
     }
-    if (block->mlp) {
-      auto& mlp = *block->mlp;
+    if (auto* dense = block->mlp->dense()) {
+      auto& mlp = *dense;
       if (o.targets_contain(LoraTarget::kMlpIn)) {
         if (mlp.kind == "swiglu") {
           attach(*mlp.c_fc, "gate", 0, I, o, init);

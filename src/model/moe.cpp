@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include "core/runtime.h"
-#include "model/gpt.h"
 #include "model/grouped_linear.h"
 #include "model/moe_routing.h"
 
@@ -36,12 +35,12 @@ MoeImpl::MoeImpl(const GptConfig& cfg, ExpertPlacement placement)
   if (moe.shared_experts > 0) {
     GptConfig shared_cfg = cfg;
     shared_cfg.mlp_hidden = moe.shared_experts * moe.expert_hidden;
-    shared = register_module("shared", std::make_shared<MlpImpl>(shared_cfg));
+    shared = register_module("shared", Mlp(shared_cfg));
   }
   expert_bias = register_buffer("expert_bias", torch::zeros({moe.num_experts}));
 }
 
-MoeOutput MoeImpl::forward(const torch::Tensor& x) {
+FeedForwardOutput MoeImpl::run(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), E = moe.num_experts;
   const int64_t k = moe.top_k;
   auto flat = x.reshape({B * T, C});  // (N, C)
@@ -69,16 +68,16 @@ MoeOutput MoeImpl::forward(const torch::Tensor& x) {
   auto y = per_slot.view({B * T, k, C}).sum(1);  // (N, C)
   if (shared) y = y + shared->forward(flat).to(y.scalar_type());
 
-  MoeOutput out;
+  FeedForwardOutput out;
   out.y = y.view({B, T, C});
   auto aux = load_balancing_loss(routing.scores, plan.load, moe.gate);
   auto z = router_z_loss(logits);
-  out.objective = aux * moe.aux_loss_coef + z * moe.z_loss_coef;
-  out.stats.load = plan.load;
-  out.stats.dropped = torch::scalar_tensor(static_cast<double>(plan.dropped),
-                                           logits.options().requires_grad(false));
-  out.stats.aux = aux.detach();
-  out.stats.z = z.detach();
+  out.balance.objective = aux * moe.aux_loss_coef + z * moe.z_loss_coef;
+  out.balance.stats.load = plan.load;
+  out.balance.stats.dropped = torch::scalar_tensor(static_cast<double>(plan.dropped),
+                                                   logits.options().requires_grad(false));
+  out.balance.stats.aux = aux.detach();
+  out.balance.stats.z = z.detach();
   return out;
 }
 

@@ -13,13 +13,13 @@
 #include <memory>
 
 #include "model/expert_dispatcher.h"
+#include "model/feed_forward.h"
 #include "model/gpt_config.h"
 #include "model/layers.h"
+#include "model/mlp.h"
 #include "model/param_tags.h"
 
 namespace lmtrain::model {
-
-class MlpImpl;
 
 // Stacked expert weights (E_local, out, in) applied by grouped_linear.
 class ExpertLinearImpl : public TaggedModule {
@@ -40,30 +40,18 @@ class ExpertsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Experts);
 
-// Detached per-layer statistics of one forward, for logs and the balancing bias.
-struct MoeStats {
-  at::Tensor load;     // (E) fp32: assignments per expert before capacity
-  at::Tensor dropped;  // fp32 scalar: assignments dropped by capacity
-  at::Tensor aux;      // fp32 scalar: load-balancing loss (unweighted)
-  at::Tensor z;        // fp32 scalar: router z-loss (unweighted)
-};
-
-struct MoeOutput {
-  torch::Tensor y;          // (B, T, C)
-  torch::Tensor objective;  // fp32 scalar: aux_loss_coef * aux + z_loss_coef * z (with grad)
-  MoeStats stats;
-};
-
-class MoeImpl : public TaggedModule {
+class MoeImpl : public FeedForwardImpl {
  public:
   MoeImpl(const GptConfig& cfg, ExpertPlacement placement);
-  MoeOutput forward(const torch::Tensor& x);
+  // x (B, T, C) -> y (B, T, C) and the layer's balance terms (feed_forward.h).
+  FeedForwardOutput run(const torch::Tensor& x) override;
+  MoeImpl* moe_layer() override { return this; }
   void set_dispatcher(std::shared_ptr<ExpertDispatcher> d) { dispatcher_ = std::move(d); }
 
   Linear router{nullptr};     // weight (E, C)
   torch::Tensor expert_bias;  // (E) fp32 buffer
   Experts experts{nullptr};
-  std::shared_ptr<MlpImpl> shared;  // null without shared experts
+  Mlp shared{nullptr};  // null without shared experts
   MoeConfig moe;
 
  private:

@@ -100,7 +100,7 @@ TEST(Lora, QkvAdaptersWriteOnlyTheirRows) {
   torch::manual_seed(5);
   auto m = build_model(tiny_config("qwen3", "k", 2), core::Runtime::cpu());
   randomize_b(*m);
-  auto& c_attn = *m->transformer->h->at<BlockImpl>(0).attn->c_attn;
+  auto& c_attn = *m->transformer->blocks[0]->attn->c_attn;
   ASSERT_EQ(c_attn.adapters.size(), 1u);
   const auto& a = c_attn.adapters[0].second;
   EXPECT_EQ(a->row_offset, 16);  // after the 2 query heads of 8

@@ -101,11 +101,11 @@ TEST_P(MoeForward, MatchesTheLoopReferenceForwardAndBackward) {
   MoeImpl m(cfg, {0, 4});
   init(m, 1);
   auto x = torch::randn({3, 5, 16}).requires_grad_(true);
-  auto out = m.forward(x);
+  auto out = m.run(x);
   int64_t dropped = 0;
   auto ref = reference_moe(m, x, &dropped);
   EXPECT_TRUE(torch::allclose(out.y, ref, 1e-5, 1e-5)) << (out.y - ref).abs().max();
-  EXPECT_EQ(out.stats.dropped.item<double>(), static_cast<double>(dropped));
+  EXPECT_EQ(out.balance.stats.dropped.item<double>(), static_cast<double>(dropped));
   if (capacity > 0 && capacity < 1) {
     EXPECT_GT(dropped, 0) << "capacity mode must drop here";
   }
@@ -134,7 +134,7 @@ TEST(MoeLosses, AuxAndZLossMatchTheirFormulas) {
   MoeImpl m(cfg, {0, 4});
   init(m, 2);
   auto x = torch::randn({2, 6, 16});
-  auto out = m.forward(x);
+  auto out = m.run(x);
   auto logits = at::matmul(x.reshape({12, 16}), m.router->weight.t());
   auto probs = at::softmax(logits, -1);
   auto idx = std::get<1>(probs.topk(2, -1));
@@ -149,15 +149,15 @@ TEST(MoeLosses, AuxAndZLossMatchTheirFormulas) {
     const double lse = std::log(logits[t].exp().sum().item<double>());
     z += lse * lse / 12.0;
   }
-  EXPECT_NEAR(out.stats.aux.item<double>(), aux, 1e-5);
-  EXPECT_NEAR(out.stats.z.item<double>(), z, 1e-4);
-  EXPECT_NEAR(out.objective.item<double>(), 0.3 * aux + 0.05 * z, 1e-4);
+  EXPECT_NEAR(out.balance.stats.aux.item<double>(), aux, 1e-5);
+  EXPECT_NEAR(out.balance.stats.z.item<double>(), z, 1e-4);
+  EXPECT_NEAR(out.balance.objective.item<double>(), 0.3 * aux + 0.05 * z, 1e-4);
   // A perfectly even router gives top_k.
   auto even =
       load_balancing_loss(torch::full({8, 4}, 0.25), torch::full({4}, 4.0), MoeGate::kSoftmax);
   EXPECT_NEAR(even.item<double>(), 2.0, 1e-6);
   // The objective reaches the router weights.
-  out.objective.backward();
+  out.balance.objective.backward();
   ASSERT_TRUE(m.router->weight.grad().defined());
   EXPECT_GT(m.router->weight.grad().abs().sum().item<double>(), 0);
 }

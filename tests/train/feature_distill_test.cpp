@@ -79,11 +79,10 @@ TEST(FeatureDistill, TapsAreTheBlockAndMoeOutputsAlsoThroughCheckpointing) {
     torch::NoGradGuard no_grad;
     auto x = m->transformer->wte(ids);
     if (m->transformer->wpe) x = x + m->transformer->wpe(torch::arange(8));
-    for (auto& module : *m->transformer->h) {
-      auto* block = module->as<model::BlockImpl>();
-      if (block->moe) {
+    for (auto& block : m->transformer->blocks) {
+      if (block->is_moe()) {
         auto h = x + block->attn(block->ln_1(x));
-        moe_out.push_back(block->moe->forward(block->ln_2(h)).y);
+        moe_out.push_back(block->mlp->run(block->ln_2(h)).y);
       }
       x = block->forward(x);
       outs.push_back(x);
