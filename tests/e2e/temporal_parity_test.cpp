@@ -14,6 +14,7 @@
 #include "model/temporal/temporal_encoder.h"
 #include "test_util.h"
 #include "train/checkpoint_model.h"
+#include "train/temporal_objective.h"
 
 namespace lmtrain::testing {
 namespace {
@@ -61,6 +62,27 @@ TEST(TemporalParity, SoftTokenLossAndEncoderGradientsMatchPyTorch) {
                                       /*masked=*/true, &soft);
     const float expected = f.tensors.at("loss").item<float>();
     EXPECT_NEAR(terms.ce.item<float>(), expected, 1e-5);
+    // The objective, on the batch layout the trainer feeds it: the same loss with K = 1 series
+    // slot per sample, and with a second, unused slot (whatever it holds).
+    const auto values = f.tensors.at("values");  // (B, C, L)
+    for (const bool spare : {false, true}) {
+      auto series = values.unsqueeze(1), series_valid = valid.unsqueeze(1);
+      auto used = torch::ones({values.size(0), 1}, torch::kBool);
+      if (spare) {
+        series = torch::cat({series, torch::randn_like(series)}, 1);
+        series_valid = torch::cat({series_valid, torch::ones_like(series_valid)}, 1);
+        used = torch::cat({used, torch::zeros_like(used)}, 1);
+      }
+      auto batch = train::Batch::with_mask(f.tensors.at("ids"), f.tensors.at("targets"));
+      batch.tensors["series"] = series;
+      batch.tensors["series_valid"] = series_valid;
+      batch.tensors["series_used"] = used;
+      batch.tensors["soft_slots"] = soft.slots;
+      train::TemporalAlignmentObjective objective(enc);
+      EXPECT_NEAR(objective.compute(*lm.model, batch).loss.item<float>(), expected, 1e-5)
+          << "spare slot " << spare;
+      EXPECT_EQ(objective.trained_module(), enc.get());
+    }
     terms.ce.backward();
     for (auto& item : enc->named_parameters()) {
       const auto& want = f.tensors.at("grad." + item.key());

@@ -44,7 +44,7 @@ struct EncodedSeries {
   torch::Tensor valid;   // (B, S) bool: false for the tokens of padding patches (S = P only)
 };
 
-class TemporalEncoderImpl : public torch::nn::Module {
+class TemporalEncoderImpl : public TaggedModule {
  public:
   // init: draw the weights with the global generator (N(0, init_std), residual projections
   // N(0, init_std / sqrt(2 layers)), pooling and projector matrices U(+-1/sqrt(fan_in)), zero
