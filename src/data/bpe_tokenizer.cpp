@@ -135,7 +135,10 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   h.str("lmtrain-bpe-v1");
   h.str(m->options.pattern);
   h.u64(m->options.ignore_merges);
-  if (m->options.add_prefix_space) h.str("add_prefix_space");  // keeps older hashes unchanged
+  // Each option only when set, so older tokenizers keep their hashes.
+  if (m->options.add_prefix_space) h.str("add_prefix_space");
+  if (m->options.add_prefix_space && m->options.split_pretokenizer) h.str("prefix_per_piece");
+  if (m->options.normalizer) h.str("normalizer " + m->options.normalizer->spec());
   h.u64(n);
   for (const std::string& t : m->tokens) h.str(t);
   h.u64(m->merges.size());
@@ -199,7 +202,22 @@ std::vector<uint32_t> BpeTokenizer::encode(std::string_view text) const {
 }
 
 void BpeTokenizer::encode_append(std::string_view text, std::vector<uint32_t>* out) const {
-  if (model_->options.add_prefix_space && !text.empty() && text[0] != ' ') {
+  const BpeOptions& o = model_->options;
+  std::string normalized;
+  if (o.normalizer) {
+    normalized = o.normalizer->apply(text);
+    text = normalized;
+  }
+  if (o.add_prefix_space && o.split_pretokenizer) {  // a space before every Split piece
+    std::string spaced;
+    model_->pretok.split(text, [&](std::string_view word) {
+      if (word[0] == ' ') return encode_word(word, out);
+      spaced.assign(1, ' ').append(word);
+      encode_word(spaced, out);
+    });
+    return;
+  }
+  if (o.add_prefix_space && !text.empty() && text[0] != ' ') {
     const std::string prefixed = " " + std::string(text);
     model_->pretok.split(prefixed, [&](std::string_view word) { encode_word(word, out); });
     return;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/pretokenizer.h"
+#include "data/text_normalizer.h"
 
 namespace lmtrain::data {
 
@@ -33,6 +34,14 @@ struct BpeOptions {
   // Hugging Face ByteLevel `add_prefix_space`: a text (or each stretch between special tokens)
   // that does not start with ' ' is encoded as if it did (tokenizers' ByteLevel() default).
   bool add_prefix_space = false;
+  // The pre_tokenizer is Sequence[Split(pattern), ByteLevel(use_regex=false)] (Qwen, Llama 3)
+  // rather than ByteLevel(use_regex) alone. With add_prefix_space the space then goes before
+  // every piece of the Split that does not start with one, as `tokenizers` does ("Hello, world"
+  // -> "ĠHello", "Ġ,", "Ġworld"), not once per stretch.
+  bool split_pretokenizer = false;
+  // The tokenizer.json `normalizer` (text_normalizer.h), applied to the text between special
+  // tokens before pre-tokenization; null for none.
+  std::shared_ptr<const TextNormalizer> normalizer;
 };
 
 class BpeTokenizer {

@@ -192,9 +192,10 @@ BpeTokenizer BpeTokenizer::load_hf(const std::string& path) {
   BpeOptions options;
   options.pattern = hf_pattern(path, j.value("pre_tokenizer", json()));
   options.add_prefix_space = add_prefix_space(j.value("pre_tokenizer", json()));
+  options.split_pretokenizer = j["pre_tokenizer"].value("type", "") == "Sequence";
   options.ignore_merges = model.value("ignore_merges", false);
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    log::warn("tokenizer " + path + ": normalizer is ignored (text is encoded as given)");
+    options.normalizer = TextNormalizer::from_json(j["normalizer"].dump(), path);
   }
 
   FileVocab vocab;
@@ -283,7 +284,7 @@ void BpeTokenizer::save_hf(const std::string& path) const {
                  {"use_regex", use_regex}};
   };
   ojson pre;
-  if (options().pattern == kGpt2Pattern) {
+  if (options().pattern == kGpt2Pattern && !options().split_pretokenizer) {
     pre = byte_level(true);
   } else {
     pre = {{"type", "Sequence"},
@@ -305,7 +306,8 @@ void BpeTokenizer::save_hf(const std::string& path) const {
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
   j["added_tokens"] = std::move(added);
-  j["normalizer"] = nullptr;
+  j["normalizer"] =
+      options().normalizer ? ojson::parse(options().normalizer->spec()) : ojson(nullptr);
   j["pre_tokenizer"] = std::move(pre);
   j["post_processor"] = nullptr;
   j["decoder"] = byte_level(true);
