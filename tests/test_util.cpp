@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -87,6 +88,12 @@ void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   if (!out) throw std::runtime_error("cannot write " + path);
   out << text;
+}
+
+void expect_refused(const CommandResult& r, const std::vector<std::string>& parts) {
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  for (const auto& p : parts)
+    EXPECT_TRUE(contains(r.output, p)) << "'" << p << "' in\n" << r.output;
 }
 
 }  // namespace lmtrain::testing

@@ -2,6 +2,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace lmtrain::testing {
 
@@ -41,6 +42,8 @@ nlohmann::json check_result(const CommandResult& r);
 
 // Whole file as a string; throws if unreadable.
 std::string read_text(const std::string& path);
+// A refusal: exit code 2 (a usage error) and every one of `parts` in the output.
+void expect_refused(const CommandResult& r, const std::vector<std::string>& parts);
 // `part` occurs in `text`.
 bool contains(const std::string& text, const std::string& part);
 void write_text(const std::string& path, const std::string& text);

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "core/config.h"
@@ -63,6 +64,10 @@ double ParsedArgs::get_float(const std::string& name, double fallback) const {
 ParsedArgs parse_args(const std::string& command, const std::vector<std::string>& args,
                       const std::vector<FlagSpec>& specs, bool accept_config) {
   ParsedArgs out;
+  // Config path -> the first flag that set it and its canonical value: a seed alias and its
+  // native key (--lr and --optim.lr), or two aliases of one key (--max_seq_len and
+  // --max_length), given with different values are an error naming both, not "last one wins".
+  std::map<std::string, std::pair<std::string, std::string>> set_by;
   auto find_spec = [&](const std::string& name) -> const FlagSpec* {
     for (const auto& s : specs) {
       if (s.name == name) return &s;
@@ -118,10 +123,19 @@ ParsedArgs parse_args(const std::string& command, const std::vector<std::string>
           if (i + 1 >= args.size()) throw UsageError("--" + name + " needs a value");
           value = args[++i];
         }
-        if (!core::find_key(path)) {
+        const core::KeySpec* spec = core::find_key(path);
+        if (!spec) {
           // Let Config::set produce the message with a suggestion.
           core::Config::defaults().set(path, value, "--" + name);
         }
+        const std::string canonical = core::canonicalize_value(*spec, value, "--" + name);
+        const auto [it, first] = set_by.emplace(path, std::make_pair(name, canonical));
+        if (!first && it->second.first != name && it->second.second != canonical) {
+          throw UsageError("--" + it->second.first + "=" + it->second.second + " and --" + name +
+                           "=" + canonical + " both set " + path +
+                           " to different values: give one of them");
+        }
+        if (!first) it->second = {name, canonical};
         out.overrides.emplace_back(path, value);
         continue;
       }

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/threads.h"
+#include "data/prepared_data.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
 #include "distributed/group.h"
@@ -19,6 +20,7 @@ int cmd_eval(const Args& argv) {
   const std::vector<FlagSpec> flags = {
       {"checkpoint", FlagKind::kValue, "checkpoint dir, latest/best link, or run dir", "PATH"},
       {"data_dir", FlagKind::kValue, "prepared data (default: the checkpoint's data.dir)", "DIR"},
+      {"data.dir", FlagKind::kValue, "the same as --data_dir", "DIR"},
       {"split", FlagKind::kValue, "val or train (default val)", "NAME"},
       {"batches", FlagKind::kValue, "micro-batches to evaluate; 0 = the whole split (default 0)",
        "N"},
@@ -50,8 +52,15 @@ int cmd_eval(const Args& argv) {
   rt.activate();
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   const auto& cfg = *loaded.config;
-  const std::string data_dir = args.get("data_dir", cfg.get_string("data.dir"));
-  const std::string path = data_dir + "/" + split + ".bin";
+  const std::string data_dir =
+      args.get("data_dir", args.get("data.dir", cfg.get_string("data.dir")));
+  if (data_dir.empty()) {
+    throw UsageError("checkpoint " + loaded.checkpoint_dir +
+                     " records no data.dir (e.g. an `lmtrain import hf` checkpoint): give the "
+                     "prepared data to evaluate on with --data.dir DIR (a dir `lmtrain prepare` "
+                     "wrote with this checkpoint's tokenizer)");
+  }
+  const std::string path = data::require_data_file(data_dir, split + ".bin");
   data::TokenShard shard(path);
   if (!loaded.tokenizer) {
     throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");

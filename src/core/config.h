@@ -36,6 +36,9 @@ const KeySpec* find_key(const std::string& path);
 // Flat command-line aliases (`--lr` -> "optim.lr"); nullptr if `name` is not one.
 const char* alias_target(const std::string& name);
 const std::vector<std::pair<std::string, std::string>>& config_aliases();
+// The keys model.depth = `depth` > 0 sets (nanochat's depth scaling: one block per unit of
+// depth, width 64 * depth, heads of 128), as (path, value) pairs.
+std::vector<std::pair<std::string, int64_t>> depth_scaled_keys(int64_t depth);
 
 class Config {
  public:

@@ -243,6 +243,14 @@ const std::vector<KeySpec>& config_schema() {
   return schema;
 }
 
+std::vector<std::pair<std::string, int64_t>> depth_scaled_keys(int64_t depth) {
+  const int64_t width = 64 * depth;
+  return {{"model.n_layer", depth},
+          {"model.n_embd", width},
+          {"model.n_head", (width + 127) / 128},
+          {"model.head_dim", 128}};
+}
+
 const std::vector<std::pair<std::string, std::string>>& config_aliases() {
   static const std::vector<std::pair<std::string, std::string>> aliases = {
       {"epochs", "train.epochs"},

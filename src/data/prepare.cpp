@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/json_strict.h"
 #include "core/log.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_trainer.h"
@@ -90,12 +91,7 @@ void add_jsonl(const std::string& path, const std::string& text, Corpus* corpus)
     pos = end + 1;
     if (is_blank(line)) continue;
     const std::string where = path + ":" + std::to_string(lineno);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(where + ": malformed JSON line: " + e.what());
-    }
+    const auto j = core::parse_json_strict(line, where);
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
       throw Error(where + ": expected a JSON object with a \"text\" string");
     }

@@ -79,8 +79,8 @@ class StripAccentsStep : public TextNormalizer::Step {
   std::string run(const std::string& text) const override {
     return map_code_points(text, [](utf8proc_int32_t c) {
       const auto cat = utf8proc_category(c);
-      const bool mark = cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC ||
-                        cat == UTF8PROC_CATEGORY_ME;
+      const bool mark =
+          cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
       return mark ? -1 : c;
     });
   }

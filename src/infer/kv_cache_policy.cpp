@@ -26,7 +26,10 @@ std::map<std::string, int64_t> parse_params(const std::string& policy, const std
     if (key.empty() || !value) {
       throw UsageError("--kv_cache=" + policy + ": '" + item + "' is not NAME=INTEGER");
     }
-    out[key] = *value;
+    if (!out.emplace(key, *value).second) {
+      throw UsageError("--kv_cache=" + policy + ": '" + key + "' is given twice (" + key + "=" +
+                       std::to_string(out[key]) + " and " + item + "): give it once");
+    }
   }
   return out;
 }

@@ -6,17 +6,13 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/json_strict.h"
 
 namespace lmtrain::infer {
 namespace {
 
 PromptLine parse_line(const std::string& text, const std::string& where, int64_t line) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw UsageError(where + ": not JSON (" + e.what() + ")");
-  }
+  const auto j = core::parse_json_strict(text, where);
   if (!j.is_object()) throw UsageError(where + ": expected a JSON object with a \"prompt\"");
   PromptLine p;
   p.line = line;

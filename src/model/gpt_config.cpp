@@ -30,11 +30,14 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
   c.qkv_bias = cfg.get_bool("model.qkv_bias");
   c.logit_softcap = cfg.get_float("model.logit_softcap");
   if (const int64_t depth = cfg.get_int("model.depth"); depth > 0) {
-    // nanochat: width 64 * depth, heads of 128 (ceil), one block per unit of depth.
-    c.n_layer = depth;
-    c.n_embd = 64 * depth;
-    c.n_head = (c.n_embd + 127) / 128;
-    c.head_dim_ = 128;
+    // nanochat's depth scaling (a run's config already holds these keys, cli/run_config.cpp;
+    // older checkpoints' configs may not).
+    for (const auto& [key, value] : core::depth_scaled_keys(depth)) {
+      if (key == "model.n_layer") c.n_layer = value;
+      if (key == "model.n_embd") c.n_embd = value;
+      if (key == "model.n_head") c.n_head = value;
+      if (key == "model.head_dim") c.head_dim_ = value;
+    }
   }
   c.moe = MoeConfig::from_config(cfg, c.n_layer, c.hidden_dim());
   if (c.n_kv_head > 0 && c.n_head % c.n_kv_head != 0) {

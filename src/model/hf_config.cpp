@@ -39,12 +39,21 @@ T get_or(const json& j, const char* key, T fallback) {
       return static_cast<T>(d);
     }
   }
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    throw UsageError("config.json: " + std::string(key) +
-                     " has an unexpected type: " + j[key].dump());
+  // nlohmann converts between numbers and bools loosely; check the JSON type first so that a
+  // string or a list gets a message naming the key and what it must be.
+  const json& v = j[key];
+  const char* expected = std::is_same_v<T, bool>       ? "true or false"
+                         : std::is_integral_v<T>       ? "an integer"
+                         : std::is_floating_point_v<T> ? "a number"
+                                                       : "a string";
+  const bool ok = std::is_same_v<T, bool>   ? v.is_boolean()
+                  : std::is_arithmetic_v<T> ? v.is_number()
+                                            : v.is_string();
+  if (!ok) {
+    throw UsageError("config.json: " + std::string(key) + " must be " + expected + ", got " +
+                     v.dump());
   }
+  return v.get<T>();
 }
 
 // A size (width, heads, layers, context, vocabulary): a positive integer small enough that the
@@ -122,7 +131,7 @@ double rope_theta(const json& j) {
   const bool top = has(j, "rope_theta");
   const bool nested = has(j, "rope_parameters") && has(j["rope_parameters"], "rope_theta");
   const double a = top ? get_or<double>(j, "rope_theta", 0) : 0;
-  const double b = nested ? j["rope_parameters"]["rope_theta"].get<double>() : 0;
+  const double b = nested ? get_or<double>(j["rope_parameters"], "rope_theta", 0) : 0;
   if (top && nested && a != b) {
     throw UsageError("config.json: rope_theta " + num(a) + " and rope_parameters.rope_theta " +
                      num(b) + " disagree");

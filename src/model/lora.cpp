@@ -6,6 +6,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/text_list.h"
 
 namespace lmtrain::model {
@@ -173,6 +174,24 @@ void apply_lora(GptImpl& model, const LoraOptions& o, bool init) {
     attach(*model.lm_head, "", 0, model.lm_head->weight.size(0), o, init);
   }
   model.refresh_param_tags();
+  // B A of an adapter on (rows, in) has rank at most min(rows, in): a larger lora.rank trains
+  // parameters that add nothing. Say so once, naming the narrowest adapted layer.
+  int64_t narrowest = 0;
+  std::string where;
+  for (const auto& site : lora_sites(model)) {
+    const int64_t width = std::min(site.adapter->rows, site.layer->weight.size(1));
+    if (narrowest == 0 || width < narrowest) {
+      narrowest = width;
+      where = site.linear + (site.part.empty() ? "" : " (" + site.part + ")");
+    }
+  }
+  if (narrowest > 0 && o.rank > narrowest) {
+    log::warn(
+        log::format("lora.rank = %lld exceeds the width of %s (min(rows, in) = %lld): its "
+                    "update has rank at most %lld, the extra adapter parameters add "
+                    "nothing; lower lora.rank",
+                    (long long)o.rank, where.c_str(), (long long)narrowest, (long long)narrowest));
+  }
 }
 
 std::vector<LoraSite> lora_sites(const GptImpl& model) {

@@ -98,9 +98,14 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir, bo
   core::OutputDir out(run_dir, {"import hf", {hf_dir}, overwrite});
   const auto hf_config = read_json(hf_dir + "/config.json");
   core::Config cfg = core::Config::defaults();
-  for (const auto& [key, value] : model::hf::config_overrides(hf_config)) {
-    cfg.set(key, value, hf_dir + "/config.json");
+  std::vector<std::pair<std::string, std::string>> overrides;
+  try {
+    overrides = model::hf::config_overrides(hf_config);
+  } catch (const UsageError& e) {
+    // Its messages start "config.json: KEY ...": name the file the user gave.
+    throw UsageError(hf_dir + "/" + e.what());
   }
+  for (const auto& [key, value] : overrides) cfg.set(key, value, hf_dir + "/config.json");
   const int64_t block = cfg.get_int("model.block_size");
   if (cfg.get_int("data.seq_len") > block) cfg.set("data.seq_len", std::to_string(block), "import");
   cfg.set("run.dir", run_dir, "import");

@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "model/build_model.h"
 #include "train/checkpoint_store.h"
+#include "train/lora_checkpoint.h"
 #include "train/training_checkpoint.h"
 
 namespace lmtrain::train {
@@ -118,6 +119,20 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
     throw UsageError(log::format("distill.top_k = %lld but distill.cache holds the top-%lld",
                                  (long long)cfg.get_int("distill.top_k"), (long long)info.top_k));
   }
+  // A teacher named beside the cache must be the cache's: otherwise which one teaches is
+  // ambiguous (the cache's would, silently).
+  if (const std::string given = cfg.get_string("distill.teacher"); !given.empty()) {
+    std::error_code ec;
+    const auto canonical = [&](const std::string& p) {
+      return std::filesystem::weakly_canonical(p, ec).string();
+    };
+    if (canonical(resolve_teacher_dir(given)) != canonical(info.teacher)) {
+      throw UsageError("distill.teacher = " + given + " but distill.cache = " + path +
+                       " holds the logits of teacher " + info.teacher +
+                       ": leave distill.teacher empty (the cache is the teacher), or rewrite the "
+                       "cache with this teacher (`lmtrain distill-cache`)");
+    }
+  }
   cfg.set("distill.teacher", info.teacher, "distill.cache");
   log::info(log::format("distillation teacher: offline, the top-%lld logits of %s from %s",
                         (long long)info.top_k, info.teacher.c_str(), path.c_str()));
@@ -128,6 +143,12 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
                            const std::string& tokenizer_hash) {
   const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
   auto ckpt = CheckpointStore::load(dir, /*allow_fallback=*/false, {"model.safetensors"});
+  if (is_lora_checkpoint(ckpt)) {
+    throw UsageError("distill.teacher = " + dir +
+                     " is a LoRA run's checkpoint (adapters on a frozen base), not a whole "
+                     "model: fold the adapters in first with `lmtrain lora merge --checkpoint " +
+                     dir + " --output MERGED_RUN` and give distill.teacher=MERGED_RUN");
+  }
   const core::Config tcfg = checkpoint_config(ckpt);
   const std::string saved_hash = ckpt.meta.value("tokenizer_hash", "");
   if (!saved_hash.empty() && saved_hash != tokenizer_hash) {
@@ -136,6 +157,14 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
                      "): teacher and student must share one vocabulary");
   }
   const auto teacher_shape = model::GptConfig::from_config(tcfg, 0);
+  if (teacher_shape.block_size < cfg.get_int("data.seq_len")) {
+    throw UsageError(log::format(
+        "distill.teacher = %s has model.block_size %lld, shorter than the student's "
+        "data.seq_len %lld: the teacher cannot see a whole training window; lower data.seq_len "
+        "to at most %lld or use a teacher with a longer context",
+        dir.c_str(), (long long)teacher_shape.block_size, (long long)cfg.get_int("data.seq_len"),
+        (long long)teacher_shape.block_size));
+  }
   if (teacher_shape.vocab_size != student_vocab) {
     throw UsageError(log::format(
         "distill.teacher = %s has a vocabulary of %lld tokens, the student %lld: teacher and "

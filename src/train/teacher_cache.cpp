@@ -98,6 +98,12 @@ TeacherCache::TeacherCache(const std::string& path) : path_(path) {
     ::close(fd);
     throw Error("cannot stat " + path);
   }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UsageError("distill.cache = " + path +
+                     " is not a file (a directory?): give the cache file that `lmtrain "
+                     "distill-cache --output FILE` wrote");
+  }
   map_bytes_ = static_cast<size_t>(st.st_size);
   if (map_bytes_ == 0) {
     ::close(fd);

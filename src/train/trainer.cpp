@@ -121,6 +121,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
 
   // ---- distillation: the teacher, trained first in RUN_DIR/teacher when none is given
   const bool distill = cfg.get_bool("distill.enabled");
+  if (!distill && !cfg.get_string("distill.cache").empty()) {
+    log::warn("distill.cache = " + cfg.get_string("distill.cache") +
+              " is ignored: distill.enabled is false (add --distill.enabled=true to distill from "
+              "it)");
+  }
   std::unique_ptr<TeacherCache> teacher_cache;
   if (distill && !cfg.get_string("distill.cache").empty()) {
     teacher_cache =
@@ -194,6 +199,20 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     } else {
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
       check_start_checkpoint(ckpt, cfg, tokenizer.hash(), data_dir, /*hash_required=*/true);
+      // The saved data position counts windows of the saved data.seq_len: with another length
+      // it would point somewhere else in the epoch, silently.
+      const int64_t saved_len = checkpoint_config(ckpt).get_int("data.seq_len");
+      if (saved_len != cfg.get_int("data.seq_len")) {
+        throw UsageError(log::format(
+            "checkpoint %s was trained with data.seq_len = %lld, this run has %lld: its data "
+            "position (window %lld of epoch %lld) means other tokens at another length; resume "
+            "with --data.seq_len=%lld, or start a new run from its weights with "
+            "--model.init_from=%s",
+            ckpt.dir.c_str(), (long long)saved_len, (long long)cfg.get_int("data.seq_len"),
+            (long long)ckpt.meta.value("data_cursor", int64_t{0}),
+            (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
+            ckpt.dir.c_str()));
+      }
       state = restore_training_checkpoint(ckpt, *model, optimizer, objective->trained_module());
       resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",

@@ -159,6 +159,16 @@ TEST_F(HfBadInput, HugeLayerCountIsRefusedBeforeAllocating) {
   }
 }
 
+TEST_F(HfBadInput, WrongTypesNameTheFileTheKeyAndTheType) {
+  const std::string nested =
+      copy("qwen2", [](auto& c) { c["rope_parameters"]["rope_theta"] = "big"; });
+  expect_usage_error(nested, nested + "/config.json: rope_theta must be a number, got \"big\"");
+  const std::string top = copy("qwen3_v4", [](auto& c) { c["rope_theta"] = "big"; });
+  expect_usage_error(top, top + "/config.json: rope_theta must be a number, got \"big\"");
+  const std::string heads = copy("llama", [](auto& c) { c["num_attention_heads"] = "4"; });
+  expect_usage_error(heads, "num_attention_heads must be an integer, got \"4\"");
+}
+
 TEST_F(HfBadInput, OtherOptionsThatChangeTheModel) {
   expect_usage_error(copy("qwen3", [](auto& c) { c["attention_bias"] = true; }),
                      "attention_bias=true is not supported");

@@ -55,12 +55,6 @@ std::vector<std::string> temporaries(const std::string& dir) {
   return out;
 }
 
-void expect_refused(const CommandResult& r, const std::vector<std::string>& parts) {
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  for (const auto& p : parts)
-    EXPECT_TRUE(contains(r.output, p)) << "'" << p << "' in\n" << r.output;
-}
-
 class OutputSafety : public ::testing::Test {
  protected:
   void SetUp() override { data_ = prepare_synthetic_data(dir_.path()); }
