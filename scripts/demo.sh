@@ -19,9 +19,9 @@ fi
 
 ranks=${LMTRAIN_DEMO_RANKS:-2}
 echo "== train: gpt2-tiny on $ranks ranks -> $run"
-rm -rf "$run"
+# --overwrite: an earlier demo run moves aside into $run/previous-<n>/, nothing is deleted.
 build/lmtrain launch --standalone --nproc_per_node="$ranks" -- \
-  train --config configs/gpt2-tiny.yaml --data.dir="$data" --run.dir="$run" "$@"
+  train --config configs/gpt2-tiny.yaml --data.dir="$data" --run.dir="$run" --overwrite "$@"
 
 echo "== eval"
 build/lmtrain eval --checkpoint "$run"

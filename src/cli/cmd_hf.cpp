@@ -19,10 +19,14 @@ int cmd_import(const Args& argv) {
   if (args.help) {
     std::cout << "Usage: lmtrain import hf HF_DIR --output RUN_DIR\n\n"
                  "Converts a Hugging Face model directory (config.json, model.safetensors or a\n"
-                 "sharded model.safetensors.index.json, tokenizer.json) of a gpt2, llama, qwen2\n"
-                 "or qwen3 model into an lmtrain checkpoint at RUN_DIR/checkpoints/latest.\n"
-                 "Fine-tune it with `lmtrain train --model.init_from=RUN_DIR ...` (same model\n"
-                 "keys; RUN_DIR/config.yaml has them), sample with `lmtrain generate`.\n\nFlags:\n"
+                 "sharded model.safetensors.index.json, tokenizer.json) of a gpt2, llama, qwen2,\n"
+                 "qwen3, qwen3_moe or mixtral model into an lmtrain checkpoint at\n"
+                 "RUN_DIR/checkpoints/latest. RUN_DIR/config.yaml is ready to fine-tune from it:\n"
+                 "`lmtrain train --config RUN_DIR/config.yaml --data.dir=DATA` starts from the\n"
+                 "imported weights (model.init_from) and writes RUN_DIR-finetune (run.dir), one\n"
+                 "epoch unless told otherwise. Sample with `lmtrain generate`. An existing\n"
+                 "RUN_DIR is refused unless --overwrite (it is then moved aside, never deleted).\n"
+                 "\nFlags:\n"
               << flags_help(flags);
     return 0;
   }
@@ -51,7 +55,10 @@ int cmd_export(const Args& argv) {
                  "       lmtrain export peft --checkpoint PATH --output DIR\n\n"
                  "hf: writes OUT_DIR/{config.json, model.safetensors, tokenizer.json} for Hugging\n"
                  "Face transformers (AutoModelForCausalLM.from_pretrained(OUT_DIR)). The model\n"
-                 "must be a gpt2, llama, qwen2 or qwen3 (model.arch and matching options).\n"
+                 "must be a gpt2, llama, qwen2, qwen3, qwen3_moe or mixtral (model.arch and\n"
+                 "matching options; a llama or qwen3 with MoE layers, e.g. configs/moe-tiny.yaml,\n"
+                 "exports as mixtral or qwen3_moe). An OUT_DIR that holds files is refused unless\n"
+                 "--overwrite (they are moved aside into OUT_DIR/previous-<n>/).\n"
                  "peft: writes DIR/{adapter_config.json, adapter_model.safetensors} of a LoRA\n"
                  "run's adapters, for peft.PeftModel.from_pretrained(base, DIR) where base is the\n"
                  "`export hf` of the run's base (gpt2: q/k/v adapters become one c_attn adapter\n"

@@ -25,8 +25,10 @@ Commands:
   eval       loss and perplexity of a checkpoint on a token split
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
   distill-cache  a distillation teacher's top-k logits of every training window, to a file
-  import     import hf DIR: a Hugging Face gpt2/llama/qwen2/qwen3 model -> lmtrain checkpoint
-  export     export hf CHECKPOINT DIR: an lmtrain checkpoint -> Hugging Face model directory;
+  import     import hf DIR: a Hugging Face gpt2/llama/qwen2/qwen3/qwen3_moe/mixtral model ->
+             lmtrain checkpoint
+  export     export hf CHECKPOINT DIR: an lmtrain checkpoint -> Hugging Face model directory
+             (gpt2/llama/qwen2/qwen3/qwen3_moe/mixtral);
              export peft --checkpoint PATH --output DIR: a LoRA run's adapters -> peft
   lora       lora merge --checkpoint PATH --output DIR: fold a LoRA run's adapters into its base
   version    print the version and the libtorch it was built against

@@ -359,6 +359,12 @@ std::vector<std::pair<std::string, std::string>> config_overrides(const json& j)
   return overrides;
 }
 
+GptConfig with_hf_family(GptConfig c) {
+  if (c.moe.enabled() && c.arch == "llama") c.arch = "mixtral";
+  if (c.moe.enabled() && c.arch == "qwen3") c.arch = "qwen3_moe";
+  return c;
+}
+
 json hf_config(const GptConfig& c) {
   if (c.arch == "gpt2") {
     check_gpt2(c);

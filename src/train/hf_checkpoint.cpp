@@ -108,7 +108,7 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir, bo
   for (const auto& [key, value] : overrides) cfg.set(key, value, hf_dir + "/config.json");
   const int64_t block = cfg.get_int("model.block_size");
   if (cfg.get_int("data.seq_len") > block) cfg.set("data.seq_len", std::to_string(block), "import");
-  cfg.set("run.dir", run_dir, "import");
+  set_finetune_defaults(cfg, run_dir, "import hf");
   const auto mcfg = model::GptConfig::from_config(cfg, 0);
 
   auto tensors = model::hf::import_tensors(mcfg, read_hf_tensors(hf_dir));
@@ -166,7 +166,7 @@ void export_hf(const std::string& spec, const std::string& out_dir, bool overwri
                      "checkpoint that `lmtrain export hf` takes");
   }
   const auto cfg = checkpoint_config(ckpt);
-  const auto mcfg = model::GptConfig::from_config(cfg, 0);
+  const auto mcfg = model::hf::with_hf_family(model::GptConfig::from_config(cfg, 0));
   auto hf_config = model::hf::hf_config(mcfg);  // validates before writing anything
   const auto& stored = ckpt.files.at("model.safetensors").tensors;
   model::hf::Tensors ours(stored.begin(), stored.end());

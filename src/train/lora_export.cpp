@@ -75,8 +75,7 @@ std::string merge_lora(const std::string& spec, const std::string& out_dir, bool
 
   core::Config cfg = in.config;
   cfg.set("lora.rank", "0", "lora merge");
-  cfg.set("model.init_from", "", "lora merge");
-  cfg.set("run.dir", out_dir, "lora merge");
+  set_finetune_defaults(cfg, out_dir, "lora merge");
   nlohmann::json meta = {{"epoch", 0},
                          {"data_cursor", 0},
                          {"world_size", 1},
@@ -92,7 +91,7 @@ std::string merge_lora(const std::string& spec, const std::string& out_dir, bool
 void export_peft(const std::string& spec, const std::string& out_dir, bool overwrite) {
   std::optional<core::OutputDir> out_files;
   auto in = load_lora(spec, "export peft", out_files, out_dir, overwrite);
-  const auto& mcfg = in.model->config();
+  const auto mcfg = model::hf::with_hf_family(in.model->config());
   model::hf::hf_config(mcfg);  // UsageError unless transformers computes this model exactly
   const auto lora = model::LoraOptions::from_config(in.config);
   if (lora.unfreeze_norms || lora.unfreeze_embeddings || lora.unfreeze_head) {

@@ -1,9 +1,22 @@
 #include "train/run_output.h"
 
+#include <filesystem>
+
+#include "core/config.h"
 #include "core/fs.h"
 #include "core/output_dir.h"
 
 namespace lmtrain::train {
+
+void set_finetune_defaults(core::Config& cfg, const std::string& run_dir,
+                           const std::string& origin) {
+  const auto abs = std::filesystem::absolute(run_dir).lexically_normal().string();
+  cfg.set("model.init_from", abs, origin);
+  cfg.set("run.dir", abs + "-finetune", origin);
+  if (cfg.get_int("train.max_steps") == 0 && cfg.get_int("train.epochs") == 0) {
+    cfg.set("train.epochs", "1", origin);
+  }
+}
 
 std::string write_one_checkpoint_run(core::OutputDir& out, int64_t step,
                                      const CheckpointFiles& files, nlohmann::json meta,

@@ -10,10 +10,18 @@
 #include "train/checkpoint_store.h"
 
 namespace lmtrain::core {
+class Config;
 class OutputDir;
-}
+}  // namespace lmtrain::core
 
 namespace lmtrain::train {
+
+// The config.yaml of such a run, made ready to fine-tune from it as the README shows
+// (`lmtrain train --config RUN/config.yaml --data.dir=...`): model.init_from = RUN (its
+// checkpoint), run.dir = RUN-finetune (never RUN itself, which holds the checkpoint to start from)
+// and, when neither is set, train.epochs = 1 (one pass over the data).
+void set_finetune_defaults(core::Config& cfg, const std::string& run_dir,
+                           const std::string& origin);
 
 // Writes checkpoints/step_N (+ latest) and config.yaml into out.staging(), commits `out` and
 // returns the checkpoint's final directory (under out.path()).
