@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "data/bpe_tokenizer.h"
+#include "data/prepared_data.h"
 #include "model/build_model.h"
 #include "train/checkpoint_store.h"
 #include "train/training_checkpoint.h"
@@ -68,25 +70,28 @@ core::Config teacher_training_config(const core::Config& student, const model::G
   return t;
 }
 
-TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dist::Group& group,
-                            const core::Runtime& rt, int local_world_size) {
-  TrainResult result;
-  std::string spec = cfg.get_string("distill.teacher");
-  if (spec.empty()) {
-    const core::Config tcfg = teacher_training_config(cfg, mcfg);
-    log::info(log::format(
-        "distillation: the teacher is trained first (n_embd %lld, %lld steps; resumed or reused "
-        "when already there) in %s",
-        (long long)tcfg.get_int("model.n_embd"), (long long)tcfg.get_int("train.max_steps"),
-        tcfg.get_string("run.dir").c_str()));
-    result = run_training(tcfg, group, rt, local_world_size);
-    if (result.stop_signal) return result;
-    spec = tcfg.get_string("run.dir");
+std::optional<core::Config> teacher_training_run(const core::Config& cfg) {
+  if (!cfg.get_bool("distill.enabled") || !cfg.get_string("distill.cache").empty() ||
+      !cfg.get_string("distill.teacher").empty()) {
+    return std::nullopt;
   }
-  const std::string dir = resolve_teacher_dir(spec);
+  const auto tokenizer = data::BpeTokenizer::load_hf(
+      data::require_data_file(cfg.get_string("data.dir"), "tokenizer.json"));
+  const auto mcfg =
+      model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
+  core::Config tcfg = teacher_training_config(cfg, mcfg);
+  log::info(log::format(
+      "distillation: the teacher is trained first (n_embd %lld, %lld steps; resumed or reused "
+      "when already there) in %s",
+      (long long)tcfg.get_int("model.n_embd"), (long long)tcfg.get_int("train.max_steps"),
+      tcfg.get_string("run.dir").c_str()));
+  return tcfg;
+}
+
+void resolve_teacher(core::Config& cfg) {
+  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
   cfg.set("distill.teacher", std::filesystem::absolute(dir).lexically_normal().string(),
           "resolved teacher");
-  return result;
 }
 
 std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,

@@ -7,28 +7,30 @@
 //                            command resumes or reuses it (it is an ordinary run dir).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/config.h"
 #include "core/runtime.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
-#include "distributed/group.h"
 #include "model/gpt.h"
 #include "train/teacher_cache.h"
-#include "train/trainer.h"
 
 namespace lmtrain::train {
 
 // The teacher's config for a teacher trained first: `student` (resolved) at the teacher width.
 core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg);
 
-// Trains the teacher when distill.teacher is empty (all ranks take part) and returns its run's
-// result (a default one when none was trained). Afterwards distill.teacher in `cfg` names the
-// teacher's checkpoint dir (resolved), so the student's saved config records which teacher it
-// learned from.
-TrainResult provide_teacher(core::Config& cfg, const model::GptConfig& mcfg, dist::Group& group,
-                            const core::Runtime& rt, int local_world_size);
+// The run that trains the teacher first, or none: a config when `cfg` distils from an online
+// teacher and distill.teacher is empty (teacher_training_config of the student's shape, which
+// takes the vocabulary from data.dir's tokenizer), and says so in the log. The command runs it
+// as a run of its own (all ranks take part), then sets distill.teacher to its run.dir.
+std::optional<core::Config> teacher_training_run(const core::Config& cfg);
+
+// Resolves distill.teacher in `cfg` to the teacher's checkpoint dir (absolute), so the student's
+// saved config records which teacher it learned from; a UsageError when there is none.
+void resolve_teacher(core::Config& cfg);
 
 // Opens distill.cache and checks that it was made for this run's data: the same train shard
 // (token count), windows of data.seq_len, tokenizer and vocabulary (errors name both sides).

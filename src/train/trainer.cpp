@@ -68,26 +68,35 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
 
 }  // namespace
 
-TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
-                         int local_world_size, bool overwrite) {
+StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Runtime& rt,
+                     int local_world_size, bool overwrite) {
   const int rank = group.rank();
-  const bool is_main = rank == 0;
-  const bool cuda_graphs = cfg.get_bool("train.cuda_graphs");
-  if (cuda_graphs) check_cuda_graphs_config(cfg, rt, group.size());  // before anything is written
+  if (cfg.get_bool("train.cuda_graphs")) check_cuda_graphs_config(cfg, rt, group.size());
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   const std::string resume = cfg.get_string("checkpoint.resume");
+  StartedRun run;
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
-  const core::FileLock run_dir_lock =
-      claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
-  const std::string log_path =
-      run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
-  log::set_file(log_path);
-  const int threads =
+  run.lock = claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
+  run.log_path =
+      run_dir + (rank == 0 ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
+  log::set_file(run.log_path);
+  run.threads =
       core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
-                        group.size(), threads, run_dir.c_str()));
+                        group.size(), run.threads, run_dir.c_str()));
   log::info(rt.describe());
+  return run;
+}
+
+TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
+                         const StartedRun& run) {
+  const int rank = group.rank();
+  const bool is_main = rank == 0;
+  const bool cuda_graphs = cfg.get_bool("train.cuda_graphs");
+  const std::string run_dir = cfg.get_string("run.dir");
+  const std::string resume = cfg.get_string("checkpoint.resume");
+  log::set_file(run.log_path);
 
   // ---- data
   const std::string data_dir = cfg.get_string("data.dir");
@@ -119,19 +128,15 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch);
   const int64_t stop_at = cfg.get_int("train.stop_at_step");
 
-  // ---- distillation: the teacher, trained first in RUN_DIR/teacher when none is given
+  // ---- distillation: the teacher's logits from a cache, or the teacher's checkpoint (one to
+  // train first was trained by the caller, before this run)
   const bool distill = cfg.get_bool("distill.enabled");
   std::unique_ptr<TeacherCache> teacher_cache;
   if (distill && !cfg.get_string("distill.cache").empty()) {
     teacher_cache =
         open_teacher_cache(cfg, train_shard, train_stream, tokenizer.hash(), mcfg.vocab_size);
   } else if (distill) {
-    auto teacher_run = provide_teacher(cfg, mcfg, group, rt, local_world_size);
-    if (teacher_run.stop_signal) {
-      log::warn("stopped while training the teacher: rerun the command to continue");
-      return teacher_run;
-    }
-    log::set_file(log_path);  // back to this run's log if a teacher run wrote to its own
+    resolve_teacher(cfg);
   }
 
   // ---- model and optimizer
@@ -243,7 +248,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   double train_seconds = 0, interval_seconds = 0;
   int64_t interval_tokens = 0;
   const int64_t start_step = state.step;
-  const int workers = resolve_workers(cfg.get_int("train.workers"), threads, plan.micro_batch);
+  const int workers = resolve_workers(cfg.get_int("train.workers"), run.threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
   const auto bucket_bytes = static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20));
   TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, bucket_bytes,
