@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "checkpoint/checkpoint_copy.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/dist_setup.h"
@@ -12,8 +13,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "train/checkpoint_copy.h"
-#include "train/teacher.h"
+#include "distill/teacher.h"
 #include "train/trainer.h"
 
 namespace lmtrain::cli {

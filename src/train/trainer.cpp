@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/run_dir_claim.h"
+#include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -13,25 +16,23 @@
 #include "data/prepared_data.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
+#include "distill/distill_setup.h"
+#include "distill/teacher.h"
+#include "distill/teacher_cache.h"
+#include "distributed/host_collectives.h"
 #include "model/build_model.h"
 #include "model/lora.h"
+#include "observe/metrics_logger.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
+#include "parallel/expert_parallel.h"
+#include "parallel/replica_sync.h"
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
-#include "train/distill_setup.h"
 #include "train/evaluator.h"
-#include "train/expert_parallel.h"
 #include "train/fault_injection.h"
-#include "train/lora_checkpoint.h"
-#include "train/metrics_logger.h"
-#include "train/replica_sync.h"
-#include "train/run_dir_claim.h"
-#include "train/teacher.h"
-#include "train/teacher_cache.h"
 #include "train/train_step.h"
-#include "train/training_checkpoint.h"
 
 namespace lmtrain::train {
 namespace {
@@ -336,7 +337,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     const bool last = state.step == max_steps;
     // Every rank must stop at the same step, whichever of them got the signal. A host-side
     // exchange (under NCCL it goes through the group's Gloo companion): it never waits for the GPU.
-    const int stop_signal = max_over_ranks(group, core::stop_signal());
+    const int stop_signal = dist::max_over_ranks(group, core::stop_signal());
     const bool stopping = stop_signal != 0 || (stop_at > 0 && state.step >= stop_at);
     const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last;
     const bool save_now = (ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping;

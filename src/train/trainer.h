@@ -29,7 +29,7 @@ struct StartedRun {
 };
 
 // Collective, before anything else of a run: refuses what must be refused before a file is
-// written (train.cuda_graphs), claims `config`'s run.dir for this job (train/run_dir_claim.h;
+// written (train.cuda_graphs), claims `config`'s run.dir for this job (checkpoint/run_dir_claim.h;
 // `overwrite` = --overwrite moves an earlier run's checkpoints aside, otherwise a fresh run into
 // them is refused), sends the log to this rank's file there and sets the intra-op threads.
 // `rt`: this rank's device and precision (core::Runtime::from_config).
@@ -38,7 +38,7 @@ StartedRun start_run(const core::Config& config, dist::Group& group, const core:
 
 // `config` is the resolved config (defaults < file < overrides), `run` its started run dir.
 // A distillation run with an online teacher needs distill.teacher set: a teacher to train first
-// is trained by the caller, as a run of its own (train/teacher.h, teacher_training_run).
+// is trained by the caller, as a run of its own (distill/teacher.h, teacher_training_run).
 TrainResult run_training(core::Config config, dist::Group& group, const core::Runtime& rt,
                          const StartedRun& run);
 
