@@ -1,4 +1,4 @@
-// The checkpoints/ folder of a run dir (see DESIGN.md "Run directory"):
+// The checkpoints/ folder of a run dir (docs/architecture.md, "The run directory"):
 //
 //   checkpoints/step_00001000/{model.safetensors, optim.rank0.safetensors, ..., meta.json}
 //   checkpoints/latest -> step_...   (relative symlink, replaced atomically)

@@ -1,4 +1,4 @@
-// What a training step optimises, injected into the step (DESIGN.md "Batch + Objective").
+// What a training step optimises, injected into the step (docs/architecture.md, "The seams").
 //
 // A Batch is named tensors plus the number of its valid (unmasked) target tokens. An Objective
 // turns (model, batch) into a differentiable loss plus named metrics: the language-model loss
