@@ -4,7 +4,7 @@
 
 #include "core/config.h"
 #include "fuzz_util.h"
-#include "model/hf_format.h"
+#include "interop/hf_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto json = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);

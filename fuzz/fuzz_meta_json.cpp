@@ -1,8 +1,8 @@
 // A checkpoint's meta.json: JSON parse, then the checks every reader applies before trusting it.
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_paths.h"
 #include "fuzz_util.h"
-#include "train/checkpoint_paths.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto meta = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);

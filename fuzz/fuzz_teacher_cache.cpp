@@ -1,7 +1,7 @@
 // An offline teacher cache (`lmtrain distill-cache`): the header checks a reader makes before
 // trusting the file, on arbitrary bytes. Whatever passes must describe exactly the input's size.
+#include "distill/teacher_cache_format.h"
 #include "fuzz_util.h"
-#include "train/teacher_cache_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lmtrain::fuzz::expect_only_lmtrain_errors([&] {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_teacher_cache: small valid offline teacher caches, byte for
-byte in the layout train/teacher_cache_format.cpp writes (magic, header length, JSON header,
+byte in the layout distill/teacher_cache_format.cpp writes (magic, header length, JSON header,
 zero padding to 64, int32 ids [W][T][k], float32 [W][T][k + 1])."""
 import json
 import os

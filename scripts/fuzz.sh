@@ -5,7 +5,7 @@
 # the crashing input in build-fuzz/artifacts/<target>/.
 #   LMTRAIN_FUZZ_SECONDS   budget per target in seconds (default 20)
 #   LMTRAIN_FUZZ_TARGETS   space-separated subset of targets (default: all)
-#   LMTRAIN_VENV           venv whose torch provides the headers model/hf_format.h includes
+#   LMTRAIN_VENV           venv whose torch provides the headers interop/hf_format.h includes
 # Prints one line per target: executions, corpus size, and the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dump a TensorBoard event file as JSON lines, using only the standard library.
 
-An independent reader for lmtrain's hand-encoded event files (train/tfevents_writer.cpp):
+An independent reader for lmtrain's hand-encoded event files (observe/tfevents_writer.cpp):
 it checks both masked CRC-32C checksums of every TFRecord and decodes the Event fields
 TensorBoard uses for scalars. Usage: read_tfevents.py EVENTS_FILE
 Each output line: {"wall_time": float, "step": int, "file_version": str?,

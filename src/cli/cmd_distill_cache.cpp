@@ -1,5 +1,5 @@
 // `lmtrain distill-cache`: writes the offline teacher of a distillation run (the teacher's top-k
-// logits at every position of every training window; train/teacher_cache.h).
+// logits at every position of every training window; distill/teacher_cache.h).
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -17,9 +17,9 @@
 #include "data/prepared_data.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
+#include "distill/teacher.h"
+#include "distill/teacher_cache.h"
 #include "model/gpt_config.h"
-#include "train/teacher.h"
-#include "train/teacher_cache.h"
 
 namespace lmtrain::cli {
 

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -11,7 +12,6 @@
 #include "data/window_stream.h"
 #include "distributed/group.h"
 #include "infer/cached_eval.h"
-#include "train/checkpoint_model.h"
 #include "train/evaluator.h"
 
 namespace lmtrain::cli {

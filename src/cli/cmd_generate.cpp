@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -10,7 +11,6 @@
 #include "core/threads.h"
 #include "infer/generator.h"
 #include "infer/prompt_file.h"
-#include "train/checkpoint_model.h"
 
 namespace lmtrain::cli {
 namespace {

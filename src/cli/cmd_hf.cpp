@@ -1,12 +1,12 @@
 // `lmtrain import hf DIR --output RUN_DIR`, `lmtrain export hf CHECKPOINT DIR` and
-// `lmtrain export peft --checkpoint PATH --output DIR` (train/lora_export.h).
+// `lmtrain export peft --checkpoint PATH --output DIR` (interop/lora_export.h).
 #include <iostream>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "train/hf_checkpoint.h"
-#include "train/lora_export.h"
+#include "interop/hf_checkpoint.h"
+#include "interop/lora_export.h"
 
 namespace lmtrain::cli {
 

@@ -4,7 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "train/lora_export.h"
+#include "interop/lora_export.h"
 
 namespace lmtrain::cli {
 

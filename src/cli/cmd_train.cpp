@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "checkpoint/checkpoint_copy.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/dist_setup.h"
@@ -12,7 +13,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "train/checkpoint_copy.h"
+#include "distill/teacher.h"
 #include "train/trainer.h"
 
 namespace lmtrain::cli {
@@ -182,8 +183,21 @@ int cmd_train(const Args& argv) {
                           dist.env.restart_count));
   }
   const bool overwrite = args.get_bool("overwrite");
-  const auto result =
-      train::run_training(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  // The student's run dir is claimed first: a teacher trained first lives inside it.
+  const auto run =
+      train::start_run(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  if (const auto teacher = train::teacher_training_run(config)) {
+    // An ordinary run of its own in RUN_DIR/teacher: a rerun resumes it or finds it complete.
+    const auto teacher_run =
+        train::start_run(*teacher, *dist.group, dist.runtime, dist.env.local_world_size);
+    const auto trained = train::run_training(*teacher, *dist.group, dist.runtime, teacher_run);
+    if (trained.stop_signal) {
+      log::warn("stopped while training the teacher: rerun the command to continue");
+      return 128 + trained.stop_signal;
+    }
+    config.set("distill.teacher", teacher->get_string("run.dir"), "the teacher trained first");
+  }
+  const auto result = train::run_training(config, *dist.group, dist.runtime, run);
   if (args.has("save_checkpoint") && !result.stop_signal && !result.last_checkpoint.empty()) {
     train::export_checkpoint_copy(result.last_checkpoint, args.get("save_checkpoint"));
     log::info("copied " + result.last_checkpoint + " to " + args.get("save_checkpoint"));

@@ -5,7 +5,7 @@
 //
 // Mixed precision follows the common recipe (PyTorch AMP, llm.c): fp32 master weights and
 // optimizer state; matmuls and attention in 16 bits under autocast, which casts weights at use;
-// fp16 adds dynamic loss scaling (train/loss_scaler.h).
+// fp16 adds dynamic loss scaling (optim/loss_scaler.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>

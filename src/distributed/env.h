@@ -1,5 +1,5 @@
 // Where this process sits in a distributed job, read from the environment of whatever started
-// it. Order (DESIGN.md): torchrun / `lmtrain launch` (RANK, WORLD_SIZE, ...), Open MPI
+// it. Order: torchrun / `lmtrain launch` (RANK, WORLD_SIZE, ...), Open MPI
 // (OMPI_COMM_WORLD_*), Slurm (SLURM_PROCID, SLURM_NTASKS, ...), else a single process.
 #pragma once
 #include <functional>

@@ -23,7 +23,7 @@ struct GptConfig {
   bool bias = true;
   bool tie_embeddings = true;
   double init_std = 0.02;
-  // Decoder-family options (GPT-2 defaults). See DESIGN.md and configs/ for the presets.
+  // Decoder-family options (GPT-2 defaults). See configs/ for the presets.
   std::string arch = "gpt2";       // gpt2 | llama | qwen3 | nanochat (naming for HF I/O)
   std::string norm = "layernorm";  // layernorm | rmsnorm
   double norm_eps = 1e-5;

@@ -58,7 +58,7 @@ class Optimizer {
                           int64_t step) = 0;
   // Expert parallelism: the state of this rank's expert stacks by parameter name
   // ("exp_avg.<name>", "exp_avg_sq.<name>"), which checkpointing gathers over the EP group into
-  // whole stacks (train/expert_parallel.h). Empty without expert parameters.
+  // whole stacks (parallel/expert_parallel.h). Empty without expert parameters.
   virtual NamedTensors expert_state() const { return {}; }
   // Built for expert parallelism (given the EP group): its gradient norm counts the expert
   // region over the group.

@@ -11,11 +11,11 @@
 #include "core/threads.h"
 #include "distributed/group.h"
 #include "model/build_model.h"
+#include "observe/step_profiler.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer_factory.h"
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
-#include "train/step_profiler.h"
 #include "train/train_step.h"
 
 namespace lmtrain::train {
@@ -106,7 +106,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   core::synchronize(rt.device);
   group.barrier();
   core::reset_peak_device_memory(rt.device);
-  // LMTRAIN_PROFILE=FILE records the timed steps (train/step_profiler.h).
+  // LMTRAIN_PROFILE=FILE records the timed steps (observe/step_profiler.h).
   const char* profile_path = std::getenv("LMTRAIN_PROFILE");
   StepProfiler profile(profile_path ? profile_path : "", rt.cuda());
   auto t0 = Clock::now();

@@ -25,12 +25,12 @@
 #include "distributed/grad_sync.h"
 #include "distributed/group.h"
 #include "model/gpt.h"
+#include "objective/objective.h"
+#include "observe/moe_step_stats.h"
 #include "optim/flat_params.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
-#include "train/expert_parallel.h"
-#include "train/loss_scaler.h"
-#include "train/moe_step_stats.h"
-#include "train/objective.h"
+#include "parallel/expert_parallel.h"
 #include "train/step_workers.h"
 
 namespace lmtrain::train {

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/run_dir_claim.h"
+#include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -13,25 +16,23 @@
 #include "data/prepared_data.h"
 #include "data/token_shard.h"
 #include "data/window_stream.h"
+#include "distill/distill_setup.h"
+#include "distill/teacher.h"
+#include "distill/teacher_cache.h"
+#include "distributed/host_collectives.h"
 #include "model/build_model.h"
 #include "model/lora.h"
+#include "observe/metrics_logger.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
+#include "parallel/expert_parallel.h"
+#include "parallel/replica_sync.h"
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
-#include "train/distill_setup.h"
 #include "train/evaluator.h"
-#include "train/expert_parallel.h"
-#include "train/fault_injection.h"
-#include "train/lora_checkpoint.h"
-#include "train/metrics_logger.h"
-#include "train/replica_sync.h"
-#include "train/run_dir_claim.h"
-#include "train/teacher.h"
-#include "train/teacher_cache.h"
+#include "core/fault_injection.h"
 #include "train/train_step.h"
-#include "train/training_checkpoint.h"
 
 namespace lmtrain::train {
 namespace {
@@ -68,26 +69,35 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
 
 }  // namespace
 
-TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
-                         int local_world_size, bool overwrite) {
+StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Runtime& rt,
+                     int local_world_size, bool overwrite) {
   const int rank = group.rank();
-  const bool is_main = rank == 0;
-  const bool cuda_graphs = cfg.get_bool("train.cuda_graphs");
-  if (cuda_graphs) check_cuda_graphs_config(cfg, rt, group.size());  // before anything is written
+  if (cfg.get_bool("train.cuda_graphs")) check_cuda_graphs_config(cfg, rt, group.size());
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   const std::string resume = cfg.get_string("checkpoint.resume");
+  StartedRun run;
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
-  const core::FileLock run_dir_lock =
-      claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
-  const std::string log_path =
-      run_dir + (is_main ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
-  log::set_file(log_path);
-  const int threads =
+  run.lock = claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
+  run.log_path =
+      run_dir + (rank == 0 ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
+  log::set_file(run.log_path);
+  run.threads =
       core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
-                        group.size(), threads, run_dir.c_str()));
+                        group.size(), run.threads, run_dir.c_str()));
   log::info(rt.describe());
+  return run;
+}
+
+TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
+                         const StartedRun& run) {
+  const int rank = group.rank();
+  const bool is_main = rank == 0;
+  const bool cuda_graphs = cfg.get_bool("train.cuda_graphs");
+  const std::string run_dir = cfg.get_string("run.dir");
+  const std::string resume = cfg.get_string("checkpoint.resume");
+  log::set_file(run.log_path);
 
   // ---- data
   const std::string data_dir = cfg.get_string("data.dir");
@@ -119,7 +129,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch);
   const int64_t stop_at = cfg.get_int("train.stop_at_step");
 
-  // ---- distillation: the teacher, trained first in RUN_DIR/teacher when none is given
+  // ---- distillation: the teacher's logits from a cache, or the teacher's checkpoint (one to
+  // train first was trained by the caller, before this run)
   const bool distill = cfg.get_bool("distill.enabled");
   if (!distill && !cfg.get_string("distill.cache").empty()) {
     log::warn("distill.cache = " + cfg.get_string("distill.cache") +
@@ -131,12 +142,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     teacher_cache =
         open_teacher_cache(cfg, train_shard, train_stream, tokenizer.hash(), mcfg.vocab_size);
   } else if (distill) {
-    auto teacher_run = provide_teacher(cfg, mcfg, group, rt, local_world_size);
-    if (teacher_run.stop_signal) {
-      log::warn("stopped while training the teacher: rerun the command to continue");
-      return teacher_run;
-    }
-    log::set_file(log_path);  // back to this run's log if a teacher run wrote to its own
+    resolve_teacher(cfg);
   }
 
   // ---- model and optimizer
@@ -262,7 +268,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   double train_seconds = 0, interval_seconds = 0;
   int64_t interval_tokens = 0;
   const int64_t start_step = state.step;
-  const int workers = resolve_workers(cfg.get_int("train.workers"), threads, plan.micro_batch);
+  const int workers = resolve_workers(cfg.get_int("train.workers"), run.threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
   const auto bucket_bytes = static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20));
   TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, bucket_bytes,
@@ -341,7 +347,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     auto r = graphed ? graphed->step(plan.accum_steps, next_batch, lr, grad_clip)
                      : stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     ++state.step;
-    maybe_inject_fault(rank, state.step);
+    core::maybe_inject_fault(rank, state.step);
     state.position.cursor += plan.global_windows;
     if (state.position.cursor + plan.global_windows > train_stream.num_windows()) {
       ++state.position.epoch;  // the remainder of this epoch's order is dropped
@@ -350,7 +356,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     const bool last = state.step == max_steps;
     // Every rank must stop at the same step, whichever of them got the signal. A host-side
     // exchange (under NCCL it goes through the group's Gloo companion): it never waits for the GPU.
-    const int stop_signal = max_over_ranks(group, core::stop_signal());
+    const int stop_signal = dist::max_over_ranks(group, core::stop_signal());
     const bool stopping = stop_signal != 0 || (stop_at > 0 && state.step >= stop_at);
     const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last;
     const bool save_now = (ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/file_lock.h"
 #include "core/runtime.h"
 #include "distributed/group.h"
 
@@ -20,11 +21,25 @@ struct TrainResult {
   bool already_complete = false;  // resumed at train.max_steps: nothing was trained
 };
 
-// `config` is the resolved config (defaults < file < overrides).
+// A run dir claimed for one job, with this rank's log open in it.
+struct StartedRun {
+  core::FileLock lock;   // rank 0's lock on RUN_DIR/.lock, held until the run ends
+  std::string log_path;  // RUN_DIR/train.log (rank 0) or RUN_DIR/train.rankN.log
+  int threads = 1;       // intra-op threads of this rank (train.threads resolved)
+};
+
+// Collective, before anything else of a run: refuses what must be refused before a file is
+// written (train.cuda_graphs), claims `config`'s run.dir for this job (checkpoint/run_dir_claim.h;
+// `overwrite` = --overwrite moves an earlier run's checkpoints aside, otherwise a fresh run into
+// them is refused), sends the log to this rank's file there and sets the intra-op threads.
 // `rt`: this rank's device and precision (core::Runtime::from_config).
-// `overwrite` (--overwrite): a fresh run may take over a run dir holding an earlier run's
-// checkpoints, which are moved aside first (train/run_dir_claim.h); otherwise that is refused.
+StartedRun start_run(const core::Config& config, dist::Group& group, const core::Runtime& rt,
+                     int local_world_size, bool overwrite = false);
+
+// `config` is the resolved config (defaults < file < overrides), `run` its started run dir.
+// A distillation run with an online teacher needs distill.teacher set: a teacher to train first
+// is trained by the caller, as a run of its own (distill/teacher.h, teacher_training_run).
 TrainResult run_training(core::Config config, dist::Group& group, const core::Runtime& rt,
-                         int local_world_size, bool overwrite = false);
+                         const StartedRun& run);
 
 }  // namespace lmtrain::train

@@ -19,11 +19,11 @@
 #include <set>
 #include <sstream>
 
+#include "checkpoint/checkpoint_model.h"
 #include "data/bpe_tokenizer.h"
 #include "e2e/corpus.h"
 #include "infer/generator.h"
 #include "test_util.h"
-#include "train/checkpoint_model.h"
 
 namespace lmtrain::testing {
 namespace {

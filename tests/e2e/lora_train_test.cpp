@@ -10,12 +10,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_model.h"
 #include "core/safetensors.h"
 #include "core/sha256.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
 #include "test_util.h"
-#include "train/checkpoint_model.h"
 
 namespace lmtrain::testing {
 namespace {

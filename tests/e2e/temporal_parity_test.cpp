@@ -13,8 +13,8 @@
 #include "model/soft_tokens.h"
 #include "model/temporal/temporal_encoder.h"
 #include "test_util.h"
-#include "train/checkpoint_model.h"
-#include "train/temporal_objective.h"
+#include "checkpoint/checkpoint_model.h"
+#include "objective/temporal_objective.h"
 
 namespace lmtrain::testing {
 namespace {

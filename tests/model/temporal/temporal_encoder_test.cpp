@@ -10,6 +10,7 @@
 
 #include <limits>
 
+#include "core/error.h"
 #include "model/gpt.h"
 #include "model/soft_tokens.h"
 #include "model/temporal/patching.h"

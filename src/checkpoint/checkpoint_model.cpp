@@ -1,0 +1,32 @@
+#include "checkpoint/checkpoint_model.h"
+
+#include <filesystem>
+
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/training_checkpoint.h"
+#include "core/error.h"
+#include "model/build_model.h"
+
+namespace lmtrain::train {
+
+InferenceModel load_inference_model(const std::string& spec, const core::Runtime& rt) {
+  auto dir = CheckpointStore::resolve(spec, spec);
+  if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
+  auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+  InferenceModel out;
+  out.config = std::make_unique<core::Config>(checkpoint_config(ckpt));
+  out.model = model::build_model(*out.config, rt, {/*init=*/false, 0, {}});
+  load_checkpoint_weights(ckpt, *out.model);  // a LoRA checkpoint: its base + the adapters
+  out.model->eval();
+  // Imported Hugging Face models may come without a tokenizer: usable on token ids only.
+  if (std::filesystem::exists(ckpt.dir + "/tokenizer.json")) {
+    out.tokenizer = std::make_unique<data::BpeTokenizer>(
+        data::BpeTokenizer::load_hf(ckpt.dir + "/tokenizer.json"));
+  }
+  out.checkpoint_dir = ckpt.dir;
+  out.step = ckpt.step;
+  return out;
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,113 @@
+// The checkpoints/ folder of a run dir (docs/architecture.md, "The run directory"):
+//
+//   checkpoints/step_00001000/{model.safetensors, optim.rank0.safetensors, ..., meta.json}
+//   checkpoints/latest -> step_...   (relative symlink, replaced atomically)
+//   checkpoints/best   -> step_...   (lowest "val_loss" in meta.json)
+//
+// A checkpoint is written into checkpoints/.tmp_step_X, each file fsynced, meta.json (with a
+// size + sha256 per file) written last, then the directory is renamed into place. So a step_*
+// dir with meta.json is complete, and a crash at any point leaves earlier checkpoints and
+// `latest` intact. The store is generic: the trainer decides which tensors and files go in.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/safetensors.h"
+
+namespace lmtrain::train {
+
+using TensorList = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct CheckpointFiles {
+  // File name (e.g. "model.safetensors") -> tensors, written in this order.
+  std::vector<std::pair<std::string, TensorList>> tensor_files;
+  // File name -> raw bytes (e.g. a tokenizer or config copy); checksummed like the rest.
+  std::vector<std::pair<std::string, std::string>> raw_files;
+  // File name -> path of a file already written (by another rank, into staging_dir()); it is
+  // moved into the checkpoint and checksummed like the rest.
+  std::vector<std::pair<std::string, std::string>> moved_files;
+};
+
+struct CheckpointEntry {
+  int64_t step = 0;
+  std::string dir;  // .../checkpoints/step_XXXXXXXX
+};
+
+struct LoadedCheckpoint {
+  std::string dir;  // the checkpoint actually loaded (differs from the request after fallback)
+  int64_t step = 0;
+  nlohmann::json meta;
+  std::map<std::string, core::SafetensorsFile> files;  // by file name
+  bool fell_back = false;
+};
+
+class CheckpointStore {
+ public:
+  // Bumped when the layout or meta.json schema changes incompatibly.
+  static constexpr int kFormatVersion = 1;
+
+  // keep_last <= 0 keeps every checkpoint.
+  CheckpointStore(std::string run_dir, int keep_last);
+
+  // Writes a complete checkpoint for `step` and returns its directory. meta.json holds `meta`
+  // (must be an object or null) plus "step", "format_version", "files": {name: {"sha256",
+  // "bytes"}} and, when given, "val_loss". Then `latest` is pointed at it, `best` at the
+  // checkpoint with the lowest val_loss (earliest on ties), and step dirs beyond keep_last are
+  // pruned oldest first, never the targets of latest or best. Re-saving an existing step
+  // swaps the new directory in atomically. Debris of interrupted saves is cleaned up first.
+  std::string save(int64_t step, const CheckpointFiles& files, nlohmann::json meta,
+                   std::optional<double> val_loss);
+
+  const std::string& run_dir() const { return run_dir_; }
+  const std::string& checkpoints_dir() const { return checkpoints_dir_; }
+
+  // Where ranks other than 0 write their files for `step` before rank 0's save() moves them
+  // into the checkpoint (same filesystem, so the move is a rename).
+  static std::string staging_dir(const std::string& run_dir, int64_t step);
+
+  // "step_00001000" (8-digit zero pad; more digits beyond 99,999,999).
+  static std::string step_dir_name(int64_t step);
+
+  // Turns a --resume style spec into a checkpoint dir:
+  //   "auto" / "latest": RUN_DIR/checkpoints/latest, else the newest complete step dir;
+  //                      nullopt when the run has no checkpoint. "" / "none": nullopt.
+  //   "best":            RUN_DIR/checkpoints/best; nullopt when absent.
+  //   a path:            a checkpoint dir, a latest/best symlink (resolved to its target), a
+  //                      run dir or a checkpoints/ dir (its latest). Throws UsageError when it
+  //                      does not exist or is none of these.
+  static std::optional<std::string> resolve(const std::string& spec, const std::string& run_dir);
+
+  // Checks meta.json and every listed file's size and sha256. Throws lmtrain::Error naming the
+  // checkpoint and the offending file.
+  static void verify(const std::string& ckpt_dir);
+
+  // verify() then read meta.json and the requested tensor files (empty: every .safetensors
+  // file in meta). Every listed file is verified, not only the requested ones, so that all
+  // ranks of a job reach the same verdict. With allow_fallback, a corrupt or incomplete
+  // checkpoint is reported with log::warn and the newest valid older step dir beside it is
+  // loaded instead; throws if there is none.
+  static LoadedCheckpoint load(const std::string& ckpt_dir, bool allow_fallback,
+                               const std::vector<std::string>& tensor_files = {});
+
+  // Complete checkpoints (step_* dirs containing meta.json) in a checkpoints/ dir, by step.
+  static std::vector<CheckpointEntry> list(const std::string& checkpoints_dir);
+
+ private:
+  void clean_debris();
+  void install(const std::string& tmp_dir, const std::string& final_dir);
+  void update_best();
+  void prune();
+
+  std::string run_dir_;
+  std::string checkpoints_dir_;
+  int keep_last_;
+};
+
+}  // namespace lmtrain::train

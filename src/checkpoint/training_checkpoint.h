@@ -1,0 +1,88 @@
+// What a training checkpoint holds and how it is restored:
+//   model.safetensors        parameters by name (Hugging Face GPT-2 names, weights (out, in));
+//                            a LoRA run's: only the trainable ones (checkpoint/lora_checkpoint.h)
+//   optim.rank0.safetensors  optimizer state (replicated AdamW: moments by parameter name),
+//                            CPU RNG state
+//   optim.rankN.safetensors  rank N's shard of the optimizer state, for a sharded optimizer
+//                            (written by rank N into a staging dir, moved in by rank 0)
+//   objective.safetensors    parameters the objective trains beside the model (distillation's
+//                            feature projections), when it has any
+//   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
+//   meta.json                step, epoch, data position, world size, tokenizer hash,
+//                            resolved config (YAML), optimizer name, step and state layout
+//                            (how to reshard), fp16 loss scale, LoRA base path + sha256
+//                            ("lora_base"), checksums (added by
+//                            CheckpointStore)
+// Tensors are written from whatever device they live on and read back onto the model's, so a
+// checkpoint saved on a GPU resumes on a CPU and back. Dropout needs no device RNG state: its
+// masks are seeded from (seed, step, micro-step) (model/dropout.h).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "checkpoint/checkpoint_store.h"
+#include "core/config.h"
+#include "data/window_stream.h"
+#include "model/gpt.h"
+#include "optim/flat_params.h"
+#include "optim/loss_scaler.h"
+#include "optim/optimizer.h"
+
+namespace lmtrain::train {
+
+struct TrainingState {
+  int64_t step = 0;  // completed optimizer steps
+  data::DataPosition position;
+  std::optional<LossScalerState> loss_scale;  // fp16 runs only
+  // LoRA runs: {"path", "sha256"} of the frozen base (checkpoint/lora_checkpoint.h); null
+  // otherwise.
+  nlohmann::json lora_base;
+};
+
+struct CheckpointInputs {
+  const core::Config& config;
+  model::GptImpl& model;
+  const optim::Optimizer& optimizer;
+  const TrainingState& state;
+  int world_size;
+  std::string tokenizer_json;  // file contents
+  std::string tokenizer_hash;
+  // Expert parallelism: the whole expert stacks and their optimizer state (gather_expert_state),
+  // saved in place of this rank's slices under the same names.
+  optim::NamedTensors full_experts = {};
+  // The objective's own trained parameters (Objective::trained_module), or null.
+  const torch::nn::Module* objective = nullptr;
+};
+
+// Rank 0: writes the checkpoint. With a sharded optimizer, ranks 1..world_size-1 must have
+// called write_optimizer_shard() for this step first (the caller synchronises).
+std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
+                                     std::optional<double> val_loss, double train_loss);
+
+// Ranks > 0 of a sharded optimizer: this rank's optim.rankN.safetensors, into the staging dir.
+void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
+                           const optim::Optimizer& optimizer);
+
+// Refuses checkpoints whose model shape differs from `config`'s (naming every differing key).
+void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config);
+
+// Restores parameters (the model's, and the objective's when it trains any), optimizer state,
+// RNG and returns the training state.
+TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                          optim::Optimizer& optimizer,
+                                          torch::nn::Module* objective = nullptr);
+
+// Which of a model's tensors a file provides: all parameters and buffers; a LoRA base's (all but
+// the adapters); or what a training checkpoint stores (trainable parameters and buffers).
+enum class ModelTensors { kAll, kBase, kCheckpointed };
+
+// Copies named tensors into the model's parameters; every tensor of `which` must be present with
+// the right shape (errors name the tensor).
+void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
+                        const std::string& origin, ModelTensors which = ModelTensors::kAll);
+
+// The resolved config stored in a checkpoint's meta.json.
+core::Config checkpoint_config(const LoadedCheckpoint& ckpt);
+
+}  // namespace lmtrain::train

@@ -1,0 +1,204 @@
+#include "distill/teacher.h"
+
+#include <filesystem>
+
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/training_checkpoint.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/bpe_tokenizer.h"
+#include "data/prepared_data.h"
+#include "model/build_model.h"
+
+namespace lmtrain::train {
+
+namespace {
+
+// distill.teacher's checkpoint dir (a run dir or a link resolved), or a UsageError naming it.
+std::string resolve_teacher_dir(const std::string& spec) {
+  if (!std::filesystem::exists(spec)) {
+    throw UsageError("config key 'distill.teacher' = '" + spec +
+                     "': no such file or directory (an lmtrain checkpoint, run dir or `lmtrain "
+                     "import hf` output; empty = train a teacher first)");
+  }
+  auto dir = CheckpointStore::resolve(spec, spec);
+  if (!dir) throw UsageError("distill.teacher = '" + spec + "': no checkpoint there");
+  return *dir;
+}
+
+}  // namespace
+
+core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg) {
+  core::Config t = student;
+  const int64_t width = student.get_int("distill.teacher_hidden_size") > 0
+                            ? student.get_int("distill.teacher_hidden_size")
+                            : 2 * mcfg.n_embd;
+  const int64_t head_dim = mcfg.head_dim();
+  if (width % head_dim != 0) {
+    throw UsageError(log::format(
+        "config key 'distill.teacher_hidden_size' = %lld must be a multiple of the student's "
+        "head width %lld (the teacher keeps it and gets %lld / %lld heads)",
+        (long long)width, (long long)head_dim, (long long)width, (long long)head_dim));
+  }
+  const int64_t heads = width / head_dim;
+  const std::string why = "distill.teacher_hidden_size";
+  // The student's resolved shape at the teacher's width (a nanochat depth becomes explicit).
+  t.set("model.depth", "0", why);
+  t.set("model.n_layer", std::to_string(mcfg.n_layer), why);
+  t.set("model.n_embd", std::to_string(width), why);
+  t.set("model.n_head", std::to_string(heads), why);
+  t.set("model.head_dim", std::to_string(mcfg.head_dim_ > 0 ? head_dim : 0), why);
+  if (mcfg.n_kv_head > 0) {
+    // Keep the grouped-query ratio.
+    t.set("model.n_kv_head",
+          std::to_string(std::max<int64_t>(1, heads * mcfg.n_kv_head / mcfg.n_head)), why);
+  }
+  if (mcfg.mlp_hidden > 0) {
+    t.set("model.mlp_hidden", std::to_string(mcfg.mlp_hidden * width / mcfg.n_embd), why);
+  }
+  t.set("model.init_from", "", why);
+  const std::string run_dir = student.get_string("run.dir");
+  t.set("run.dir", run_dir + "/teacher", why);
+  t.set("distill.enabled", "false", why);
+  t.set("distill.teacher", "", why);
+  // An ordinary run dir: a rerun resumes it, or finds it complete and trains nothing.
+  t.set("checkpoint.resume", "auto", why);
+  t.set("train.stop_at_step", "0", why);
+  if (const int64_t steps = student.get_int("distill.teacher_steps"); steps > 0) {
+    t.set("train.max_steps", std::to_string(steps), "distill.teacher_steps");
+  }
+  return t;
+}
+
+std::optional<core::Config> teacher_training_run(const core::Config& cfg) {
+  if (!cfg.get_bool("distill.enabled") || !cfg.get_string("distill.cache").empty() ||
+      !cfg.get_string("distill.teacher").empty()) {
+    return std::nullopt;
+  }
+  const auto tokenizer = data::BpeTokenizer::load_hf(
+      data::require_data_file(cfg.get_string("data.dir"), "tokenizer.json"));
+  const auto mcfg =
+      model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
+  core::Config tcfg = teacher_training_config(cfg, mcfg);
+  log::info(log::format(
+      "distillation: the teacher is trained first (n_embd %lld, %lld steps; resumed or reused "
+      "when already there) in %s",
+      (long long)tcfg.get_int("model.n_embd"), (long long)tcfg.get_int("train.max_steps"),
+      tcfg.get_string("run.dir").c_str()));
+  return tcfg;
+}
+
+void resolve_teacher(core::Config& cfg) {
+  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
+  cfg.set("distill.teacher", std::filesystem::absolute(dir).lexically_normal().string(),
+          "resolved teacher");
+}
+
+std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
+                                                 const data::TokenShard& train_shard,
+                                                 const data::WindowStream& train_stream,
+                                                 const std::string& tokenizer_hash,
+                                                 int64_t vocab_size) {
+  const std::string path = cfg.get_string("distill.cache");
+  auto cache = std::make_unique<TeacherCache>(path);
+  const auto& info = cache->info();
+  std::string diffs;
+  auto cmp = [&](const char* what, const std::string& cached, const std::string& run) {
+    if (cached != run) diffs += std::string("\n  ") + what + ": cache " + cached + ", run " + run;
+  };
+  cmp("tokenizer", info.tokenizer_hash, tokenizer_hash);
+  cmp("vocabulary", std::to_string(info.vocab_size), std::to_string(vocab_size));
+  cmp("train tokens", std::to_string(info.train_tokens), std::to_string(train_shard.size()));
+  cmp("data.seq_len", std::to_string(info.seq_len), std::to_string(train_stream.seq_len()));
+  cmp("windows", std::to_string(info.windows), std::to_string(train_stream.num_windows()));
+  cmp("distill.temperature", log::format("%g", info.temperature),
+      log::format("%g", cfg.get_float("distill.temperature")));
+  if (!diffs.empty()) {
+    throw UsageError("distill.cache = " + path +
+                     " was written for other data than this run's (rewrite it with `lmtrain "
+                     "distill-cache` and the run's config):" +
+                     diffs);
+  }
+  if (cfg.get_int("distill.top_k") > 0 && cfg.get_int("distill.top_k") != info.top_k) {
+    throw UsageError(log::format("distill.top_k = %lld but distill.cache holds the top-%lld",
+                                 (long long)cfg.get_int("distill.top_k"), (long long)info.top_k));
+  }
+  // A teacher named beside the cache must be the cache's: otherwise which one teaches is
+  // ambiguous (the cache's would, silently).
+  if (const std::string given = cfg.get_string("distill.teacher"); !given.empty()) {
+    std::error_code ec;
+    const auto canonical = [&](const std::string& p) {
+      return std::filesystem::weakly_canonical(p, ec).string();
+    };
+    if (canonical(resolve_teacher_dir(given)) != canonical(info.teacher)) {
+      throw UsageError("distill.teacher = " + given + " but distill.cache = " + path +
+                       " holds the logits of teacher " + info.teacher +
+                       ": leave distill.teacher empty (the cache is the teacher), or rewrite the "
+                       "cache with this teacher (`lmtrain distill-cache`)");
+    }
+  }
+  cfg.set("distill.teacher", info.teacher, "distill.cache");
+  log::info(log::format("distillation teacher: offline, the top-%lld logits of %s from %s",
+                        (long long)info.top_k, info.teacher.c_str(), path.c_str()));
+  return cache;
+}
+
+LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
+                           const std::string& tokenizer_hash) {
+  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
+  auto ckpt = CheckpointStore::load(dir, /*allow_fallback=*/false, {"model.safetensors"});
+  if (is_lora_checkpoint(ckpt)) {
+    throw UsageError("distill.teacher = " + dir +
+                     " is a LoRA run's checkpoint (adapters on a frozen base), not a whole "
+                     "model: fold the adapters in first with `lmtrain lora merge --checkpoint " +
+                     dir + " --output MERGED_RUN` and give distill.teacher=MERGED_RUN");
+  }
+  const core::Config tcfg = checkpoint_config(ckpt);
+  const std::string saved_hash = ckpt.meta.value("tokenizer_hash", "");
+  if (!saved_hash.empty() && saved_hash != tokenizer_hash) {
+    throw UsageError("distill.teacher = " + dir + " was trained with another tokenizer (" +
+                     saved_hash + ") than data.dir (" + tokenizer_hash +
+                     "): teacher and student must share one vocabulary");
+  }
+  const auto teacher_shape = model::GptConfig::from_config(tcfg, 0);
+  if (teacher_shape.block_size < cfg.get_int("data.seq_len")) {
+    throw UsageError(log::format(
+        "distill.teacher = %s has model.block_size %lld, shorter than the student's "
+        "data.seq_len %lld: the teacher cannot see a whole training window; lower data.seq_len "
+        "to at most %lld or use a teacher with a longer context",
+        dir.c_str(), (long long)teacher_shape.block_size, (long long)cfg.get_int("data.seq_len"),
+        (long long)teacher_shape.block_size));
+  }
+  if (teacher_shape.vocab_size != student_vocab) {
+    throw UsageError(log::format(
+        "distill.teacher = %s has a vocabulary of %lld tokens, the student %lld: teacher and "
+        "student must share one vocabulary (model.vocab_size)",
+        dir.c_str(), (long long)teacher_shape.vocab_size, (long long)student_vocab));
+  }
+  core::Runtime trt = rt;
+  const std::string dtype = cfg.get_string("distill.teacher_dtype");
+  if (dtype == "bf16") {
+    trt.param_dtype = at::kBFloat16;
+    trt.compute_dtype = at::kBFloat16;
+  } else if (dtype == "auto" && rt.cuda() && rt.autocast()) {
+    // The student's compute dtype (bf16 or fp16): its autocast would cast the teacher's
+    // weights to it at every matmul anyway, so they are stored that way once.
+    trt.param_dtype = rt.compute_dtype;
+    trt.compute_dtype = rt.compute_dtype;
+  } else {
+    trt.param_dtype = at::kFloat;
+  }
+  LoadedTeacher teacher;
+  teacher.model = model::build_model(tcfg, trt, {/*init=*/false, 0, {}});
+  load_model_tensors(*teacher.model, ckpt.files.at("model.safetensors"),
+                     ckpt.dir + "/model.safetensors");
+  teacher.dir = ckpt.dir;
+  // CheckpointStore::load verified the file against this hash.
+  teacher.sha256 = ckpt.meta.at("files").at("model.safetensors").at("sha256").get<std::string>();
+  log::info(log::format("distillation teacher: %s, %s, weights in %s", ckpt.dir.c_str(),
+                        teacher_shape.describe().c_str(), c10::toString(trt.param_dtype)));
+  return teacher;
+}
+
+}  // namespace lmtrain::train

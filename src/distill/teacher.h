@@ -1,0 +1,59 @@
+// The teacher of a distillation run (distill.*): where it comes from and how it is loaded.
+//   distill.teacher = PATH   an lmtrain checkpoint (dir, run dir, latest/best link) or the
+//                            output of `lmtrain import hf`
+//   distill.teacher = ""     a teacher is trained first, in this command, into RUN_DIR/teacher:
+//                            the student's config at width distill.teacher_hidden_size (default
+//                            twice the student's), for distill.teacher_steps steps. Rerunning the
+//                            command resumes or reuses it (it is an ordinary run dir).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/config.h"
+#include "core/runtime.h"
+#include "data/token_shard.h"
+#include "data/window_stream.h"
+#include "distill/teacher_cache.h"
+#include "model/gpt.h"
+
+namespace lmtrain::train {
+
+// The teacher's config for a teacher trained first: `student` (resolved) at the teacher width.
+core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg);
+
+// The run that trains the teacher first, or none: a config when `cfg` distils from an online
+// teacher and distill.teacher is empty (teacher_training_config of the student's shape, which
+// takes the vocabulary from data.dir's tokenizer), and says so in the log. The command runs it
+// as a run of its own (all ranks take part), then sets distill.teacher to its run.dir.
+std::optional<core::Config> teacher_training_run(const core::Config& cfg);
+
+// Resolves distill.teacher in `cfg` to the teacher's checkpoint dir (absolute), so the student's
+// saved config records which teacher it learned from; a UsageError when there is none.
+void resolve_teacher(core::Config& cfg);
+
+// Opens distill.cache and checks that it was made for this run's data: the same train shard
+// (token count), windows of data.seq_len, tokenizer and vocabulary (errors name both sides).
+// Records the cache's teacher as distill.teacher in `cfg` (for generate --use_teacher).
+std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
+                                                 const data::TokenShard& train_shard,
+                                                 const data::WindowStream& train_stream,
+                                                 const std::string& tokenizer_hash,
+                                                 int64_t vocab_size);
+
+// A teacher loaded from its checkpoint: the model (weights in distill.teacher_dtype, on rt's
+// device; DistillObjective puts it in eval mode and freezes it), the checkpoint dir it came from
+// and the sha256 of its model.safetensors.
+struct LoadedTeacher {
+  model::Gpt model{nullptr};
+  std::string dir;
+  std::string sha256;
+};
+
+// Loads distill.teacher (a checkpoint, run dir or link). Refuses a teacher whose vocabulary or
+// tokenizer differs from the student's (tokenizer_hash: data.dir's; a teacher that records
+// none, e.g. an HF import, is not checked).
+LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
+                           const std::string& tokenizer_hash);
+
+}  // namespace lmtrain::train

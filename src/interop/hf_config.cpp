@@ -1,0 +1,446 @@
+// config.json <-> lmtrain model config, for the families of interop/hf_format.h.
+//
+// Real checkpoints come in two config styles, and both must give the same model:
+//   transformers 4.x: top-level rope_theta, rope_scaling (null or {type|rope_type, ...}),
+//                     torch_dtype; Qwen2/3 derive sliding layers from use_sliding_window,
+//                     sliding_window and max_window_layers.
+//   transformers 5.x: rope_parameters {rope_theta, rope_type, ...}, dtype, layer_types
+//                     (full_attention | sliding_attention per layer).
+// Anything that would change the computation and that lmtrain does not implement (RoPE
+// scaling, an active sliding window, extra biases, GPT-2 attention variants, quantized
+// weights) is a UsageError naming the key: never silently different logits.
+#include <cmath>
+#include <set>
+#include <type_traits>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "interop/hf_format.h"
+
+namespace lmtrain::model::hf {
+namespace {
+
+using nlohmann::json;
+
+bool has(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+template <typename T>
+T get_or(const json& j, const char* key, T fallback) {
+  if (!has(j, key)) return fallback;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // nlohmann turns a float into an integer with a plain cast, undefined for 1e108 (found by
+    // fuzz/): only integral values that fit are integers here.
+    if (j[key].is_number_float()) {
+      const double d = j[key].get<double>();
+      if (!(d == std::floor(d) && std::fabs(d) <= 9e18)) {
+        throw UsageError("config.json: " + std::string(key) +
+                         " is not an integer: " + j[key].dump());
+      }
+      return static_cast<T>(d);
+    }
+  }
+  // nlohmann converts between numbers and bools loosely; check the JSON type first so that a
+  // string or a list gets a message naming the key and what it must be.
+  const json& v = j[key];
+  const char* expected = std::is_same_v<T, bool>       ? "true or false"
+                         : std::is_integral_v<T>       ? "an integer"
+                         : std::is_floating_point_v<T> ? "a number"
+                                                       : "a string";
+  const bool ok = std::is_same_v<T, bool>   ? v.is_boolean()
+                  : std::is_arithmetic_v<T> ? v.is_number()
+                                            : v.is_string();
+  if (!ok) {
+    throw UsageError("config.json: " + std::string(key) + " must be " + expected + ", got " +
+                     v.dump());
+  }
+  return v.get<T>();
+}
+
+// A size (width, heads, layers, context, vocabulary): a positive integer small enough that the
+// arithmetic on it (C / H, 4 * C) cannot divide by zero or overflow. Found by fuzz/: a config.json
+// with num_attention_heads 0 crashed `lmtrain import hf` with SIGFPE.
+int64_t size_or(const json& j, const char* key, int64_t fallback) {
+  constexpr int64_t kMax = int64_t{1} << 31;
+  const auto v = get_or<int64_t>(j, key, fallback);
+  if (v < 1 || v > kMax) {
+    throw UsageError("config.json: " + std::string(key) + " must be an integer in [1, " +
+                     std::to_string(kMax) + "], got " + std::to_string(v));
+  }
+  return v;
+}
+
+std::string num(double v) { return log::format("%.17g", v); }
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string causal_lm_class(const std::string& type) {
+  if (type == "gpt2") return "GPT2LMHeadModel";
+  if (type == "llama") return "LlamaForCausalLM";
+  if (type == "qwen2") return "Qwen2ForCausalLM";
+  if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
+  if (type == "mixtral") return "MixtralForCausalLM";
+  return "Qwen3ForCausalLM";
+}
+
+// `architectures` (when present) must be the family's causal-LM class: a classifier or another
+// head on the same backbone has weights and outputs lmtrain does not model.
+void check_architectures(const json& j, const std::string& type) {
+  if (!has(j, "architectures")) return;
+  const std::string want = causal_lm_class(type);
+  for (const auto& a : j["architectures"]) {
+    const std::string name = a.is_string() ? a.get<std::string>() : a.dump();
+    if (name != want && !(type == "gpt2" && name == "GPT2Model")) {
+      throw UsageError("config.json: architectures '" + name +
+                       "' is not supported for model_type " + type + " (supported: " + want + ")");
+    }
+  }
+}
+
+// A rope_scaling (4.x) or rope_parameters (5.x) object must describe plain RoPE.
+void check_rope_type(const json& j, const char* key) {
+  if (!has(j, key)) return;
+  const json& r = j[key];
+  if (!r.is_object()) throw UsageError("config.json: " + std::string(key) + " is not an object");
+  std::string type = "default";
+  if (has(r, "rope_type")) {
+    type = r["rope_type"].get<std::string>();
+  } else if (has(r, "type")) {
+    type = r["type"].get<std::string>();
+  } else if (std::string(key) == "rope_parameters" && !has(r, "rope_theta")) {
+    throw UsageError("config.json: rope_parameters " + r.dump() +
+                     " is not supported (per-layer-type RoPE; plain RoPE only)");
+  }
+  if (type != "default") {
+    throw UsageError("config.json: " + std::string(key) + ".rope_type '" + type + "' (" + r.dump() +
+                     ") is not supported: lmtrain implements plain RoPE only");
+  }
+  if (get_or<double>(r, "partial_rotary_factor", 1.0) != 1.0) {
+    throw UsageError("config.json: " + std::string(key) +
+                     ".partial_rotary_factor is not supported (full rotary dimension only)");
+  }
+}
+
+// RoPE base: 5.x's rope_parameters.rope_theta, else 4.x's top-level rope_theta, else the
+// families' default 10000. Both present and different is ambiguous (4.x reads one, 5.x the
+// other), so it is an error.
+double rope_theta(const json& j) {
+  check_rope_type(j, "rope_scaling");
+  check_rope_type(j, "rope_parameters");
+  if (get_or<double>(j, "partial_rotary_factor", 1.0) != 1.0) {
+    throw UsageError("config.json: partial_rotary_factor is not supported");
+  }
+  const bool top = has(j, "rope_theta");
+  const bool nested = has(j, "rope_parameters") && has(j["rope_parameters"], "rope_theta");
+  const double a = top ? get_or<double>(j, "rope_theta", 0) : 0;
+  const double b = nested ? get_or<double>(j["rope_parameters"], "rope_theta", 0) : 0;
+  if (top && nested && a != b) {
+    throw UsageError("config.json: rope_theta " + num(a) + " and rope_parameters.rope_theta " +
+                     num(b) + " disagree");
+  }
+  return nested ? b : top ? a : 10000.0;
+}
+
+// Qwen2/Qwen3 sliding-window attention is active when a window is in force (5.x clears
+// sliding_window unless use_sliding_window) on at least one layer (layer_types, or 4.x's
+// layers >= max_window_layers) and it is shorter than the context. Otherwise every layer
+// attends to the full context, as lmtrain does.
+void check_sliding_window(const json& j, int64_t n_layer, int64_t context) {
+  // The sliding layers are counted, not listed: num_hidden_layers is not range-checked yet
+  // (config.json may say 1e9), and nothing here may allocate in proportion to it.
+  int64_t sliding = 0, first_sliding = -1;
+  if (has(j, "layer_types")) {
+    const json& lt = j["layer_types"];
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != n_layer) {
+      throw UsageError("config.json: layer_types must list num_hidden_layers entries");
+    }
+    for (size_t i = 0; i < lt.size(); ++i) {
+      const std::string t = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
+      if (t == "sliding_attention") {
+        if (sliding++ == 0) first_sliding = static_cast<int64_t>(i);
+      } else if (t != "full_attention") {
+        throw UsageError("config.json: layer_types[" + std::to_string(i) + "] '" + t +
+                         "' is not supported (full_attention only)");
+      }
+    }
+  } else {
+    first_sliding = std::max<int64_t>(get_or<int64_t>(j, "max_window_layers", n_layer), 0);
+    sliding = std::max<int64_t>(n_layer - first_sliding, 0);
+  }
+  if (!get_or<bool>(j, "use_sliding_window", false) || !has(j, "sliding_window")) return;
+  const auto window = get_or<int64_t>(j, "sliding_window", 0);
+  if (sliding == 0 || window >= context) return;
+  throw UsageError("config.json: sliding_window=" + num(window) +
+                   " with use_sliding_window=true (" + std::to_string(sliding) + " of " +
+                   std::to_string(n_layer) + " layers, first " + std::to_string(first_sliding) +
+                   ") is not supported: lmtrain attends to the full context");
+}
+
+void reject_true(const json& j, const char* key, const std::string& why) {
+  if (get_or<bool>(j, key, false)) {
+    throw UsageError("config.json: " + std::string(key) + "=true is not supported (" + why + ")");
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> gpt2_overrides(const json& j) {
+  const auto C = size_or(j, "n_embd", 768);
+  const auto act = get_or<std::string>(j, "activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+    throw UsageError("config.json: GPT-2 activation_function '" + act +
+                     "' is not supported (gelu_new)");
+  }
+  if (!get_or<bool>(j, "scale_attn_weights", true)) {
+    throw UsageError("config.json: scale_attn_weights=false is not supported");
+  }
+  reject_true(j, "scale_attn_by_inverse_layer_idx", "attention scaled by 1/layer");
+  return {{"model.arch", "gpt2"},
+          {"model.n_layer", num(size_or(j, "n_layer", 12))},
+          {"model.n_head", num(size_or(j, "n_head", 12))},
+          {"model.n_embd", num(C)},
+          {"model.block_size", num(get_or<int64_t>(j, "n_positions", 1024))},
+          {"model.vocab_size", num(get_or<int64_t>(j, "vocab_size", 50257))},
+          {"model.norm_eps", num(get_or<double>(j, "layer_norm_epsilon", 1e-5))},
+          {"model.mlp_hidden", num(size_or(j, "n_inner", 4 * C))},
+          {"model.tie_embeddings", get_or<bool>(j, "tie_word_embeddings", true) ? "true" : "false"},
+          {"model.bias", "true"}};
+}
+
+std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
+                                                                 const std::string& type) {
+  const auto C = size_or(j, "hidden_size", 4096);
+  const auto H = size_or(j, "num_attention_heads", 32);
+  const auto L = size_or(j, "num_hidden_layers", 32);
+  const auto P = size_or(j, "max_position_embeddings", 2048);
+  const double theta = rope_theta(j);
+  const auto act = get_or<std::string>(j, "hidden_act", "silu");
+  if (act != "silu" && act != "swish") {
+    throw UsageError("config.json: hidden_act '" + act + "' is not supported (silu)");
+  }
+  reject_true(j, "mlp_bias", "MLP without biases only");
+  // Qwen2 always has q/k/v biases (and reads no attention_bias); Llama and Qwen3 have an
+  // attention_bias switch that would add biases lmtrain does not have (o_proj too).
+  if (type != "qwen2") reject_true(j, "attention_bias", "attention without biases only");
+  if (type == "mixtral") {
+    // Mixtral applies sliding_window whenever it is set (no use_sliding_window switch).
+    if (has(j, "sliding_window") && get_or<int64_t>(j, "sliding_window", 0) < P) {
+      throw UsageError(
+          "config.json: sliding_window=" + num(get_or<int64_t>(j, "sliding_window", 0)) +
+          " is not supported: lmtrain attends to the full context");
+    }
+  } else if (type != "llama") {
+    check_sliding_window(j, L, P);
+  }
+  return {
+      {"model.arch", type},
+      {"model.n_layer", num(L)},
+      {"model.n_head", num(H)},
+      {"model.n_kv_head", num(get_or<int64_t>(j, "num_key_value_heads", H))},
+      {"model.n_embd", num(C)},
+      {"model.head_dim", num(get_or<int64_t>(j, "head_dim", C / H))},
+      {"model.mlp", "swiglu"},
+      {"model.mlp_hidden", num(size_or(j, "intermediate_size", 4 * C))},
+      {"model.norm", "rmsnorm"},
+      {"model.norm_eps", num(get_or<double>(j, "rms_norm_eps", 1e-6))},
+      {"model.pos", "rope"},
+      {"model.rope_theta", num(theta)},
+      {"model.qk_norm", type == "qwen3" || type == "qwen3_moe" ? "true" : "false"},
+      {"model.qkv_bias", type == "qwen2" ? "true" : "false"},
+      {"model.bias", "false"},
+      {"model.block_size", num(P)},
+      {"model.vocab_size", num(get_or<int64_t>(j, "vocab_size", 32000))},
+      {"model.tie_embeddings", get_or<bool>(j, "tie_word_embeddings", false) ? "true" : "false"}};
+}
+
+std::string list_text(const json& j, const char* key) {
+  if (!has(j, key)) return "";
+  if (!j[key].is_array()) throw UsageError("config.json: " + std::string(key) + " is not a list");
+  std::string out;
+  for (const auto& v : j[key]) out += (out.empty() ? "" : ",") + num(v.get<int64_t>());
+  return out;
+}
+
+// Qwen3-MoE: Qwen3 attention; MoE in layers (l + 1) % decoder_sparse_step == 0 outside
+// mlp_only_layers, dense SwiGLU of intermediate_size elsewhere. Mixtral: Llama attention, every
+// layer MoE with experts of intermediate_size, gates always renormalised. Both route with a
+// softmax over fp32 logits, dropless (HF has no capacity).
+std::vector<std::pair<std::string, std::string>> moe_overrides(const json& j,
+                                                               const std::string& type) {
+  const bool mixtral = type == "mixtral";
+  // transformers 5.x writes num_local_experts for both (Qwen3-MoE's num_experts is an alias).
+  const auto experts = has(j, "num_local_experts") ? get_or<int64_t>(j, "num_local_experts", 8)
+                                                   : get_or<int64_t>(j, "num_experts", 8);
+  const auto hidden = get_or<int64_t>(j, mixtral ? "intermediate_size" : "moe_intermediate_size",
+                                      mixtral ? 14336 : 768);
+  // router_jitter_noise (Mixtral) multiplies inputs by noise in training only: logits unaffected.
+  return {{"model.moe.num_experts", num(experts)},
+          {"model.moe.top_k", num(get_or<int64_t>(j, "num_experts_per_tok", 2))},
+          {"model.moe.expert_hidden", num(hidden)},
+          {"model.moe.shared_experts", "0"},
+          {"model.moe.every", mixtral ? "1" : num(get_or<int64_t>(j, "decoder_sparse_step", 1))},
+          {"model.moe.dense_layers", mixtral ? "" : list_text(j, "mlp_only_layers")},
+          {"model.moe.gate", "softmax"},
+          {"model.moe.renormalize",
+           mixtral || get_or<bool>(j, "norm_topk_prob", false) ? "true" : "false"},
+          {"model.moe.capacity_factor", "0"},
+          {"model.moe.bias_update_rate", "0"},
+          {"model.moe.aux_loss_coef", num(get_or<double>(j, "router_aux_loss_coef", 0.001))}};
+}
+
+}  // namespace
+
+void check_gpt2(const GptConfig& c) {
+  if (c.norm != "layernorm" || c.pos != "learned" || c.mlp != "gelu" || !c.bias ||
+      c.kv_heads() != c.n_head || c.head_dim() * c.n_head != c.n_embd || c.qk_norm ||
+      c.logit_softcap > 0 || c.hidden_dim() != 4 * c.n_embd) {
+    throw UsageError(
+        "model.arch=gpt2 exports only GPT-2 itself (layernorm, learned positions, gelu, biases, "
+        "full heads, 4x MLP)");
+  }
+}
+
+void check_llama_family(const GptConfig& c) {
+  if (c.norm != "rmsnorm" || c.pos != "rope" || c.mlp != "swiglu" || c.bias ||
+      c.logit_softcap > 0) {
+    throw UsageError("model.arch=" + c.arch +
+                     " needs norm=rmsnorm, pos=rope, mlp=swiglu, bias=false and no soft-capping "
+                     "to match Hugging Face's " +
+                     c.arch);
+  }
+  const bool qk_norm = c.arch == "qwen3" || c.arch == "qwen3_moe";
+  if (qk_norm != c.qk_norm) {
+    throw UsageError("model.qk_norm must be " + std::string(qk_norm ? "true" : "false") +
+                     " for model.arch=" + c.arch);
+  }
+  const bool moe_arch = c.arch == "qwen3_moe" || c.arch == "mixtral";
+  if (moe_arch != c.moe.enabled()) {
+    throw UsageError("model.arch=" + c.arch +
+                     (moe_arch ? " needs model.moe.num_experts > 0"
+                               : " is dense: set model.arch=qwen3_moe or mixtral for an MoE model "
+                                 "(model.moe.num_experts > 0)"));
+  }
+  if (moe_arch) {
+    const auto& m = c.moe;
+    std::string why;
+    if (m.gate != MoeGate::kSoftmax) why = "model.moe.gate=softmax";
+    if (m.capacity_factor > 0) why = "model.moe.capacity_factor=0 (dropless)";
+    if (m.shared_experts > 0) why = "model.moe.shared_experts=0";
+    if (c.arch == "mixtral" && (m.every != 1 || !m.dense_layers.empty() || !m.renormalize)) {
+      why = "model.moe.every=1, no model.moe.dense_layers and model.moe.renormalize=true";
+    }
+    if (!why.empty()) {
+      throw UsageError("model.arch=" + c.arch + " needs " + why + " to match Hugging Face's " +
+                       causal_lm_class(c.arch));
+    }
+  }
+  if ((c.arch == "qwen2") != c.qkv_bias) {
+    throw UsageError("model.qkv_bias must be " + std::string(c.arch == "qwen2" ? "true" : "false") +
+                     " for model.arch=" + c.arch);
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> config_overrides(const json& j) {
+  const std::string type = get_or<std::string>(j, "model_type", "");
+  const std::set<std::string> supported = {"gpt2",  "llama",     "qwen2",
+                                           "qwen3", "qwen3_moe", "mixtral"};
+  if (!supported.count(type)) {
+    throw UsageError("config.json: model_type '" + type +
+                     "' is not supported (supported: gpt2, llama, qwen2, qwen3, qwen3_moe, "
+                     "mixtral)");
+  }
+  check_architectures(j, type);
+  if (has(j, "quantization_config")) {
+    throw UsageError("config.json: quantization_config is not supported (fp32/bf16/fp16 only)");
+  }
+  if (type == "gpt2") return gpt2_overrides(j);
+  auto overrides = llama_overrides(j, type);
+  if (type == "qwen3_moe" || type == "mixtral") {
+    for (auto& kv : moe_overrides(j, type)) overrides.push_back(kv);
+  } else {
+    overrides.emplace_back("model.moe.num_experts", "0");
+  }
+  return overrides;
+}
+
+GptConfig with_hf_family(GptConfig c) {
+  if (c.moe.enabled() && c.arch == "llama") c.arch = "mixtral";
+  if (c.moe.enabled() && c.arch == "qwen3") c.arch = "qwen3_moe";
+  return c;
+}
+
+json hf_config(const GptConfig& c) {
+  if (c.arch == "gpt2") {
+    check_gpt2(c);
+    return {{"model_type", "gpt2"},
+            {"architectures", {"GPT2LMHeadModel"}},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"n_embd", c.n_embd},
+            {"n_positions", c.block_size},
+            {"n_ctx", c.block_size},
+            {"vocab_size", c.vocab_size},
+            {"layer_norm_epsilon", c.norm_eps},
+            {"activation_function", "gelu_new"},
+            {"resid_pdrop", 0.0},
+            {"embd_pdrop", 0.0},
+            {"attn_pdrop", 0.0},
+            {"tie_word_embeddings", c.tie_embeddings},
+            {"dtype", "float32"},
+            {"torch_dtype", "float32"}};
+  }
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3_moe" &&
+      c.arch != "mixtral") {
+    throw UsageError("model.arch=" + c.arch +
+                     " has no Hugging Face transformers equivalent (export supports gpt2, llama, "
+                     "qwen2, qwen3, qwen3_moe, mixtral)");
+  }
+  check_llama_family(c);
+  // Both config styles at once, with equal values, so that transformers 4.x (rope_theta,
+  // rope_scaling, torch_dtype) and 5.x (rope_parameters, dtype, layer_types) read one model.
+  json j = {{"model_type", c.arch},
+            {"architectures", {causal_lm_class(c.arch)}},
+            {"hidden_size", c.n_embd},
+            {"intermediate_size", c.hidden_dim()},
+            {"num_hidden_layers", c.n_layer},
+            {"num_attention_heads", c.n_head},
+            {"num_key_value_heads", c.kv_heads()},
+            {"head_dim", c.head_dim()},
+            {"hidden_act", "silu"},
+            {"rms_norm_eps", c.norm_eps},
+            {"rope_theta", c.rope_theta},
+            {"rope_scaling", nullptr},
+            {"rope_parameters", {{"rope_theta", c.rope_theta}, {"rope_type", "default"}}},
+            {"max_position_embeddings", c.block_size},
+            {"vocab_size", c.vocab_size},
+            {"tie_word_embeddings", c.tie_embeddings},
+            {"attention_dropout", 0.0},
+            {"dtype", "float32"},
+            {"torch_dtype", "float32"}};
+  if (c.arch != "qwen2") j["attention_bias"] = false;
+  if (c.arch == "llama") j["mlp_bias"] = false;
+  if (c.arch == "qwen3_moe") {
+    j["num_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["moe_intermediate_size"] = c.moe.expert_hidden;
+    j["decoder_sparse_step"] = c.moe.every;
+    j["mlp_only_layers"] = c.moe.dense_layers;
+    j["norm_topk_prob"] = c.moe.renormalize;
+    j["router_aux_loss_coef"] = c.moe.aux_loss_coef;
+    j["output_router_logits"] = false;
+  }
+  if (c.arch == "mixtral") {
+    j["intermediate_size"] = c.moe.expert_hidden;
+    j["num_local_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["router_aux_loss_coef"] = c.moe.aux_loss_coef;
+    j["router_jitter_noise"] = 0.0;
+    j["output_router_logits"] = false;
+    j["sliding_window"] = nullptr;
+  }
+  if (c.arch != "llama" && c.arch != "mixtral") {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = c.n_layer;
+    j["layer_types"] = std::vector<std::string>(c.n_layer, "full_attention");
+  }
+  return j;
+}
+
+}  // namespace lmtrain::model::hf

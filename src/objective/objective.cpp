@@ -1,0 +1,59 @@
+#include "objective/objective.h"
+
+#include <ATen/ATen.h>
+
+namespace lmtrain::train {
+namespace {
+
+int64_t count_valid(const at::Tensor& targets) {
+  return (targets != model::kIgnoreIndex).sum().item<int64_t>();
+}
+
+}  // namespace
+
+Batch Batch::lm(at::Tensor inputs, at::Tensor targets) {
+  Batch b;
+  b.valid_tokens = targets.numel();
+  b.tensors.emplace("inputs", std::move(inputs));
+  b.tensors.emplace("targets", std::move(targets));
+  return b;
+}
+
+Batch Batch::with_mask(at::Tensor inputs, at::Tensor targets) {
+  Batch b;
+  b.valid_tokens = count_valid(targets);
+  b.masked = b.valid_tokens < targets.numel();
+  b.tensors.emplace("inputs", std::move(inputs));
+  b.tensors.emplace("targets", std::move(targets));
+  return b;
+}
+
+Batch Batch::rows(int64_t begin, int64_t n) const {
+  Batch b;
+  const int64_t total = this->rows();
+  for (const auto& [name, t] : tensors) {
+    b.tensors.emplace(name, t.dim() > 0 && t.size(0) == total ? t.narrow(0, begin, n) : t);
+  }
+  b.masked = masked;
+  b.valid_tokens = masked ? count_valid(b.targets()) : b.targets().numel();
+  return b;
+}
+
+ObjectiveOutput LmObjective::compute(model::GptImpl& model, const Batch& batch) {
+  auto terms = model.loss_terms(batch.inputs(), batch.targets(), batch.masked);
+  ObjectiveOutput out;
+  out.loss = terms.ce;
+  out.batch_term = terms.moe_objective;
+  out.moe_stats = std::move(terms.moe_stats);
+  return out;
+}
+
+std::vector<optim::ParamSource> trained_param_sources(model::GptImpl& model, Objective* objective) {
+  std::vector<optim::ParamSource> sources{{"", &model, model.param_tags()}};
+  if (auto* extra = objective ? objective->trained_module() : nullptr) {
+    sources.push_back({kObjectivePrefix, extra, model::collect_param_tags(*extra)});
+  }
+  return sources;
+}
+
+}  // namespace lmtrain::train
