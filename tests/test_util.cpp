@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -74,6 +75,18 @@ nlohmann::json check_result(const CommandResult& r) {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+std::vector<std::string> checkpoint_steps(const std::string& run_dir) {
+  std::vector<std::string> out;
+  const std::filesystem::path dir = std::filesystem::path(run_dir) / "checkpoints";
+  if (!std::filesystem::is_directory(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("step_", 0) == 0) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string read_text(const std::string& path) {

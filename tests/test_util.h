@@ -42,6 +42,8 @@ nlohmann::json check_result(const CommandResult& r);
 
 // Whole file as a string; throws if unreadable.
 std::string read_text(const std::string& path);
+// The step_* checkpoint directories of a run dir, sorted (none when it has no checkpoints/).
+std::vector<std::string> checkpoint_steps(const std::string& run_dir);
 // A refusal: exit code 2 (a usage error) and every one of `parts` in the output.
 void expect_refused(const CommandResult& r, const std::vector<std::string>& parts);
 // `part` occurs in `text`.

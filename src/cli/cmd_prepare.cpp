@@ -23,13 +23,19 @@ int cmd_prepare(const Args& argv) {
        "documents (e.g. % for fortune files)",
        "LINE"},
       {"threads", FlagKind::kValue, "encoding threads (0 = all cores)", "N"},
+      {"tokenizer", FlagKind::kValue,
+       "encode with this tokenizer.json (e.g. RUN/checkpoints/latest/tokenizer.json of an "
+       "`lmtrain import hf`) instead of training one",
+       "FILE"},
   };
   const auto args = parse_args("prepare", argv, flags, /*accept_config=*/false);
   if (args.help) {
     std::cout << "Usage: lmtrain prepare --input PATH... --output DIR [--vocab_size N]\n\n"
                  "Trains a byte-level BPE tokenizer on the training documents and writes\n"
                  "DIR/tokenizer.json (Hugging Face format), DIR/train.bin, DIR/val.bin (token\n"
-                 "shards, one <|endoftext|> after each document) and DIR/prepare.json.\n\nFlags:\n"
+                 "shards, one <|endoftext|> after each document) and DIR/prepare.json.\n"
+                 "With --tokenizer FILE it encodes with that tokenizer instead (the data a\n"
+                 "model that brings its own, e.g. an imported one, is fine-tuned on).\n\nFlags:\n"
               << flags_help(flags);
     return 0;
   }
@@ -46,6 +52,10 @@ int cmd_prepare(const Args& argv) {
   opts.seed = static_cast<uint64_t>(args.get_int("seed", 1337));
   opts.doc_separator = args.get("doc_separator");
   opts.num_threads = static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag));
+  opts.tokenizer = args.get("tokenizer");
+  if (!opts.tokenizer.empty() && args.has("vocab_size")) {
+    throw UsageError("--vocab_size and --tokenizer: a given tokenizer has its own vocabulary");
+  }
   if (opts.vocab_size < 257 || opts.vocab_size > (int64_t{1} << 31)) {
     throw UsageError("--vocab_size must be in [257, 2^31], got " + std::to_string(opts.vocab_size));
   }

@@ -148,9 +148,14 @@ OutputDir::OutputDir(std::string path, OutputDirOptions options)
   const fs::path target(path_);
   const std::string parent = target.has_parent_path() ? target.parent_path().string() : ".";
   const std::string name = target.filename().string();
+  // Missing parents are made, as `train` makes run.dir (`export hf RUN hf/tiny` in a fresh
+  // checkout); a parent path that is a file is refused, naming it.
   if (!fs::is_directory(parent, ec)) {
-    throw UsageError(cmd + ": the output's parent directory " + parent +
-                     " does not exist: create it first");
+    fs::create_directories(parent, ec);
+    if (ec || !fs::is_directory(parent)) {
+      throw UsageError(cmd + ": cannot make the output's parent directory " + parent + ": " +
+                       (ec ? ec.message() : std::string("a file is in the way")));
+    }
   }
   const std::string prefix = "." + name + ".tmp.";
   remove_dead_writers_debris(parent, prefix);

@@ -189,7 +189,7 @@ void encode_split(const BpeTokenizer& tok, const std::vector<std::string>& docs,
 void validate(const PrepareOptions& opt) {
   if (opt.inputs.empty()) throw UsageError("prepare: no input files given");
   if (opt.output_dir.empty()) throw UsageError("prepare: no output directory given");
-  if (opt.vocab_size < 257) {
+  if (opt.tokenizer.empty() && opt.vocab_size < 257) {
     throw UsageError("prepare: vocab_size must be at least 257 (256 bytes + <|endoftext|>), got " +
                      std::to_string(opt.vocab_size));
   }
@@ -231,21 +231,33 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   std::vector<size_t> val_order(order.begin(), order.begin() + n_val);
   std::vector<size_t> train_order(order.begin() + n_val, order.end());
 
-  // 3. Tokenizer from the training documents only, so validation text stays unseen.
+  // 3. Tokenizer from the training documents only, so validation text stays unseen; or the
+  // one given (a model's own, so that its token ids mean what they meant in pretraining).
   auto t0 = Clock::now();
-  BpeTrainerOptions topt;
-  topt.vocab_size = static_cast<size_t>(opt.vocab_size);
-  BpeTrainer trainer(topt);
   uint64_t train_bytes = 0;
-  for (size_t i : train_order) {
-    trainer.add_document(corpus.docs[i]);
-    train_bytes += corpus.docs[i].size();
-  }
-  const BpeTokenizer tok = trainer.train();
+  for (size_t i : train_order) train_bytes += corpus.docs[i].size();
+  auto make_tokenizer = [&]() {
+    if (!opt.tokenizer.empty()) {
+      if (!fs::is_regular_file(opt.tokenizer)) {
+        throw UsageError("prepare: --tokenizer " + opt.tokenizer + " is not a file");
+      }
+      auto given = BpeTokenizer::load(opt.tokenizer);
+      log::info(log::format("tokenizer %s: vocab %zu, %zu merges", opt.tokenizer.c_str(),
+                            given.vocab_size(), given.merges().size()));
+      return given;
+    }
+    BpeTrainerOptions topt;
+    topt.vocab_size = static_cast<size_t>(opt.vocab_size);
+    BpeTrainer trainer(topt);
+    for (size_t i : train_order) trainer.add_document(corpus.docs[i]);
+    auto trained = trainer.train();
+    log::info(log::format("trained BPE tokenizer: vocab %zu, %zu merges, %zu unique words, %.2f s",
+                          trained.vocab_size(), trained.merges().size(), trainer.num_unique_words(),
+                          seconds_since(t0)));
+    return trained;
+  };
+  const BpeTokenizer tok = make_tokenizer();
   res.train_seconds = seconds_since(t0);
-  log::info(log::format("trained BPE tokenizer: vocab %zu, %zu merges, %zu unique words, %.2f s",
-                        tok.vocab_size(), tok.merges().size(), trainer.num_unique_words(),
-                        res.train_seconds));
 
   // 4. Encode and write.
   std::error_code ec;
@@ -256,7 +268,18 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   res.train_path = (out / "train.bin").string();
   res.val_path = (out / "val.bin").string();
   res.summary_path = (out / "prepare.json").string();
-  tok.save_hf(res.tokenizer_path);
+  // A given tokenizer.json is copied as is (what its model was trained with), so checkpoints
+  // that carry the same file hash equal; anything else is written in HF form.
+  bool copied = false;
+  if (!opt.tokenizer.empty()) {
+    fs::copy_file(opt.tokenizer, res.tokenizer_path, fs::copy_options::overwrite_existing, ec);
+    try {
+      copied = !ec && BpeTokenizer::load_hf(res.tokenizer_path).hash() == tok.hash();
+    } catch (const Error&) {
+      copied = false;
+    }
+  }
+  if (!copied) tok.save_hf(res.tokenizer_path);
 
   const int threads = opt.num_threads > 0
                           ? opt.num_threads
@@ -298,6 +321,7 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   s["files"] = res.num_files;
   s["skipped_files"] = res.skipped_files;
   s["doc_separator"] = opt.doc_separator;
+  if (!opt.tokenizer.empty()) s["tokenizer"] = opt.tokenizer;
   s["documents"] = {{"total", n}, {"train", train_order.size()}, {"val", val_order.size()}};
   s["bytes"] = {{"total", corpus.bytes}, {"train", train_bytes}};
   s["tokens"] = {{"train", res.train_tokens}, {"val", res.val_tokens}};

@@ -23,6 +23,10 @@ struct PrepareOptions {
   // documents inside a text file; otherwise every text file is one document.
   std::string doc_separator;
   int num_threads = 0;  // for encoding; 0 = all cores
+  // If set, encode with this tokenizer (a tokenizer.json, e.g. of an `lmtrain import hf` run, or
+  // GPT-2's encoder.json) instead of training one; vocab_size is then the tokenizer's. Data for
+  // fine-tuning a model that brings its own tokenizer.
+  std::string tokenizer;
 };
 
 struct PrepareResult {

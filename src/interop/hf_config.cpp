@@ -360,8 +360,21 @@ std::vector<std::pair<std::string, std::string>> config_overrides(const json& j)
 }
 
 GptConfig with_hf_family(GptConfig c) {
-  if (c.moe.enabled() && c.arch == "llama") c.arch = "mixtral";
-  if (c.moe.enabled() && c.arch == "qwen3") c.arch = "qwen3_moe";
+  if (!c.moe.enabled() || (c.arch != "llama" && c.arch != "qwen3")) return c;
+  // Mixtral is Llama attention (no QK-norm) + MoE in every layer with renormalised top-k
+  // softmax gates; Qwen3-MoE is Qwen3 attention (QK-norm) + MoE where decoder_sparse_step and
+  // mlp_only_layers say. Which one is decided by the attention: the QK-norm weights.
+  const std::string from = c.arch;
+  c.arch = c.qk_norm ? "qwen3_moe" : "mixtral";
+  try {
+    check_llama_family(c);
+  } catch (const UsageError& e) {
+    throw UsageError(
+        "model.arch=" + from +
+        " with MoE layers (model.moe.num_experts=" + std::to_string(c.moe.num_experts) +
+        ", model.qk_norm=" + (c.qk_norm ? "true" : "false") + ") exports as Hugging Face's " +
+        c.arch + (c.qk_norm ? "" : " (qwen3_moe would need model.qk_norm=true)") + ": " + e.what());
+  }
   return c;
 }
 

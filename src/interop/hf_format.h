@@ -35,11 +35,12 @@ using Tensors = std::map<std::string, at::Tensor>;
 // "12", ...). Throws UsageError for an unsupported model_type or option, naming the key.
 std::vector<std::pair<std::string, std::string>> config_overrides(const nlohmann::json& config);
 
-// lmtrain model -> config.json. Throws UsageError when the model has no HF equivalent.
 // The Hugging Face family a model exports as: model.arch, except that a Llama or Qwen3 decoder
-// with MoE feed-forwards is Mixtral or Qwen3-MoE (the same computation under HF's names, e.g.
-// the moe-tiny preset); hf_config then checks that the options match that family exactly.
+// with MoE feed-forwards is Mixtral (no QK-norm, e.g. the moe-tiny preset) or Qwen3-MoE
+// (QK-norm): the same computation under HF's names. Throws UsageError naming the option when
+// the MoE options do not match that family exactly.
 GptConfig with_hf_family(GptConfig cfg);
+// lmtrain model -> config.json. Throws UsageError when the model has no HF equivalent.
 nlohmann::json hf_config(const GptConfig& cfg);
 
 // HF tensors (by HF name) -> lmtrain tensors (by lmtrain name). Every lmtrain parameter must be

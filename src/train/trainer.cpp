@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
 #include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/run_dir_claim.h"
@@ -67,6 +68,26 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
   return max_steps;
 }
 
+// A fresh run whose run.dir holds model.init_from (an import's or a merge's own directory) would
+// write into the run it starts from, and --overwrite would move those weights aside before they
+// are read: refused, naming both, on every rank alike (the config is the same everywhere).
+void refuse_run_dir_holding_init_from(const core::Config& cfg, const std::string& run_dir,
+                                      bool resuming) {
+  const std::string init_from = cfg.get_string("model.init_from");
+  if (resuming || init_from.empty()) return;
+  auto normal = [](const std::string& p) {
+    std::string s = std::filesystem::weakly_canonical(std::filesystem::absolute(p)).string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+  };
+  const std::string run = normal(run_dir), src = normal(init_from);
+  if (src != run && src.rfind(run + "/", 0) != 0) return;
+  throw UsageError("run.dir = " + run_dir + " holds model.init_from = " + init_from +
+                   ", the checkpoint this run starts from: train into another run.dir (the "
+                   "config.yaml that `lmtrain import hf` and `lmtrain lora merge` write names " +
+                   run + "-finetune)");
+}
+
 }  // namespace
 
 StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Runtime& rt,
@@ -76,6 +97,7 @@ StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Ru
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   const std::string resume = cfg.get_string("checkpoint.resume");
+  refuse_run_dir_holding_init_from(cfg, run_dir, !resume.empty() && resume != "none");
   StartedRun run;
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
   run.lock = claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);

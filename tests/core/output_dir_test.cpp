@@ -52,6 +52,24 @@ TEST(OutputDir, FreshOutputAppearsOnlyOnCommit) {
   EXPECT_EQ(std::distance(stdfs::directory_iterator(dir.path()), stdfs::directory_iterator{}), 1);
 }
 
+// `export hf RUN hf/tiny` in a fresh checkout: the missing parents are made; a parent that is
+// a file is refused, naming it.
+TEST(OutputDir, MakesMissingParentsButNotThroughAFile) {
+  testing::TempDir dir;
+  const std::string out = dir.file("a/b/out");
+  {
+    OutputDir o(out, {"test", {}, false});
+    write_file_atomic(o.staging() + "/x.txt", "new");
+    EXPECT_EQ(o.commit(), "");
+  }
+  EXPECT_EQ(read_file(out + "/x.txt"), "new");
+  write_file_atomic(dir.file("file"), "not a directory");
+  const auto msg = refusal([&] { OutputDir o(dir.file("file/out"), {"test", {}, false}); });
+  EXPECT_TRUE(
+      testing::contains(msg, "cannot make the output's parent directory " + dir.file("file")))
+      << msg;
+}
+
 TEST(OutputDir, UncommittedWriteLeavesNoTrace) {
   testing::TempDir dir;
   {

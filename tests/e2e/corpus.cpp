@@ -1,5 +1,6 @@
 #include "e2e/corpus.h"
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <stdexcept>
@@ -19,8 +20,10 @@ std::string write_synthetic_corpus(const std::string& dir, int docs, unsigned se
   const std::vector<std::string> endings = {".", " today.", " again.", " at night."};
   std::mt19937 rng(seed);
   auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
+  std::filesystem::create_directories(dir);
   const std::string path = dir + "/corpus.txt";
   std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + path);
   for (int d = 0; d < docs; ++d) {
     const int sentences = 2 + static_cast<int>(rng() % 4);
     for (int s = 0; s < sentences; ++s) {

@@ -165,5 +165,44 @@ TEST_F(HfTrainedParity, TrainedModelsLoadInTransformersAndGenerateTheSameTokens)
   }
 }
 
+// A model of the shipped moe-tiny preset (8 SwiGLU experts, top-2 renormalised softmax gates,
+// dropless, Llama attention, tied head), shrunk and trained briefly, exports as Mixtral; the
+// same with Qwen3's QK-norm as Qwen3-MoE. Both load in transformers with lmtrain's logits and
+// generate lmtrain's greedy tokens.
+TEST_F(HfTrainedParity, MoeTinyExportsAsMixtralAndQwen3MoeWithTheSameLogits) {
+  const std::string moe_tiny =
+      " --config " + source_dir() +
+      "/configs/moe-tiny.yaml --model.n_layer=2 --model.n_embd=32 --model.n_head=2"
+      " --model.mlp_hidden=64 --model.moe.expert_hidden=32 --model.block_size=32"
+      " --data.seq_len=32 --train.micro_batch_size=8 --train.total_batch_size=512"
+      " --optim.warmup_steps=5 --train.eval_batches=4 --train.threads=1 --log.every=10"
+      " --train.eval_every=0 --checkpoint.every=0 --train.max_steps=60";
+  const std::string prompt = "The old man";
+  for (const auto& [family, flags] : std::vector<std::pair<std::string, std::string>>{
+           {"mixtral", ""}, {"qwen3_moe", " --model.qk_norm=true --model.tie_embeddings=false"}}) {
+    SCOPED_TRACE(family);
+    const std::string run = dir_->file("moe_" + family), hf = run + "_hf";
+    auto t = run_command(lmtrain_binary() + " train" + moe_tiny + flags + " --data.dir=" + data_ +
+                         " --run.dir=" + run);
+    ASSERT_EQ(t.exit_code, 0) << t.output;
+    auto e = run_command(lmtrain_binary() + " export hf " + run + " " + hf);
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+    EXPECT_EQ(nlohmann::json::parse(read_text(hf + "/config.json"))["model_type"], family);
+    auto r = run_hf_check("model-outputs " + hf + " --prompt '" + prompt + "' --greedy 20");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto theirs = check_result(r);
+    const auto ids64 = theirs["input_ids"].get<std::vector<int64_t>>();
+    const double worst = worst_diff(lmtrain_logits(run, ids64), theirs["logits"]);
+    std::cout << "moe-tiny as " << family
+              << ": worst |logit diff| lmtrain vs transformers = " << worst << "\n";
+    EXPECT_LE(worst, 1e-4);
+    auto g =
+        run_command(lmtrain_binary() + " generate --checkpoint " + run + " --prompt '" + prompt +
+                    "' --max_new_tokens 20 --temperature 0 --stop_at_eot=false --print_ids");
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+    EXPECT_EQ(parse_ids(g.output), theirs["greedy"].get<std::vector<uint32_t>>()) << g.output;
+  }
+}
+
 }  // namespace
 }  // namespace lmtrain::testing

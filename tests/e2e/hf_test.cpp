@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/config.h"
 #include "core/safetensors.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
@@ -31,6 +32,16 @@ class HfTest : public ::testing::Test {
                          " --run.dir=" + run + " --train.max_steps=3" + model_flags);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return run;
+  }
+  // A tiny run NAME_src, exported to NAME_hf and imported back into NAME_imported (returned).
+  static std::string imported_copy(const std::string& name) {
+    const std::string run = train(name + "_src", "");
+    const std::string hf = dir_->file(name + "_hf"), imported = dir_->file(name + "_imported");
+    auto e = run_command(lmtrain_binary() + " export hf " + run + " " + hf);
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    auto i = run_command(lmtrain_binary() + " import hf " + hf + " --output " + imported);
+    EXPECT_EQ(i.exit_code, 0) << i.output;
+    return imported;
   }
   static TempDir* dir_;
   static std::string data_;
@@ -177,12 +188,116 @@ TEST_F(HfTest, UnsupportedOrInconsistentCheckpointsAreClearErrors) {
       << r.output;
 }
 
+// The README's fine-tune of an import, `lmtrain train --config RUN/config.yaml --data.dir=D`,
+// trains as is: the import's config starts from the import (model.init_from), one epoch
+// (train.epochs; max_steps and epochs were both 0 before, a refusal), into RUN-finetune
+// (run.dir was RUN itself, refused as holding a checkpoint). Naming the import as run.dir
+// is refused, also with --overwrite, which would have moved the weights aside before reading.
+TEST_F(HfTest, ImportWritesAConfigThatFineTunesIntoItsOwnRunDir) {
+  const std::string imported = imported_copy("cfg");
+  core::Config cfg = core::Config::defaults();
+  cfg.merge_yaml_file(imported + "/config.yaml");
+  const std::string abs = fs::absolute(imported).lexically_normal().string();
+  EXPECT_EQ(cfg.get_string("model.init_from"), abs);
+  EXPECT_EQ(cfg.get_string("run.dir"), abs + "-finetune");
+  EXPECT_EQ(cfg.get_int("train.epochs"), 1);
+  EXPECT_EQ(cfg.get_int("train.max_steps"), 0);
+
+  auto r = run_command(lmtrain_binary() + " train --config " + imported +
+                       "/config.yaml --train.threads=1 --data.dir=" + data_);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "initial weights from " + abs)) << r.output;
+  EXPECT_TRUE(fs::exists(abs + "-finetune/checkpoints/latest/meta.json"));
+  const auto metrics = read_text(abs + "-finetune/metrics.jsonl");
+  EXPECT_TRUE(contains(metrics, "\"epoch\":")) << metrics;
+  // The import still holds its one checkpoint and nothing of the fine-tune.
+  EXPECT_EQ(checkpoint_steps(imported), std::vector<std::string>{"step_00000000"});
+  EXPECT_FALSE(fs::exists(imported + "/train.log"));
+
+  for (const std::string extra : {"", " --overwrite"}) {
+    SCOPED_TRACE(extra);
+    auto into = run_command(lmtrain_binary() + " train --config " + imported +
+                            "/config.yaml --train.max_steps=2 --data.dir=" + data_ +
+                            " --run.dir=" + imported + extra);
+    expect_refused(into, {"run.dir = " + imported, "holds model.init_from", "-finetune"});
+    EXPECT_EQ(checkpoint_steps(imported), std::vector<std::string>{"step_00000000"});
+    EXPECT_FALSE(fs::exists(imported + "/previous-1"));
+  }
+}
+
+// Fine-tuning a model that brings its own tokenizer (the README's Qwen3 LoRA example): data
+// prepared with another tokenizer is refused, naming it; `prepare --tokenizer` encodes with the
+// import's tokenizer.json, and the fine-tune then runs.
+TEST_F(HfTest, PrepareWithTheImportsTokenizerFineTunesIt) {
+  const std::string imported = imported_copy("tok");
+  const std::string corpus = write_synthetic_corpus(dir_->file("tok_corpus"), 300, 11);
+  const std::string prepare = lmtrain_binary() + " prepare --input " + corpus +
+                              " --doc_separator % --val_fraction 0.1 --output ";
+  const std::string own = dir_->file("tok_own"), theirs = dir_->file("tok_theirs");
+  auto own_prep = run_command(prepare + own + " --vocab_size 300");
+  ASSERT_EQ(own_prep.exit_code, 0) << own_prep.output;
+  const std::string finetune = lmtrain_binary() + " train --config " + imported +
+                               "/config.yaml --train.max_steps=2 --train.threads=1 --data.dir=";
+  expect_refused(run_command(finetune + own), {"different tokenizer", "data.dir = " + own});
+
+  const std::string tok = imported + "/checkpoints/latest/tokenizer.json";
+  auto p = run_command(prepare + theirs + " --tokenizer " + tok);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const auto summary = nlohmann::json::parse(read_text(theirs + "/prepare.json"));
+  const auto meta = nlohmann::json::parse(read_text(imported + "/checkpoints/latest/meta.json"));
+  EXPECT_EQ(summary["tokenizer_hash"], meta["tokenizer_hash"]);
+  EXPECT_EQ(read_text(theirs + "/tokenizer.json"), read_text(tok));
+  auto f = run_command(finetune + theirs);
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+
+  expect_refused(
+      run_command(prepare + dir_->file("tok_both") + " --tokenizer " + tok + " --vocab_size 300"),
+      {"--vocab_size and --tokenizer"});
+  expect_refused(
+      run_command(prepare + dir_->file("tok_none") + " --tokenizer " + dir_->file("no_such.json")),
+      {"--tokenizer", "no_such.json", "is not a file"});
+}
+
+// A model of the shipped moe-tiny preset (Llama attention, MoE feed-forwards) exports as
+// Mixtral (hf_parity_test.cpp checks its logits in transformers); what Mixtral or Qwen3-MoE
+// cannot compute is refused, naming the option.
+TEST_F(HfTest, MoeExportsAsMixtralOrRefusesNamingTheOption) {
+  const std::string moe = " --config " + source_dir() +
+                          "/configs/moe-tiny.yaml --model.n_layer=2 --model.n_embd=32"
+                          " --model.n_head=2 --model.mlp_hidden=64 --model.moe.expert_hidden=32"
+                          " --model.block_size=32 --data.seq_len=32 --train.total_batch_size=512";
+  auto export_of = [&](const std::string& name, const std::string& flags) {
+    const std::string run = train(name, moe + flags);
+    return run_command(lmtrain_binary() + " export hf " + run + " " + dir_->file(name + "_hf"));
+  };
+  auto r = export_of("moe_tiny", "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto config = nlohmann::json::parse(read_text(dir_->file("moe_tiny_hf/config.json")));
+  EXPECT_EQ(config["model_type"], "mixtral");
+  EXPECT_EQ(config["num_local_experts"], 8);
+  EXPECT_EQ(config["num_experts_per_tok"], 2);
+  r = export_of("moe_shared", " --model.moe.shared_experts=1");
+  expect_refused(r, {"model.arch=llama with MoE layers", "mixtral", "model.moe.shared_experts=0"});
+  r = export_of("moe_every", " --model.moe.every=2");
+  expect_refused(r, {"mixtral", "model.moe.every=1", "qwen3_moe would need model.qk_norm=true"});
+  r = export_of("moe_sigmoid", " --model.qk_norm=true --model.moe.gate=sigmoid");
+  expect_refused(r, {"exports as Hugging Face's qwen3_moe", "model.moe.gate=softmax"});
+}
+
+// `lmtrain --help`, `import --help` and `export --help` name every family, the MoE ones too.
+TEST(HfHelp, HelpListsTheMoeFamilies) {
+  for (const std::string cmd : {"--help", "import --help", "export --help"}) {
+    SCOPED_TRACE(cmd);
+    auto r = run_command(lmtrain_binary() + " " + cmd);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* family : {"gpt2", "llama", "qwen2", "qwen3", "qwen3_moe", "mixtral"}) {
+      EXPECT_TRUE(contains(r.output, family)) << family << " missing from:\n" << r.output;
+    }
+  }
+}
+
 TEST_F(HfTest, FineTunesFromAnImportedCheckpoint) {
-  const std::string run = train("ft_src", "");
-  const std::string hf = dir_->file("ft_hf"), imported = dir_->file("ft_imported");
-  ASSERT_EQ(run_command(lmtrain_binary() + " export hf " + run + " " + hf).exit_code, 0);
-  ASSERT_EQ(run_command(lmtrain_binary() + " import hf " + hf + " --output " + imported).exit_code,
-            0);
+  const std::string imported = imported_copy("ft");
   auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data_ +
                        " --run.dir=" + dir_->file("ft_run") +
                        " --train.max_steps=2 --model.init_from=" + imported);

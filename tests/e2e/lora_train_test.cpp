@@ -243,6 +243,12 @@ TEST_F(LoraTrain, MergeEqualsTheAdapterForward) {
     auto x = run_command(lmtrain_binary() + " export hf " + merged + " " + merged + "_hf");
     EXPECT_EQ(x.exit_code, 0) << x.output;
     EXPECT_FALSE(read_meta(merged + "/checkpoints/latest").contains("lora_base"));
+    // Its config.yaml fine-tunes from it as is, into MERGED-finetune (never into the merge).
+    auto f = run_command(lmtrain_binary() + " train --config " + merged +
+                         "/config.yaml --data.dir=" + data_ + " --train.max_steps=2");
+    ASSERT_EQ(f.exit_code, 0) << f.output;
+    EXPECT_TRUE(contains(f.output, "initial weights from " + merged)) << f.output;
+    EXPECT_TRUE(fs::exists(merged + "-finetune/checkpoints/latest/meta.json"));
   }
 }
 
