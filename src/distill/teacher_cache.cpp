@@ -9,12 +9,12 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "data/batch.h"
 #include "data/window_stream.h"
-#include "core/fault_injection.h"
 
 namespace lmtrain::train {
 

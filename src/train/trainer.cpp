@@ -8,6 +8,7 @@
 #include "checkpoint/run_dir_claim.h"
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
+#include "core/fault_injection.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
@@ -32,7 +33,6 @@
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
 #include "train/evaluator.h"
-#include "core/fault_injection.h"
 #include "train/train_step.h"
 
 namespace lmtrain::train {

@@ -9,12 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_model.h"
 #include "core/safetensors.h"
 #include "model/soft_tokens.h"
 #include "model/temporal/temporal_encoder.h"
-#include "test_util.h"
-#include "checkpoint/checkpoint_model.h"
 #include "objective/temporal_objective.h"
+#include "test_util.h"
 
 namespace lmtrain::testing {
 namespace {
