@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what lmtrain needs on Debian 12, idempotently, saying what it installs:
 #   Debian:  compiler, CMake, Ninja, Gloo headers (pip's torch ships none), yaml-cpp, PCRE2,
-#            utf8proc (tokenizer normalizers), nlohmann-json, GoogleTest; fortunes (the demo
+#            utf8proc (tokenizer normalizers), zstd + zlib
+#            (compressed corpora), nlohmann-json, GoogleTest; fortunes (the demo
 #            corpus); openmpi-bin (mpirun tests), iproute2 (the multi-node test's network namespaces); clang-14 + libclang-rt-14-dev
 #            (libFuzzer, ASan, UBSan for scripts/fuzz.sh); clang-format (scripts/check_format.sh);
 #            python3-venv
@@ -13,7 +14,8 @@ cd "$(dirname "$0")/.."
 
 packages=(
   g++ cmake ninja-build pkg-config
-  libgloo-dev libyaml-cpp-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libgtest-dev
+  libgloo-dev libyaml-cpp-dev libpcre2-dev libutf8proc-dev libzstd-dev zlib1g-dev nlohmann-json3-dev
+  libgtest-dev
   libgmock-dev
   fortunes openmpi-bin iproute2
   clang-14 libclang-rt-14-dev clang-format
