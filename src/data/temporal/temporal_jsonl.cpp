@@ -14,6 +14,10 @@ namespace {
 
 // The shortest text of `f` that a JSON reader's double, cast to float, turns back into `f`.
 void append_float_json(std::string& out, float f) {
+  if (f == 0.0f && std::signbit(f)) {
+    out += "-0.0";  // "-0" would read back as the integer 0
+    return;
+  }
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof(buf), f);
   double back = 0;
@@ -137,7 +141,9 @@ std::string sample_to_jsonl(const TemporalSample& s) {
     append_series_json(out, s.series[k]);
   }
   out += ']';
-  if (!s.task.empty()) {
+  // The scoring fields whenever any is set (a line read from a file may have some without a
+  // task), so whatever was read is written back.
+  if (!s.task.empty() || !s.choices.empty() || !s.answer.empty() || !std::isnan(s.numeric_answer)) {
     out += ",\"task\":" + json(s.task).dump() + ",\"choices\":" + json(s.choices).dump() +
            ",\"answer\":" + json(s.answer).dump() + ",\"numeric_answer\":" +
            (std::isfinite(s.numeric_answer) ? json(s.numeric_answer).dump() : "null");

@@ -368,6 +368,23 @@ TEST(TemporalJsonl, WrittenSamplesReadBackBitForBit) {
   EXPECT_EQ(r.series[0].valid, v.valid);
 }
 
+// Found by fuzz_temporal_jsonl: a line with choices and an answer but no task lost them when
+// written back; a value -0 read back as +0 (the integer 0).
+TEST(TemporalJsonl, ScoringFieldsWithoutATaskAndNegativeZeroSurviveAWriteAndRead) {
+  const TemporalSample s = sample_from_jsonl(
+      "{\"input\": \"<ts><ts/>\", \"output\": \" a\", \"timeseries\": [[1, -0.0]], "
+      "\"choices\": [\"a\", \"b\"], \"answer\": \"a\"}",
+      "x:1", {});
+  ASSERT_TRUE(std::signbit(s.series[0].values[1]));
+  const std::string line = sample_to_jsonl(s);
+  const TemporalSample back = sample_from_jsonl(line, "x:1", {});
+  EXPECT_EQ(back.choices, s.choices);
+  EXPECT_EQ(back.answer, "a");
+  EXPECT_TRUE(back.task.empty());
+  EXPECT_TRUE(std::signbit(back.series[0].values[1])) << line;
+  EXPECT_EQ(sample_to_jsonl(back), line);
+}
+
 TEST(TemporalSeriesFile, PicksTheReaderByExtension) {
   TempDir dir;
   write_text(dir.file("a.CSV"), "t,x\n2024-01-01,1\n2024-01-02,2\n");
