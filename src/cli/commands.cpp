@@ -25,6 +25,7 @@ Commands:
   eval       loss and perplexity of a checkpoint on a token split
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
   distill-cache  a distillation teacher's top-k logits of every training window, to a file
+  temporal-data  synthetic time-series question/answer samples (curves + text), sharded JSONL
   import     import hf DIR: a Hugging Face gpt2/llama/qwen2/qwen3/qwen3_moe/mixtral model ->
              lmtrain checkpoint
   export     export hf CHECKPOINT DIR: an lmtrain checkpoint -> Hugging Face model directory
@@ -61,6 +62,7 @@ int run_main(int argc, char** argv) {
     if (command == "import") return cmd_import(args);
     if (command == "export") return cmd_export(args);
     if (command == "lora") return cmd_lora(args);
+    if (command == "temporal-data") return cmd_temporal_data(args);
     if (command == "version" || command == "--version") {
       std::cout << "lmtrain 0.1.0 (libtorch " << compat::torch_version_string() << ")\n";
       return 0;

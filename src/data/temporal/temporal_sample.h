@@ -32,7 +32,7 @@ struct TemporalSample {
   std::vector<std::string> choices;  // the canonical answer phrases of a class task, else empty
   std::string answer;                // the canonical answer phrase (one of choices, or a number)
   double numeric_answer = std::numeric_limits<double>::quiet_NaN();  // numeric tasks
-  std::string attributes_json;       // every attribute the curve was built from, as JSON
+  std::string attributes_json;  // every attribute the curve was built from, as JSON
 };
 
 }  // namespace lmtrain::data::temporal
