@@ -200,6 +200,25 @@ void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file
   }
 }
 
+void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& objective) {
+  auto it = ckpt.files.find(kObjectiveFile);
+  if (it == ckpt.files.end()) {
+    throw UsageError("checkpoint " + ckpt.dir + " has no " + kObjectiveFile +
+                     ": it was saved without the parameters this objective trains (e.g. "
+                     "distillation's feature projections or a temporal encoder); resume with the "
+                     "run's own config");
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& item : objective.named_parameters()) {
+    auto src = it->second.tensors.find(item.key());
+    if (src == it->second.tensors.end() || src->second.sizes() != item.value().sizes()) {
+      throw UsageError("checkpoint " + ckpt.dir + ": " + kObjectiveFile + " lacks '" + item.key() +
+                       "' of shape " + c10::str(item.value().sizes()));
+    }
+    item.value().copy_(src->second);
+  }
+}
+
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           optim::Optimizer& optimizer,
                                           torch::nn::Module* objective) {
@@ -209,23 +228,7 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
     throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
   }
   const auto lora_base = load_checkpoint_weights(ckpt, model);
-  if (objective && !objective->parameters().empty()) {
-    auto it = ckpt.files.find(kObjectiveFile);
-    if (it == ckpt.files.end()) {
-      throw UsageError("checkpoint " + ckpt.dir + " has no " + kObjectiveFile +
-                       ": it was saved without the parameters this objective trains (e.g. "
-                       "distillation's feature projections); resume with the run's own config");
-    }
-    torch::NoGradGuard no_grad;
-    for (auto& item : objective->named_parameters()) {
-      auto src = it->second.tensors.find(item.key());
-      if (src == it->second.tensors.end() || src->second.sizes() != item.value().sizes()) {
-        throw UsageError("checkpoint " + ckpt.dir + ": " + kObjectiveFile + " lacks '" +
-                         item.key() + "' of shape " + c10::str(item.value().sizes()));
-      }
-      item.value().copy_(src->second);
-    }
-  }
+  if (objective && !objective->parameters().empty()) load_objective_tensors(ckpt, *objective);
 
   const auto& ot = optim_it->second.tensors;
   const auto& om = ckpt.meta.at("optimizer");

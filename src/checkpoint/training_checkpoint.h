@@ -73,6 +73,11 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
                                           optim::Optimizer& optimizer,
                                           torch::nn::Module* objective = nullptr);
 
+// The parameters an objective trains (Objective::trained_module: distillation's projections, a
+// temporal encoder) from the checkpoint's objective.safetensors, by name; UsageErrors name what
+// is missing. The checkpoint must have been loaded with that file.
+void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& objective);
+
 // Which of a model's tensors a file provides: all parameters and buffers; a LoRA base's (all but
 // the adapters); or what a training checkpoint stores (trainable parameters and buffers).
 enum class ModelTensors { kAll, kBase, kCheckpointed };

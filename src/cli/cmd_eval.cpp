@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/threads.h"
 #include "data/prepared_data.h"
@@ -12,9 +13,50 @@
 #include "data/window_stream.h"
 #include "distributed/group.h"
 #include "infer/cached_eval.h"
+#include "objective/temporal_objective.h"
 #include "train/evaluator.h"
+#include "train/temporal_qa.h"
+#include "train/temporal_setup.h"
 
 namespace lmtrain::cli {
+namespace {
+
+// A temporal-encoder run: the answer loss on its held-out samples, and with --temporal_qa the
+// accuracy per attribute against chance and the two baselines (train/temporal_qa.h).
+int eval_temporal(const ParsedArgs& args, const core::Runtime& rt) {
+  auto loaded = train::load_temporal_inference(args.get("checkpoint"), rt);
+  core::Config cfg = *loaded.lm.config;
+  if (args.has("data.temporal.dir")) {
+    cfg.set("data.temporal.dir", args.get("data.temporal.dir"), "--data.temporal.dir");
+    cfg.set("data.temporal.online", "false", "--data.temporal.dir");
+  }
+  auto data = train::make_temporal_data(cfg, *loaded.lm.tokenizer, cfg.get_int("model.n_embd"));
+  auto group = dist::make_single_rank_group();
+  train::TemporalAlignmentObjective objective(loaded.encoder);
+  const int64_t B = args.get_int("batch_size", cfg.get_int("train.micro_batch_size"));
+  if (B < 1) throw UsageError("--batch_size must be >= 1");
+  int64_t batches = args.get_int("batches", 0);
+  if (batches <= 0) batches = std::max<int64_t>(1, (data->val_samples() + B - 1) / B);
+  const double loss = train::evaluate(*loaded.lm.model, objective, *data, B, batches, *group, rt);
+  std::cout << log::format("checkpoint: %s (step %lld)\nval answer loss: %.4f\nsamples: %lld\n",
+                           loaded.lm.checkpoint_dir.c_str(), (long long)loaded.lm.step, loss,
+                           (long long)std::min(batches * B, data->val_samples()));
+  if (!args.get_bool("temporal_qa")) return 0;
+  train::TemporalQaOptions qa;
+  qa.max_samples = args.get_int("max_samples", 0);
+  const auto report = train::score_temporal_qa(*loaded.lm.model, *loaded.encoder, *data, qa);
+  std::cout << train::format_temporal_qa(report);
+  if (args.has("json")) {
+    auto j = train::temporal_qa_json(report);
+    j["checkpoint"] = loaded.lm.checkpoint_dir;
+    j["step"] = loaded.lm.step;
+    j["val_answer_loss"] = loss;
+    core::write_file_atomic(args.get("json"), j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
 
 int cmd_eval(const Args& argv) {
   const std::vector<FlagSpec> flags = {
@@ -31,6 +73,13 @@ int cmd_eval(const Args& argv) {
        "SELECTION+STORAGE such as streaming:sinks=4,window=252+int8); reports it beside the "
        "plain loss with the cache bytes per token",
        "POLICY"},
+      {"temporal_qa", FlagKind::kBool,
+       "a temporal-encoder run: also answer the held-out questions and print the accuracy per "
+       "attribute next to chance, the text-only and the shuffled-series baselines"},
+      {"data.temporal.dir", FlagKind::kValue,
+       "a temporal-encoder run: score these samples' validation split (default: the run's)", "DIR"},
+      {"max_samples", FlagKind::kValue, "--temporal_qa: score the first N held-out samples", "N"},
+      {"json", FlagKind::kValue, "--temporal_qa: also write the scores to this JSON file", "FILE"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
       {"device", FlagKind::kValue,
        "auto | cpu | cuda (default auto: a GPU when visible); fp32, without TF32", "D"},
@@ -39,7 +88,10 @@ int cmd_eval(const Args& argv) {
   if (args.help) {
     std::cout << "Usage: lmtrain eval --checkpoint PATH [--split val|train] [--batches N]\n\n"
                  "Prints the mean cross-entropy loss and perplexity of the checkpoint on\n"
-                 "non-overlapping windows of data.seq_len tokens.\n\nFlags:\n"
+                 "non-overlapping windows of data.seq_len tokens. For a temporal-encoder run\n"
+                 "(model.temporal.enabled) it prints the answer loss on the held-out samples,\n"
+                 "and with --temporal_qa the question-answering accuracy per attribute.\n\n"
+                 "Flags:\n"
               << flags_help(flags);
     return 0;
   }
@@ -50,8 +102,10 @@ int cmd_eval(const Args& argv) {
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
+  if (args.get_bool("temporal_qa") || args.has("data.temporal.dir")) return eval_temporal(args, rt);
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   const auto& cfg = *loaded.config;
+  if (cfg.get_bool("model.temporal.enabled")) return eval_temporal(args, rt);
   const std::string data_dir =
       args.get("data_dir", args.get("data.dir", cfg.get_string("data.dir")));
   if (data_dir.empty()) {

@@ -89,9 +89,43 @@ const std::vector<KeySpec>& config_schema() {
         "DeepSeek-V3 auxiliary-loss-free balancing: per-expert selection bias moved by this much "
         "per step toward the global mean load (0 = off)"),
 
+      B("model.temporal.enabled", false,
+        "train a time-series encoder whose soft tokens stand at the <ts><ts/> placeholders of "
+        "the prompts, aligned to the frozen LM of model.init_from (its shape and tokenizer are "
+        "taken from there); data from data.temporal.*"),
+      I("model.temporal.channels", 1, 1, 1024, "time-series encoder: variables per series (C)"),
+      I("model.temporal.max_length", 1024, 1, 1 << 20,
+        "time-series encoder: the longest series accepted (sizes the position table)"),
+      I("model.temporal.patch_len", 16, 1, 1 << 16, "time-series encoder: values per patch"),
+      I("model.temporal.stride", 16, 1, 1 << 16,
+        "time-series encoder: step between patch starts (= patch_len: no overlap)"),
+      I("model.temporal.layers", 2, 0, 1024, "time-series encoder: transformer blocks"),
+      I("model.temporal.width", 128, 1, 65536, "time-series encoder: width"),
+      I("model.temporal.heads", 4, 1, 1024, "time-series encoder: attention heads"),
+      I("model.temporal.mlp_ratio", 4, 1, 64, "time-series encoder: MLP hidden = ratio * width"),
+      I("model.temporal.num_tokens", 0, 0, 1 << 16,
+        "soft tokens per series: 0 = one per patch, > 0 = pooled to this many"),
+
       S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
       I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),
       B("data.shuffle", true, "shuffle windows each epoch (seeded by train.seed and epoch)"),
+      S("data.temporal.dir", "", {},
+        "time-series QA samples: a directory written by `lmtrain temporal-data`, or of ChatTS "
+        "JSONL files ({\"input\", \"output\", \"timeseries\"})"),
+      B("data.temporal.online", false,
+        "generate the synthetic samples on the fly (deterministic per data.temporal.seed and "
+        "index: equal to `lmtrain temporal-data`'s cached ones) instead of reading "
+        "data.temporal.dir"),
+      I("data.temporal.num_samples", 10000, 1, kBig,
+        "online generation: samples in all (train + val), as `temporal-data --num_samples`"),
+      I("data.temporal.seed", 0, 0, kBig, "online generation: the generator's seed"),
+      S("data.temporal.lengths", "256", {},
+        "online generation: series lengths, comma-separated (as `temporal-data --length`)"),
+      S("data.temporal.tasks", "", {},
+        "online generation: the tasks to cycle through, comma-separated (as `temporal-data "
+        "--tasks`; empty = all)"),
+      F("data.temporal.val_fraction", "0.05", 0, 0.9,
+        "share of the samples held out for validation: the last ones (a class-balanced block)"),
 
       I("train.seed", 1337, 0, kBig, "seed for init, data order, dropout and sampling"),
       I("train.micro_batch_size", 8, 1, 1 << 20, "windows per rank per micro-step (B)"),

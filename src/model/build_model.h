@@ -26,7 +26,8 @@ struct BuildOptions {
 // Builds the `model` section of `cfg` and places it on rt.device in rt.param_dtype.
 // Initialisation runs on the CPU with the global CPU generator (seed it first), so the same
 // seed gives the same initial weights on every device. Applies train.activation_checkpointing
-// and, with lora.rank > 0, LoRA (model/lora.h: the base frozen, adapters attached).
+// and, with lora.rank > 0, LoRA (model/lora.h: the base frozen, adapters attached); without
+// LoRA, model.temporal.enabled freezes the whole decoder (the encoder is the objective's).
 Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts = {});
 
 }  // namespace lmtrain::model

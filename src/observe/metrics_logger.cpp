@@ -38,6 +38,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
                       {"grad_norm", m.grad_norm}, {"tokens_per_s", m.tokens_per_s},
                       {"elapsed_s", m.elapsed_s}};
   for (const auto& [name, value] : m.terms) j[name + "_loss"] = value;
+  if (m.samples_per_s > 0) j["samples_per_s"] = m.samples_per_s;
   if (m.comm_wait_ms >= 0) j["comm_wait_ms"] = m.comm_wait_ms;
   if (m.a2a_ms >= 0) j["a2a_ms"] = m.a2a_ms;
   if (m.loss_scale > 0) {
@@ -73,6 +74,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     tb_->add_scalar("train/lr", m.lr, m.step);
     tb_->add_scalar("train/grad_norm", m.grad_norm, m.step);
     tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
+    if (m.samples_per_s > 0) tb_->add_scalar("train/samples_per_s", m.samples_per_s, m.step);
     if (m.comm_wait_ms >= 0) tb_->add_scalar("train/comm_wait_ms", m.comm_wait_ms, m.step);
     if (m.a2a_ms >= 0) tb_->add_scalar("train/a2a_ms", m.a2a_ms, m.step);
     if (m.loss_scale > 0) {
@@ -102,6 +104,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   }
   if (!terms.empty()) terms = " (" + terms.substr(1) + ")";
   std::string extra;
+  if (m.samples_per_s > 0) extra += log::format(" | %.1f samples/s", m.samples_per_s);
   if (m.comm_wait_ms >= 0) extra += log::format(" | comm wait %.1f ms", m.comm_wait_ms);
   if (m.a2a_ms >= 0) extra += log::format(" | all-to-all %.1f ms", m.a2a_ms);
   if (m.loss_scale > 0) {

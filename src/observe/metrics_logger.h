@@ -25,6 +25,7 @@ struct StepMetrics {
   double lr = 0;
   double grad_norm = 0;
   double tokens_per_s = 0;
+  double samples_per_s = 0;  // runs of samples (temporal QA rows), else 0: not logged
   double elapsed_s = 0;
   double comm_wait_ms = -1;    // per step, gradient all-reduce not hidden by backward (<0: n/a)
   double loss_scale = 0;       // fp16 dynamic loss scale (0: not in use)

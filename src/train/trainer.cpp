@@ -33,6 +33,8 @@
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
 #include "train/evaluator.h"
+#include "train/temporal_setup.h"
+#include "train/token_window_data.h"
 #include "train/train_step.h"
 
 namespace lmtrain::train {
@@ -94,6 +96,11 @@ StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Ru
                      int local_world_size, bool overwrite) {
   const int rank = group.rank();
   if (cfg.get_bool("train.cuda_graphs")) check_cuda_graphs_config(cfg, rt, group.size());
+  if (cfg.get_bool("model.temporal.enabled") && cfg.get_bool("distill.enabled")) {
+    throw UsageError(
+        "model.temporal.enabled and distill.enabled: a temporal run trains an encoder for a "
+        "frozen LM, there is no student to distil into (turn one of them off)");
+  }
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
   const std::string resume = cfg.get_string("checkpoint.resume");
@@ -121,31 +128,48 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const std::string resume = cfg.get_string("checkpoint.resume");
   log::set_file(run.log_path);
 
-  // ---- data
-  const std::string data_dir = cfg.get_string("data.dir");
-  const std::string tok_path = data::require_data_file(data_dir, "tokenizer.json");
-  const auto tokenizer = data::BpeTokenizer::load_hf(tok_path);
-  const std::string train_path = data::require_data_file(data_dir, "train.bin");
-  const std::string val_path = data::require_data_file(data_dir, "val.bin");
-  data::TokenShard train_shard(train_path), val_shard(val_path);
-  data::check_shard_hash(train_shard, train_path, tokenizer.hash());
-  data::check_shard_hash(val_shard, val_path, tokenizer.hash());
-  train_shard.set_vocab_size(tokenizer.vocab_size());
-  val_shard.set_vocab_size(tokenizer.vocab_size());
+  // ---- data: token windows of data.dir, or (model.temporal.enabled) time-series QA rows in the
+  // frozen LM's tokenizer, whose shape the run adopts
+  const bool temporal = cfg.get_bool("model.temporal.enabled");
+  const std::string data_dir =
+      temporal ? cfg.get_string("data.temporal.dir") : cfg.get_string("data.dir");
+  std::optional<LoadedCheckpoint> temporal_lm;
+  std::string tok_path;
+  if (temporal) {
+    temporal_lm = temporal_lm_checkpoint(cfg);
+    adopt_lm_shape(cfg, *temporal_lm);
+    tok_path = temporal_lm->dir + "/tokenizer.json";
+  }
+  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  std::unique_ptr<TrainingData> data;
+  TokenWindowData* windows = nullptr;  // the LM data, when this is not a temporal run
+  const data::BpeTokenizer* tokenizer_ptr = nullptr;
+  if (temporal) {
+    auto tok = data::BpeTokenizer::load_hf(tok_path);
+    const auto lm_width = checkpoint_config(*temporal_lm).get_int("model.n_embd");
+    auto temporal_data = make_temporal_data(cfg, std::move(tok), lm_width);
+    tokenizer_ptr = &temporal_data->tokenizer();
+    data = std::move(temporal_data);
+  } else {
+    auto token_data = std::make_unique<TokenWindowData>(data_dir, cfg.get_int("data.seq_len"), seed,
+                                                        cfg.get_bool("data.shuffle"));
+    windows = token_data.get();
+    tok_path = token_data->tokenizer_path();
+    tokenizer_ptr = &token_data->tokenizer();
+    data = std::move(token_data);
+  }
+  const data::BpeTokenizer& tokenizer = *tokenizer_ptr;
 
   const auto mcfg =
       model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
   cfg.set("model.vocab_size", std::to_string(mcfg.vocab_size), "tokenizer");
   const auto plan = BatchPlan::from_config(cfg, group.size());
-  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
-  data::WindowStream train_stream(train_shard, plan.seq_len, seed, cfg.get_bool("data.shuffle"));
-  data::WindowStream val_stream(val_shard, plan.seq_len, seed, false);
-  const int64_t steps_per_epoch = train_stream.num_windows() / plan.global_windows;
+  const int64_t steps_per_epoch = data->train_samples() / plan.global_windows;
   if (steps_per_epoch == 0) {
     throw UsageError(log::format(
-        "the training split has %lld windows of %lld tokens, fewer than one global batch "
-        "(%lld windows): lower train.total_batch_size / train.micro_batch_size or data.seq_len",
-        (long long)train_stream.num_windows(), (long long)plan.seq_len,
+        "the training split has %lld %s of %lld tokens, fewer than one global batch "
+        "(%lld rows): lower train.total_batch_size / train.micro_batch_size or data.seq_len",
+        (long long)data->train_samples(), data->sample_name().c_str(), (long long)plan.seq_len,
         (long long)plan.global_windows));
   }
   const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch);
@@ -159,10 +183,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
               " is ignored: distill.enabled is false (add --distill.enabled=true to distill from "
               "it)");
   }
-  std::unique_ptr<TeacherCache> teacher_cache;
   if (distill && !cfg.get_string("distill.cache").empty()) {
-    teacher_cache =
-        open_teacher_cache(cfg, train_shard, train_stream, tokenizer.hash(), mcfg.vocab_size);
+    windows->set_teacher_cache(open_teacher_cache(
+        cfg, windows->train_shard(), windows->train_stream(), tokenizer.hash(), mcfg.vocab_size));
   } else if (distill) {
     resolve_teacher(cfg);
   }
@@ -176,7 +199,16 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
         "checkpoint or an `lmtrain import hf` directory");
   }
   torch::manual_seed(seed);
-  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size, ep.placement});
+  // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
+  // adapters (its second stage).
+  auto model = model::build_model(
+      cfg, rt, {/*init=*/!temporal || lora.enabled(), mcfg.vocab_size, ep.placement});
+  TrainingState state;
+  if (temporal) {
+    // Before the encoder: its projector starts at the scale of the LM's token embeddings.
+    state.lora_base = load_init_weights(*model, *temporal_lm);
+    log::info("frozen LM from " + temporal_lm->dir);
+  }
   std::shared_ptr<AllToAllExpertDispatcher> dispatcher;
   if (ep.active()) {
     dispatcher = std::make_shared<AllToAllExpertDispatcher>(*ep.ep_group, mcfg.moe.num_experts);
@@ -191,8 +223,14 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   // widths differ, train beside the model in the same flat buffers).
   std::shared_ptr<Objective> objective = std::make_shared<LmObjective>();
   if (distill) {
-    objective = make_distill_objective(cfg, rt, mcfg, tokenizer.hash(), teacher_cache.get(), seed);
+    objective =
+        make_distill_objective(cfg, rt, mcfg, tokenizer.hash(), windows->teacher_cache(), seed);
+  } else if (temporal) {
+    objective = make_temporal_objective(cfg, *model, rt, seed);
   }
+  // Validation scores the run's loss without training-only terms: the LM loss for LM and
+  // distillation runs, the answer loss for a temporal run.
+  std::shared_ptr<Objective> val_objective = temporal ? objective : std::make_shared<LmObjective>();
   optim::FlatParams flat(trained_param_sources(*model, objective.get()),
                          optim::flat_pad_multiple(cfg, group.size()));
   flat.set_expert_first(ep.placement.first);
@@ -210,14 +248,12 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   log::info(plan.describe());
   log::info(log::format("optimizer: %s, %.1f MiB of state on this rank", optimizer.name().c_str(),
                         optimizer.state_bytes() / 1048576.0));
-  log::info(
-      log::format("data: %lld train windows (%lld steps/epoch), %lld val windows; "
-                  "%lld steps",
-                  (long long)train_stream.num_windows(), (long long)steps_per_epoch,
-                  (long long)val_stream.num_windows(), (long long)max_steps));
+  log::info(log::format("data: %lld train %s (%lld steps/epoch), %lld val %s; %lld steps",
+                        (long long)data->train_samples(), data->sample_name().c_str(),
+                        (long long)steps_per_epoch, (long long)data->val_samples(),
+                        data->sample_name().c_str(), (long long)max_steps));
 
   // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
-  TrainingState state;
   bool resumed = false;
   if (!resume.empty() && resume != "none") {
     auto dir = CheckpointStore::resolve(resume, run_dir);
@@ -261,7 +297,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     }
   }
   const std::string init_from = cfg.get_string("model.init_from");
-  if (!resumed && !init_from.empty()) {
+  if (!resumed && !init_from.empty() && !temporal) {
     auto dir = CheckpointStore::resolve(init_from, init_from);
     if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
     auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
@@ -298,6 +334,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                                   cfg.get_int("train.loss_scale_window")),
                        &ep);
   stepper.set_objective(objective);
+  stepper.set_masked_targets(temporal);  // only a temporal row's answer tokens are targets
   std::unique_ptr<CudaGraphStep> graphed;
   if (cuda_graphs) {
     graphed =
@@ -353,25 +390,16 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     const auto t0 = Clock::now();
     const double lr = schedule.at(state.step);
     auto next_batch = [&](int64_t m) {
-      std::vector<int64_t> ids;
-      for (int64_t slot : plan.slots(rank, m)) {
-        ids.push_back(train_stream.window_at(state.position.epoch, state.position.cursor + slot));
-      }
-      auto [x, y] = data::make_batch(train_stream, ids, rt.device);
-      auto batch = Batch::lm(std::move(x), std::move(y));
-      if (teacher_cache) {  // the offline teacher's top-k of the same windows
-        auto [logits, index] = teacher_cache->rows(ids, rt.device);
-        batch.tensors.emplace("teacher_logits", std::move(logits));
-        batch.tensors.emplace("teacher_index", std::move(index));
-      }
-      return batch;
+      std::vector<int64_t> positions;
+      for (int64_t slot : plan.slots(rank, m)) positions.push_back(state.position.cursor + slot);
+      return data->train_batch(state.position.epoch, positions, rt.device);
     };
     auto r = graphed ? graphed->step(plan.accum_steps, next_batch, lr, grad_clip)
                      : stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     ++state.step;
     core::maybe_inject_fault(rank, state.step);
     state.position.cursor += plan.global_windows;
-    if (state.position.cursor + plan.global_windows > train_stream.num_windows()) {
+    if (state.position.cursor + plan.global_windows > data->train_samples()) {
       ++state.position.epoch;  // the remainder of this epoch's order is dropped
       state.position.cursor = 0;
     }
@@ -417,6 +445,10 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       m.skipped_steps = stepper.loss_scaler().state().skipped_steps;
       m.peak_mem_bytes = core::peak_device_memory(rt.device);
       m.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
+      if (temporal) {
+        m.samples_per_s = static_cast<double>(interval_steps * plan.global_windows) /
+                          std::max(interval_seconds, 1e-9);
+      }
       m.elapsed_s = train_seconds;
       m.comm_wait_ms = group.size() > 1 ? 1e3 * interval_comm_s / interval_steps : -1;
       m.moe = summarize_moe(r.moe, moe_layer_index);
@@ -430,7 +462,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     }
     std::optional<double> val_loss;
     if (eval_now) {
-      val_loss = evaluate(*model, val_stream, plan.micro_batch, eval_batches, group, rt);
+      val_loss = evaluate(*model, *val_objective, *data, plan.micro_batch, eval_batches, group, rt);
       if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
       metrics.log_eval(state.step, *val_loss);
       result.last_val_loss = val_loss;

@@ -22,4 +22,14 @@ Patches make_patches(const torch::Tensor& values, const torch::Tensor& valid,
   return {torch::cat({xp, mp}, -1), mp.sum(-1) > 0};
 }
 
+int64_t soft_token_count(const torch::Tensor& valid, const TemporalEncoderOptions& options) {
+  if (options.num_tokens > 0) return options.num_tokens;
+  const int64_t C = valid.size(0), L = valid.size(1);
+  auto padded = torch::zeros({1, C, options.max_length}, torch::kBool);
+  padded.narrow(2, 0, L).copy_(valid.unsqueeze(0));
+  return make_patches(torch::zeros({1, C, options.max_length}), padded, options)
+      .valid.sum()
+      .item<int64_t>();
+}
+
 }  // namespace lmtrain::model::temporal

@@ -17,4 +17,10 @@ struct Patches {
 Patches make_patches(const torch::Tensor& values, const torch::Tensor& valid,
                      const TemporalEncoderOptions& options);
 
+// The soft tokens the encoder gives one series whose values are `valid` (C, L) bool, L <=
+// options.max_length, in a batch padded to options.max_length: options.num_tokens when pooled,
+// else its patches (of the padded series) holding a valid value. Computed by make_patches
+// itself, so a prompt's slot count always equals the encoder's valid tokens.
+int64_t soft_token_count(const torch::Tensor& valid, const TemporalEncoderOptions& options);
+
 }  // namespace lmtrain::model::temporal

@@ -1,0 +1,176 @@
+#include "train/temporal_setup.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/training_checkpoint.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/parse_int.h"
+#include "core/text_list.h"
+#include "data/temporal/generator.h"
+#include "data/temporal/temporal_cache.h"
+#include "model/temporal/temporal_encoder.h"
+
+namespace lmtrain::train {
+
+namespace dt = data::temporal;
+
+LoadedCheckpoint temporal_lm_checkpoint(const core::Config& cfg) {
+  const std::string init_from = cfg.get_string("model.init_from");
+  if (init_from.empty()) {
+    throw UsageError(
+        "model.temporal.enabled trains a time-series encoder for a frozen LM: set "
+        "model.init_from to an lmtrain checkpoint or an `lmtrain import hf` directory");
+  }
+  auto dir = CheckpointStore::resolve(init_from, init_from);
+  if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
+  auto lm = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+  refuse_lora_init_source(lm);
+  if (!std::filesystem::exists(lm.dir + "/tokenizer.json")) {
+    throw UsageError("model.init_from = " + lm.dir +
+                     " has no tokenizer.json: a temporal run writes its prompts with the LM's "
+                     "own tokenizer (import the model with its tokenizer)");
+  }
+  return lm;
+}
+
+void adopt_lm_shape(core::Config& cfg, const LoadedCheckpoint& lm) {
+  const auto saved = checkpoint_config(lm).section("model");
+  const auto defaults = core::Config::defaults().section("model");
+  const auto mine = cfg.section("model");
+  for (const auto& [key, value] : saved) {
+    if (key.rfind("temporal.", 0) == 0 || key == "init_from") continue;
+    const std::string path = "model." + key;
+    const std::string& current = mine.at(key);
+    if (current != value && current != defaults.at(key)) {
+      throw UsageError("config key '" + path + "' = " + current +
+                       ", but the LM of model.init_from = " + lm.dir + " has " + value +
+                       ": a temporal run keeps its LM's shape (leave the key unset)");
+    }
+    cfg.set(path, value, "model.init_from " + lm.dir);
+  }
+}
+
+model::temporal::TemporalEncoderOptions temporal_encoder_options(const core::Config& cfg,
+                                                                 int64_t lm_width) {
+  model::temporal::TemporalEncoderOptions o;
+  o.channels = cfg.get_int("model.temporal.channels");
+  o.max_length = cfg.get_int("model.temporal.max_length");
+  o.patch_len = cfg.get_int("model.temporal.patch_len");
+  o.stride = cfg.get_int("model.temporal.stride");
+  o.layers = cfg.get_int("model.temporal.layers");
+  o.width = cfg.get_int("model.temporal.width");
+  o.heads = cfg.get_int("model.temporal.heads");
+  o.mlp_ratio = cfg.get_int("model.temporal.mlp_ratio");
+  o.num_tokens = cfg.get_int("model.temporal.num_tokens");
+  o.lm_width = lm_width;
+  model::temporal::check_temporal_options(o);
+  return o;
+}
+
+TemporalSampleSource temporal_sample_source(const core::Config& cfg, std::string* origin) {
+  TemporalSampleSource source;
+  const std::string dir = cfg.get_string("data.temporal.dir");
+  if (cfg.get_bool("data.temporal.online")) {
+    if (!dir.empty()) {
+      throw UsageError("data.temporal.online = true generates the samples, data.temporal.dir = " +
+                       dir + " reads them: set one of the two");
+    }
+    dt::GeneratorOptions g;
+    g.seed = static_cast<uint64_t>(cfg.get_int("data.temporal.seed"));
+    g.channels = cfg.get_int("model.temporal.channels");
+    g.lengths.clear();
+    for (const auto& piece : core::split_list(cfg.get_string("data.temporal.lengths"))) {
+      const auto n = core::parse_nonnegative_int(piece, int64_t{1} << 30);
+      if (!n || *n < 1) {
+        throw UsageError("config key 'data.temporal.lengths' = '" +
+                         cfg.get_string("data.temporal.lengths") +
+                         "': expected positive lengths separated by commas");
+      }
+      g.lengths.push_back(*n);
+    }
+    g.tasks = core::split_list(cfg.get_string("data.temporal.tasks"));
+    dt::check_generator_options(g);
+    source.size = cfg.get_int("data.temporal.num_samples");
+    source.max_series = 1;
+    source.get = [g](int64_t i) { return dt::generate_sample(g, i); };
+    *origin = log::format("the online generator (seed %llu)", (unsigned long long)g.seed);
+    return source;
+  }
+  if (dir.empty()) {
+    throw UsageError(
+        "model.temporal.enabled needs samples: set data.temporal.dir (a directory of `lmtrain "
+        "temporal-data` or ChatTS JSONL files) or data.temporal.online = true");
+  }
+  dt::ReadOptions read;
+  read.max_length = cfg.get_int("model.temporal.max_length");
+  read.channels = cfg.get_int("model.temporal.channels");
+  auto samples =
+      std::make_shared<std::vector<dt::TemporalSample>>(dt::read_temporal_dir(dir, read));
+  source.size = static_cast<int64_t>(samples->size());
+  for (const auto& s : *samples) {
+    source.max_series = std::max<int64_t>(source.max_series, static_cast<int64_t>(s.series.size()));
+  }
+  source.get = [samples](int64_t i) { return samples->at(static_cast<size_t>(i)); };
+  *origin = dir;
+  return source;
+}
+
+std::unique_ptr<TemporalData> make_temporal_data(const core::Config& cfg,
+                                                 data::BpeTokenizer tokenizer, int64_t lm_width) {
+  std::string origin;
+  auto source = temporal_sample_source(cfg, &origin);
+  TemporalBatchShape shape;
+  shape.seq_len = cfg.get_int("data.seq_len");
+  shape.max_series = source.max_series;
+  shape.encoder = temporal_encoder_options(cfg, lm_width);
+  return std::make_unique<TemporalData>(
+      std::move(source), std::move(tokenizer), shape, cfg.get_float("data.temporal.val_fraction"),
+      static_cast<uint64_t>(cfg.get_int("train.seed")), cfg.get_bool("data.shuffle"), origin);
+}
+
+std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(const core::Config& cfg,
+                                                                    model::GptImpl& lm,
+                                                                    const core::Runtime& rt,
+                                                                    uint64_t seed) {
+  torch::manual_seed(seed);
+  model::temporal::TemporalEncoder encoder(temporal_encoder_options(cfg, lm.config().n_embd),
+                                           /*init=*/true);
+  {
+    torch::NoGradGuard no_grad;
+    encoder->set_output_rms(model::temporal::token_embedding_rms(
+        lm.transformer->wte->weight.detach().to(torch::kFloat).cpu()));
+  }
+  if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
+    encoder->to(rt.device, rt.param_dtype);
+  }
+  return std::make_shared<TemporalAlignmentObjective>(std::move(encoder));
+}
+
+TemporalInference load_temporal_inference(const std::string& spec, const core::Runtime& rt) {
+  TemporalInference out;
+  out.lm = load_inference_model(spec, rt);
+  const auto& cfg = *out.lm.config;
+  if (!cfg.get_bool("model.temporal.enabled")) {
+    throw UsageError("checkpoint " + out.lm.checkpoint_dir +
+                     " is not a temporal-encoder run's (model.temporal.enabled is false)");
+  }
+  if (!out.lm.tokenizer) {
+    throw UsageError("checkpoint " + out.lm.checkpoint_dir + " has no tokenizer.json");
+  }
+  auto ckpt = CheckpointStore::load(out.lm.checkpoint_dir, /*allow_fallback=*/false,
+                                    {"objective.safetensors"});
+  out.encoder = model::temporal::TemporalEncoder(
+      temporal_encoder_options(cfg, cfg.get_int("model.n_embd")), /*init=*/false);
+  load_objective_tensors(ckpt, *out.encoder);
+  if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
+    out.encoder->to(rt.device, rt.param_dtype);
+  }
+  out.encoder->eval();
+  return out;
+}
+
+}  // namespace lmtrain::train
