@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-nlohmann::json read_meta(const std::string& ckpt) {
+nlohmann::json checkpoint_meta(const std::string& ckpt) {
   return nlohmann::json::parse(read_text(ckpt + "/meta.json"));
 }
 
@@ -111,7 +111,7 @@ TEST_F(TemporalTrain, TrainsTheEncoderAndLeavesTheLmUntouched) {
   // The LM is bitwise the same file, the checkpoint names it and holds none of its weights.
   EXPECT_EQ(core::sha256_file_hex(lm_ + "/checkpoints/latest/model.safetensors"), lm_hash_);
   const std::string ckpt = run + "/checkpoints/latest";
-  const auto meta = read_meta(ckpt);
+  const auto meta = checkpoint_meta(ckpt);
   EXPECT_EQ(meta["lora_base"]["sha256"].get<std::string>(), lm_hash_);
   EXPECT_EQ(meta["lora_base"]["path"].get<std::string>(),
             fs::canonical(lm_ + "/checkpoints/latest").string());
@@ -132,8 +132,8 @@ TEST_F(TemporalTrain, ResumedRunIsBitwiseTheUninterruptedOne) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = train(split, 10, " --resume=auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto a = read_meta(whole + "/checkpoints/latest"),
-             b = read_meta(split + "/checkpoints/latest");
+  const auto a = checkpoint_meta(whole + "/checkpoints/latest"),
+             b = checkpoint_meta(split + "/checkpoints/latest");
   EXPECT_EQ(b["step"], 10);
   EXPECT_EQ(a["files"]["objective.safetensors"]["sha256"],
             b["files"]["objective.safetensors"]["sha256"]);
@@ -166,8 +166,8 @@ TEST_F(TemporalTrain, OnlineGenerationEqualsTheCachedSamples) {
                  " --data.temporal.num_samples=480 --data.temporal.lengths=48,64"
                  " --data.temporal.tasks=trend,seasonality,spikes");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(read_meta(cached + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"],
-            read_meta(online + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"]);
+  EXPECT_EQ(checkpoint_meta(cached + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"],
+            checkpoint_meta(online + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"]);
 }
 
 TEST_F(TemporalTrain, BadSettingsAreRefusedNamingTheKey) {
