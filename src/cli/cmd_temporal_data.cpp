@@ -46,13 +46,17 @@ int cmd_temporal_data(const Args& argv) {
        "generation threads (0 = all cores; the bytes do not depend "
        "on it)",
        "N"},
+      {"lm_text", FlagKind::kBool,
+       "also write DIR/lm_text.jsonl: each sample as text, with the series' statistics and its "
+       "curve's attributes in words at the series' place, the warm-up corpus of a small LM "
+       "(`lmtrain prepare --input DIR/lm_text.jsonl`)"},
       overwrite_flag(),
   };
   const auto args = parse_args("temporal-data", argv, flags, /*accept_config=*/false);
   if (args.help) {
     std::cout
         << "Usage: lmtrain temporal-data --num_samples N --output_dir DIR [--seed S]\n"
-           "       [--length L ...] [--channels C] [--shard_size N] [--overwrite]\n\n"
+           "       [--length L ...] [--channels C] [--shard_size N] [--lm_text] [--overwrite]\n\n"
            "Generates synthetic time-series question/answer samples for aligning a temporal\n"
            "encoder to a frozen LM (data.temporal.*), deterministically: sample i depends only\n"
            "on (seed, i, lengths, channels, tasks), never on --threads, and equals the one\n"
@@ -86,6 +90,7 @@ int cmd_temporal_data(const Args& argv) {
   o.shard_size = args.get_int("shard_size", 10000, 1, int64_t{1} << 40);
   o.threads = static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag));
   o.overwrite = args.get_bool("overwrite");
+  o.lm_text = args.get_bool("lm_text");
   o.generator.seed = static_cast<uint64_t>(args.get_int("seed", 0, 0));
   o.generator.channels = args.get_int("channels", 1, 1, 64);
   if (args.has("length")) {

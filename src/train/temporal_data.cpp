@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "data/temporal/series_text.h"
 #include "data/window_stream.h"
 #include "model/gpt.h"
 #include "model/temporal/patching.h"
@@ -14,13 +15,6 @@ namespace lmtrain::train {
 namespace {
 
 namespace dt = data::temporal;
-
-std::string stat_list(const std::vector<double>& v) {
-  if (v.size() == 1) return log::format("%.4g", v[0]);
-  std::string out = "(";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + log::format("%.4g", v[i]);
-  return out + ")";
-}
 
 void check_series(const dt::SeriesValues& s, const model::temporal::TemporalEncoderOptions& o,
                   const std::string& where) {
@@ -47,29 +41,6 @@ at::Tensor valid_mask(const dt::SeriesValues& s) {
 }
 
 }  // namespace
-
-std::string series_stats_text(const dt::SeriesValues& s) {
-  // Per channel over the valid values: the mean and population std normalise_series removes.
-  std::vector<double> mean(s.channels, 0), stdev(s.channels, 0);
-  for (int64_t c = 0; c < s.channels; ++c) {
-    double sum = 0, sq = 0;
-    int64_t n = 0;
-    for (int64_t t = 0; t < s.length; ++t) {
-      const size_t i = static_cast<size_t>(c * s.length + t);
-      if (!s.valid[i]) continue;
-      sum += s.values[i];
-      ++n;
-    }
-    mean[c] = n ? sum / n : 0;
-    for (int64_t t = 0; t < s.length; ++t) {
-      const size_t i = static_cast<size_t>(c * s.length + t);
-      if (s.valid[i]) sq += (s.values[i] - mean[c]) * (s.values[i] - mean[c]);
-    }
-    stdev[c] = n ? std::sqrt(sq / n) : 0;
-  }
-  return log::format("[length %lld, mean %s, std %s]", (long long)s.length, stat_list(mean).c_str(),
-                     stat_list(stdev).c_str());
-}
 
 TemporalRow temporal_prompt(const dt::TemporalSample& sample, const data::BpeTokenizer& tokenizer,
                             const model::temporal::TemporalEncoderOptions& encoder,
@@ -102,7 +73,7 @@ TemporalRow temporal_prompt(const dt::TemporalSample& sample, const data::BpeTok
     append_text(pieces[k]);
     const auto& s = sample.series[k];
     check_series(s, encoder, sample_name + ", series " + std::to_string(k));
-    append_text(series_stats_text(s) + " ");
+    append_text(dt::series_stats_text(s) + " ");
     const int64_t n = model::temporal::soft_token_count(valid_mask(s), encoder);
     for (int64_t i = 0; i < n; ++i) {
       row.tokens.push_back(slot_id);

@@ -56,9 +56,6 @@ TemporalRow temporal_row(const data::temporal::TemporalSample& sample,
                          const model::temporal::TemporalEncoderOptions& encoder,
                          const std::string& sample_name);
 
-// The statistics text of one series: "[length L, mean m, std s]" (per channel for C > 1).
-std::string series_stats_text(const data::temporal::SeriesValues& series);
-
 struct TemporalBatchShape {
   int64_t seq_len = 0;                              // T
   int64_t max_series = 1;                           // K

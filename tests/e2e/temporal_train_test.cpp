@@ -1,10 +1,11 @@
 // Temporal-encoder runs (issue 26) with the real binary on real files: `lmtrain temporal-data`
-// writes synthetic curves with questions, a tiny LM is first trained on the questions' text
-// alone (the answer format and the class priors: a CPU stand-in for Qwen2.5), then an encoder is
-// aligned to it, frozen. Checks: the answer loss falls and the LM stays bitwise unchanged (its
-// weights are never copied into the run's checkpoints, which name it by path and sha256), resume
-// is bitwise, 2 ranks equal 1 rank, online generation equals the cached samples, and bad
-// settings are refused naming the key.
+// writes synthetic curves with questions, a tiny LM is first trained on their warm-up text (each
+// question with the curve's attributes in words at the series' place: it learns to answer from
+// what stands there, as Qwen2.5 answers from a description; a CPU stand-in), then an encoder is
+// aligned to it, frozen, to write that as soft tokens. Checks: the answer loss falls and the LM
+// stays bitwise unchanged (its weights are never copied into the run's checkpoints, which name it
+// by path and sha256), resume is bitwise, 2 ranks equal 1 rank, online generation equals the cached
+// samples, and bad settings are refused naming the key.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,10 +14,8 @@
 
 #include "core/safetensors.h"
 #include "core/sha256.h"
-#include "data/temporal/temporal_cache.h"
 #include "e2e/dist_harness.h"
 #include "test_util.h"
-#include "train/temporal_data.h"
 
 namespace lmtrain::testing {
 namespace {
@@ -46,16 +45,6 @@ class TemporalTrain : public ::testing::Test {
     auto r = run_command(lmtrain_binary() + " temporal-data --num_samples 480 --output_dir " +
                          samples_ + kGenerator);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    // The LM's corpus: every sample's prompt as the encoder run will write it, without the
-    // soft tokens, and its answer.
-    std::ofstream corpus(dir_->file("lm.txt"));
-    for (const auto& s : data::temporal::read_temporal_dir(samples_)) {
-      std::string text = s.input;
-      const std::string ph = data::temporal::kSeriesPlaceholder;
-      text.replace(text.find(ph), ph.size(), train::series_stats_text(s.series.at(0)) + " ");
-      corpus << text << s.output << "\n%\n";
-    }
-    corpus.close();
     r = run_command(lmtrain_binary() + " prepare --input " + dir_->file("lm.txt") + " --output " +
                     dir_->file("lm_data") + " --vocab_size 320 --doc_separator %");
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -89,7 +78,8 @@ class TemporalTrain : public ::testing::Test {
   }
 
   static constexpr const char* kGenerator =
-      " --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes";
+      " --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes"
+      " --lm_text";
   static TempDir* dir_;
   static std::string samples_, lm_, lm_hash_;
 };
@@ -166,8 +156,9 @@ TEST_F(TemporalTrain, OnlineGenerationEqualsTheCachedSamples) {
                  " --data.temporal.num_samples=480 --data.temporal.lengths=48,64"
                  " --data.temporal.tasks=trend,seasonality,spikes");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(checkpoint_meta(cached + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"],
-            checkpoint_meta(online + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"]);
+  EXPECT_EQ(
+      checkpoint_meta(cached + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"],
+      checkpoint_meta(online + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"]);
 }
 
 TEST_F(TemporalTrain, BadSettingsAreRefusedNamingTheKey) {

@@ -17,6 +17,7 @@
 #include "core/json_strict.h"
 #include "core/output_dir.h"
 #include "core/sha256.h"
+#include "data/temporal/series_text.h"
 #include "data/temporal/temporal_jsonl.h"
 
 namespace lmtrain::data::temporal {
@@ -158,6 +159,17 @@ TemporalDataSummary write_temporal_data(const TemporalDataOptions& o,
     shard.sha256 = sha.hex_digest();
     summary.bytes += shard.bytes;
     m.shards.push_back(std::move(shard));
+  }
+  if (o.lm_text) {
+    core::AtomicFileWriter writer(out.staging() + "/" + kLmTextFile);
+    for (int64_t i = 0; i < o.num_samples; ++i) {
+      const auto curve = generate_curve(m.generator, i);
+      writer.write(
+          nlohmann::json{{"text", warmup_text(curve.sample, curve.attributes, m.generator.tasks)}}
+              .dump() +
+          "\n");
+    }
+    writer.commit();
   }
   core::write_file_atomic(out.staging() + "/" + kTemporalManifest, manifest_json(m).dump(2) + "\n");
   summary.previous = out.commit();

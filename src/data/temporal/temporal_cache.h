@@ -1,6 +1,7 @@
 // The cache `lmtrain temporal-data` writes and training reads (issue 26):
 //   DIR/train_00000.jsonl, train_00001.jsonl, ...  samples 0..N-1 in order, shard_size per file,
 //                                                   one JSON line each (temporal_jsonl.h)
+//   DIR/lm_text.jsonl (with lm_text)                every sample as warm-up text for the LM
 //   DIR/temporal_data.json                          the manifest: format, generator version,
 //                                                   seed, num_samples, lengths, channels, tasks,
 //                                                   shard_size, and per shard its file,
@@ -26,6 +27,7 @@
 namespace lmtrain::data::temporal {
 
 inline constexpr const char* kTemporalManifest = "temporal_data.json";
+inline constexpr const char* kLmTextFile = "lm_text.jsonl";
 inline constexpr int64_t kTemporalFormatVersion = 1;
 
 struct TemporalShardInfo {
@@ -54,6 +56,9 @@ struct TemporalDataOptions {
   int64_t shard_size = 10000;
   int threads = 0;         // generation threads; 0 = every core
   bool overwrite = false;  // core::OutputDir's --overwrite: the earlier content moves aside
+  // Also DIR/lm_text.jsonl: {"text": warmup_text(...)} per sample (series_text.h), the corpus
+  // `lmtrain prepare` turns into an LM's warm-up data.
+  bool lm_text = false;
 };
 
 struct TemporalDataSummary {
