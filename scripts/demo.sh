@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: prepares the default corpus (Debian's fortunes), trains gpt2-tiny on CPU with two
 # data-parallel ranks (`lmtrain launch`, Gloo over loopback), then prints the validation loss
-# and generated samples. About 5 minutes on 2 cores. LMTRAIN_DEMO_RANKS changes the rank count.
+# and generated samples, and writes the run's report page (RUN/report.html, printed last). About
+# 5 minutes on 2 cores. LMTRAIN_DEMO_RANKS changes the rank count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -29,3 +30,7 @@ build/lmtrain eval --checkpoint "$run"
 echo "== sample (prompt: \"The secret of life is\")"
 build/lmtrain generate --checkpoint "$run/checkpoints/latest" --prompt "The secret of life is" \
   --max_new_tokens 80 --temperature 0.8 --top_k 40 --seed 42 --num_samples 3
+
+echo "== report"
+build/lmtrain report "$run"
+echo "open $run/report.html in a browser: charts of every metric and a summary of the run"

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "distill/teacher.h"
+#include "train/recorded_run.h"
 #include "train/trainer.h"
 
 namespace lmtrain::cli {
@@ -190,14 +191,15 @@ int cmd_train(const Args& argv) {
     // An ordinary run of its own in RUN_DIR/teacher: a rerun resumes it or finds it complete.
     const auto teacher_run =
         train::start_run(*teacher, *dist.group, dist.runtime, dist.env.local_world_size);
-    const auto trained = train::run_training(*teacher, *dist.group, dist.runtime, teacher_run);
+    const auto trained =
+        train::run_training_recorded(*teacher, *dist.group, dist.runtime, teacher_run);
     if (trained.stop_signal) {
       log::warn("stopped while training the teacher: rerun the command to continue");
       return 128 + trained.stop_signal;
     }
     config.set("distill.teacher", teacher->get_string("run.dir"), "the teacher trained first");
   }
-  const auto result = train::run_training(config, *dist.group, dist.runtime, run);
+  const auto result = train::run_training_recorded(config, *dist.group, dist.runtime, run);
   if (args.has("save_checkpoint") && !result.stop_signal && !result.last_checkpoint.empty()) {
     train::export_checkpoint_copy(result.last_checkpoint, args.get("save_checkpoint"));
     log::info("copied " + result.last_checkpoint + " to " + args.get("save_checkpoint"));

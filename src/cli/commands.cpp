@@ -32,6 +32,8 @@ Commands:
              (gpt2/llama/qwen2/qwen3/qwen3_moe/mixtral);
              export peft --checkpoint PATH --output DIR: a LoRA run's adapters -> peft
   lora       lora merge --checkpoint PATH --output DIR: fold a LoRA run's adapters into its base
+  report     report RUN_DIR [RUN_DIR ...]: one HTML page with charts of every metric, a summary
+             and the config differences of one or more runs (--format md: a Markdown card)
   version    print the version and the libtorch it was built against
 
 Run `lmtrain <command> --help` for a command's flags.
@@ -63,6 +65,7 @@ int run_main(int argc, char** argv) {
     if (command == "export") return cmd_export(args);
     if (command == "lora") return cmd_lora(args);
     if (command == "temporal-data") return cmd_temporal_data(args);
+    if (command == "report") return cmd_report(args);
     if (command == "version" || command == "--version") {
       std::cout << "lmtrain 0.1.0 (libtorch " << compat::torch_version_string() << ")\n";
       return 0;

@@ -201,6 +201,9 @@ const std::vector<KeySpec>& config_schema() {
 
       I("log.every", 10, 1, kBig, "print/record training metrics every N steps"),
       B("log.tensorboard", true, "write TensorBoard event files to run.dir"),
+      B("log.report", true,
+        "rank 0 rewrites run.dir/report.html (the page of `lmtrain report`: charts of every "
+        "metric, summary) after every evaluation and when the run ends"),
 
       S("dist.backend", "auto", {"auto", "gloo", "nccl"},
         "collective backend for multi-rank runs: auto = nccl for CUDA, gloo for CPU"),

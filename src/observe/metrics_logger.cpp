@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -19,11 +21,52 @@ std::string format_duration(double seconds) {
   return log::format("%llds", (long long)s);
 }
 
+namespace {
+
+// A run killed while writing a record leaves its line cut off; appending the resumed run's
+// records to it would glue two records into one damaged line in the middle of the file. The
+// fragment is cut away (with a warning) so the file stays one JSON object per line.
+void drop_incomplete_last_line(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return;
+  std::ifstream in(path, std::ios::binary);
+  // Read backwards in blocks to the last newline; a metrics line is short.
+  uint64_t end = size, cut = 0;
+  bool found = false, ends_with_newline = false;
+  std::string block;
+  while (end > 0 && !found) {
+    const uint64_t begin = end > 4096 ? end - 4096 : 0;
+    block.resize(end - begin);
+    in.seekg(static_cast<std::streamoff>(begin));
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    if (!in) return;
+    if (end == size) ends_with_newline = block.back() == '\n';
+    if (ends_with_newline) return;
+    const auto nl = block.rfind('\n');
+    if (nl != std::string::npos) {
+      cut = begin + nl + 1;
+      found = true;
+    }
+    end = begin;
+  }
+  in.close();
+  std::filesystem::resize_file(path, cut, ec);
+  if (ec) throw Error("cannot cut the incomplete last line off " + path + ": " + ec.message());
+  log::warn(
+      log::format("%s: cut off its incomplete last line (%llu bytes) left by a run that was "
+                  "killed while writing it",
+                  path.c_str(), (unsigned long long)(size - cut)));
+}
+
+}  // namespace
+
 MetricsLogger::MetricsLogger(const std::string& run_dir, bool enabled, bool tensorboard,
                              int64_t max_steps)
     : enabled_(enabled), max_steps_(max_steps) {
   if (!enabled_) return;
   const std::string path = run_dir + "/metrics.jsonl";
+  drop_incomplete_last_line(path);
   jsonl_.open(path, std::ios::app);
   if (!jsonl_) throw Error("cannot open " + path + " for writing");
   if (tensorboard) tb_ = std::make_unique<TfEventsWriter>(run_dir);

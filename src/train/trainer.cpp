@@ -30,6 +30,7 @@
 #include "optim/optimizer_factory.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/replica_sync.h"
+#include "report/run_report.h"
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
 #include "train/evaluator.h"
@@ -465,6 +466,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       val_loss = evaluate(*model, *val_objective, *data, plan.micro_batch, eval_batches, group, rt);
       if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
       metrics.log_eval(state.step, *val_loss);
+      if (is_main) report::refresh_run_report(cfg);  // RUN_DIR/report.html (log.report)
       result.last_val_loss = val_loss;
     }
     if (save_now) save(val_loss);

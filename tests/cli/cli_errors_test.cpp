@@ -69,8 +69,8 @@ TEST(Cli, NonFiniteOverflowingOrOutOfRangeFlagsAreUsageErrorsNamingTheFlag) {
 }
 
 TEST(Cli, EveryCommandHasHelp) {
-  for (const char* cmd :
-       {"prepare", "tokenize", "train", "generate", "eval", "bench", "import", "export", "lora"}) {
+  for (const char* cmd : {"prepare", "tokenize", "train", "generate", "eval", "bench", "import",
+                          "export", "lora", "report"}) {
     auto r = run_command(lmtrain_binary() + " " + cmd + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.output.find("Usage: lmtrain " + std::string(cmd)), std::string::npos) << r.output;

@@ -94,6 +94,9 @@ TEST(ReadmeTour, EveryTourCommandRunsVerbatimOnTheDemoCorpus) {
   EXPECT_EQ(checkpoint_steps(tmp.file("runs/tiny-hf")).size(), 1u);
   EXPECT_FALSE(checkpoint_steps(tmp.file("runs/tiny-hf-finetune")).empty());
   EXPECT_TRUE(fs::exists(tmp.file("runs/lora-merged/checkpoints/latest/meta.json")));
+  // Step 9: the comparison page, beside each run's own page kept by its trainer.
+  EXPECT_TRUE(fs::exists(tmp.file("runs/compare.html")));
+  EXPECT_TRUE(fs::exists(tmp.file("runs/tiny/report.html")));
 }
 
 }  // namespace

@@ -1,0 +1,117 @@
+#include "report/run_report.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "report/html_page.h"
+#include "report/markdown_card.h"
+#include "report/run_data.h"
+#include "report/run_metrics.h"
+
+namespace lmtrain::report {
+namespace {
+
+std::string render_runs(const std::vector<RunData>& runs, ReportFormat format) {
+  return format == ReportFormat::kHtml ? render_html_report(runs, report_timestamp())
+                                       : render_markdown_card(runs, report_timestamp());
+}
+
+// What the live report keeps between refreshes of one run dir: the reader of metrics.jsonl,
+// fed only with the bytes appended since, and which file it read (an --overwrite moves the
+// file aside and a new one starts).
+struct LiveMetrics {
+  std::unique_ptr<MetricsReader> reader;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+struct LiveReports {
+  std::mutex mu;
+  std::map<std::string, LiveMetrics> by_dir;
+  std::set<std::string> warned;
+};
+
+LiveReports& live_reports() {
+  static LiveReports r;
+  return r;
+}
+
+RunMetrics read_appended_metrics(LiveMetrics& live, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return RunMetrics{};
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (!live.reader || st.st_dev != live.dev || st.st_ino != live.ino ||
+      size < live.reader->bytes_fed()) {
+    live.reader = std::make_unique<MetricsReader>(path);
+    live.dev = st.st_dev;
+    live.ino = st.st_ino;
+  }
+  const uint64_t from = live.reader->bytes_fed();
+  if (size > from) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
+    in.seekg(static_cast<std::streamoff>(from));
+    std::string chunk(size - from, '\0');
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(static_cast<size_t>(in.gcount()));
+    live.reader->feed(chunk);
+  }
+  return live.reader->finish();
+}
+
+}  // namespace
+
+std::string report_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string render_report(const std::vector<std::string>& run_dirs, ReportFormat format) {
+  std::vector<RunData> runs;
+  for (const auto& d : run_dirs) runs.push_back(read_run(d));
+  name_runs(runs);
+  return render_runs(runs, format);
+}
+
+void refresh_run_report(const core::Config& cfg) {
+  if (!cfg.get_bool("log.report")) return;
+  const std::string dir = cfg.get_string("run.dir");
+  auto& live = live_reports();
+  std::lock_guard<std::mutex> lock(live.mu);
+  try {
+    LiveMetrics& entry = live.by_dir[dir];
+    RunMetrics metrics;
+    try {
+      metrics = read_appended_metrics(entry, dir + "/metrics.jsonl");
+    } catch (...) {
+      entry = LiveMetrics{};  // start over next time
+      throw;
+    }
+    std::vector<RunData> runs{read_run(dir, &metrics)};
+    name_runs(runs);
+    core::write_file_atomic(dir + "/" + kRunReportFile, render_runs(runs, ReportFormat::kHtml));
+  } catch (const std::exception& e) {
+    if (live.warned.insert(dir).second) {
+      log::warn("could not write " + dir + "/" + kRunReportFile + " (training goes on; " +
+                "log.report=false turns the report off): " + e.what());
+    }
+  }
+}
+
+}  // namespace lmtrain::report

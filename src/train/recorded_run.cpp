@@ -1,0 +1,81 @@
+#include "train/recorded_run.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+
+#include "checkpoint/run_state.h"
+#include "core/error.h"
+#include "core/file_lock.h"
+#include "core/log.h"
+#include "report/run_report.h"
+#include "train/batch_plan.h"
+
+namespace lmtrain::train {
+namespace {
+
+// Recording must never be why a run fails: a write error is a warning.
+void record_run_state(const std::string& run_dir, const RunState& state) {
+  try {
+    write_run_state(run_dir, state);
+  } catch (const std::exception& e) {
+    log::warn("could not record the run's state in " + run_dir + "/" + kRunStateFile + ": " +
+              e.what());
+  }
+}
+
+}  // namespace
+
+TrainResult run_training_recorded(const core::Config& config, dist::Group& group,
+                                  const core::Runtime& rt, const StartedRun& run) {
+  const bool is_main = group.rank() == 0;
+  const std::string run_dir = config.get_string("run.dir");
+  RunState state;
+  state.state = "running";
+  state.pid = ::getpid();
+  state.host = core::host_name();
+  state.world_size = group.size();
+  state.device = rt.device.str();
+  state.precision = config.get_string("train.precision");
+  try {
+    state.tokens_per_step = BatchPlan::from_config(config, group.size()).tokens_per_step();
+  } catch (const Error&) {
+    // run_training refuses the same config with its own message.
+  }
+  state.started_unix = unix_now();
+  if (is_main) record_run_state(run_dir, state);
+  TrainResult result;
+  try {
+    result = run_training(config, group, rt, run);
+  } catch (const std::exception& e) {
+    if (is_main) {
+      state.state = "failed";
+      state.ended_unix = unix_now();
+      state.reason = e.what();
+      record_run_state(run_dir, state);
+      report::refresh_run_report(config);
+    }
+    throw;
+  }
+  if (is_main) {
+    state.ended_unix = unix_now();
+    state.step = result.steps_done;
+    if (result.stop_signal) {
+      state.state = "stopped";
+      state.signal = result.stop_signal;
+      state.reason =
+          log::format("signal %d, %s", result.stop_signal, ::strsignal(result.stop_signal));
+    } else if (result.stopped_early) {
+      state.state = "stopped";
+      state.reason = "train.stop_at_step";
+    } else {
+      state.state = "finished";
+    }
+    record_run_state(run_dir, state);
+    report::refresh_run_report(config);
+  }
+  return result;
+}
+
+}  // namespace lmtrain::train
