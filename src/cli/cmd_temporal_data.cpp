@@ -47,9 +47,9 @@ int cmd_temporal_data(const Args& argv) {
        "on it)",
        "N"},
       {"lm_text", FlagKind::kBool,
-       "also write DIR/lm_text.jsonl: each sample as text, with the series' statistics and its "
-       "curve's attributes in words at the series' place, the warm-up corpus of a small LM "
-       "(`lmtrain prepare --input DIR/lm_text.jsonl`)"},
+       "also write DIR/lm_text.jsonl: each sample as text (the series' statistics at its place, "
+       "then the question and the answer), the warm-up corpus of a small LM (`lmtrain prepare "
+       "--input DIR/lm_text.jsonl`)"},
       overwrite_flag(),
   };
   const auto args = parse_args("temporal-data", argv, flags, /*accept_config=*/false);

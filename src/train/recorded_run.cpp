@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 
 #include "checkpoint/run_state.h"
 #include "core/error.h"
@@ -54,7 +55,8 @@ TrainResult run_training_recorded(const core::Config& config, dist::Group& group
       state.ended_unix = unix_now();
       state.reason = e.what();
       record_run_state(run_dir, state);
-      report::refresh_run_report(config);
+      // A run refused before it wrote its config has no page to draw.
+      if (std::filesystem::exists(run_dir + "/config.yaml")) report::refresh_run_report(config);
     }
     throw;
   }

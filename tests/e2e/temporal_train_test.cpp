@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "core/safetensors.h"
@@ -42,41 +43,43 @@ class TemporalTrain : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir("lmtrain_temporal");
     samples_ = dir_->file("td");
-    auto r = run_command(lmtrain_binary() + " temporal-data --num_samples 480 --output_dir " +
-                         samples_ + kGenerator);
+    auto r = run_command(lmtrain_binary() + " temporal-data --num_samples " +
+                         std::to_string(kSamples) + " --output_dir " + samples_ + kGenerator);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    r = run_command(lmtrain_binary() + " prepare --input " + dir_->file("lm.txt") + " --output " +
-                    dir_->file("lm_data") + " --vocab_size 320 --doc_separator %");
+    r = run_command(lmtrain_binary() + " prepare --input " + samples_ + "/lm_text.jsonl --output " +
+                    dir_->file("lm_data") + " --vocab_size 512");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     lm_ = dir_->file("lm");
     r = run_command(lmtrain_binary() + " train --config " + source_dir() +
                     "/configs/gpt2-tiny.yaml --model.n_layer=2 --model.n_head=2 "
-                    "--model.n_embd=32 --model.block_size=128 --data.seq_len=64 "
-                    "--train.micro_batch_size=8 --train.total_batch_size=512 --train.max_steps=30 "
-                    "--optim.warmup_steps=3 --train.threads=1 --train.eval_every=0 "
-                    "--checkpoint.every=0 --data.dir=" +
+                    "--model.n_embd=64 --model.block_size=96 --data.seq_len=64 "
+                    "--train.micro_batch_size=16 --train.total_batch_size=1024 "
+                    "--train.max_steps=" +
+                    std::to_string(kLmSteps) +
+                    " --optim.warmup_steps=10 --train.eval_every=0 --checkpoint.every=0 "
+                    "--data.dir=" +
                     dir_->file("lm_data") + " --run.dir=" + lm_);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     lm_hash_ = core::sha256_file_hex(lm_ + "/checkpoints/latest/model.safetensors");
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  // The encoder run's flags: a small encoder, rows of 96 tokens, 8 samples per step.
+  // configs/temporal-tiny.yaml on this fixture (a soft token per 8 values, LoRA on the LM's
+  // attention, rows of 80 tokens), 16 samples per step in micro-batches of 8.
   static std::string flags(const std::string& run, int64_t steps) {
-    return " --model.temporal.enabled=true --model.init_from=" + lm_ + "/checkpoints/latest" +
-           " --data.temporal.dir=" + samples_ +
-           " --model.temporal.max_length=64 --model.temporal.patch_len=16"
-           " --model.temporal.stride=16 --model.temporal.layers=1 --model.temporal.width=32"
-           " --model.temporal.heads=2 --data.seq_len=96 --train.micro_batch_size=8"
-           " --train.total_batch_size=768 --optim.lr=3e-3 --optim.warmup_steps=2"
-           " --train.threads=1 --log.every=1 --train.eval_every=0 --train.eval_batches=4"
-           " --checkpoint.every=0 --train.max_steps=" +
+    return " --config " + source_dir() + "/configs/temporal-tiny.yaml --model.init_from=" + lm_ +
+           "/checkpoints/latest --data.temporal.dir=" + samples_ +
+           " --train.micro_batch_size=8 --train.threads=1 --log.every=1 --train.eval_every=0"
+           " --checkpoint.every=0"
+           " --train.max_steps=" +
            std::to_string(steps) + " --run.dir=" + run;
   }
   static CommandResult train(const std::string& run, int64_t steps, const std::string& extra = "") {
     return run_command(lmtrain_binary() + " train" + flags(run, steps) + extra);
   }
 
+  static constexpr int64_t kSamples = 3000, kLmSteps = 200, kAlignSteps = 1500;
+  static constexpr double kMargin = 0.2;
   static constexpr const char* kGenerator =
       " --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes"
       " --lm_text";
@@ -87,17 +90,10 @@ TempDir* TemporalTrain::dir_ = nullptr;
 std::string TemporalTrain::samples_, TemporalTrain::lm_, TemporalTrain::lm_hash_;
 
 TEST_F(TemporalTrain, TrainsTheEncoderAndLeavesTheLmUntouched) {
-  const std::string run = dir_->file("run"), still = dir_->file("run_lr0");
+  const std::string run = dir_->file("run");
   auto r = train(run, 24);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "samples/s")) << r.output;
-  auto r0 = train(still, 24, " --optim.lr=0");
-  ASSERT_EQ(r0.exit_code, 0) << r0.output;
-  // The answer loss on the held-out samples falls from where the initial encoder stands.
-  const double trained = eval_records(run).back()["val_loss"].get<double>();
-  const double initial = eval_records(still).back()["val_loss"].get<double>();
-  EXPECT_LT(trained, initial - 0.1) << "trained " << trained << ", at lr 0 " << initial;
-
   // The LM is bitwise the same file, the checkpoint names it and holds none of its weights.
   EXPECT_EQ(core::sha256_file_hex(lm_ + "/checkpoints/latest/model.safetensors"), lm_hash_);
   const std::string ckpt = run + "/checkpoints/latest";
@@ -113,6 +109,42 @@ TEST_F(TemporalTrain, TrainsTheEncoderAndLeavesTheLmUntouched) {
       << "no encoder in the checkpoint";
   // Each log line reports samples/s, and metrics.jsonl records it.
   EXPECT_TRUE(contains(read_text(run + "/metrics.jsonl"), "\"samples_per_s\""));
+}
+
+// The alignment works: after a short run, the held-out answers come from the curve. Each class
+// task's likelihood accuracy stands well above chance, above the same prompts with the soft
+// tokens zeroed (text only) and above the questions asked about another sample's curve
+// (shuffled), which stays near chance.
+TEST_F(TemporalTrain, AnswersComeFromTheCurve) {
+  const std::string run = dir_->file("aligned");
+  auto r = train(run, kAlignSteps, " --train.eval_every=" + std::to_string(kAlignSteps));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " eval --checkpoint " + run + " --temporal_qa --json " +
+                  dir_->file("qa.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::cout << r.output;
+  const auto qa = nlohmann::json::parse(read_text(dir_->file("qa.json")));
+  // The held-out answer loss fell from where the initial encoder (a step at lr 0) stands.
+  const std::string still = dir_->file("aligned_lr0");
+  ASSERT_EQ(train(still, 1, " --optim.lr=0").exit_code, 0);
+  const double initial = eval_records(still).back()["val_loss"].get<double>();
+  EXPECT_LT(eval_records(run).back()["val_loss"].get<double>(), initial);
+  for (const std::string task : {"trend", "seasonality", "spikes"}) {
+    SCOPED_TRACE(task);
+    const auto& t = qa["tasks"][task];
+    ASSERT_GE(t["samples"].get<int>(), 40);
+    const double chance = t["chance"], curve = t["curve"]["likelihood_accuracy"],
+                 text_only = t["text_only"]["likelihood_accuracy"],
+                 shuffled = t["shuffled"]["likelihood_accuracy"];
+    // Another sample's curve says nothing about this question's answer.
+    EXPECT_LE(shuffled, chance + 0.15);
+    // Counting spikes is not learned in this budget (README, "Time-series encoders"): only
+    // the trend and the seasonality are held to the margin.
+    if (task == "spikes") continue;
+    EXPECT_GE(curve, chance + kMargin);
+    EXPECT_GE(curve, text_only + kMargin);
+    EXPECT_GE(curve, shuffled + kMargin);
+  }
 }
 
 TEST_F(TemporalTrain, ResumedRunIsBitwiseTheUninterruptedOne) {
@@ -133,10 +165,12 @@ TEST_F(TemporalTrain, ResumedRunIsBitwiseTheUninterruptedOne) {
 
 TEST_F(TemporalTrain, TwoRanksEqualOneRank) {
   const std::string one = dir_->file("one"), two = dir_->file("two");
-  auto r = train(one, 6);
+  // eps 1e-6: Adam's first steps divide by sqrt(v) + eps, which would magnify the summation
+  // order's rounding in the near-zero gradients of the fresh LoRA adapters.
+  auto r = train(one, 6, " --optim.eps=1e-6");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = run_command(lmtrain_binary() + " launch --nproc_per_node=2 --master_port=" +
-                  std::to_string(free_port()) + " -- train" + flags(two, 6));
+                  std::to_string(free_port()) + " -- train" + flags(two, 6) + " --optim.eps=1e-6");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto l1 = logged_losses(one), l2 = logged_losses(two);
   ASSERT_EQ(l1.size(), 6u);
@@ -153,8 +187,10 @@ TEST_F(TemporalTrain, OnlineGenerationEqualsTheCachedSamples) {
   ASSERT_EQ(train(cached, 4).exit_code, 0);
   auto r = train(online, 4,
                  " --data.temporal.dir= --data.temporal.online=true --data.temporal.seed=5"
-                 " --data.temporal.num_samples=480 --data.temporal.lengths=48,64"
-                 " --data.temporal.tasks=trend,seasonality,spikes");
+                 " --data.temporal.num_samples=" +
+                     std::to_string(kSamples) +
+                     " --data.temporal.lengths=48,64"
+                     " --data.temporal.tasks=trend,seasonality,spikes");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(
       checkpoint_meta(cached + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"],

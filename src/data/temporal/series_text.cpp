@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "data/temporal/qa_templates.h"
 
 namespace lmtrain::data::temporal {
 namespace {
@@ -46,25 +45,14 @@ std::string series_stats_text(const SeriesValues& s) {
          stat_list(stdev) + "]";
 }
 
-std::string curve_words(const CurveAttributes& attributes, const std::vector<std::string>& tasks) {
-  std::string out;
-  for (const auto& name : tasks) {
-    const TaskSpec& task = task_spec(name);
-    if (task.numeric || task.choices.empty()) continue;
-    out += (out.empty() ? "" : " ") + task_answer(task, attributes);
-  }
-  return out;
-}
-
-std::string warmup_text(const TemporalSample& sample, const CurveAttributes& attributes,
-                        const std::vector<std::string>& tasks) {
-  const std::string placeholder = kSeriesPlaceholder, words = curve_words(attributes, tasks);
+std::string warmup_text(const TemporalSample& sample) {
+  const std::string placeholder = kSeriesPlaceholder;
   std::string text;
   size_t from = 0, k = 0;
   for (size_t at = sample.input.find(placeholder); at != std::string::npos;
        at = sample.input.find(placeholder, from), ++k) {
     text += sample.input.substr(from, at - from);
-    if (k < sample.series.size()) text += series_stats_text(sample.series[k]) + " " + words;
+    if (k < sample.series.size()) text += series_stats_text(sample.series[k]) + " ";
     from = at + placeholder.size();
   }
   return text + sample.input.substr(from) + sample.output;

@@ -163,11 +163,8 @@ TemporalDataSummary write_temporal_data(const TemporalDataOptions& o,
   if (o.lm_text) {
     core::AtomicFileWriter writer(out.staging() + "/" + kLmTextFile);
     for (int64_t i = 0; i < o.num_samples; ++i) {
-      const auto curve = generate_curve(m.generator, i);
-      writer.write(
-          nlohmann::json{{"text", warmup_text(curve.sample, curve.attributes, m.generator.tasks)}}
-              .dump() +
-          "\n");
+      writer.write(nlohmann::json{{"text", warmup_text(generate_sample(m.generator, i))}}.dump() +
+                   "\n");
     }
     writer.commit();
   }
