@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 
-
 namespace lmtrain::data::temporal {
 namespace {
 
