@@ -7,6 +7,10 @@
 #include "distributed/group.h"
 #include "model/gpt.h"
 
+namespace lmtrain::core {
+class Progress;
+}
+
 namespace lmtrain::data {
 class WindowStream;
 }
@@ -14,8 +18,9 @@ class WindowStream;
 namespace lmtrain::train {
 
 // Runs on rt's device under its autocast; the losses are summed there and read once.
+// `progress` (lmtrain eval; the trainer passes none) is told each micro-batch.
 double evaluate(model::GptImpl& model, data::WindowStream& split, int64_t micro_batch,
-                int64_t batches, dist::Group& group,
-                const core::Runtime& rt = core::Runtime::cpu());
+                int64_t batches, dist::Group& group, const core::Runtime& rt = core::Runtime::cpu(),
+                core::Progress* progress = nullptr);
 
 }  // namespace lmtrain::train
