@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace lmtrain::cli {
 
@@ -25,6 +26,14 @@ FlagSpec overwrite_flag() {
           "write into an output that already holds files: they move aside into "
           "OUT/previous-<n>/ (never deleted); the command's own input is never replaced"};
 }
+
+FlagSpec quiet_flag() {
+  return {"quiet", FlagKind::kBool,
+          "no progress display (on a terminal a bar redrawn in place, to a file or pipe a plain "
+          "line each tenth of the way)"};
+}
+
+void apply_quiet(const ParsedArgs& args) { log::set_progress_quiet(args.get_bool("quiet")); }
 
 std::vector<std::string> ParsedArgs::get_all(const std::string& name) const {
   auto it = flags.find(name);

@@ -51,6 +51,11 @@ ParsedArgs parse_args(const std::string& command, const std::vector<std::string>
 // export peft, lora merge): what the output holds moves aside into OUT/previous-<n>/.
 FlagSpec overwrite_flag();
 
+// --quiet of the long commands (prepare, distill-cache, import, export, eval, generate): no
+// progress display (core/progress.h); apply_quiet sets it from the parsed flags.
+FlagSpec quiet_flag();
+void apply_quiet(const ParsedArgs& args);
+
 // "Usage: ..." text listing the flags.
 std::string flags_help(const std::vector<FlagSpec>& specs);
 

@@ -32,6 +32,7 @@ int cmd_distill_cache(const Args& argv) {
       {"batch_size", FlagKind::kValue, "windows per teacher forward (default 16)", "N"});
   flags.push_back({"overwrite", FlagKind::kBool,
                    "replace an existing --output file (once the new one is complete)"});
+  flags.push_back(quiet_flag());
   const auto args = parse_args("distill-cache", argv, flags, /*accept_config=*/true);
   if (args.help) {
     std::cout
@@ -55,6 +56,7 @@ int cmd_distill_cache(const Args& argv) {
     std::cout << core::config_reference();
     return 0;
   }
+  apply_quiet(args);
   if (!args.positional.empty()) {
     throw UsageError("unexpected argument '" + args.positional[0] +
                      "' for `lmtrain distill-cache`");

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/threads.h"
 #include "data/prepared_data.h"
 #include "data/token_shard.h"
@@ -83,8 +84,10 @@ int cmd_eval(const Args& argv) {
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
       {"device", FlagKind::kValue,
        "auto | cpu | cuda (default auto: a GPU when visible); fp32, without TF32", "D"},
+      quiet_flag(),
   };
   const auto args = parse_args("eval", argv, flags, /*accept_config=*/false);
+  apply_quiet(args);
   if (args.help) {
     std::cout << "Usage: lmtrain eval --checkpoint PATH [--split val|train] [--batches N]\n\n"
                  "Prints the mean cross-entropy loss and perplexity of the checkpoint on\n"
@@ -130,7 +133,11 @@ int cmd_eval(const Args& argv) {
   int64_t batches = args.get_int("batches", 0);
   if (batches <= 0) batches = std::max<int64_t>(1, stream.num_windows() / B);
   auto group = dist::make_single_rank_group();
-  const double loss = train::evaluate(*loaded.model, stream, B, batches, *group, rt);
+  double loss = 0;
+  {
+    core::Progress progress("eval", batches, "batches");
+    loss = train::evaluate(*loaded.model, stream, B, batches, *group, rt, &progress);
+  }
   std::cout << log::format(
       "checkpoint: %s (step %lld)\n%s loss: %.4f\nperplexity: %.3f\n"
       "windows: %lld x %lld tokens\n",
@@ -138,8 +145,16 @@ int cmd_eval(const Args& argv) {
       (long long)(batches * B), (long long)T);
   if (args.has("kv_cache")) {
     const auto policy = infer::parse_kv_policy(args.get("kv_cache"));
-    const auto full = infer::evaluate_with_cache(*loaded.model, stream, B, batches, {});
-    const auto r = infer::evaluate_with_cache(*loaded.model, stream, B, batches, policy);
+    // Token by token through a cache: slow, so each has its own progress display.
+    infer::CachedEval full, r;
+    {
+      core::Progress progress("eval: kv_cache full", batches, "batches");
+      full = infer::evaluate_with_cache(*loaded.model, stream, B, batches, {}, &progress);
+    }
+    {
+      core::Progress progress("eval: kv_cache " + policy.text, batches, "batches");
+      r = infer::evaluate_with_cache(*loaded.model, stream, B, batches, policy, &progress);
+    }
     std::cout << log::format(
         "kv_cache full: loss %.4f, perplexity %.3f, %.0f cache bytes/token\n"
         "kv_cache %s: loss %.4f, perplexity %.3f (%+.2f%% vs full), %.0f cache bytes/token\n",

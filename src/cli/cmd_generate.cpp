@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/threads.h"
 #include "infer/generator.h"
 #include "infer/prompt_file.h"
@@ -34,6 +35,7 @@ void generate_prompt_file(const std::string& path, int64_t batch_size, int64_t m
   std::vector<infer::Generated> results(lines.size());
   int64_t peak_bytes = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  core::Progress progress("generate", static_cast<int64_t>(lines.size()), "prompts");
   for (size_t k = 0; k < batches.size(); ++k) {
     std::vector<std::vector<uint32_t>> rows;
     std::vector<int64_t> budgets;
@@ -45,7 +47,9 @@ void generate_prompt_file(const std::string& path, int64_t batch_size, int64_t m
                                      stop_at_eot ? eot : -1, policy);
     peak_bytes = std::max(peak_bytes, got.peak_cache_bytes);
     for (size_t j = 0; j < got.rows.size(); ++j) results[batches[k][j]] = std::move(got.rows[j]);
+    progress.add(static_cast<int64_t>(batches[k].size()));
   }
+  progress.finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int64_t generated = 0, total = 0;
@@ -108,8 +112,10 @@ int cmd_generate(const Args& argv) {
        "auto | cpu | cuda (default auto: a GPU when visible); fp32, without TF32", "D"},
       {"print_ids", FlagKind::kBool,
        "print the generated token ids (space-separated) instead of their text"},
+      quiet_flag(),
   };
   const auto args = parse_args("generate", argv, flags, /*accept_config=*/false);
+  apply_quiet(args);
   if (args.help) {
     std::cout
         << "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"

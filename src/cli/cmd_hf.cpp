@@ -14,6 +14,7 @@ int cmd_import(const Args& argv) {
   const std::vector<FlagSpec> flags = {
       {"output", FlagKind::kValue, "run directory to create the checkpoint in", "RUN_DIR"},
       overwrite_flag(),
+      quiet_flag(),
   };
   const auto args = parse_args("import", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -30,6 +31,7 @@ int cmd_import(const Args& argv) {
               << flags_help(flags);
     return 0;
   }
+  apply_quiet(args);
   if (args.positional.size() != 2 || args.positional[0] != "hf") {
     throw UsageError("usage: lmtrain import hf HF_DIR --output RUN_DIR");
   }
@@ -48,6 +50,7 @@ int cmd_export(const Args& argv) {
       {"checkpoint", FlagKind::kValue, "export peft: a LoRA run's checkpoint (or run dir)", "PATH"},
       {"output", FlagKind::kValue, "export peft: directory for the adapter files", "DIR"},
       overwrite_flag(),
+      quiet_flag(),
   };
   const auto args = parse_args("export", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -66,6 +69,7 @@ int cmd_export(const Args& argv) {
               << flags_help(flags);
     return 0;
   }
+  apply_quiet(args);
   if (!args.positional.empty() && args.positional[0] == "peft") {
     const std::string ckpt =
         args.positional.size() > 1 ? args.positional[1] : args.get("checkpoint");

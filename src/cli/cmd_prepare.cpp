@@ -27,6 +27,7 @@ int cmd_prepare(const Args& argv) {
        "encode with this tokenizer.json (e.g. RUN/checkpoints/latest/tokenizer.json of an "
        "`lmtrain import hf`) instead of training one",
        "FILE"},
+      quiet_flag(),
   };
   const auto args = parse_args("prepare", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -39,6 +40,7 @@ int cmd_prepare(const Args& argv) {
               << flags_help(flags);
     return 0;
   }
+  apply_quiet(args);
   if (!args.positional.empty()) {
     throw UsageError("unexpected argument '" + args.positional[0] + "' (inputs go after --input)");
   }

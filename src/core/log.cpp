@@ -17,6 +17,8 @@ struct LoggerState {
   std::ofstream file;
   std::string prefix;
   bool quiet = false;
+  bool progress_quiet = false;
+  std::string status;  // the in-place status line on the terminal ("" = none shown)
   // Lines written before the first set_file (config notices, the distributed setup): they go
   // to the head of that file, so that a rank's log holds its whole story.
   std::vector<std::string> early;
@@ -65,12 +67,53 @@ void set_quiet(bool quiet) {
   s.quiet = quiet;
 }
 
+void set_progress_quiet(bool quiet) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.progress_quiet = quiet;
+}
+
+bool progress_quiet() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.progress_quiet;
+}
+
+namespace {
+// Erases the status line the cursor is on (the caller holds the lock).
+void erase_status(LoggerState& s) {
+  if (s.status.empty()) return;
+  std::cerr << '\r' << std::string(s.status.size(), ' ') << '\r';
+}
+}  // namespace
+
+void set_status(const std::string& line) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  // Pad over a longer previous line instead of an erase-line escape code.
+  std::string text = line;
+  if (text.size() < s.status.size()) text.append(s.status.size() - text.size(), ' ');
+  std::cerr << '\r' << text;
+  std::cerr.flush();
+  s.status = line;
+}
+
+void clear_status() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  erase_status(s);
+  std::cerr.flush();
+  s.status.clear();
+}
+
 void write(Level level, const std::string& line) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   const char* tag = level == Level::kWarn ? "warning: " : level == Level::kError ? "error: " : "";
   if (!(s.quiet && level == Level::kInfo)) {
+    erase_status(s);
     std::cerr << s.prefix << tag << line << '\n';
+    if (!s.status.empty()) std::cerr << s.status;  // the status line again, below
     std::cerr.flush();
   }
   if (s.file.is_open()) {

@@ -15,6 +15,16 @@ void set_rank_prefix(int rank, bool enabled);
 // Quiet mode suppresses info lines on the console (they still go to the file).
 void set_quiet(bool quiet);
 
+// The progress display (core/progress.h) draws through the logger, which owns stderr. On a
+// terminal it keeps one status line that set_status redraws in place ("\r", padded with blanks,
+// no escape codes); a log line written meanwhile erases it, prints, and draws it again below.
+// set_progress_quiet(true) (a command's --quiet) turns progress off. Progress lines for files
+// and pipes are ordinary info lines.
+void set_progress_quiet(bool quiet);
+bool progress_quiet();
+void set_status(const std::string& line);
+void clear_status();
+
 void write(Level level, const std::string& line);
 inline void info(const std::string& line) { write(Level::kInfo, line); }
 inline void warn(const std::string& line) { write(Level::kWarn, line); }

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/progress.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; a big-endian host would need byte swapping");
@@ -87,7 +88,7 @@ std::string safetensors_dtype_name(at::ScalarType dtype) {
 }
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, Progress* progress) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -123,6 +124,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   out.write(json);
   for (const auto& c : cpu) {
     if (c.nbytes() > 0) out.write(c.data_ptr(), c.nbytes());
+    if (progress) progress->add(static_cast<int64_t>(c.nbytes()));
   }
   out.commit();
 }
@@ -133,7 +135,8 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
 }
 
 SafetensorsFile read_safetensors(const std::string& path,
-                                 std::optional<at::ScalarType> convert_floats_to) {
+                                 std::optional<at::ScalarType> convert_floats_to,
+                                 Progress* progress) {
   MappedFile f(path);
   SafetensorsHeader header = parse_safetensors_header(path, f.data(), f.size());
   SafetensorsFile out;
@@ -150,6 +153,7 @@ SafetensorsFile read_safetensors(const std::string& path,
     }
     out.names.push_back(e.name);
     out.tensors.emplace(e.name, std::move(t));
+    if (progress) progress->add(static_cast<int64_t>(e.end - e.begin));
   }
   return out;
 }

@@ -17,14 +17,18 @@
 
 namespace lmtrain::core {
 
+class Progress;
+
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // Writes `tensors` (any device/layout; copied to contiguous CPU) in the given order, with an
 // optional "__metadata__" map. Atomic: `path` gets the whole new file or keeps its old content.
 // Supported dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL. Names must be unique and non-empty.
 // Note: transformers' from_pretrained expects metadata {"format": "pt"} in model files.
+// `progress` (when given) is told the bytes of each tensor written.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       Progress* progress = nullptr);
 
 struct SafetensorsFile {
   std::map<std::string, at::Tensor> tensors;
@@ -39,9 +43,11 @@ SafetensorsHeader read_safetensors_header(const std::string& path);
 // point tensors are converted to that dtype (integer and bool tensors are left alone: they
 // hold counters and masks that must not change meaning). Throws lmtrain::Error naming the file
 // (and tensor) for a truncated file, malformed header, overlapping or out-of-bounds offsets,
-// a size that disagrees with shape x dtype, or an unsupported dtype.
+// a size that disagrees with shape x dtype, or an unsupported dtype. `progress` (when given) is
+// told the bytes of each tensor read.
 SafetensorsFile read_safetensors(const std::string& path,
-                                 std::optional<at::ScalarType> convert_floats_to = std::nullopt);
+                                 std::optional<at::ScalarType> convert_floats_to = std::nullopt,
+                                 Progress* progress = nullptr);
 
 // The format's dtype name for a torch dtype ("F32", ...); throws for unsupported dtypes.
 std::string safetensors_dtype_name(at::ScalarType dtype);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/bpe_pair.h"
 
 namespace lmtrain::data {
@@ -108,6 +109,7 @@ BpeTokenizer BpeTrainer::train() {
       tokens.push_back(std::move(bytes));
     }
     merges.emplace_back(a, b);
+    if (progress_) progress_->set(static_cast<int64_t>(merges.size()));
 
     const uint32_t step = static_cast<uint32_t>(merges.size());
     std::vector<uint32_t> list = std::move(where[top.pair]);

@@ -12,6 +12,10 @@
 #include "data/bpe_tokenizer.h"
 #include "data/pretokenizer.h"
 
+namespace lmtrain::core {
+class Progress;
+}
+
 namespace lmtrain::data {
 
 struct BpeTrainerOptions {
@@ -23,6 +27,9 @@ struct BpeTrainerOptions {
 class BpeTrainer {
  public:
   explicit BpeTrainer(BpeTrainerOptions options);
+
+  // train() tells `progress` the merges made so far after each one (nullptr: nobody).
+  void set_progress(core::Progress* progress) { progress_ = progress; }
 
   // Counts the pre-tokens of one document. Merges never cross documents or pre-tokens.
   void add_document(std::string_view text);
@@ -47,6 +54,7 @@ class BpeTrainer {
   // Filled by train(): word -> index into words_ (its final symbols).
   std::unordered_map<std::string, uint32_t> word_index_;
   std::vector<std::vector<uint32_t>> words_;
+  core::Progress* progress_ = nullptr;
 };
 
 // Convenience: trains on `docs` in one call.

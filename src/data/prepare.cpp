@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/json_strict.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_trainer.h"
 #include "data/token_shard.h"
@@ -154,7 +155,8 @@ std::vector<fs::path> list_files(const std::vector<std::string>& inputs) {
 // Encodes docs[order[i]] for i in [0, n) + <|endoftext|> each, in order, into `writer`.
 // Batches of documents are encoded on several threads and written in order.
 void encode_split(const BpeTokenizer& tok, const std::vector<std::string>& docs,
-                  const std::vector<size_t>& order, int threads, ShardWriter* writer) {
+                  const std::vector<size_t>& order, int threads, ShardWriter* writer,
+                  core::Progress& progress) {
   const uint32_t eot = tok.eot_id();
   constexpr size_t kBatchBytes = 64 << 20;  // bounds memory for large corpora
   size_t i = 0;
@@ -182,6 +184,7 @@ void encode_split(const BpeTokenizer& tok, const std::vector<std::string>& docs,
     work(0);
     for (auto& th : pool) th.join();
     for (const auto& ids : out) writer->append(ids);
+    progress.add(static_cast<int64_t>(bytes));
     i = j;
   }
 }
@@ -207,7 +210,14 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
 
   // 1. Read documents.
   Corpus corpus;
-  for (const fs::path& f : list_files(opt.inputs)) add_file(f, opt, &corpus);
+  {
+    const auto files = list_files(opt.inputs);
+    core::Progress reading("prepare: reading", static_cast<int64_t>(files.size()), "files");
+    for (const fs::path& f : files) {
+      add_file(f, opt, &corpus);
+      reading.add(1);
+    }
+  }
   const size_t n = corpus.docs.size();
   if (corpus.skipped.size() > kMaxNamedSkips) {
     log::warn(log::format("... skipped %zu more binary files (listed in prepare.json)",
@@ -250,7 +260,11 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
     topt.vocab_size = static_cast<size_t>(opt.vocab_size);
     BpeTrainer trainer(topt);
     for (size_t i : train_order) trainer.add_document(corpus.docs[i]);
+    // vocab_size - 257 merges: 256 byte tokens and <|endoftext|> are there from the start.
+    core::Progress training("prepare: training the tokenizer", opt.vocab_size - 257, "merges");
+    trainer.set_progress(&training);
     auto trained = trainer.train();
+    training.finish();
     log::info(log::format("trained BPE tokenizer: vocab %zu, %zu merges, %zu unique words, %.2f s",
                           trained.vocab_size(), trained.merges().size(), trainer.num_unique_words(),
                           seconds_since(t0)));
@@ -287,12 +301,13 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   const int dtype = shard_dtype_for_vocab(tok.vocab_size());
   t0 = Clock::now();
   {
+    core::Progress encoding("prepare: encoding", static_cast<int64_t>(corpus.bytes), "bytes");
     ShardWriter train(res.train_path, dtype, tok.hash());
-    encode_split(tok, corpus.docs, train_order, threads, &train);
+    encode_split(tok, corpus.docs, train_order, threads, &train, encoding);
     res.train_tokens = train.num_tokens();
     train.finish();
     ShardWriter val(res.val_path, dtype, tok.hash());
-    encode_split(tok, corpus.docs, val_order, threads, &val);
+    encode_split(tok, corpus.docs, val_order, threads, &val, encoding);
     res.val_tokens = val.num_tokens();
     val.finish();
   }

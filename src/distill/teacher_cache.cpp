@@ -12,6 +12,7 @@
 #include "core/fault_injection.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/stop_signal.h"
 #include "data/batch.h"
 #include "data/window_stream.h"
@@ -50,7 +51,7 @@ bool write_teacher_cache(const std::string& path, model::GptImpl& teacher,
   out.write(prefix);
   teacher.eval();
   torch::NoGradGuard no_grad;
-  int64_t next_report = W / 10;
+  core::Progress progress("distill-cache", W, "windows");
   for (int64_t w0 = 0; w0 < W; w0 += batch_windows) {
     // SIGINT/SIGTERM: both temporaries are removed on the way out, the path left as it was.
     if (core::stop_requested()) return false;
@@ -74,11 +75,7 @@ bool write_teacher_cache(const std::string& path, model::GptImpl& teacher,
       throw Error("cannot write " + logit_tmp + ": " + std::strerror(errno));
     }
     core::maybe_inject_fault(0, w0 / batch_windows + 1);  // tests: a signal after this batch
-    if (w0 + n >= next_report || w0 + n == W) {
-      log::info(
-          log::format("distill-cache: %lld / %lld windows", (long long)(w0 + n), (long long)W));
-      next_report += std::max<int64_t>(1, W / 10);
-    }
+    progress.add(n);
   }
   std::rewind(logits);
   std::vector<char> buf(1 << 20);

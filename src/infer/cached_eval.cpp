@@ -4,12 +4,14 @@
 
 #include <numeric>
 
+#include "core/progress.h"
 #include "data/batch.h"
 
 namespace lmtrain::infer {
 
 CachedEval evaluate_with_cache(model::GptImpl& model, const data::WindowStream& stream,
-                               int64_t batch, int64_t batches, const KvPolicy& policy) {
+                               int64_t batch, int64_t batches, const KvPolicy& policy,
+                               core::Progress* progress) {
   at::NoGradGuard no_grad;
   model.eval();
   CachedEval r;
@@ -32,6 +34,7 @@ CachedEval evaluate_with_cache(model::GptImpl& model, const data::WindowStream& 
     r.tokens += batch * T;
     bytes_per_token += static_cast<double>(cache->bytes()) /
                        static_cast<double>(cache->held() * batch) / static_cast<double>(batches);
+    if (progress) progress->add(1);
   }
   r.loss = loss_sum.item<double>() / static_cast<double>(r.tokens);
   r.cache_bytes_per_token = bytes_per_token;

@@ -8,6 +8,10 @@
 #include "infer/kv_cache_policy.h"
 #include "model/gpt.h"
 
+namespace lmtrain::core {
+class Progress;
+}
+
 namespace lmtrain::infer {
 
 struct CachedEval {
@@ -16,8 +20,10 @@ struct CachedEval {
   int64_t tokens = 0;                // predictions made
 };
 
-// Windows [0, batches * batch) of `stream` (in stream order), `batch` at a time.
+// Windows [0, batches * batch) of `stream` (in stream order), `batch` at a time. `progress`
+// (when given) is told each batch.
 CachedEval evaluate_with_cache(model::GptImpl& model, const data::WindowStream& stream,
-                               int64_t batch, int64_t batches, const KvPolicy& policy);
+                               int64_t batch, int64_t batches, const KvPolicy& policy,
+                               core::Progress* progress = nullptr);
 
 }  // namespace lmtrain::infer

@@ -15,6 +15,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/output_dir.h"
+#include "core/progress.h"
 #include "core/safetensors.h"
 #include "data/bpe_tokenizer.h"
 #include "interop/hf_format.h"
@@ -55,8 +56,15 @@ model::hf::Tensors read_hf_tensors(const std::string& dir) {
                      ".bin checkpoints are not supported: convert them to safetensors)");
   }
   model::hf::Tensors out;
+  int64_t bytes = 0;  // the tensors' bytes, from the headers
   for (const auto& f : files) {
-    auto file = core::read_safetensors(f, at::kFloat);
+    for (const auto& e : core::read_safetensors_header(f).entries) {
+      bytes += static_cast<int64_t>(e.end - e.begin);
+    }
+  }
+  core::Progress progress("import hf: reading", bytes, "bytes");
+  for (const auto& f : files) {
+    auto file = core::read_safetensors(f, at::kFloat, &progress);
     for (auto& [name, t] : file.tensors) {
       if (!out.emplace(name, t).second)
         throw Error("tensor '" + name + "' appears twice in " + dir);
@@ -172,7 +180,13 @@ void export_hf(const std::string& spec, const std::string& out_dir, bool overwri
   model::hf::Tensors ours(stored.begin(), stored.end());
   const auto hf = model::hf::export_tensors(mcfg, ours);
   core::NamedTensors list(hf.begin(), hf.end());
-  core::write_safetensors(out.staging() + "/model.safetensors", list, {{"format", "pt"}});
+  int64_t bytes = 0;
+  for (const auto& [name, t] : list) bytes += static_cast<int64_t>(t.nbytes());
+  {
+    core::Progress progress("export hf: writing", bytes, "bytes");
+    core::write_safetensors(out.staging() + "/model.safetensors", list, {{"format", "pt"}},
+                            &progress);
+  }
   const std::string tok = ckpt.dir + "/tokenizer.json";
   if (fs::exists(tok)) {
     core::write_file_atomic(out.staging() + "/tokenizer.json", core::read_file(tok));

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/output_dir.h"
+#include "core/progress.h"
 #include "core/safetensors.h"
 #include "interop/hf_format.h"
 #include "model/build_model.h"
@@ -173,7 +174,13 @@ void export_peft(const std::string& spec, const std::string& out_dir, bool overw
                            {"alpha_pattern", alpha_pattern},
                            {"base_model_name_or_path", nullptr}};
   const std::string& staging = out_files->staging();
-  core::write_safetensors(staging + "/adapter_model.safetensors", out, {{"format", "pt"}});
+  int64_t bytes = 0;
+  for (const auto& [name, t] : out) bytes += static_cast<int64_t>(t.nbytes());
+  {
+    core::Progress progress("export peft: writing the adapters", bytes, "bytes");
+    core::write_safetensors(staging + "/adapter_model.safetensors", out, {{"format", "pt"}},
+                            &progress);
+  }
   core::write_file_atomic(staging + "/adapter_config.json", config.dump(2) + "\n");
   out_files->commit();
 }

@@ -1,11 +1,14 @@
 #include "report/run_metrics.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/fs.h"
 
 namespace lmtrain::report {
 namespace {
@@ -110,7 +113,13 @@ void MetricsReader::add_line(std::string_view line, int64_t line_no, RunMetrics&
       if (m.sessions == 0) m.sessions = 1;
       last_elapsed = value;
     }
-    push_point(m.scalars[name], step, value);
+    auto [it, added] = m.scalars.try_emplace(name);
+    if (added && expected_records_ > 0) {
+      // Growing by doubling would leave the freed halves of a million-point series behind.
+      it->second.step.reserve(expected_records_);
+      it->second.value.reserve(expected_records_);
+    }
+    push_point(it->second, step, value);
   }
   for (const auto& l : rec.layered) push_point(m.per_layer[l.name][l.layer], step, l.value);
   ++m.records;
@@ -149,8 +158,19 @@ void MetricsReader::feed(std::string_view text) {
   }
 }
 
-RunMetrics MetricsReader::finish() const {
+RunMetrics MetricsReader::finish() const& {
   RunMetrics m = metrics_;
+  finish_into(m);
+  return m;
+}
+
+RunMetrics MetricsReader::finish() && {
+  RunMetrics m = std::move(metrics_);
+  finish_into(m);
+  return m;
+}
+
+void MetricsReader::finish_into(RunMetrics& m) const {
   double last_elapsed = last_elapsed_, max_step = max_step_;
   const bool tail_blank = tail_.find_first_not_of(" \t\r") == std::string::npos;
   if (!bad_line_.empty()) {
@@ -160,10 +180,12 @@ RunMetrics MetricsReader::finish() const {
                       "skipped (" +
                       clip_for_message(bad_line_) + ")");
   } else if (!tail_blank) {
+    // Parsed into a scratch copy of the records' effect: a cut-off line must change nothing.
+    RunMetrics with_tail = m;
     try {
-      add_line(tail_, lines_ + 1, m, last_elapsed, max_step);
+      add_line(tail_, lines_ + 1, with_tail, last_elapsed, max_step);
+      m = std::move(with_tail);
     } catch (const Error&) {
-      m = metrics_;
       last_elapsed = last_elapsed_;
       m.notes.push_back(path_ + ": the last line (" + std::to_string(lines_ + 1) +
                         ") is cut off, as a run killed while writing it leaves it: skipped (" +
@@ -171,17 +193,41 @@ RunMetrics MetricsReader::finish() const {
     }
   }
   if (last_elapsed >= 0) m.train_seconds += last_elapsed;
-  return m;
 }
 
 RunMetrics parse_metrics(std::string_view text, const std::string& path) {
   MetricsReader reader(path);
   reader.feed(text);
-  return reader.finish();
+  return std::move(reader).finish();
 }
 
 RunMetrics read_metrics_file(const std::string& path) {
-  return parse_metrics(core::read_file(path), path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error("cannot read " + path + ": it is a directory, not the run's metrics file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  MetricsReader reader(path);
+  const auto size = std::filesystem::file_size(path, ec);
+  std::string chunk(4 << 20, '\0');
+  bool first = true;
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<size_t>(in.gcount());
+    if (got == 0) break;
+    if (first && !ec) {
+      // Records to expect, from the first piece's lines per byte (a few percent over).
+      const auto lines = std::count(chunk.begin(), chunk.begin() + got, '\n');
+      reader.expect_records(
+          static_cast<size_t>(1.05 * static_cast<double>(size) * static_cast<double>(lines + 1) /
+                              static_cast<double>(got)));
+      first = false;
+    }
+    reader.feed(std::string_view(chunk.data(), got));
+  }
+  if (in.bad()) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  return std::move(reader).finish();
 }
 
 }  // namespace lmtrain::report

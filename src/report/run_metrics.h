@@ -54,15 +54,22 @@ class MetricsReader {
   // finish() judges.
   void feed(std::string_view text);
   // The metrics as of now: a pending unterminated tail that parses counts; one that does not is
-  // skipped with a note (a run killed while writing it). Callable any number of times.
-  RunMetrics finish() const;
+  // skipped with a note (a run killed while writing it). Callable any number of times; on a
+  // reader about to be dropped (std::move(reader).finish()) it moves the series out instead
+  // of copying them.
+  RunMetrics finish() const&;
+  RunMetrics finish() &&;
   // Bytes fed so far (the offset to read on from).
   uint64_t bytes_fed() const { return bytes_fed_; }
+  // How many records the whole file will hold, about: each new series reserves that much.
+  void expect_records(size_t n) { expected_records_ = n; }
 
  private:
   // One record: checks it and adds its values. Throws naming `line_no`.
   void add_line(std::string_view line, int64_t line_no, RunMetrics& into, double& last_elapsed,
                 double& max_step) const;
+  // finish()'s work on `m`, a copy of the series or the series themselves.
+  void finish_into(RunMetrics& m) const;
 
   std::string path_;
   std::string tail_;      // bytes after the last newline
@@ -74,9 +81,11 @@ class MetricsReader {
   RunMetrics metrics_;
   double last_elapsed_ = -1;
   double max_step_ = -1;
+  size_t expected_records_ = 0;
 };
 
-// The whole file at once. Throws lmtrain::Error naming `path` when it cannot be read.
+// The whole file, read in pieces (a million-step file is ~100 MB). Throws lmtrain::Error
+// naming `path` when it cannot be read.
 RunMetrics read_metrics_file(const std::string& path);
 // The same from text (tests, the fuzz target); `path` names it in messages.
 RunMetrics parse_metrics(std::string_view text, const std::string& path);

@@ -1,5 +1,6 @@
 #include "train/evaluator.h"
 
+#include "core/progress.h"
 #include "data/batch.h"
 #include "data/window_stream.h"
 #include "objective/objective.h"
@@ -8,7 +9,8 @@
 namespace lmtrain::train {
 
 double evaluate(model::GptImpl& model, data::WindowStream& split, int64_t micro_batch,
-                int64_t batches, dist::Group& group, const core::Runtime& rt) {
+                int64_t batches, dist::Group& group, const core::Runtime& rt,
+                core::Progress* progress) {
   const bool was_training = model.is_training();
   model.eval();
   torch::NoGradGuard no_grad;
@@ -21,6 +23,7 @@ double evaluate(model::GptImpl& model, data::WindowStream& split, int64_t micro_
     auto [x, y] = data::make_batch(split, ids, rt.device);
     core::AutocastScope autocast(rt);
     sum += model.loss(x, y).to(torch::kFloat64);
+    if (progress) progress->add(1);
   }
   sum /= static_cast<double>(batches);
   group.allreduce(sum, dist::ReduceOp::kAvg)->wait();
