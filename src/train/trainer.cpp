@@ -16,7 +16,7 @@
 #include "data/batch.h"
 #include "data/bpe_tokenizer.h"
 #include "data/prepared_data.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 #include "data/window_stream.h"
 #include "distill/distill_setup.h"
 #include "distill/teacher.h"
@@ -125,11 +125,10 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const std::string data_dir = cfg.get_string("data.dir");
   const std::string tok_path = data::require_data_file(data_dir, "tokenizer.json");
   const auto tokenizer = data::BpeTokenizer::load_hf(tok_path);
-  const std::string train_path = data::require_data_file(data_dir, "train.bin");
-  const std::string val_path = data::require_data_file(data_dir, "val.bin");
-  data::TokenShard train_shard(train_path), val_shard(val_path);
-  data::check_shard_hash(train_shard, train_path, tokenizer.hash());
-  data::check_shard_hash(val_shard, val_path, tokenizer.hash());
+  auto train_shard = data::TokenSplit::open(data_dir, "train");
+  auto val_shard = data::TokenSplit::open(data_dir, "val");
+  data::check_shard_hash(train_shard, tokenizer.hash());
+  data::check_shard_hash(val_shard, tokenizer.hash());
   train_shard.set_vocab_size(tokenizer.vocab_size());
   val_shard.set_vocab_size(tokenizer.vocab_size());
 
