@@ -5,6 +5,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -74,6 +75,7 @@ inline int write_parquet(const std::string& path,
   write_text(spec_path, spec.dump());
   const auto r = run_command(lmtrain_python() + " " + source_dir() +
                              "/tests/fixtures/write_parquet.py " + spec_path + " " + path);
+  std::remove(spec_path.c_str());  // not a document of the corpus beside it
   if (r.exit_code != 0) throw std::runtime_error("write_parquet.py failed:\n" + r.output);
   return std::stoi(r.output);
 }
