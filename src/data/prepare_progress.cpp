@@ -20,9 +20,11 @@ std::string duration_text(double s) {
 void log_prepare_progress(const PrepareProgress& p) {
   const double pct = p.bytes_total ? 100.0 * p.bytes_done / p.bytes_total : 100.0;
   std::string line =
-      log::format("prepare %s: %.2f / %.2f MB (%.1f%%), %.1f MB/s, %llu documents", p.phase.c_str(),
-                  p.bytes_done / 1e6, p.bytes_total / 1e6, pct, p.bytes_per_second / 1e6,
-                  static_cast<unsigned long long>(p.documents));
+      log::format("prepare %s: %.2f / %.2f MB (%.1f%%), %.1f MB/s", p.phase.c_str(),
+                  p.bytes_done / 1e6, p.bytes_total / 1e6, pct, p.bytes_per_second / 1e6);
+  if (p.phase != "hash") {  // checksums read bytes, not documents
+    line += log::format(", %llu documents", static_cast<unsigned long long>(p.documents));
+  }
   line += p.finished ? ", done in " + duration_text(p.seconds)
                      : ", ETA " + duration_text(p.eta_seconds);
   log::info(line);
