@@ -41,7 +41,7 @@ for variant in "adamw --dist.zero=0" "adamw --dist.zero=1" "adamw --dist.zero=2"
 done
 
 echo "== val loss after $train_steps steps x 2048 tokens, gpt2-tiny on $data, 2 ranks"
-[[ -f "$data/train.bin" ]] || { echo "no $data: run scripts/demo.sh first" >&2; exit 1; }
+[[ -f "$data/prepare.json" ]] || { echo "no $data: run scripts/demo.sh first" >&2; exit 1; }
 for opt in adamw muon; do
   run="runs/compare_optimizers_$opt"
   rm -rf "$run"

@@ -10,7 +10,7 @@ bash scripts/build.sh lmtrain
 
 data=data/prepared/fortunes
 run=${LMTRAIN_DEMO_RUN:-runs/demo}
-if [[ ! -f "$data/train.bin" ]]; then
+if [[ ! -f "$data/prepare.json" ]]; then
   mapfile -t files < <(find /usr/share/games/fortunes -maxdepth 1 -type f \
     ! -name '*.dat' ! -name '*.u8' | sort)
   echo "== prepare: ${#files[@]} fortune files -> $data"

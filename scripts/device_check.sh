@@ -31,6 +31,10 @@ export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSRO
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 python=${PYTHON:-$(command -v python3)}
 prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# Parquet input links the pyarrow wheel's Arrow/Parquet C++; a python without pyarrow builds
+# without it (parquet input refused, its tests skipped).
+parquet=ON
+"$python" -c 'import pyarrow' >/dev/null 2>&1 || parquet=OFF
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
 note "# lmtrain device check"
 note ""
@@ -39,13 +43,14 @@ note "GPU: $(cat "$OUT/gpu.txt"); torch $("$python" -c 'import torch; print(torc
 # ---- build
 if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix;$deps/usr" \
   "-DCMAKE_CXX_FLAGS=-idirafter $deps/usr/include" "-DLMTRAIN_PYTHON=$python" \
+  "-DLMTRAIN_PARQUET=$parquet" \
   >"$OUT/configure.log" 2>&1; then
   note "configure FAILED (see configure.log)"; tail -30 "$OUT/configure.log"; exit 1
 fi
 if ! ninja -C build -j"$(nproc)" >"$OUT/build.log" 2>&1; then
   note "build FAILED (see build.log)"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1
 fi
-note "build: ok ($(elapsed))"
+note "build: ok ($(elapsed)); parquet input $parquet"
 
 # ---- tests: the CPU suite (GPUs hidden) and the GPU tests
 if want tests; then
@@ -122,7 +127,7 @@ note "$(printf '| qwen3-0.6b | %s tok/s | MFU %s | peak %s MiB |' \
   "$(field tokens_per_s <"$OUT/bench_qwen3.log")" "$(field mfu <"$OUT/bench_qwen3.log")" \
   "$(field peak_device_mib <"$OUT/bench_qwen3.log")")"
 
-if [[ -f .devdata/fortunes/train.bin ]]; then
+if [[ -f .devdata/fortunes/prepare.json ]]; then
   note ""
   note "## bf16 vs fp32 loss over 200 steps (GPT-2 124M shape, fortunes, batch 16 x 512)"
   for p in fp32 bf16; do

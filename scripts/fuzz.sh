@@ -23,6 +23,7 @@ if [[ ! -f "$build_dir/build.ninja" ]]; then
   mkdir -p "$build_dir"
   cmake -S . -B "$build_dir" -G Ninja -DLMTRAIN_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
     "-DCMAKE_CXX_COMPILER=$clang" "-DLMTRAIN_TORCH_INCLUDE=$torch_include" \
+    "-DLMTRAIN_ARROW_PYTHON=$venv/bin/python" \
     >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log" >&2; exit 1; }
 fi
 ninja -C "$build_dir"

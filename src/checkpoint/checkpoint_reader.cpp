@@ -139,10 +139,11 @@ std::optional<std::string> CheckpointStore::resolve(const std::string& spec,
   }
   // An incomplete step dir: let load() report it (and fall back if allowed).
   if (parse_step(base_name(path))) return path;
-  // A directory `lmtrain prepare` wrote (train.bin is a token shard there, not a pickle).
-  if (fs::exists(path + "/train.bin", ec) && fs::exists(path + "/tokenizer.json", ec)) {
+  // A directory `lmtrain prepare` wrote (train*.bin are token shards there, not pickles).
+  if ((fs::exists(path + "/train.bin", ec) || fs::exists(path + "/train_00000.bin", ec)) &&
+      fs::exists(path + "/tokenizer.json", ec)) {
     throw UsageError(spec +
-                     " is a prepared data dir (lmtrain prepare: tokenizer.json, train.bin), not a "
+                     " is a prepared data dir (lmtrain prepare: tokenizer.json, train*.bin), not a "
                      "checkpoint: give the run dir or checkpoint to load, and this dir as "
                      "--data.dir");
   }

@@ -15,7 +15,7 @@
 #include "core/threads.h"
 #include "data/bpe_tokenizer.h"
 #include "data/prepared_data.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 #include "data/window_stream.h"
 #include "distill/teacher.h"
 #include "distill/teacher_cache.h"
@@ -71,11 +71,14 @@ int cmd_distill_cache(const Args& argv) {
   const std::string output = args.get("output");
   const std::string data_dir = cfg.get_string("data.dir");
   // Before the teacher pass, not after it: a refusal costs nothing.
-  core::check_output_file(
-      output, {"distill-cache",
-               {data_dir + "/train.bin", data_dir + "/val.bin", data_dir + "/tokenizer.json",
-                cfg.get_string("distill.teacher")},
-               args.get_bool("overwrite")});
+  std::vector<std::string> inputs = {data_dir + "/tokenizer.json",
+                                     cfg.get_string("distill.teacher")};
+  if (!data_dir.empty()) {
+    for (const char* split : {"train", "val"}) {
+      for (auto& p : data::split_piece_paths(data_dir, split)) inputs.push_back(std::move(p));
+    }
+  }
+  core::check_output_file(output, {"distill-cache", inputs, args.get_bool("overwrite")});
   core::install_stop_handlers();
   core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), 1);
   const auto rt = core::Runtime::from_config(cfg, 0);
@@ -83,9 +86,8 @@ int cmd_distill_cache(const Args& argv) {
 
   const auto tokenizer =
       data::BpeTokenizer::load_hf(data::require_data_file(data_dir, "tokenizer.json"));
-  const std::string train_path = data::require_data_file(data_dir, "train.bin");
-  data::TokenShard shard(train_path);
-  data::check_shard_hash(shard, train_path, tokenizer.hash());
+  auto shard = data::TokenSplit::open(data_dir, "train");
+  data::check_shard_hash(shard, tokenizer.hash());
   shard.set_vocab_size(tokenizer.vocab_size());
   const auto student =
       model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));

@@ -10,7 +10,7 @@
 #include "core/progress.h"
 #include "core/threads.h"
 #include "data/prepared_data.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 #include "data/window_stream.h"
 #include "distributed/group.h"
 #include "infer/cached_eval.h"
@@ -117,8 +117,8 @@ int cmd_eval(const Args& argv) {
                      "prepared data to evaluate on with --data.dir DIR (a dir `lmtrain prepare` "
                      "wrote with this checkpoint's tokenizer)");
   }
-  const std::string path = data::require_data_file(data_dir, split + ".bin");
-  data::TokenShard shard(path);
+  auto shard = data::TokenSplit::open(data_dir, split);
+  const std::string& path = shard.path();
   if (!loaded.tokenizer) {
     throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
   }

@@ -1,7 +1,8 @@
 // Test hook for the failure paths: LMTRAIN_FAULT_KILL="R:S" makes rank R send itself SIGKILL
 // right after completing step S — a real, uncatchable death mid-run, at a reproducible point;
 // LMTRAIN_FAULT_TERM="R:S" sends SIGTERM instead (the graceful stop a scheduler asks for). A
-// "step" is a training step, or a teacher batch of `lmtrain distill-cache` (rank 0). It fires
+// "step" is a training step, a teacher batch of `lmtrain distill-cache`, or a finished piece of
+// `lmtrain prepare` (both rank 0). It fires
 // only in the first attempt of a job (TORCHELASTIC_RESTART_COUNT unset or 0), so a launcher
 // restart then runs clean.
 #pragma once

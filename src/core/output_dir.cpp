@@ -159,12 +159,37 @@ OutputDir::OutputDir(std::string path, OutputDirOptions options)
   }
   const std::string prefix = "." + name + ".tmp.";
   remove_dead_writers_debris(parent, prefix);
+  if (options_.resumable) {
+    staging_ = parent + "/." + name + ".partial";
+    staging_existed_ = fs::is_directory(staging_, ec);
+    ensure_dir(staging_);
+    const std::string lock = staging_ + "/" + kRunDirLockFile;
+    staging_lock_ =
+        FileLock::try_acquire(lock, "pid " + std::to_string(::getpid()) + " on " + host_name());
+    if (!staging_lock_) {
+      throw UsageError(cmd + ": another " + cmd + " is writing " + path_ + " (its partial output " +
+                       staging_ + " is locked by " + FileLock::read_owner(lock) +
+                       "): wait for it to finish");
+    }
+    return;
+  }
   staging_ = parent + "/" + prefix + std::to_string(::getpid());
   fs::remove_all(staging_, ec);  // our own pid's: an earlier OutputDir of this process
   ensure_dir(staging_);
 }
 
+void OutputDir::clear_staging() {
+  for (const auto& e : fs::directory_iterator(staging_)) {
+    if (e.path().filename() == kRunDirLockFile) continue;
+    std::error_code ec;
+    fs::remove_all(e.path(), ec);
+    if (ec)
+      throw Error(options_.command + ": cannot remove " + e.path().string() + ": " + ec.message());
+  }
+}
+
 OutputDir::~OutputDir() {
+  if (options_.resumable) return;  // kept for the next run to resume from
   if (committed_ || staging_.empty()) return;
   std::error_code ec;
   fs::remove_all(staging_, ec);
@@ -195,6 +220,7 @@ std::string OutputDir::commit() {
   bool has_checkpoints = false;
   for (const auto& e : fs::directory_iterator(staging_)) {
     const std::string name = e.path().filename().string();
+    if (name == kRunDirLockFile) continue;  // the output has its own, held by this command
     if (name == "checkpoints") {
       has_checkpoints = true;
     } else {
@@ -207,7 +233,7 @@ std::string OutputDir::commit() {
   }
   fsync_path(path_);
   std::error_code ec;
-  fs::remove(staging_, ec);
+  fs::remove_all(staging_, ec);
   committed_ = true;
   return aside;
 }

@@ -10,6 +10,9 @@
 //  - Everything is written into a temporary sibling PARENT/.NAME.tmp.<pid> and moved into place
 //    only once complete (a fresh output: one rename of the directory), so a kill at any point
 //    leaves the old output as it was. A later command removes siblings whose pid is dead.
+//  - A resumable command (`prepare`, hours of work) stages into PARENT/.NAME.partial instead,
+//    locked while it writes (its .lock) and kept when the command dies or fails, so the next
+//    run of the command finds what was finished there and goes on from it.
 #pragma once
 #include <optional>
 #include <string>
@@ -23,6 +26,8 @@ struct OutputDirOptions {
   std::string command;              // "import hf": prefixes every refusal
   std::vector<std::string> inputs;  // the paths the command reads (files or directories)
   bool overwrite = false;
+  // Stage into PARENT/.NAME.partial, kept when not committed (see above).
+  bool resumable = false;
 };
 
 class OutputDir {
@@ -37,6 +42,10 @@ class OutputDir {
   // Where the command writes its files; their names are the output's.
   const std::string& staging() const { return staging_; }
   const std::string& path() const { return path_; }
+  // Resumable: the staging dir was left by an earlier run (it may hold finished work).
+  bool staging_existed() const { return staging_existed_; }
+  // Resumable: empties the staging dir (but its lock), to start over.
+  void clear_staging();
 
   // Moves the staged files into place (the earlier content aside first, with `overwrite`) and
   // returns where the earlier content went ("" when there was none). Entries named
@@ -49,7 +58,9 @@ class OutputDir {
   OutputDirOptions options_;
   bool existed_ = false;
   bool committed_ = false;
+  bool staging_existed_ = false;
   std::optional<FileLock> lock_;
+  std::optional<FileLock> staging_lock_;  // resumable: held on STAGING/.lock
 };
 
 // True when `a` and `b` name the same place or one lies inside the other (after resolving

@@ -1,193 +1,49 @@
 #include "data/prepare.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
 #include <filesystem>
-#include <fstream>
+#include <future>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <set>
+#include <queue>
 #include <thread>
 
 #include "core/error.h"
-#include "core/json_strict.h"
+#include "core/fault_injection.h"
+#include "core/fs.h"
 #include "core/log.h"
-#include "core/progress.h"
+#include "core/output_dir.h"
+#include "core/sha256.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_trainer.h"
+#include "data/corpus/corpus_reader.h"
+#include "data/corpus/document_reader.h"
+#include "data/corpus/input_files.h"
+#include "data/document_hash.h"
+#include "data/prepare_journal.h"
 #include "data/token_shard.h"
+#include "data/token_split.h"
 
 namespace lmtrain::data {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read input file " + path.string());
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error("error reading input file " + path.string());
-  return s;
-}
-
-bool looks_binary(const std::string& content) {
-  return content.find('\0', 0) < std::min<size_t>(content.size(), 8192);
-}
-
-bool is_blank(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); });
-}
-
 constexpr size_t kMaxNamedSkips = 5;
-
-bool is_jsonl(const fs::path& p) { return p.extension() == ".jsonl"; }
-
-struct Corpus {
-  std::vector<std::string> docs;
-  uint64_t bytes = 0;
-  size_t files = 0;
-  std::vector<std::string> skipped;
-
-  void add(std::string doc) {
-    if (is_blank(doc)) return;  // empty documents carry nothing to learn
-    bytes += doc.size();
-    docs.push_back(std::move(doc));
-  }
-};
-
-// Splits at lines equal to `sep` (a trailing '\r' is tolerated); separator lines are dropped.
-void add_separated(const std::string& text, const std::string& sep, Corpus* corpus) {
-  std::string doc;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    end = end == std::string::npos ? text.size() : end + 1;
-    std::string_view line(text.data() + pos, end - pos);
-    std::string_view bare = line;
-    if (!bare.empty() && bare.back() == '\n') bare.remove_suffix(1);
-    if (!bare.empty() && bare.back() == '\r') bare.remove_suffix(1);
-    if (bare == sep) {
-      corpus->add(std::move(doc));
-      doc.clear();
-    } else {
-      doc.append(line);
-    }
-    pos = end;
-  }
-  corpus->add(std::move(doc));
-}
-
-void add_jsonl(const std::string& path, const std::string& text, Corpus* corpus) {
-  size_t pos = 0;
-  for (size_t lineno = 1; pos < text.size(); ++lineno) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
-    if (is_blank(line)) continue;
-    const std::string where = path + ":" + std::to_string(lineno);
-    const auto j = core::parse_json_strict(line, where);
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      throw Error(where + ": expected a JSON object with a \"text\" string");
-    }
-    corpus->add(j["text"].get<std::string>());
-  }
-}
-
-void add_file(const fs::path& path, const PrepareOptions& opt, Corpus* corpus) {
-  std::string text = read_file(path);
-  if (looks_binary(text)) {
-    // Name the first few; a directory of index files (fortune's *.dat) would flood the log.
-    if (corpus->skipped.size() < kMaxNamedSkips) {
-      log::warn("skipping binary file " + path.string() + " (NUL bytes in its first 8 KB)");
-    }
-    corpus->skipped.push_back(path.string());
-    return;
-  }
-  ++corpus->files;
-  if (is_jsonl(path)) {
-    add_jsonl(path.string(), text, corpus);
-  } else if (!opt.doc_separator.empty()) {
-    add_separated(text, opt.doc_separator, corpus);
-  } else {
-    corpus->add(std::move(text));
-  }
-}
-
-// All input files in order: each input as given; directories expanded recursively in sorted
-// order. A file reached twice (e.g. through a symlink) is read once.
-std::vector<fs::path> list_files(const std::vector<std::string>& inputs) {
-  std::vector<fs::path> files;
-  std::set<fs::path> seen;
-  auto take = [&](const fs::path& p) {
-    std::error_code ec;
-    fs::path canon = fs::canonical(p, ec);
-    if (ec) throw Error("cannot resolve input " + p.string() + ": " + ec.message());
-    if (seen.insert(canon).second) files.push_back(p);
-  };
-  for (const std::string& input : inputs) {
-    std::error_code ec;
-    const fs::file_status st = fs::status(input, ec);
-    if (ec || !fs::exists(st)) throw UsageError("input path does not exist: " + input);
-    if (!fs::is_directory(st)) {
-      take(input);
-      continue;
-    }
-    std::vector<fs::path> found;
-    fs::recursive_directory_iterator it(input, ec), end;
-    if (ec) throw Error("cannot read input directory " + input + ": " + ec.message());
-    for (; it != end; it.increment(ec)) {
-      if (ec) throw Error("cannot read input directory " + input + ": " + ec.message());
-      if (fs::is_regular_file(it->path())) found.push_back(it->path());  // follows symlinks
-    }
-    std::sort(found.begin(), found.end());
-    for (const fs::path& p : found) take(p);
-  }
-  return files;
-}
-
-// Encodes docs[order[i]] for i in [0, n) + <|endoftext|> each, in order, into `writer`.
-// Batches of documents are encoded on several threads and written in order.
-void encode_split(const BpeTokenizer& tok, const std::vector<std::string>& docs,
-                  const std::vector<size_t>& order, int threads, ShardWriter* writer,
-                  core::Progress& progress) {
-  const uint32_t eot = tok.eot_id();
-  constexpr size_t kBatchBytes = 64 << 20;  // bounds memory for large corpora
-  size_t i = 0;
-  while (i < order.size()) {
-    size_t j = i, bytes = 0;
-    while (j < order.size() && (j == i || bytes < kBatchBytes)) bytes += docs[order[j++]].size();
-    // Contiguous ranges of roughly equal bytes, one per thread.
-    const size_t nt = std::max<size_t>(1, std::min<size_t>(threads, j - i));
-    std::vector<std::vector<uint32_t>> out(nt);
-    std::vector<size_t> bounds{i};
-    size_t acc = 0;
-    for (size_t k = i; k < j && bounds.size() < nt; ++k) {
-      acc += docs[order[k]].size();
-      if (acc * nt >= bytes * bounds.size()) bounds.push_back(k + 1);
-    }
-    while (bounds.size() <= nt) bounds.push_back(j);
-    auto work = [&](size_t t) {
-      for (size_t k = bounds[t]; k < bounds[t + 1]; ++k) {
-        tok.encode_append(docs[order[k]], &out[t]);
-        out[t].push_back(eot);
-      }
-    };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < nt; ++t) pool.emplace_back(work, t);
-    work(0);
-    for (auto& th : pool) th.join();
-    for (const auto& ids : out) writer->append(ids);
-    progress.add(static_cast<int64_t>(bytes));
-    i = j;
-  }
-}
 
 void validate(const PrepareOptions& opt) {
   if (opt.inputs.empty()) throw UsageError("prepare: no input files given");
@@ -200,6 +56,332 @@ void validate(const PrepareOptions& opt) {
     throw UsageError(
         log::format("prepare: val_fraction must be between 0 and 1, got %g", opt.val_fraction));
   }
+  if (opt.text_column.empty()) throw UsageError("prepare: --text_column is empty");
+  if (opt.shard_tokens < 1) throw UsageError("prepare: --shard_tokens must be at least 1");
+  if (opt.chunk_bytes < 1) throw UsageError("prepare: chunk_bytes must be at least 1");
+  if (opt.max_document_bytes < 1024) {
+    throw UsageError("prepare: max_document_bytes must be at least 1024");
+  }
+  if (!opt.tokenizer.empty() && !fs::is_regular_file(opt.tokenizer)) {
+    throw UsageError("prepare: --tokenizer " + opt.tokenizer + " is not a file");
+  }
+}
+
+int thread_count(const PrepareOptions& opt) {
+  return opt.num_threads > 0 ? opt.num_threads
+                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+DocumentReaderOptions reader_options(const PrepareOptions& opt) {
+  DocumentReaderOptions r;
+  r.text_column = opt.text_column;
+  r.doc_separator = opt.doc_separator;
+  r.max_document_bytes = opt.max_document_bytes;
+  return r;
+}
+
+// What must be equal for a journal's finished work to be reused: the inputs as they are on
+// disk and every option that changes the output (not the thread count: it changes nothing).
+nlohmann::json fingerprint_of(const std::vector<InputFile>& files, const PrepareOptions& opt) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const InputFile& f : files) {
+    inputs.push_back({{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}});
+  }
+  nlohmann::json tokenizer = nullptr;
+  if (!opt.tokenizer.empty()) {
+    tokenizer = {{"path", opt.tokenizer}, {"sha256", core::sha256_file_hex(opt.tokenizer)}};
+  }
+  return {{"inputs", inputs},
+          {"vocab_size", opt.tokenizer.empty() ? opt.vocab_size : 0},
+          {"val_fraction", opt.val_fraction},
+          {"seed", opt.seed},
+          {"doc_separator", opt.doc_separator},
+          {"text_column", opt.text_column},
+          {"tokenizer", tokenizer},
+          {"tokenizer_train_bytes", opt.tokenizer.empty() ? opt.tokenizer_train_bytes : 0},
+          {"shard_tokens", opt.shard_tokens},
+          {"max_document_bytes", opt.max_document_bytes},
+          {"format", 1}};
+}
+
+// ---- stage 1: every input's sha256, and which text files are binary (skipped)
+
+nlohmann::json hash_inputs(const std::vector<InputFile>& files, const PrepareOptions& opt) {
+  uint64_t total = 0;
+  for (const auto& f : files) total += f.size;
+  ProgressMeter meter(opt.progress, "hash", total, opt.progress_seconds);
+  std::mutex mu;
+  uint64_t done = 0;
+  std::vector<std::string> sha(files.size());
+  std::vector<char> binary(files.size(), 0);
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    std::vector<char> buf(4 << 20);
+    for (size_t i; (i = next.fetch_add(1)) < files.size();) {
+      const InputFile& f = files[i];
+      std::FILE* in = std::fopen(f.path.c_str(), "rb");
+      if (!in) throw Error("cannot open input file " + f.path + ": " + std::strerror(errno));
+      core::Sha256 h;
+      size_t got;
+      while ((got = std::fread(buf.data(), 1, buf.size(), in)) > 0) {
+        h.update(buf.data(), got);
+        std::lock_guard<std::mutex> lock(mu);
+        done += got;
+        meter.update(done, 0);
+      }
+      const bool failed = std::ferror(in);
+      std::fclose(in);
+      if (failed) throw Error("error reading input file " + f.path);
+      sha[i] = h.hex_digest();
+      binary[i] = is_binary_text_file(f);
+    }
+  };
+  const int nt = std::min<int>(thread_count(opt), std::max<size_t>(1, files.size()));
+  std::vector<std::future<void>> pool;
+  for (int t = 0; t < nt; ++t) pool.push_back(std::async(std::launch::async, work));
+  for (auto& p : pool) p.get();
+  meter.finish(total, 0);
+
+  nlohmann::json hashes = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (size_t i = 0; i < files.size(); ++i) {
+    hashes.push_back(sha[i]);
+    if (binary[i]) skipped.push_back(i);
+  }
+  return {{"hashes", hashes}, {"skipped", skipped}};
+}
+
+// ---- stage 2: the tokenizer
+
+struct SampleStats {
+  uint64_t documents = 0, bytes = 0;
+  uint64_t corpus_documents = 0, corpus_val_documents = 0;
+};
+
+// The training documents with the smallest sample keys that fit in `budget` bytes, read in one
+// pass with at most `budget` bytes of them held.
+std::vector<std::string> sample_for_tokenizer(const std::vector<InputFile>& files,
+                                              const PrepareOptions& opt, SampleStats* stats,
+                                              size_t* peak_reader_bytes) {
+  struct Candidate {
+    uint64_t key, seq;
+    std::string text;
+    bool operator<(const Candidate& o) const { return key != o.key ? key < o.key : seq < o.seq; }
+  };
+  std::priority_queue<Candidate> heap;  // the largest key on top: the first to drop
+  uint64_t held = 0, seq = 0;
+  const uint64_t budget = opt.tokenizer_train_bytes;
+  CorpusReader reader(files, reader_options(opt));
+  ProgressMeter meter(opt.progress, "sample", reader.bytes_total(), opt.progress_seconds);
+  std::string text;
+  while (!reader.at_end()) {
+    if (!reader.next_in_file(&text)) continue;
+    ++stats->corpus_documents;
+    const uint64_t h = document_hash(text);
+    if (is_val_document(h, opt.seed, opt.val_fraction)) {
+      ++stats->corpus_val_documents;
+    } else if (text.size() <= budget) {
+      const uint64_t key = sample_key(h, opt.seed);
+      const Candidate probe{key, seq, {}};
+      // Once full, a document whose key is above every held one would be the first dropped.
+      if (!(held + text.size() > budget && !heap.empty() && heap.top() < probe)) {
+        held += text.size();
+        heap.push(Candidate{key, seq, std::move(text)});
+        text = std::string();
+        while (held > budget) {
+          held -= heap.top().text.size();
+          heap.pop();
+        }
+      }
+    }
+    ++seq;
+    meter.update(reader.bytes_done(), stats->corpus_documents);
+  }
+  meter.finish(reader.bytes_total(), stats->corpus_documents);
+  *peak_reader_bytes = std::max(*peak_reader_bytes, reader.peak_buffer_bytes());
+  std::vector<std::string> docs;
+  while (!heap.empty()) {
+    docs.push_back(std::move(const_cast<Candidate&>(heap.top()).text));
+    heap.pop();
+  }
+  stats->documents = docs.size();
+  stats->bytes = held;
+  return docs;
+}
+
+void check_counts(uint64_t documents, uint64_t val_documents, const PrepareOptions& opt) {
+  if (documents < 2) {
+    throw UsageError("prepare: need at least 2 non-empty documents (train and val), found " +
+                     std::to_string(documents));
+  }
+  if (val_documents == 0 || val_documents == documents) {
+    throw UsageError(log::format(
+        "prepare: no document fell into the %s split (%llu documents, val_fraction %g; the "
+        "split goes by each document's hash): %s --val_fraction, or give more documents",
+        val_documents == 0 ? "validation" : "training", static_cast<unsigned long long>(documents),
+        opt.val_fraction, val_documents == 0 ? "raise" : "lower"));
+  }
+}
+
+// ---- stage 3: encoding
+
+// A chunk's documents encoded, in order: document i is ids[ends[i-1], ends[i]) (with its
+// <|endoftext|>), in the validation split when val[i].
+struct EncodedChunk {
+  CorpusPosition start;  // the chunk's: document i ends at (start.file, start.document + i + 1)
+  std::vector<uint32_t> ids;
+  std::vector<size_t> ends;
+  std::vector<uint8_t> val;
+  std::vector<uint64_t> bytes;
+};
+
+EncodedChunk encode_chunk(const BpeTokenizer& tok, const DocumentChunk& chunk, uint64_t seed,
+                          double val_fraction) {
+  EncodedChunk out;
+  out.start = chunk.start;
+  const uint32_t eot = tok.eot_id();
+  for (const std::string& d : chunk.documents) {
+    out.val.push_back(is_val_document(document_hash(d), seed, val_fraction));
+    tok.encode_append(d, &out.ids);
+    out.ids.push_back(eot);
+    out.ends.push_back(out.ids.size());
+    out.bytes.push_back(d.size());
+  }
+  return out;
+}
+
+// Removes what a killed run left in the staging dir that its journal does not vouch for: shard
+// temporaries and pieces after the last journaled one.
+void remove_unjournaled(const std::string& stage, size_t pieces) {
+  for (const auto& e : fs::directory_iterator(stage)) {
+    const std::string name = e.path().filename().string();
+    bool drop = name.find(".tmp.") != std::string::npos;
+    for (const char* split : {"train_", "val_"}) {
+      const size_t n = std::strlen(split);
+      if (name.rfind(split, 0) == 0 && name.size() == n + 9 && name.substr(n + 5) == ".bin") {
+        drop = drop || std::stoul(name.substr(n, 5)) >= pieces;
+      }
+    }
+    if (drop) {
+      std::error_code ec;
+      fs::remove(e.path(), ec);
+    }
+  }
+}
+
+struct Encoder {
+  Encoder(const PrepareOptions& o, const BpeTokenizer& t, const std::string& s, PrepareJournal& j,
+          std::vector<PieceRecord>& r)
+      : opt(o), tok(t), stage(s), journal(j), records(r) {}
+  const PrepareOptions& opt;
+  const BpeTokenizer& tok;
+  const std::string& stage;
+  PrepareJournal& journal;
+  std::vector<PieceRecord>& records;
+  int dtype = 2;
+
+  PieceRecord totals;  // running totals (of the last finished piece, then of chunks written)
+  std::unique_ptr<ShardWriter> train, val;
+
+  // Appends the chunk's documents to the open piece (opening one when none is), and closes
+  // the piece after the first document that fills it: pieces are cut between documents by
+  // token count alone, so they do not depend on how the corpus was cut into chunks.
+  void write(const EncodedChunk& c) {
+    size_t begin = 0;
+    for (size_t i = 0; i < c.ends.size(); ++i) {
+      if (!train) open_piece();
+      const size_t n = c.ends[i] - begin;
+      if (c.val[i]) {
+        val->append(c.ids.data() + begin, n);
+        totals.val_tokens += n;
+        totals.val_documents += 1;
+        totals.val_bytes += c.bytes[i];
+      } else {
+        train->append(c.ids.data() + begin, n);
+        totals.train_tokens += n;
+        totals.train_documents += 1;
+        totals.train_bytes += c.bytes[i];
+      }
+      begin = c.ends[i];
+      if (train->num_tokens() >= opt.shard_tokens) {
+        close_piece({c.start.file, c.start.document + i + 1});
+      }
+    }
+  }
+
+  void open_piece() {
+    const size_t k = records.size();
+    train = std::make_unique<ShardWriter>(stage + "/" + split_piece_name("train", k), dtype,
+                                          tok.hash());
+    val =
+        std::make_unique<ShardWriter>(stage + "/" + split_piece_name("val", k), dtype, tok.hash());
+  }
+
+  // Finishes the open piece: both files in place and durable, then the journal line.
+  void close_piece(const CorpusPosition& next) {
+    if (!train) return;
+    const size_t k = records.size();
+    PieceRecord r = totals;
+    r.index = k;
+    r.next = next;
+    r.piece_train_tokens = train->num_tokens();
+    r.piece_val_tokens = val->num_tokens();
+    train->finish();
+    val->finish();
+    train.reset();
+    val.reset();
+    core::fsync_path(stage + "/" + split_piece_name("train", k));
+    core::fsync_path(stage + "/" + split_piece_name("val", k));
+    core::fsync_path(stage);
+    journal.append(r.to_json());
+    records.push_back(r);
+    // Test hook: LMTRAIN_FAULT_KILL=0:K kills the process once K pieces are finished.
+    core::maybe_inject_fault(0, static_cast<int64_t>(records.size()));
+  }
+};
+
+void encode_corpus(const std::vector<InputFile>& files, const PrepareOptions& opt,
+                   const BpeTokenizer& tok, const std::string& stage, PrepareJournal& journal,
+                   std::vector<PieceRecord>& records, size_t* peak_reader_bytes) {
+  Encoder enc(opt, tok, stage, journal, records);
+  enc.dtype = shard_dtype_for_vocab(tok.vocab_size());
+  CorpusPosition start;
+  if (!records.empty()) {
+    enc.totals = records.back();
+    start = records.back().next;
+  }
+  CorpusReader reader(files, reader_options(opt), start);
+  const uint64_t docs_before = enc.totals.train_documents + enc.totals.val_documents;
+  ProgressMeter meter(opt.progress, "encode", reader.bytes_total(), opt.progress_seconds,
+                      reader.bytes_done(), docs_before);
+  const size_t threads = static_cast<size_t>(thread_count(opt));
+  // Chunks in corpus order; each encodes on a thread of its own, and they are written in the
+  // order they were read, so the output does not depend on which thread finishes first.
+  std::deque<std::future<EncodedChunk>> inflight;
+  uint64_t documents_read = docs_before;
+  auto write_front = [&]() {
+    auto f = std::move(inflight.front());
+    inflight.pop_front();
+    enc.write(f.get());
+  };
+  try {
+    for (;;) {
+      auto chunk = std::make_shared<DocumentChunk>();
+      if (!next_chunk(reader, opt.chunk_bytes, chunk.get())) break;
+      documents_read += chunk->documents.size();
+      inflight.push_back(std::async(std::launch::async, [&tok, &opt, chunk]() {
+        return encode_chunk(tok, *chunk, opt.seed, opt.val_fraction);
+      }));
+      while (inflight.size() >= threads) write_front();
+      meter.update(reader.bytes_done(), documents_read);
+    }
+    while (!inflight.empty()) write_front();
+  } catch (...) {
+    for (auto& f : inflight) f.wait();  // no thread outlives the tokenizer it reads
+    throw;
+  }
+  enc.close_piece(reader.position());
+  meter.finish(reader.bytes_total(), documents_read);
+  *peak_reader_bytes = std::max(*peak_reader_bytes, reader.peak_buffer_bytes());
 }
 
 }  // namespace
@@ -208,154 +390,205 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   validate(opt);
   PrepareResult res;
 
-  // 1. Read documents.
-  Corpus corpus;
-  {
-    const auto files = list_files(opt.inputs);
-    core::Progress reading("prepare: reading", static_cast<int64_t>(files.size()), "files");
-    for (const fs::path& f : files) {
-      add_file(f, opt, &corpus);
-      reading.add(1);
+  // Inputs and the output's staging dir (a killed run's, when there is one).
+  const std::vector<InputFile> all_files = list_input_files(opt.inputs);
+  std::vector<std::string> guarded = opt.inputs;
+  if (!opt.tokenizer.empty()) guarded.push_back(opt.tokenizer);
+  core::OutputDir out(opt.output_dir, {"prepare", guarded, opt.overwrite, /*resumable=*/true});
+  const std::string& stage = out.staging();
+  const nlohmann::json fingerprint = fingerprint_of(all_files, opt);
+  PrepareJournal journal(stage, fingerprint);
+  if (!journal.matched()) {
+    if (out.staging_existed()) {
+      log::warn("prepare: " + stage + " holds an interrupted prepare of other inputs or flags (" +
+                (journal.difference().empty() ? std::string("no journal") : journal.difference()) +
+                " differ): starting over");
+    }
+    out.clear_staging();
+    journal = PrepareJournal(stage, fingerprint);
+  }
+  JournalState state = journal.state();
+  std::vector<PieceRecord> records = state.pieces;
+  remove_unjournaled(stage, records.size());
+  res.resumed = !records.empty() || state.tokenizer.has_value();
+  res.resumed_pieces = records.size();
+  if (res.resumed) {
+    log::info(log::format("prepare: resuming the interrupted prepare in %s (%zu pieces finished)",
+                          stage.c_str(), records.size()));
+  }
+
+  // 1. Checksums; binary files among the text ones are skipped.
+  if (!state.hashes) {
+    state.hashes = hash_inputs(all_files, opt);
+    journal.append(*state.hashes);
+  }
+  const auto& hashes = (*state.hashes)["hashes"];
+  std::vector<bool> skipped(all_files.size(), false);
+  for (const auto& i : (*state.hashes)["skipped"]) skipped.at(i.get<size_t>()) = true;
+  std::vector<InputFile> files;
+  for (size_t i = 0; i < all_files.size(); ++i) {
+    if (skipped[i]) {
+      // Name the first few; a directory of index files (fortune's *.dat) would flood the log.
+      if (res.skipped_files.size() < kMaxNamedSkips) {
+        log::warn("skipping binary file " + all_files[i].path + " (NUL bytes in its first 8 KB)");
+      }
+      res.skipped_files.push_back(all_files[i].path);
+    } else {
+      files.push_back(all_files[i]);
     }
   }
-  const size_t n = corpus.docs.size();
-  if (corpus.skipped.size() > kMaxNamedSkips) {
+  if (res.skipped_files.size() > kMaxNamedSkips) {
     log::warn(log::format("... skipped %zu more binary files (listed in prepare.json)",
-                          corpus.skipped.size() - kMaxNamedSkips));
-  }
-  log::info(log::format("read %zu documents (%.2f MB) from %zu files, skipped %zu binary files", n,
-                        corpus.bytes / 1e6, corpus.files, corpus.skipped.size()));
-  if (n < 2) {
-    throw UsageError("prepare: need at least 2 non-empty documents (train and val), found " +
-                     std::to_string(n));
+                          res.skipped_files.size() - kMaxNamedSkips));
   }
 
-  // 2. Deterministic split. Fisher-Yates with mt19937_64 (whose output the standard fixes),
-  // not std::shuffle (whose algorithm varies between standard libraries).
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::mt19937_64 rng(opt.seed);
-  for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % (i + 1)]);
-  const size_t n_val = std::clamp<size_t>(
-      static_cast<size_t>(std::llround(opt.val_fraction * static_cast<double>(n))), 1, n - 1);
-  std::vector<size_t> val_order(order.begin(), order.begin() + n_val);
-  std::vector<size_t> train_order(order.begin() + n_val, order.end());
-
-  // 3. Tokenizer from the training documents only, so validation text stays unseen; or the
-  // one given (a model's own, so that its token ids mean what they meant in pretraining).
+  // 2. The tokenizer: trained on a sample of the training documents only, so validation text
+  // stays unseen; or the one given (a model's own, so that its token ids mean what they meant
+  // in pretraining). Either way encoding uses STAGING/tokenizer.json as written.
+  res.tokenizer_path = stage + "/tokenizer.json";
   auto t0 = Clock::now();
-  uint64_t train_bytes = 0;
-  for (size_t i : train_order) train_bytes += corpus.docs[i].size();
-  auto make_tokenizer = [&]() {
+  if (!state.tokenizer) {
+    nlohmann::json rec;
     if (!opt.tokenizer.empty()) {
-      if (!fs::is_regular_file(opt.tokenizer)) {
-        throw UsageError("prepare: --tokenizer " + opt.tokenizer + " is not a file");
-      }
-      auto given = BpeTokenizer::load(opt.tokenizer);
+      const auto given = BpeTokenizer::load(opt.tokenizer);
       log::info(log::format("tokenizer %s: vocab %zu, %zu merges", opt.tokenizer.c_str(),
                             given.vocab_size(), given.merges().size()));
-      return given;
+      // A given tokenizer.json is copied as is (what its model was trained with), so
+      // checkpoints that carry the same file hash equal; anything else is written in HF form.
+      std::error_code ec;
+      fs::copy_file(opt.tokenizer, res.tokenizer_path, fs::copy_options::overwrite_existing, ec);
+      bool copied = false;
+      try {
+        copied = !ec && BpeTokenizer::load_hf(res.tokenizer_path).hash() == given.hash();
+      } catch (const Error&) {
+        copied = false;
+      }
+      if (!copied) given.save_hf(res.tokenizer_path);
+      rec = {{"hash", given.hash()}, {"given", opt.tokenizer}};
+    } else {
+      SampleStats stats;
+      auto sample = sample_for_tokenizer(files, opt, &stats, &res.peak_reader_bytes);
+      check_counts(stats.corpus_documents, stats.corpus_val_documents, opt);
+      BpeTrainerOptions topt;
+      topt.vocab_size = static_cast<size_t>(opt.vocab_size);
+      BpeTrainer trainer(topt);
+      for (auto& d : sample) {
+        trainer.add_document(d);
+        std::string().swap(d);
+      }
+      auto trained = trainer.train();
+      log::info(log::format(
+          "trained BPE tokenizer on %llu documents (%.2f MB) of %llu: vocab %zu, %zu merges, "
+          "%zu unique words, %.2f s",
+          static_cast<unsigned long long>(stats.documents), stats.bytes / 1e6,
+          static_cast<unsigned long long>(stats.corpus_documents), trained.vocab_size(),
+          trained.merges().size(), trainer.num_unique_words(), seconds_since(t0)));
+      trained.save_hf(res.tokenizer_path);
+      rec = {{"hash", trained.hash()},
+             {"sample_documents", stats.documents},
+             {"sample_bytes", stats.bytes},
+             {"seconds", seconds_since(t0)}};
     }
-    BpeTrainerOptions topt;
-    topt.vocab_size = static_cast<size_t>(opt.vocab_size);
-    BpeTrainer trainer(topt);
-    for (size_t i : train_order) trainer.add_document(corpus.docs[i]);
-    // vocab_size - 257 merges: 256 byte tokens and <|endoftext|> are there from the start.
-    core::Progress training("prepare: training the tokenizer", opt.vocab_size - 257, "merges");
-    trainer.set_progress(&training);
-    auto trained = trainer.train();
-    training.finish();
-    log::info(log::format("trained BPE tokenizer: vocab %zu, %zu merges, %zu unique words, %.2f s",
-                          trained.vocab_size(), trained.merges().size(), trainer.num_unique_words(),
-                          seconds_since(t0)));
-    return trained;
-  };
-  const BpeTokenizer tok = make_tokenizer();
-  res.train_seconds = seconds_since(t0);
-
-  // 4. Encode and write.
-  std::error_code ec;
-  fs::create_directories(opt.output_dir, ec);
-  if (ec) throw Error("cannot create output directory " + opt.output_dir + ": " + ec.message());
-  const fs::path out(opt.output_dir);
-  res.tokenizer_path = (out / "tokenizer.json").string();
-  res.train_path = (out / "train.bin").string();
-  res.val_path = (out / "val.bin").string();
-  res.summary_path = (out / "prepare.json").string();
-  // A given tokenizer.json is copied as is (what its model was trained with), so checkpoints
-  // that carry the same file hash equal; anything else is written in HF form.
-  bool copied = false;
-  if (!opt.tokenizer.empty()) {
-    fs::copy_file(opt.tokenizer, res.tokenizer_path, fs::copy_options::overwrite_existing, ec);
-    try {
-      copied = !ec && BpeTokenizer::load_hf(res.tokenizer_path).hash() == tok.hash();
-    } catch (const Error&) {
-      copied = false;
-    }
+    core::fsync_path(res.tokenizer_path);
+    journal.append({{"tokenizer", rec}});
+    state.tokenizer = rec;
   }
-  if (!copied) tok.save_hf(res.tokenizer_path);
+  const BpeTokenizer tok = BpeTokenizer::load_hf(res.tokenizer_path);
+  if (tok.hash() != (*state.tokenizer)["hash"].get<std::string>()) {
+    throw Error("prepare: " + res.tokenizer_path + " (tokenizer " + tok.hash() +
+                ") is not the tokenizer its journal records (" +
+                (*state.tokenizer)["hash"].get<std::string>() + "): remove " + stage +
+                " and run prepare again");
+  }
+  res.train_seconds = state.tokenizer->value("seconds", seconds_since(t0));
 
-  const int threads = opt.num_threads > 0
-                          ? opt.num_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int dtype = shard_dtype_for_vocab(tok.vocab_size());
+  // 3. Encode into pieces, on all threads.
   t0 = Clock::now();
-  {
-    core::Progress encoding("prepare: encoding", static_cast<int64_t>(corpus.bytes), "bytes");
-    ShardWriter train(res.train_path, dtype, tok.hash());
-    encode_split(tok, corpus.docs, train_order, threads, &train, encoding);
-    res.train_tokens = train.num_tokens();
-    train.finish();
-    ShardWriter val(res.val_path, dtype, tok.hash());
-    encode_split(tok, corpus.docs, val_order, threads, &val, encoding);
-    res.val_tokens = val.num_tokens();
-    val.finish();
-  }
+  encode_corpus(files, opt, tok, stage, journal, records, &res.peak_reader_bytes);
   res.encode_seconds = seconds_since(t0);
-  const uint64_t text_tokens = res.train_tokens + res.val_tokens - n;
-  log::info(
-      log::format("encoded %.2f MB in %.2f s (%.2f MB/s): train %llu tokens (%zu docs), "
-                  "val %llu tokens (%zu docs), %.2f bytes/token",
-                  corpus.bytes / 1e6, res.encode_seconds,
-                  corpus.bytes / 1e6 / std::max(res.encode_seconds, 1e-9),
-                  static_cast<unsigned long long>(res.train_tokens), train_order.size(),
-                  static_cast<unsigned long long>(res.val_tokens), val_order.size(),
-                  text_tokens ? static_cast<double>(corpus.bytes) / text_tokens : 0.0));
+  const PieceRecord totals = records.empty() ? PieceRecord{} : records.back();
+  const uint64_t n = totals.train_documents + totals.val_documents;
+  check_counts(n, totals.val_documents, opt);
 
-  res.num_files = corpus.files;
-  res.skipped_files = corpus.skipped;
+  res.num_files = files.size();
   res.num_documents = n;
-  res.num_train_documents = train_order.size();
-  res.num_val_documents = val_order.size();
-  res.num_bytes = corpus.bytes;
+  res.num_train_documents = totals.train_documents;
+  res.num_val_documents = totals.val_documents;
+  res.num_bytes = totals.train_bytes + totals.val_bytes;
+  res.train_tokens = totals.train_tokens;
+  res.val_tokens = totals.val_tokens;
+  res.num_pieces = records.size();
   res.vocab_size = tok.vocab_size();
   res.tokenizer_hash = tok.hash();
+  const uint64_t text_tokens = res.train_tokens + res.val_tokens - n;
+  log::info(log::format(
+      "encoded %.2f MB in %.2f s (%.2f MB/s): train %llu tokens (%zu docs), val %llu tokens "
+      "(%zu docs), %.2f bytes/token, %zu pieces",
+      res.num_bytes / 1e6, res.encode_seconds,
+      res.num_bytes / 1e6 / std::max(res.encode_seconds, 1e-9),
+      static_cast<unsigned long long>(res.train_tokens), res.num_train_documents,
+      static_cast<unsigned long long>(res.val_tokens), res.num_val_documents,
+      text_tokens ? static_cast<double>(res.num_bytes) / text_tokens : 0.0, res.num_pieces));
 
-  nlohmann::ordered_json s;
+  // 4. prepare.json, then the output appears in one step.
+  Json s;
   s["inputs"] = opt.inputs;
+  Json listed = Json::array();
+  for (size_t i = 0; i < all_files.size(); ++i) {
+    Json f = {{"path", all_files[i].path},
+              {"format", describe_format(all_files[i])},
+              {"size", all_files[i].size},
+              {"sha256", hashes.at(i).get<std::string>()}};
+    if (skipped[i]) f["skipped"] = "binary";
+    listed.push_back(f);
+  }
+  s["input_files"] = listed;
   s["files"] = res.num_files;
   s["skipped_files"] = res.skipped_files;
   s["doc_separator"] = opt.doc_separator;
-  if (!opt.tokenizer.empty()) s["tokenizer"] = opt.tokenizer;
-  s["documents"] = {{"total", n}, {"train", train_order.size()}, {"val", val_order.size()}};
-  s["bytes"] = {{"total", corpus.bytes}, {"train", train_bytes}};
+  s["text_column"] = opt.text_column;
+  if (!opt.tokenizer.empty()) {
+    s["tokenizer"] = opt.tokenizer;
+  } else {
+    s["tokenizer_sample"] = {{"documents", (*state.tokenizer)["sample_documents"]},
+                             {"bytes", (*state.tokenizer)["sample_bytes"]},
+                             {"limit", opt.tokenizer_train_bytes}};
+  }
+  s["documents"] = {{"total", n}, {"train", totals.train_documents}, {"val", totals.val_documents}};
+  s["bytes"] = {{"total", res.num_bytes}, {"train", totals.train_bytes}, {"val", totals.val_bytes}};
   s["tokens"] = {{"train", res.train_tokens}, {"val", res.val_tokens}};
-  s["bytes_per_token"] = text_tokens ? static_cast<double>(corpus.bytes) / text_tokens : 0.0;
+  s["pieces"] = {{"train", records.size()}, {"val", records.size()}};
+  Json piece_tokens = Json::array();
+  for (const auto& r : records) {
+    piece_tokens.push_back({{"train", r.piece_train_tokens}, {"val", r.piece_val_tokens}});
+  }
+  s["piece_tokens"] = piece_tokens;
+  s["shard_tokens"] = opt.shard_tokens;
+  s["bytes_per_token"] = text_tokens ? static_cast<double>(res.num_bytes) / text_tokens : 0.0;
   s["vocab_size"] = res.vocab_size;
   s["eot_id"] = tok.eot_id();
-  s["dtype_bytes"] = dtype;
+  s["dtype_bytes"] = shard_dtype_for_vocab(tok.vocab_size());
   s["tokenizer_hash"] = res.tokenizer_hash;
   s["val_fraction"] = opt.val_fraction;
+  s["split"] = "by document content hash (data/document_hash.h)";
   s["seed"] = opt.seed;
   s["train_seconds"] = res.train_seconds;
   s["encode_seconds"] = res.encode_seconds;
-  {
-    std::ofstream f(res.summary_path, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("cannot write " + res.summary_path);
-    f << s.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
-    if (!f.flush()) throw Error("error writing " + res.summary_path);
+  s["resumed_pieces"] = res.resumed_pieces;
+  core::write_file_atomic(stage + "/prepare.json",
+                          s.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+  journal.remove();
+  out.commit();
+
+  const std::string dir = out.path();
+  res.tokenizer_path = dir + "/tokenizer.json";
+  res.summary_path = dir + "/prepare.json";
+  for (size_t k = 0; k < records.size(); ++k) {
+    res.train_paths.push_back(dir + "/" + split_piece_name("train", k));
+    res.val_paths.push_back(dir + "/" + split_piece_name("val", k));
   }
-  log::info("wrote " + res.tokenizer_path + ", " + res.train_path + ", " + res.val_path);
+  log::info(log::format("wrote %s: tokenizer.json, %zu train and val pieces, prepare.json",
+                        dir.c_str(), records.size()));
   return res;
 }
 

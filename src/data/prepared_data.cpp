@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 
 namespace lmtrain::data {
 
@@ -21,11 +21,11 @@ std::string require_data_file(const std::string& dir, const std::string& name) {
   return path;
 }
 
-void check_shard_hash(const TokenShard& shard, const std::string& path,
-                      const std::string& tokenizer_hash) {
-  if (shard.tokenizer_hash() != tokenizer_hash) {
-    throw Error("token shard " + path + " was made with tokenizer " + shard.tokenizer_hash() +
-                " but tokenizer.json is " + tokenizer_hash + ": re-run `lmtrain prepare`");
+void check_shard_hash(const TokenSplit& split, const std::string& tokenizer_hash) {
+  if (split.tokenizer_hash() != tokenizer_hash) {
+    throw Error("token shard " + split.path() + " was made with tokenizer " +
+                split.tokenizer_hash() + " but tokenizer.json is " + tokenizer_hash +
+                ": re-run `lmtrain prepare`");
   }
 }
 

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/seed_mix.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 
 namespace lmtrain::data {
 std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed, uint64_t stream) {
@@ -21,9 +21,9 @@ std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed, uint64_t strea
   return perm;
 }
 
-WindowStream::WindowStream(const TokenShard& shard, int64_t seq_len, uint64_t seed, bool shuffle)
-    : shard_(shard), seq_len_(seq_len), seed_(seed), shuffle_(shuffle) {
-  const int64_t n = static_cast<int64_t>(shard.size());
+WindowStream::WindowStream(const TokenSplit& split, int64_t seq_len, uint64_t seed, bool shuffle)
+    : split_(split), seq_len_(seq_len), seed_(seed), shuffle_(shuffle) {
+  const int64_t n = static_cast<int64_t>(split.size());
   num_windows_ = n > 1 ? (n - 1) / seq_len : 0;
   if (num_windows_ == 0) {
     throw Error(log::format("token split has %lld tokens: too few for one window of seq_len %lld",
@@ -47,7 +47,7 @@ int64_t WindowStream::window_at(int64_t epoch, int64_t index) {
 void WindowStream::copy_windows(const std::vector<int64_t>& window_ids, int64_t* out) const {
   const int64_t row = seq_len_ + 1;
   for (size_t i = 0; i < window_ids.size(); ++i) {
-    shard_.copy_window(static_cast<size_t>(window_ids[i] * seq_len_), static_cast<size_t>(row),
+    split_.copy_window(static_cast<size_t>(window_ids[i] * seq_len_), static_cast<size_t>(row),
                        out + i * row);
   }
 }

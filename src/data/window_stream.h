@@ -1,4 +1,5 @@
-// Training windows over a token shard, in a deterministic order.
+// Training windows over a token split (one shard, or the pieces of one, concatenated:
+// data/token_split.h), in a deterministic order.
 // The split of N tokens holds W = (N - 1) / T non-overlapping windows; window w is tokens
 // [w*T, w*T + T] (T+1 tokens: inputs and shifted targets). Each epoch visits the windows in an
 // order that depends only on (seed, epoch), so a data position {epoch, cursor} saved in a
@@ -9,7 +10,7 @@
 
 namespace lmtrain::data {
 
-class TokenShard;
+class TokenSplit;
 
 struct DataPosition {
   int64_t epoch = 0;
@@ -18,7 +19,7 @@ struct DataPosition {
 
 class WindowStream {
  public:
-  WindowStream(const TokenShard& shard, int64_t seq_len, uint64_t seed, bool shuffle);
+  WindowStream(const TokenSplit& split, int64_t seq_len, uint64_t seed, bool shuffle);
 
   int64_t num_windows() const { return num_windows_; }
   int64_t seq_len() const { return seq_len_; }
@@ -28,7 +29,7 @@ class WindowStream {
   void copy_windows(const std::vector<int64_t>& window_ids, int64_t* out) const;
 
  private:
-  const TokenShard& shard_;
+  const TokenSplit& split_;
   int64_t seq_len_;
   uint64_t seed_;
   bool shuffle_;

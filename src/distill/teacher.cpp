@@ -96,7 +96,7 @@ void resolve_teacher(core::Config& cfg) {
 }
 
 std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
-                                                 const data::TokenShard& train_shard,
+                                                 const data::TokenSplit& train_shard,
                                                  const data::WindowStream& train_stream,
                                                  const std::string& tokenizer_hash,
                                                  int64_t vocab_size) {

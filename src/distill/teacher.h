@@ -12,7 +12,7 @@
 
 #include "core/config.h"
 #include "core/runtime.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 #include "data/window_stream.h"
 #include "distill/teacher_cache.h"
 #include "model/gpt.h"
@@ -36,7 +36,7 @@ void resolve_teacher(core::Config& cfg);
 // (token count), windows of data.seq_len, tokenizer and vocabulary (errors name both sides).
 // Records the cache's teacher as distill.teacher in `cfg` (for generate --use_teacher).
 std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
-                                                 const data::TokenShard& train_shard,
+                                                 const data::TokenSplit& train_shard,
                                                  const data::WindowStream& train_stream,
                                                  const std::string& tokenizer_hash,
                                                  int64_t vocab_size);

@@ -9,12 +9,12 @@ TokenWindowData::TokenWindowData(const std::string& data_dir, int64_t seq_len, u
                                  bool shuffle)
     : tokenizer_path_(data::require_data_file(data_dir, "tokenizer.json")),
       tokenizer_(data::BpeTokenizer::load_hf(tokenizer_path_)),
-      train_shard_(data::require_data_file(data_dir, "train.bin")),
-      val_shard_(data::require_data_file(data_dir, "val.bin")),
+      train_shard_(data::TokenSplit::open(data_dir, "train")),
+      val_shard_(data::TokenSplit::open(data_dir, "val")),
       train_stream_(train_shard_, seq_len, seed, shuffle),
       val_stream_(val_shard_, seq_len, seed, false) {
-  data::check_shard_hash(train_shard_, train_shard_.path(), tokenizer_.hash());
-  data::check_shard_hash(val_shard_, val_shard_.path(), tokenizer_.hash());
+  data::check_shard_hash(train_shard_, tokenizer_.hash());
+  data::check_shard_hash(val_shard_, tokenizer_.hash());
   train_shard_.set_vocab_size(tokenizer_.vocab_size());
   val_shard_.set_vocab_size(tokenizer_.vocab_size());
 }

@@ -1,5 +1,5 @@
 // Training data of a language-model run: windows of T + 1 tokens of a prepared corpus
-// (data.dir: tokenizer.json, train.bin, val.bin), in data/window_stream.h's per-epoch order, and
+// (data.dir: tokenizer.json, and train.bin + val.bin or their pieces train_00000.bin ...), in data/window_stream.h's per-epoch order, and
 // with an offline distillation teacher the cached top-k logits of the same windows
 // ("teacher_logits", "teacher_index").
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "data/bpe_tokenizer.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 #include "data/window_stream.h"
 #include "distill/teacher_cache.h"
 #include "train/training_data.h"
@@ -34,13 +34,13 @@ class TokenWindowData : public TrainingData {
 
   const data::BpeTokenizer& tokenizer() const { return tokenizer_; }
   const std::string& tokenizer_path() const { return tokenizer_path_; }
-  const data::TokenShard& train_shard() const { return train_shard_; }
+  const data::TokenSplit& train_shard() const { return train_shard_; }
   const data::WindowStream& train_stream() const { return train_stream_; }
 
  private:
   std::string tokenizer_path_;
   data::BpeTokenizer tokenizer_;
-  data::TokenShard train_shard_, val_shard_;
+  data::TokenSplit train_shard_, val_shard_;
   data::WindowStream train_stream_, val_stream_;
   std::unique_ptr<TeacherCache> teacher_cache_;
 };

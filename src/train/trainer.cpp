@@ -16,7 +16,7 @@
 #include "data/batch.h"
 #include "data/bpe_tokenizer.h"
 #include "data/prepared_data.h"
-#include "data/token_shard.h"
+#include "data/token_split.h"
 #include "data/window_stream.h"
 #include "distill/distill_setup.h"
 #include "distill/teacher.h"

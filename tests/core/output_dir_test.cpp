@@ -54,6 +54,39 @@ TEST(OutputDir, FreshOutputAppearsOnlyOnCommit) {
 
 // `export hf RUN hf/tiny` in a fresh checkout: the missing parents are made; a parent that is
 // a file is refused, naming it.
+// A resumable output (prepare) stages into PARENT/.NAME.partial: kept when the command stops
+// without committing, found again by the next run, locked against a second writer, and moved
+// into place (without its lock) on commit.
+TEST(OutputDir, ResumableStagingIsKeptLockedAndCommitted) {
+  testing::TempDir dir;
+  const std::string out = dir.file("data");
+  const std::string partial = dir.file(".data.partial");
+  {
+    OutputDir o(out, {"prepare", {}, false, /*resumable=*/true});
+    EXPECT_EQ(o.staging(), partial);
+    EXPECT_FALSE(o.staging_existed());
+    write_file_atomic(o.staging() + "/piece_0", "finished work");
+    EXPECT_NE(refusal([&] {
+                OutputDir second(out, {"prepare", {}, false, true});
+              }).find("another prepare is writing " + out),
+              std::string::npos);
+  }  // no commit: the work stays
+  EXPECT_TRUE(stdfs::exists(partial + "/piece_0"));
+  EXPECT_FALSE(stdfs::exists(out));
+  {
+    OutputDir o(out, {"prepare", {}, false, true});
+    EXPECT_TRUE(o.staging_existed());
+    EXPECT_EQ(testing::read_text(o.staging() + "/piece_0"), "finished work");
+    o.clear_staging();
+    EXPECT_FALSE(stdfs::exists(partial + "/piece_0"));
+    write_file_atomic(o.staging() + "/result", "done");
+    o.commit();
+  }
+  EXPECT_FALSE(stdfs::exists(partial));
+  EXPECT_EQ(testing::read_text(out + "/result"), "done");
+  EXPECT_TRUE(run_dir_contents(out) == std::vector<std::string>{"result"});
+}
+
 TEST(OutputDir, MakesMissingParentsButNotThroughAFile) {
   testing::TempDir dir;
   const std::string out = dir.file("a/b/out");

@@ -5,28 +5,36 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "data/bpe_tokenizer.h"
-#include "data/token_shard.h"
+#include "data/corpus/byte_source.h"
+#include "data/corpus/corpus_test_util.h"
+#include "data/token_split.h"
 #include "test_util.h"
 
 namespace lmtrain::data {
 namespace {
 
+using lmtrain::testing::gzip_bytes;
 using lmtrain::testing::read_text;
 using lmtrain::testing::TempDir;
+using lmtrain::testing::write_parquet;
 using lmtrain::testing::write_text;
+using lmtrain::testing::zstd_bytes;
 namespace fs = std::filesystem;
 
-// Splits a shard into documents at <|endoftext|> and decodes each.
-std::vector<std::string> decode_documents(const std::string& path, const BpeTokenizer& tok) {
-  TokenShard shard(path);
-  EXPECT_EQ(shard.tokenizer_hash(), tok.hash());
+// Splits a split's pieces into documents at <|endoftext|> and decodes each.
+std::vector<std::string> decode_split(const std::vector<std::string>& paths,
+                                      const BpeTokenizer& tok) {
+  const TokenSplit split(paths);
+  EXPECT_EQ(split.tokenizer_hash(), tok.hash());
   std::vector<std::string> docs;
   std::vector<uint32_t> cur;
-  for (size_t i = 0; i < shard.size(); ++i) {
-    const uint32_t id = shard.at(i);
+  for (size_t i = 0; i < split.size(); ++i) {
+    const uint32_t id = split.at(i);
     if (id == tok.eot_id()) {
       docs.push_back(tok.decode(cur));
       cur.clear();
@@ -34,15 +42,26 @@ std::vector<std::string> decode_documents(const std::string& path, const BpeToke
       cur.push_back(id);
     }
   }
-  EXPECT_TRUE(cur.empty()) << "shard must end with <|endoftext|>";
+  EXPECT_TRUE(cur.empty()) << "a split must end with <|endoftext|>";
   return docs;
 }
 
-struct Corpus {
+// Every file of a prepared dir but prepare.json (timings) and the lock, by name.
+std::map<std::string, std::string> prepared_bytes(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "prepare.json" || name == ".lock") continue;
+    out[name] = read_text(e.path().string());
+  }
+  return out;
+}
+
+struct PrepareCorpus {
   TempDir dir{"lmtrain_prepare"};
   std::vector<std::string> expected_docs;
 
-  Corpus() {
+  PrepareCorpus() {
     fs::create_directories(dir.file("in/sub"));
     // Fortune-style file: "%" lines separate documents; the empty one is dropped.
     write_text(dir.file("in/sayings"),
@@ -62,6 +81,11 @@ struct Corpus {
                "{\"text\": \"\"}\n");
     expected_docs.insert(expected_docs.end(),
                          {"First JSON document.", "Second one, with \xC3\xA9 and a\nnewline."});
+    write_text(dir.file("in/sub/zipped.jsonl.zst"),
+               zstd_bytes("{\"text\": \"Compressed words travel light.\"}\n"
+                          "{\"text\": \"So do compressed lines.\"}\n"));
+    expected_docs.insert(expected_docs.end(),
+                         {"Compressed words travel light.", "So do compressed lines."});
     write_text(dir.file("in/blob.bin"), std::string("\x7f"
                                                     "ELF\0\0\0binary",
                                                     13));
@@ -76,39 +100,47 @@ struct Corpus {
     o.vocab_size = 300;
     o.val_fraction = 0.3;
     o.doc_separator = "%";
+    o.progress = [](const PrepareProgress&) {};
     return o;
   }
 };
 
 TEST(PrepareTest, EndToEnd) {
-  Corpus c;
+  PrepareCorpus c;
   const PrepareOptions opt = c.options();
   const PrepareResult r = run_prepare(opt);
 
-  EXPECT_EQ(r.num_files, 3u);
+  EXPECT_EQ(r.num_files, 4u);
   ASSERT_EQ(r.skipped_files.size(), 1u);
   EXPECT_NE(r.skipped_files[0].find("blob.bin"), std::string::npos);
   EXPECT_EQ(r.num_documents, c.expected_docs.size());
-  EXPECT_EQ(r.num_val_documents, 2u);  // round(0.3 * 7)
+  EXPECT_GE(r.num_val_documents, 1u);
+  EXPECT_GE(r.num_train_documents, 1u);
   EXPECT_EQ(r.num_train_documents + r.num_val_documents, r.num_documents);
-  for (const std::string& f : {r.tokenizer_path, r.train_path, r.val_path, r.summary_path}) {
+  EXPECT_EQ(r.num_pieces, 1u);
+  EXPECT_FALSE(r.resumed);
+  for (const std::string& f :
+       {r.tokenizer_path, r.summary_path, r.train_paths.at(0), r.val_paths.at(0)}) {
     EXPECT_TRUE(fs::exists(f)) << f;
   }
+  EXPECT_FALSE(fs::exists(c.dir.file(".out.partial")));
+  EXPECT_FALSE(fs::exists(c.dir.file("out/prepare.journal")));
 
   const BpeTokenizer tok = BpeTokenizer::load_hf(r.tokenizer_path);
   EXPECT_EQ(tok.hash(), r.tokenizer_hash);
   EXPECT_EQ(tok.vocab_size(), r.vocab_size);
   EXPECT_LE(r.vocab_size, 300u);
-  EXPECT_EQ(TokenShard(r.train_path).size(), r.train_tokens);
-  EXPECT_EQ(TokenShard(r.val_path).size(), r.val_tokens);
-  EXPECT_EQ(TokenShard(r.train_path).dtype_bytes(), 2);
+  const TokenSplit train = TokenSplit::open(c.dir.file("out"), "train");
+  EXPECT_EQ(train.size(), r.train_tokens);
+  EXPECT_EQ(TokenSplit::open(c.dir.file("out"), "val").size(), r.val_tokens);
+  EXPECT_EQ(train.dtype_bytes(), 2);
 
-  const auto train = decode_documents(r.train_path, tok);
-  const auto val = decode_documents(r.val_path, tok);
-  EXPECT_EQ(train.size(), r.num_train_documents);
-  EXPECT_EQ(val.size(), r.num_val_documents);
-  std::vector<std::string> all = train;
-  all.insert(all.end(), val.begin(), val.end());
+  const auto train_docs = decode_split(r.train_paths, tok);
+  const auto val_docs = decode_split(r.val_paths, tok);
+  EXPECT_EQ(train_docs.size(), r.num_train_documents);
+  EXPECT_EQ(val_docs.size(), r.num_val_documents);
+  std::vector<std::string> all = train_docs;
+  all.insert(all.end(), val_docs.begin(), val_docs.end());
   std::sort(all.begin(), all.end());
   std::vector<std::string> expected = c.expected_docs;
   std::sort(expected.begin(), expected.end());
@@ -120,19 +152,137 @@ TEST(PrepareTest, EndToEnd) {
   EXPECT_EQ(summary["tokens"]["val"], r.val_tokens);
   EXPECT_EQ(summary["tokenizer_hash"], r.tokenizer_hash);
   EXPECT_EQ(summary["seed"], 1337);
+  EXPECT_EQ(summary["pieces"]["train"], 1);
+  // Every input file with its size and sha256, the skipped one marked.
+  const auto& files = summary["input_files"];
+  ASSERT_EQ(files.size(), 5u);
+  bool saw_zst = false;
+  for (const auto& f : files) {
+    const std::string path = f["path"];
+    EXPECT_EQ(f["size"], fs::file_size(path)) << path;
+    EXPECT_EQ(f["sha256"], core::sha256_file_hex(path)) << path;
+    if (path.find("blob.bin") != std::string::npos) {
+      EXPECT_EQ(f["skipped"], "binary");
+    }
+    if (path.find("zipped.jsonl.zst") != std::string::npos) {
+      EXPECT_EQ(f["format"], "jsonl.zst");
+      saw_zst = true;
+    }
+  }
+  EXPECT_TRUE(saw_zst);
 
   // Same inputs and seed -> byte-identical outputs.
   PrepareOptions again = opt;
   again.output_dir = c.dir.file("out2");
   again.num_threads = 1;
-  const PrepareResult r2 = run_prepare(again);
-  EXPECT_EQ(read_text(r2.train_path), read_text(r.train_path));
-  EXPECT_EQ(read_text(r2.val_path), read_text(r.val_path));
-  EXPECT_EQ(read_text(r2.tokenizer_path), read_text(r.tokenizer_path));
+  run_prepare(again);
+  EXPECT_EQ(prepared_bytes(c.dir.file("out2")), prepared_bytes(c.dir.file("out")));
+}
+
+// One corpus written as text (with separators), JSONL, JSONL.gz, JSONL.zst and parquet (by
+// pyarrow, several row groups) prepares into identical tokenizers and shards.
+TEST(PrepareTest, EveryFormatGivesIdenticalShards) {
+  TempDir dir("lmtrain_prepare_formats");
+  std::vector<std::string> docs;
+  const std::vector<std::string> words = {"river", "stone", "light", "caf\xC3\xA9", "\xE6\x9D\xB1",
+                                          "run",   "sings", "old",   "42",          "!"};
+  for (int i = 0; i < 300; ++i) {
+    std::string d;
+    for (int k = 0; k < 5 + (i * 7) % 30; ++k) d += words[(i * 31 + k * 17) % words.size()] + " ";
+    docs.push_back(d + "\n");  // the text form keeps each document's last '\n'
+  }
+  std::string text, jsonl;
+  for (const auto& d : docs) {
+    text += d + "%\n";
+    jsonl += nlohmann::json{{"text", d}}.dump() + "\n";
+  }
+  write_text(dir.file("c.txt"), text);
+  write_text(dir.file("c.jsonl"), jsonl);
+  write_text(dir.file("c.jsonl.gz"), gzip_bytes(jsonl));
+  write_text(dir.file("c.jsonl.zst"), zstd_bytes(jsonl));
+  std::vector<std::string> names = {"c.txt", "c.jsonl", "c.jsonl.gz", "c.jsonl.zst"};
+  if (testing::parquet_built()) {
+    ASSERT_EQ(write_parquet(dir.file("c.parquet"),
+                            std::vector<std::optional<std::string>>(docs.begin(), docs.end()), 64),
+              5);
+    names.push_back("c.parquet");
+  }
+  std::map<std::string, std::string> first;
+  for (const std::string& name : names) {
+    PrepareOptions o;
+    o.inputs = {dir.file(name)};
+    o.output_dir = dir.file("out_" + name);
+    o.vocab_size = 320;
+    o.val_fraction = 0.1;
+    o.doc_separator = "%";
+    o.shard_tokens = 1500;  // several pieces
+    o.progress = [](const PrepareProgress&) {};
+    const auto r = run_prepare(o);
+    EXPECT_EQ(r.num_documents, docs.size()) << name;
+    EXPECT_GE(r.num_pieces, 3u) << name;
+    const auto bytes = prepared_bytes(o.output_dir);
+    if (first.empty()) {
+      first = bytes;
+    } else {
+      EXPECT_EQ(bytes, first) << name << " differs from c.txt";
+    }
+  }
+}
+
+// The thread count changes nothing in the output, and pieces are cut by token count.
+TEST(PrepareTest, OutputIsTheSameAtAnyThreadCount) {
+  PrepareCorpus c;
+  // More documents, so that several chunks are in flight at once.
+  std::string many;
+  for (int i = 0; i < 400; ++i) {
+    many += "Document number " + std::to_string(i) + " tells of " +
+            std::string(static_cast<size_t>(i % 9) + 1, 'a') + " and more.\n%\n";
+  }
+  write_text(c.dir.file("in/many.txt"), many);
+  std::map<std::string, std::string> one;
+  for (int threads : {1, 2, 3}) {
+    PrepareOptions o = c.options();
+    o.num_threads = threads;
+    o.chunk_bytes = 97;  // many small chunks
+    o.shard_tokens = 1000;
+    o.output_dir = c.dir.file("out" + std::to_string(threads));
+    const auto r = run_prepare(o);
+    EXPECT_GE(r.num_pieces, 3u);
+    const auto summary = nlohmann::json::parse(read_text(r.summary_path));
+    for (size_t k = 0; k + 1 < r.num_pieces; ++k) {
+      EXPECT_GE(summary["piece_tokens"][k]["train"].get<uint64_t>(), 1000u);
+    }
+    const auto bytes = prepared_bytes(o.output_dir);
+    if (threads == 1) {
+      one = bytes;
+    } else {
+      EXPECT_EQ(bytes, one) << threads << " threads";
+    }
+  }
+}
+
+// BPE trains on a sample no larger than --tokenizer_train_bytes, and the memory a reader held
+// stays within its buffers.
+TEST(PrepareTest, TokenizerSampleAndReaderMemoryAreBounded) {
+  PrepareCorpus c;
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += "{\"text\": \"sample text " + std::to_string(i) + "\"}\n";
+  write_text(c.dir.file("in/many.jsonl.gz"), gzip_bytes(many));
+  PrepareOptions o = c.options();
+  o.tokenizer_train_bytes = 600;
+  o.max_document_bytes = 4096;
+  const auto r = run_prepare(o);
+  const auto summary = nlohmann::json::parse(read_text(r.summary_path));
+  const auto& sample = summary["tokenizer_sample"];
+  EXPECT_LE(sample["bytes"].get<uint64_t>(), 600u);
+  EXPECT_GT(sample["documents"].get<uint64_t>(), 10u);
+  EXPECT_LT(sample["documents"].get<uint64_t>(), r.num_train_documents);
+  EXPECT_GT(r.peak_reader_bytes, 0u);
+  EXPECT_LE(r.peak_reader_bytes, 2 * kDefaultReadBufferBytes + 4096);
 }
 
 TEST(PrepareTest, MissingInputIsUsageErrorNamingThePath) {
-  Corpus c;
+  PrepareCorpus c;
   PrepareOptions opt = c.options();
   opt.inputs.push_back(c.dir.file("no/such/file.txt"));
   try {
@@ -143,19 +293,42 @@ TEST(PrepareTest, MissingInputIsUsageErrorNamingThePath) {
   }
 }
 
-TEST(PrepareTest, MalformedJsonlLineNamesFileAndLine) {
-  Corpus c;
-  write_text(c.dir.file("in/bad.jsonl"), "{\"text\": \"ok\"}\n{\"text\": 5}\n");
-  try {
-    run_prepare(c.options());
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
-  }
+TEST(PrepareTest, BadInputsAreNamed) {
+  PrepareCorpus c;
+  auto message = [&](const std::string& name, const std::string& bytes,
+                     const std::string& column = "text") {
+    TempDir d("lmtrain_prepare_bad");
+    write_text(d.file(name), bytes);
+    PrepareOptions opt = c.options();
+    opt.inputs = {d.file(name)};
+    opt.output_dir = d.file("out");
+    opt.text_column = column;
+    try {
+      run_prepare(opt);
+    } catch (const Error& e) {
+      EXPECT_FALSE(fs::exists(d.file("out"))) << "nothing may appear at the output";
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  std::string msg = message("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": 5}\n");
+  EXPECT_NE(msg.find("bad.jsonl:2"), std::string::npos) << msg;
+  msg = message("bad.jsonl.zst", zstd_bytes("{\"text\": \"ok\"}\n{\"text\" \"x\"}\n"));
+  EXPECT_NE(msg.find("bad.jsonl.zst:2"), std::string::npos) << msg;
+  const std::string zst = zstd_bytes(std::string(5000, 'z') + "\n");
+  msg = message("cut.txt.zst", zst.substr(0, zst.size() - 3));
+  EXPECT_NE(msg.find("cut.txt.zst"), std::string::npos) << msg;
+  msg = message("not.parquet", "PAR1 but not really");
+  EXPECT_NE(msg.find(testing::parquet_built() ? "not.parquet is not a readable parquet file"
+                                              : "not.parquet: this lmtrain was built without"),
+            std::string::npos)
+      << msg;
+  msg = message("c.jsonl", "{\"body\": \"x\"}\n", "content");
+  EXPECT_NE(msg.find("c.jsonl:1: the object has no \"content\" field"), std::string::npos) << msg;
 }
 
 TEST(PrepareTest, BadOptionsAreUsageErrors) {
-  Corpus c;
+  PrepareCorpus c;
   PrepareOptions opt = c.options();
   opt.val_fraction = 1.0;
   EXPECT_THROW(run_prepare(opt), UsageError);
@@ -167,6 +340,24 @@ TEST(PrepareTest, BadOptionsAreUsageErrors) {
   opt = c.options();
   opt.inputs = {c.dir.file("one.txt")};
   EXPECT_THROW(run_prepare(opt), UsageError);
+}
+
+// An existing output is refused unless overwrite, which moves it aside.
+TEST(PrepareTest, ExistingOutputIsRefusedUnlessOverwrite) {
+  PrepareCorpus c;
+  const PrepareOptions opt = c.options();
+  run_prepare(opt);
+  try {
+    run_prepare(opt);
+    FAIL() << "expected a refusal";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("already holds"), std::string::npos) << e.what();
+  }
+  PrepareOptions over = opt;
+  over.overwrite = true;
+  run_prepare(over);
+  EXPECT_TRUE(fs::exists(c.dir.file("out/previous-1/train_00000.bin")));
+  EXPECT_TRUE(fs::exists(c.dir.file("out/train_00000.bin")));
 }
 
 }  // namespace

@@ -174,8 +174,8 @@ TEST_F(OutputSafety, DistillCacheChecksItsOutputFirstAndLeavesNoDebris) {
   auto r = lmtrain(base + " --output " + cache);
   expect_refused(r, {"distill-cache: the output " + cache + " already exists", "--overwrite"});
   EXPECT_FALSE(contains(r.output, "distill-cache: top-")) << r.output;
-  expect_refused(lmtrain(base + " --output " + data_ + "/train.bin --overwrite"),
-                 {"the output " + data_ + "/train.bin is this command's input"});
+  expect_refused(lmtrain(base + " --output " + data_ + "/train_00000.bin --overwrite"),
+                 {"the output " + data_ + "/train_00000.bin is this command's input"});
   fs::create_directories(dir_.file("a_dir"));
   expect_refused(lmtrain(base + " --output " + dir_.file("a_dir")), {"is a directory"});
   expect_refused(lmtrain(base + " --output " + dir_.file("no/cache.kdc")), {"does not exist"});

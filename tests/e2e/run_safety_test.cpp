@@ -235,21 +235,21 @@ TEST_F(RunSafetyTest, ResumingAFinishedRunSaysItIsComplete) {
 TEST_F(RunSafetyTest, TokenIdOutsideTheVocabularyNamesFileOffsetAndId) {
   const std::string data = dir_->file("bad_data");
   fs::create_directories(data);
-  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
+  for (const char* f : {"tokenizer.json", "train_00000.bin", "val_00000.bin"}) {
     fs::copy_file(data_ + "/" + f, data + "/" + f);
   }
   {
     // Every id after the 64-byte header becomes 60000 (uint16 shard, vocabulary 384).
-    std::fstream f(data + "/train.bin", std::ios::in | std::ios::out | std::ios::binary);
-    const auto size = static_cast<std::streamoff>(fs::file_size(data + "/train.bin"));
+    std::fstream f(data + "/train_00000.bin", std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::streamoff>(fs::file_size(data + "/train_00000.bin"));
     f.seekp(64);
     for (std::streamoff off = 64; off + 1 < size; off += 2) f.write("\x60\xea", 2);
   }
   auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
                        " --run.dir=" + dir_->file("bad_data_run") + " --train.max_steps=2");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(
-      contains(r.output, "token shard " + data + "/train.bin: token id 60000 at byte offset "))
+  EXPECT_TRUE(contains(r.output,
+                       "token shard " + data + "/train_00000.bin: token id 60000 at byte offset "))
       << r.output;
   EXPECT_TRUE(contains(r.output, "outside the tokenizer's vocabulary of")) << r.output;
   EXPECT_FALSE(contains(r.output, "index out of range")) << r.output;

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/token_shard.h"
+#include "data/token_split.h"
 #include "e2e/corpus.h"
 #include "test_util.h"
 
@@ -15,7 +15,8 @@ namespace {
 // Cross-entropy (nats) of the val split under the train split's unigram distribution
 // (add-one smoothed): what a model that ignores context achieves at best.
 double unigram_baseline(const std::string& data_dir) {
-  data::TokenShard train(data_dir + "/train.bin"), val(data_dir + "/val.bin");
+  const auto train = data::TokenSplit::open(data_dir, "train");
+  const auto val = data::TokenSplit::open(data_dir, "val");
   std::vector<double> counts(1 << 16, 1.0);
   double total = counts.size();
   for (size_t i = 0; i < train.size(); ++i) counts[train.at(i)] += 1, total += 1;
@@ -92,7 +93,7 @@ TEST(EndToEnd, EpochsDeriveTheStepCountFromTheData) {
   auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() + " --data.dir=" + data +
                        " --run.dir=" + run + " --train.max_steps=0 --epochs=2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  data::TokenShard train(data + "/train.bin");
+  const auto train = data::TokenSplit::open(data, "train");
   // 512 tokens per step = 16 windows of 32; windows = (tokens - 1) / 32.
   const int64_t steps_per_epoch = static_cast<int64_t>((train.size() - 1) / 32) / 16;
   const std::string expect = "done: " + std::to_string(2 * steps_per_epoch) + " steps";

@@ -1,0 +1,259 @@
+// Compiled as C++20 against Arrow's headers (CMakeLists.txt): keep Arrow out of every header.
+// A build configured with -DLMTRAIN_PARQUET=OFF (no pyarrow) compiles the stub at the end,
+// which refuses parquet input with a message saying so.
+#include "data/corpus/parquet_file.h"
+
+#if LMTRAIN_PARQUET
+
+#include <arrow/array.h>
+#include <arrow/buffer.h>
+#include <arrow/chunked_array.h>
+#include <arrow/io/file.h>
+#include <arrow/io/memory.h>
+#include <arrow/memory_pool.h>
+#include <arrow/table.h>
+#include <arrow/type.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+
+namespace lmtrain::data {
+
+struct ParquetFile::Impl {
+  arrow::ProxyMemoryPool pool{arrow::default_memory_pool()};
+  std::unique_ptr<parquet::arrow::FileReader> reader;
+  std::shared_ptr<parquet::FileMetaData> metadata;
+  int leaf = -1;  // the column's leaf index in the file
+  std::shared_ptr<arrow::ChunkedArray> column;
+  std::vector<int64_t> chunk_starts;  // first row of each chunk of `column`, then its length
+};
+
+namespace {
+
+bool is_string_type(arrow::Type::type t) {
+  return t == arrow::Type::STRING || t == arrow::Type::LARGE_STRING ||
+         t == arrow::Type::STRING_VIEW;
+}
+
+std::string column_names(const arrow::Schema& schema) {
+  std::string s;
+  for (int i = 0; i < schema.num_fields(); ++i) {
+    s += (i ? ", " : "") + schema.field(i)->name();
+    if (i == 19 && schema.num_fields() > 20) {
+      s += ", ... (" + std::to_string(schema.num_fields()) + " columns)";
+      break;
+    }
+  }
+  return s.empty() ? "none" : s;
+}
+
+// Opens the reader over `input`; `what` names the file in errors.
+void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessFile> input,
+               const std::string& what, const std::string& column) {
+  try {
+    auto opened = parquet::arrow::OpenFile(std::move(input), &impl->pool);
+    if (!opened.ok()) {
+      throw Error(what + " is not a readable parquet file (corrupt or truncated?): " +
+                  opened.status().message());
+    }
+    impl->reader = std::move(*opened);
+  } catch (const parquet::ParquetException& e) {
+    throw Error(what + " is not a readable parquet file (corrupt or truncated?): " + e.what());
+  }
+  impl->metadata = impl->reader->parquet_reader()->metadata();
+  std::shared_ptr<arrow::Schema> schema;
+  const auto st = impl->reader->GetSchema(&schema);
+  if (!st.ok()) throw Error(what + ": cannot read its schema: " + st.message());
+  const int field = schema->GetFieldIndex(column);
+  if (field < 0) {
+    throw Error(what + " has no column \"" + column + "\" (its columns: " + column_names(*schema) +
+                "): name the text column with --text_column NAME");
+  }
+  const auto& type = schema->field(field)->type();
+  if (!is_string_type(type->id())) {
+    throw Error(what + ": column \"" + column + "\" has type " + type->ToString() +
+                ", not a string type (string, large_string or string_view)");
+  }
+  const auto& sf = impl->reader->manifest().schema_fields[static_cast<size_t>(field)];
+  if (!sf.is_leaf()) throw Error(what + ": column \"" + column + "\" is not a flat column");
+  impl->leaf = sf.column_index;
+}
+
+}  // namespace
+
+ParquetFile::ParquetFile(const std::string& path, const std::string& column)
+    : path_(path), impl_(std::make_unique<Impl>()) {
+  auto file = arrow::io::ReadableFile::Open(path, &impl_->pool);
+  if (!file.ok()) throw Error("cannot open input file " + path + ": " + file.status().message());
+  open_impl(impl_.get(), *file, "input file " + path, column);
+}
+
+ParquetFile::~ParquetFile() = default;
+
+int ParquetFile::num_row_groups() const { return impl_->reader->num_row_groups(); }
+
+int64_t ParquetFile::num_rows() const { return impl_->metadata->num_rows(); }
+
+int64_t ParquetFile::num_rows(int row_group) const {
+  check_row_group(row_group);
+  return impl_->metadata->RowGroup(row_group)->num_rows();
+}
+
+uint64_t ParquetFile::row_group_compressed_bytes(int row_group) const {
+  check_row_group(row_group);
+  return static_cast<uint64_t>(
+      std::max<int64_t>(0, impl_->metadata->RowGroup(row_group)->total_compressed_size()));
+}
+
+void ParquetFile::check_row_group(int row_group) const {
+  if (row_group < 0 || row_group >= num_row_groups()) {
+    throw Error("input file " + path_ + " has " + std::to_string(num_row_groups()) +
+                " row groups: no row group " + std::to_string(row_group));
+  }
+}
+
+void ParquetFile::load_row_group(int row_group) {
+  check_row_group(row_group);
+  const std::string where = "input file " + path_ + " row group " + std::to_string(row_group) +
+                            " of " + std::to_string(num_row_groups());
+  impl_->column.reset();  // release the previous row group first: one in memory at a time
+  impl_->chunk_starts.clear();
+  loaded_ = -1;
+  std::shared_ptr<arrow::Table> table;
+  try {
+    auto read = impl_->reader->ReadRowGroup(row_group, {impl_->leaf});
+    if (!read.ok()) {
+      throw Error(where + " cannot be read (corrupt or truncated?): " + read.status().message());
+    }
+    table = std::move(*read);
+  } catch (const parquet::ParquetException& e) {
+    throw Error(where + " cannot be read (corrupt or truncated?): " + e.what());
+  }
+  if (table->num_columns() != 1) throw Error(where + ": expected one column");
+  impl_->column = table->column(0);
+  if (!is_string_type(impl_->column->type()->id())) {
+    throw Error(where + ": column has type " + impl_->column->type()->ToString() +
+                ", not a string type");
+  }
+  int64_t start = 0;
+  for (const auto& chunk : impl_->column->chunks()) {
+    impl_->chunk_starts.push_back(start);
+    start += chunk->length();
+  }
+  impl_->chunk_starts.push_back(start);
+  if (start != num_rows(row_group)) {
+    throw Error(where + ": read " + std::to_string(start) + " rows, its footer says " +
+                std::to_string(num_rows(row_group)) + " (corrupt?)");
+  }
+  loaded_ = row_group;
+}
+
+int64_t ParquetFile::loaded_rows() const {
+  return impl_->chunk_starts.empty() ? 0 : impl_->chunk_starts.back();
+}
+
+std::optional<std::string_view> ParquetFile::value(int64_t row) const {
+  const auto& starts = impl_->chunk_starts;
+  if (row < 0 || row >= loaded_rows()) {
+    throw Error("row " + std::to_string(row) + " is outside the loaded row group of " + path_);
+  }
+  const size_t c =
+      static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), row) - starts.begin() - 1);
+  const arrow::Array& chunk = *impl_->column->chunk(static_cast<int>(c));
+  const int64_t i = row - starts[c];
+  if (chunk.IsNull(i)) return std::nullopt;
+  switch (chunk.type_id()) {
+    case arrow::Type::STRING:
+      return static_cast<const arrow::StringArray&>(chunk).GetView(i);
+    case arrow::Type::LARGE_STRING:
+      return static_cast<const arrow::LargeStringArray&>(chunk).GetView(i);
+    default:
+      return static_cast<const arrow::StringViewArray&>(chunk).GetView(i);
+  }
+}
+
+int64_t ParquetFile::arrow_bytes() const { return impl_->pool.bytes_allocated(); }
+
+int64_t ParquetFile::peak_arrow_bytes() const { return impl_->pool.max_memory(); }
+
+void read_parquet_buffer(const std::string& data, const std::string& column,
+                         const std::function<void(int, int64_t, std::string_view)>& fn) {
+  ParquetFile::Impl impl;
+  auto buffer = std::make_shared<arrow::Buffer>(reinterpret_cast<const uint8_t*>(data.data()),
+                                                static_cast<int64_t>(data.size()));
+  open_impl(&impl, std::make_shared<arrow::io::BufferReader>(buffer), "parquet buffer", column);
+  for (int rg = 0; rg < impl.reader->num_row_groups(); ++rg) {
+    std::shared_ptr<arrow::Table> table;
+    try {
+      auto read = impl.reader->ReadRowGroup(rg, {impl.leaf});
+      if (!read.ok())
+        throw Error("parquet buffer row group " + std::to_string(rg) + ": " +
+                    read.status().message());
+      table = std::move(*read);
+    } catch (const parquet::ParquetException& e) {
+      throw Error("parquet buffer row group " + std::to_string(rg) + ": " + e.what());
+    }
+    int64_t row = 0;
+    for (const auto& chunk : table->column(0)->chunks()) {
+      for (int64_t i = 0; i < chunk->length(); ++i, ++row) {
+        if (chunk->IsNull(i)) continue;
+        if (chunk->type_id() == arrow::Type::STRING) {
+          fn(rg, row, static_cast<const arrow::StringArray&>(*chunk).GetView(i));
+        } else if (chunk->type_id() == arrow::Type::LARGE_STRING) {
+          fn(rg, row, static_cast<const arrow::LargeStringArray&>(*chunk).GetView(i));
+        } else if (chunk->type_id() == arrow::Type::STRING_VIEW) {
+          fn(rg, row, static_cast<const arrow::StringViewArray&>(*chunk).GetView(i));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace lmtrain::data
+
+#else  // LMTRAIN_PARQUET
+
+#include "core/error.h"
+
+namespace lmtrain::data {
+
+struct ParquetFile::Impl {};
+
+namespace {
+[[noreturn]] void no_parquet(const std::string& what) {
+  throw UsageError(what +
+                   ": this lmtrain was built without parquet input (configured with "
+                   "LMTRAIN_PARQUET=OFF, no pyarrow): install pyarrow (scripts/setup.sh) and "
+                   "rebuild, or convert the file to JSONL");
+}
+}  // namespace
+
+ParquetFile::ParquetFile(const std::string& path, const std::string&) : path_(path) {
+  no_parquet("input file " + path);
+}
+ParquetFile::~ParquetFile() = default;
+int ParquetFile::num_row_groups() const { return 0; }
+int64_t ParquetFile::num_rows() const { return 0; }
+int64_t ParquetFile::num_rows(int) const { return 0; }
+uint64_t ParquetFile::row_group_compressed_bytes(int) const { return 0; }
+void ParquetFile::check_row_group(int) const {}
+void ParquetFile::load_row_group(int) { no_parquet("input file " + path_); }
+int64_t ParquetFile::loaded_rows() const { return 0; }
+std::optional<std::string_view> ParquetFile::value(int64_t) const { return std::nullopt; }
+int64_t ParquetFile::arrow_bytes() const { return 0; }
+int64_t ParquetFile::peak_arrow_bytes() const { return 0; }
+void read_parquet_buffer(const std::string&, const std::string&,
+                         const std::function<void(int, int64_t, std::string_view)>&) {
+  no_parquet("parquet buffer");
+}
+
+}  // namespace lmtrain::data
+
+#endif  // LMTRAIN_PARQUET

@@ -1,0 +1,94 @@
+#include "data/stream/stream_units.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/seed_mix.h"
+#include "data/corpus/parquet_file.h"
+#include "data/document_hash.h"
+#include "data/window_stream.h"
+
+namespace lmtrain::data {
+namespace {
+
+uint64_t unit_hash(const StreamUnit& u, const std::vector<InputFile>& files, uint64_t seed) {
+  const std::string name = files.at(u.file).path + "#" + std::to_string(u.row_group);
+  return core::mix_seed(document_hash(name), seed, 0x554E4954);  // "UNIT"
+}
+
+}  // namespace
+
+std::vector<StreamUnit> list_stream_units(const std::vector<InputFile>& files,
+                                          const std::string& text_column) {
+  std::vector<StreamUnit> units;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (files[i].format == InputFormat::kParquet) {
+      ParquetFile pf(files[i].path, text_column);
+      for (int g = 0; g < pf.num_row_groups(); ++g) {
+        units.push_back({static_cast<uint32_t>(i), g, pf.row_group_compressed_bytes(g)});
+      }
+    } else {
+      units.push_back({static_cast<uint32_t>(i), -1, files[i].size});
+    }
+  }
+  return units;
+}
+
+StreamSplit split_stream_units(const std::vector<StreamUnit>& units,
+                               const std::vector<InputFile>& files, double val_fraction,
+                               uint64_t seed) {
+  StreamSplit s;
+  std::vector<std::pair<uint64_t, size_t>> keyed;
+  for (size_t i = 0; i < units.size(); ++i) keyed.push_back({unit_hash(units[i], files, seed), i});
+  std::vector<bool> val(units.size(), false);
+  for (const auto& [h, i] : keyed) {
+    val[i] = static_cast<double>(h >> 11) * 0x1.0p-53 < val_fraction;
+  }
+  if (units.size() >= 2) {
+    const auto lowest = *std::min_element(keyed.begin(), keyed.end());
+    const auto highest = *std::max_element(keyed.begin(), keyed.end());
+    if (std::none_of(val.begin(), val.end(), [](bool v) { return v; })) val[lowest.second] = true;
+    if (std::all_of(val.begin(), val.end(), [](bool v) { return v; })) val[highest.second] = false;
+  }
+  for (size_t i = 0; i < units.size(); ++i) (val[i] ? s.val : s.train).push_back(units[i]);
+  return s;
+}
+
+std::vector<size_t> rank_units(size_t num_units, uint64_t seed, int64_t epoch, int rank, int world,
+                               bool shuffle) {
+  std::vector<int64_t> order;
+  if (shuffle) {
+    order = seeded_permutation(static_cast<int64_t>(num_units), seed, static_cast<uint64_t>(epoch));
+  } else {
+    for (size_t i = 0; i < num_units; ++i) order.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<size_t> mine;
+  for (size_t k = static_cast<size_t>(rank); k < order.size(); k += static_cast<size_t>(world)) {
+    mine.push_back(static_cast<size_t>(order[k]));
+  }
+  return mine;
+}
+
+void read_unit_documents(const StreamUnit& unit, const std::vector<InputFile>& files,
+                         const DocumentReaderOptions& options,
+                         const std::function<bool(std::string&)>& fn) {
+  const InputFile& f = files.at(unit.file);
+  std::string text;
+  if (unit.row_group >= 0) {
+    ParquetFile pf(f.path, options.text_column);
+    pf.load_row_group(unit.row_group);
+    for (int64_t r = 0; r < pf.loaded_rows(); ++r) {
+      const auto v = pf.value(r);
+      if (!v || is_blank(*v)) continue;
+      text.assign(v->data(), v->size());
+      if (!fn(text)) return;
+    }
+    return;
+  }
+  auto reader = open_document_reader(f, options);
+  while (reader->next(&text)) {
+    if (!fn(text)) return;
+  }
+}
+
+}  // namespace lmtrain::data
