@@ -85,7 +85,10 @@ DocumentReaderOptions reader_options(const PrepareOptions& opt) {
 nlohmann::json fingerprint_of(const std::vector<InputFile>& files, const PrepareOptions& opt) {
   nlohmann::json inputs = nlohmann::json::array();
   for (const InputFile& f : files) {
-    inputs.push_back({{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}});
+    std::error_code ec;
+    const fs::path where = fs::weakly_canonical(fs::absolute(f.path), ec);
+    inputs.push_back(
+        {{"path", ec ? f.path : where.string()}, {"size", f.size}, {"mtime_ns", f.mtime_ns}});
   }
   nlohmann::json tokenizer = nullptr;
   if (!opt.tokenizer.empty()) {
@@ -257,8 +260,11 @@ void remove_unjournaled(const std::string& stage, size_t pieces) {
     bool drop = name.find(".tmp.") != std::string::npos;
     for (const char* split : {"train_", "val_"}) {
       const size_t n = std::strlen(split);
-      if (name.rfind(split, 0) == 0 && name.size() == n + 9 && name.substr(n + 5) == ".bin") {
-        drop = drop || std::stoul(name.substr(n, 5)) >= pieces;
+      const std::string digits = name.substr(std::min(n, name.size()), 5);
+      if (name.rfind(split, 0) == 0 && name.size() == n + 9 && name.substr(n + 5) == ".bin" &&
+          std::all_of(digits.begin(), digits.end(),
+                      [](char ch) { return ch >= '0' && ch <= '9'; })) {
+        drop = drop || std::stoul(digits) >= pieces;
       }
     }
     if (drop) {
