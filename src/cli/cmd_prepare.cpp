@@ -1,9 +1,12 @@
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/prepare.h"
 
 namespace lmtrain::cli {
@@ -46,7 +49,7 @@ int cmd_prepare(const Args& argv) {
        "longest document: a longer text document is cut at a line boundary, a longer JSONL "
        "line is an error (67108864)",
        "N"},
-      {"progress_seconds", FlagKind::kValue, "seconds between progress lines (10)", "S"},
+      {"progress_seconds", FlagKind::kValue, "seconds between progress updates (1)", "S"},
       overwrite_flag(),
   };
   const auto args = parse_args("prepare", argv, flags, /*accept_config=*/false);
@@ -90,7 +93,26 @@ int cmd_prepare(const Args& argv) {
   opts.shard_tokens = static_cast<uint64_t>(args.get_int("shard_tokens", 100'000'000, 1));
   opts.max_document_bytes = static_cast<uint64_t>(
       args.get_int("max_document_bytes", int64_t{64} << 20, 1024, int64_t{1} << 40));
-  opts.progress_seconds = args.get_float("progress_seconds", 10);
+  opts.progress_seconds = args.get_float("progress_seconds", 1);
+  // Each phase through the progress display (core/progress.h: redrawn on a terminal, plain
+  // lines to a file or pipe, nothing with --quiet).
+  struct PhaseDisplay {
+    std::string phase;
+    std::unique_ptr<core::Progress> progress;
+  };
+  auto display = std::make_shared<PhaseDisplay>();
+  opts.progress = [display](const data::PrepareProgress& p) {
+    static const std::map<std::string, std::string> names = {
+        {"hash", "checksums"}, {"sample", "sampling for the tokenizer"}, {"encode", "encoding"}};
+    if (!display->progress || display->phase != p.phase) {
+      const auto name = names.count(p.phase) ? names.at(p.phase) : p.phase;
+      display->phase = p.phase;
+      display->progress = std::make_unique<core::Progress>(
+          "prepare: " + name, static_cast<int64_t>(p.bytes_total), "bytes");
+    }
+    display->progress->set(static_cast<int64_t>(p.bytes_done));
+    if (p.finished) display->progress.reset();  // its "done:" line
+  };
   opts.overwrite = args.get_bool("overwrite");
   if (!opts.tokenizer.empty() && args.has("vocab_size")) {
     throw UsageError("--vocab_size and --tokenizer: a given tokenizer has its own vocabulary");

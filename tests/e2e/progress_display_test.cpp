@@ -55,13 +55,12 @@ TEST_F(ProgressE2E, PrepareShowsEachPhaseAndQuietSilencesIt) {
   auto r = lmtrain("prepare --input " + in + " --output " + dir_->file("p1") + " --vocab_size 300");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_plain_progress(
-      r, {"prepare: reading", "prepare: training the tokenizer", "prepare: encoding"});
-  EXPECT_TRUE(contains(r.output, "prepare: reading done: 30 files in ")) << r.output;
+      r, {"prepare: checksums", "prepare: sampling for the tokenizer", "prepare: encoding"});
 
   r = lmtrain("prepare --quiet --input " + in + " --output " + dir_->file("p2") +
               " --vocab_size 300");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_FALSE(contains(r.output, "prepare: reading")) << r.output;
+  EXPECT_FALSE(contains(r.output, "prepare: encoding")) << r.output;
   EXPECT_FALSE(contains(r.output, " done: ")) << r.output;
   EXPECT_TRUE(contains(r.output, "prepared " + dir_->file("p2") + ": 30 documents")) << r.output;
 
@@ -69,7 +68,7 @@ TEST_F(ProgressE2E, PrepareShowsEachPhaseAndQuietSilencesIt) {
   r = run_command("LMTRAIN_PROGRESS=terminal " + lmtrain_binary() + " prepare --input " + in +
                   " --output " + dir_->file("p3") + " --vocab_size 300");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "\rprepare: reading [")) << r.output;
+  EXPECT_TRUE(contains(r.output, "\rprepare: encoding [")) << r.output;
   EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
 }
 
