@@ -111,7 +111,7 @@ std::string render_line_chart(const LineChart& chart) {
     }
   }
   if (!std::isfinite(x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
-  if (x_hi == x_lo) x_lo -= 0.5, x_hi += 0.5;
+  if (x_hi == x_lo) x_lo -= 1, x_hi += 1;  // one point (a single evaluation): in the middle
   SvgAxis xa{x_lo, x_hi, false, kLeft, kWidth - kRight};
   SvgAxis ya;
   ya.log = y_lo > 0 && y_hi / y_lo >= 1e3;
@@ -183,6 +183,7 @@ std::string render_line_chart(const LineChart& chart) {
   }
   for (double t : svg_linear_ticks(xa.lo, xa.hi, 6)) {
     if (t < xa.lo || t > xa.hi) continue;
+    if (chart.x_is_count && t != std::round(t)) continue;  // no step 249.6
     const std::string x = coord(xa.map(t));
     out += "<line x1=\"" + x + "\" y1=\"" + coord(kTop) + "\" x2=\"" + x + "\" y2=\"" +
            coord(kTop + kPlotHeight) + "\"/>";
