@@ -2,8 +2,7 @@
 // temporal-data` writes synthetic curves with questions, and a tiny LM is first trained on the
 // questions' text alone (the answer format and the class priors: a CPU stand-in for Qwen2.5),
 // to which encoder runs are then aligned, frozen. Costs a few seconds; build it once per suite
-// (SetUpTestSuite). Used by temporal_train_test.cpp, temporal_generate_test.cpp and
-// temporal_checkpoint_test.cpp.
+// (SetUpTestSuite). Used by temporal_train_test.cpp and temporal_generate_test.cpp.
 #pragma once
 #include <gtest/gtest.h>
 
