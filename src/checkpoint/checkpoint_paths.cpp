@@ -27,6 +27,23 @@ std::optional<int64_t> parse_step(const std::string& dir_name) {
   return step;
 }
 
+std::optional<std::pair<int64_t, int64_t>> parse_epoch_link(const std::string& name) {
+  const std::string prefix = "epoch_";
+  if (!starts_with(name, prefix)) return std::nullopt;
+  const size_t sep = name.find('_', prefix.size());
+  if (sep == std::string::npos || sep == prefix.size() || sep > prefix.size() + 18) {
+    return std::nullopt;
+  }
+  int64_t epoch = 0;
+  for (size_t i = prefix.size(); i < sep; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    epoch = epoch * 10 + (name[i] - '0');
+  }
+  const auto step = parse_step(name.substr(sep + 1));
+  if (!step) return std::nullopt;
+  return std::make_pair(epoch, *step);
+}
+
 std::string normalize(const std::string& path) {
   std::string p = fs::path(path).lexically_normal().string();
   while (p.size() > 1 && p.back() == '/') p.pop_back();

@@ -17,6 +17,9 @@ inline constexpr const char* kReplacedPrefix = ".replaced_";  // an old dir bein
 bool starts_with(const std::string& s, const std::string& prefix);
 // "step_00001000" -> 1000; nullopt for anything else.
 std::optional<int64_t> parse_step(const std::string& dir_name);
+// "epoch_3_step_00000375" -> {3, 375} (an epoch link, checkpoint.every_epoch); nullopt for
+// anything else.
+std::optional<std::pair<int64_t, int64_t>> parse_epoch_link(const std::string& name);
 // "a/b/" -> "a/b": filename() of a path with a trailing slash is empty.
 std::string normalize(const std::string& path);
 std::string base_name(const std::string& path);

@@ -25,6 +25,7 @@ using ckpt_detail::check_file_name;
 using ckpt_detail::kMetaFile;
 using ckpt_detail::link_target;
 using ckpt_detail::normalize;
+using ckpt_detail::parse_epoch_link;
 using ckpt_detail::parse_step;
 using ckpt_detail::read_json;
 
@@ -123,10 +124,17 @@ std::optional<std::string> CheckpointStore::resolve(const std::string& spec,
     if (entries.empty()) return std::nullopt;
     return entries.back().dir;
   }
+  // A bare checkpoint name (step_00000125, epoch_1_step_00000125) that is no path from here:
+  // the run dir's checkpoint of that name.
+  if (spec.find('/') == std::string::npos && !fs::exists(spec, ec) &&
+      (parse_step(spec) || parse_epoch_link(spec))) {
+    const std::string in_run = normalize(run_dir) + "/checkpoints/" + spec;
+    if (fs::exists(in_run, ec) || fs::is_symlink(in_run, ec)) return resolve(in_run, run_dir);
+  }
   const std::string path = normalize(spec);
   if (!fs::exists(path, ec)) {
     throw UsageError("checkpoint " + spec + " does not exist (expected a checkpoint dir, a " +
-                     "latest/best link, a run dir, or auto/latest/best)");
+                     "latest/best/epoch_N_step_M link, a run dir, or auto/latest/best)");
   }
   // A link (latest, best, or the user's own): what it points to now, so a later save that
   // repoints it cannot change which checkpoint this run resumed from.

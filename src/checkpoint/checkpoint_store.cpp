@@ -26,6 +26,7 @@ using ckpt_detail::kReplacedPrefix;
 using ckpt_detail::kTmpPrefix;
 using ckpt_detail::link_target;
 using ckpt_detail::normalize;
+using ckpt_detail::parse_epoch_link;
 using ckpt_detail::read_json;
 using ckpt_detail::starts_with;
 
@@ -56,13 +57,22 @@ std::string CheckpointStore::step_dir_name(int64_t step) {
   return buf;
 }
 
+std::string CheckpointStore::epoch_link_name(int64_t epoch, int64_t step) {
+  return "epoch_" + std::to_string(epoch) + "_" + step_dir_name(step);
+}
+
 std::string CheckpointStore::staging_dir(const std::string& run_dir, int64_t step) {
   return run_dir + "/checkpoints/.shards_" + step_dir_name(step);
 }
 
 std::string CheckpointStore::save(int64_t step, const CheckpointFiles& files, nlohmann::json meta,
-                                  std::optional<double> val_loss) {
+                                  std::optional<double> val_loss,
+                                  std::optional<int64_t> ended_epoch) {
   if (step < 0) throw Error("cannot save a checkpoint for negative step " + std::to_string(step));
+  if (ended_epoch && *ended_epoch < 1) {
+    throw Error("saving checkpoint " + step_dir_name(step) + ": ended epoch " +
+                std::to_string(*ended_epoch) + " (epochs count from 1)");
+  }
   if (meta.is_null()) meta = nlohmann::json::object();
   if (!meta.is_object()) throw Error("checkpoint meta must be a JSON object, got " + meta.dump());
   core::ensure_dir(checkpoints_dir_);
@@ -122,6 +132,10 @@ std::string CheckpointStore::save(int64_t step, const CheckpointFiles& files, nl
     throw;
   }
   core::atomic_symlink(name, checkpoints_dir_ + "/latest");
+  // Before pruning, which keeps what epoch links point to.
+  if (ended_epoch) {
+    core::atomic_symlink(name, checkpoints_dir_ + "/" + epoch_link_name(*ended_epoch, step));
+  }
   update_best();
   prune();
   return final_dir;
@@ -212,6 +226,11 @@ void CheckpointStore::prune() {
   std::set<std::string> protect;
   for (const char* link : {"latest", "best"}) {
     if (auto t = link_target(checkpoints_dir_ + "/" + link)) protect.insert(base_name(*t));
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir_, ec)) {
+    if (!parse_epoch_link(entry.path().filename().string())) continue;
+    if (auto t = link_target(entry.path().string())) protect.insert(base_name(*t));
   }
   const size_t n = entries.size();
   for (size_t i = 0; i + static_cast<size_t>(keep_last_) < n; ++i) {

@@ -3,6 +3,11 @@
 //   checkpoints/step_00001000/{model.safetensors, optim.rank0.safetensors, ..., meta.json}
 //   checkpoints/latest -> step_...   (relative symlink, replaced atomically)
 //   checkpoints/best   -> step_...   (lowest "val_loss" in meta.json)
+//   checkpoints/epoch_N_step_M -> step_M  (checkpoint.every_epoch: the checkpoint saved at the
+//                                          step M that ended epoch N, counted from 1)
+//
+// Pruning (keep_last) removes the oldest step dirs but never the target of latest, best or any
+// epoch_N_step_M link, so every epoch's checkpoint stays as long as its link does.
 //
 // A checkpoint is written into checkpoints/.tmp_step_X, each file fsynced, meta.json (with a
 // size + sha256 per file) written last, then the directory is renamed into place. So a step_*
@@ -59,11 +64,13 @@ class CheckpointStore {
   // Writes a complete checkpoint for `step` and returns its directory. meta.json holds `meta`
   // (must be an object or null) plus "step", "format_version", "files": {name: {"sha256",
   // "bytes"}} and, when given, "val_loss". Then `latest` is pointed at it, `best` at the
-  // checkpoint with the lowest val_loss (earliest on ties), and step dirs beyond keep_last are
-  // pruned oldest first, never the targets of latest or best. Re-saving an existing step
-  // swaps the new directory in atomically. Debris of interrupted saves is cleaned up first.
+  // checkpoint with the lowest val_loss (earliest on ties), `ended_epoch` (N >= 1: this step
+  // ended epoch N) adds the link epoch_N_step_M, and step dirs beyond keep_last are pruned
+  // oldest first, never the targets of latest, best or an epoch link. Re-saving an existing
+  // step swaps the new directory in atomically. Debris of interrupted saves is cleaned up first.
   std::string save(int64_t step, const CheckpointFiles& files, nlohmann::json meta,
-                   std::optional<double> val_loss);
+                   std::optional<double> val_loss,
+                   std::optional<int64_t> ended_epoch = std::nullopt);
 
   const std::string& run_dir() const { return run_dir_; }
   const std::string& checkpoints_dir() const { return checkpoints_dir_; }
@@ -74,14 +81,18 @@ class CheckpointStore {
 
   // "step_00001000" (8-digit zero pad; more digits beyond 99,999,999).
   static std::string step_dir_name(int64_t step);
+  // "epoch_2_step_00001000": the link to the checkpoint of the step that ended epoch 2.
+  static std::string epoch_link_name(int64_t epoch, int64_t step);
 
   // Turns a --resume style spec into a checkpoint dir:
   //   "auto" / "latest": RUN_DIR/checkpoints/latest, else the newest complete step dir;
   //                      nullopt when the run has no checkpoint. "" / "none": nullopt.
   //   "best":            RUN_DIR/checkpoints/best; nullopt when absent.
-  //   a path:            a checkpoint dir, a latest/best symlink (resolved to its target), a
-  //                      run dir or a checkpoints/ dir (its latest). Throws UsageError when it
-  //                      does not exist or is none of these.
+  //   a path:            a checkpoint dir, a latest/best/epoch_N_step_M symlink (resolved to
+  //                      its target), a run dir or a checkpoints/ dir (its latest). Throws
+  //                      UsageError when it does not exist or is none of these.
+  //   a bare name:       step_XXXXXXXX or epoch_N_step_M that is no path from here: that
+  //                      checkpoint of RUN_DIR/checkpoints/.
   static std::optional<std::string> resolve(const std::string& spec, const std::string& run_dir);
 
   // Checks meta.json and every listed file's size and sha256. Throws lmtrain::Error naming the

@@ -36,7 +36,8 @@ void set_cpu_rng_state(const at::Tensor& state) {
 }  // namespace
 
 std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
-                                     std::optional<double> val_loss, double train_loss) {
+                                     std::optional<double> val_loss, double train_loss,
+                                     std::optional<int64_t> ended_epoch) {
   TensorList model_tensors = checkpoint_model_tensors(in.model);
   TensorList optim_tensors = in.optimizer.state_tensors();
   // Whole expert stacks in place of this rank's slices; a sharded optimizer's expert state
@@ -92,7 +93,7 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
                           {"good_steps", in.state.loss_scale->good_steps},
                           {"skipped_steps", in.state.loss_scale->skipped_steps}};
   }
-  auto dir = store.save(in.state.step, files, std::move(meta), val_loss);
+  auto dir = store.save(in.state.step, files, std::move(meta), val_loss, ended_epoch);
   std::error_code ec;
   std::filesystem::remove_all(staging, ec);
   return dir;

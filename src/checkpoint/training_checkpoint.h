@@ -56,9 +56,11 @@ struct CheckpointInputs {
 };
 
 // Rank 0: writes the checkpoint. With a sharded optimizer, ranks 1..world_size-1 must have
-// called write_optimizer_shard() for this step first (the caller synchronises).
+// called write_optimizer_shard() for this step first (the caller synchronises). ended_epoch
+// (N >= 1): this step ended epoch N, and the store links it as epoch_N_step_M.
 std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
-                                     std::optional<double> val_loss, double train_loss);
+                                     std::optional<double> val_loss, double train_loss,
+                                     std::optional<int64_t> ended_epoch = std::nullopt);
 
 // Ranks > 0 of a sharded optimizer: this rank's optim.rankN.safetensors, into the staging dir.
 void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,

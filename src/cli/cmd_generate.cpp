@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_temporal.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -82,7 +83,15 @@ void generate_prompt_file(const std::string& path, int64_t batch_size, int64_t m
 int cmd_generate(const Args& argv) {
   const std::vector<FlagSpec> flags = {
       {"checkpoint", FlagKind::kValue, "checkpoint dir, latest/best link, or run dir", "PATH"},
-      {"prompt", FlagKind::kValue, "text to continue (default: start of a document)", "TEXT"},
+      {"prompt", FlagKind::kValue,
+       "text to continue (default: start of a document); with --series, the question, with a "
+       "<ts> placeholder per series",
+       "TEXT"},
+      {"series", FlagKind::kValue,
+       "a temporal-encoder run's checkpoint: the series to answer about, CSV (a series per "
+       "column), NPY (a series per row) or JSONL ({\"timeseries\": [...]}, with an \"input\" "
+       "prompt per line or none)",
+       "FILE"},
       {"max_new_tokens", FlagKind::kValue, "tokens to generate (default 100)", "N"},
       {"max_tokens", FlagKind::kValue, "the same as --max_new_tokens (the seeds' name)", "N"},
       {"use_teacher", FlagKind::kBool,
@@ -120,6 +129,7 @@ int cmd_generate(const Args& argv) {
     std::cout
         << "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"
            "       [--temperature T] [--top_k K] [--top_p P] [--seed S]\n"
+           "       lmtrain generate --checkpoint RUN --series FILE [--prompt TEXT] [...]\n"
            "       lmtrain generate --checkpoint PATH --prompts FILE.jsonl [--batch_size N]\n"
            "       [--output FILE] [...]\n\n"
            "Prints the prompt's continuation to stdout (the prompt itself is not\n"
@@ -132,6 +142,15 @@ int cmd_generate(const Args& argv) {
            "text leaves it out; --print_ids adds the ids as \"ids\"). Greedy results\n"
            "equal one-prompt runs; sampling seeds batch k with --seed + k. Throughput\n"
            "and the peak cache bytes go to stderr.\n\n"
+           "A temporal-encoder run's checkpoint (model.temporal.enabled) answers about\n"
+           "time series: --series FILE with --prompt \"Describe the curve: <ts>\". The\n"
+           "run's encoder turns each series into soft tokens that stand at the prompt's\n"
+           "placeholders (<ts> or <ts><ts/>, one per series in the file's order: CSV one\n"
+           "per column, NPY one per row, JSONL every line's \"timeseries\"); the frozen LM\n"
+           "decodes the answer with the sampling flags above. A JSONL file whose lines\n"
+           "carry their own prompts (\"input\", ChatTS's format) needs no --prompt: each\n"
+           "line is answered, one JSON object per line on stdout:\n"
+           "  {\"line\", \"prompt\", \"series\", \"completion\", \"tokens\", \"stop\"}\n\n"
            "Flags:\n"
         << flags_help(flags);
     return 0;
@@ -165,11 +184,46 @@ int cmd_generate(const Args& argv) {
       if (args.has(batched)) throw UsageError(std::string("--") + batched + " needs --prompts");
     }
   }
+  if (args.has("series")) {
+    for (const char* other : {"prompts", "use_teacher"}) {
+      if (args.has(other))
+        throw UsageError(std::string("--") + other + " does not go with --series");
+    }
+  }
   core::configure_threads(static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag)), 1);
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
-  auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
+  // A temporal run's LM answers about series; decide from meta.json before loading anything.
+  const std::string spec = args.get("checkpoint");
+  const auto temporal = is_temporal_checkpoint(spec);
+  if (args.has("series") && temporal && !*temporal) {
+    throw UsageError("--series needs a temporal-encoder run's checkpoint, and " + spec +
+                     " is not one (model.temporal.enabled is false): train one with "
+                     "--model.temporal.enabled=true, or leave --series out");
+  }
+  if (!args.has("series") && temporal && *temporal) {
+    throw UsageError("checkpoint " + spec +
+                     " is a temporal-encoder run's: give --series FILE (CSV, NPY or JSONL) and a "
+                     "--prompt with a <ts> per series, e.g. --prompt \"Describe the curve: <ts>\" "
+                     "(for text alone, generate from its LM, model.init_from)");
+  }
+  if (args.has("series")) {
+    SeriesGenerateOptions so;
+    so.checkpoint = spec;
+    so.series_path = args.get("series");
+    if (args.has("prompt")) so.prompt = args.get("prompt");
+    so.max_new_tokens = max_new;
+    so.sampling = opts;
+    so.seed = seed;
+    so.num_samples = samples;
+    so.stop_at_eot = stop_at_eot;
+    so.print_ids = print_ids;
+    so.policy = policy;
+    generate_with_series(so, rt);
+    return 0;
+  }
+  auto loaded = train::load_inference_model(spec, rt);
   if (args.get_bool("use_teacher")) {
     // The student's config names its teacher's checkpoint (resolved when training started).
     const auto& cfg = *loaded.config;

@@ -195,7 +195,11 @@ const std::vector<KeySpec>& config_schema() {
       F("optim.decay_fraction", "0.2", 0, 1, "wsd: fraction of steps spent in the final decay"),
 
       I("checkpoint.every", 0, 0, kBig, "save every N steps (0 = only at the end)"),
-      I("checkpoint.keep_last", 3, 1, 1 << 20, "step checkpoints kept (best and latest always)"),
+      B("checkpoint.every_epoch", false,
+        "also save (with an evaluation) at the step that ends each epoch, linked as "
+        "checkpoints/epoch_N_step_M; pruning keeps those"),
+      I("checkpoint.keep_last", 3, 1, 1 << 20,
+        "step checkpoints kept (best, latest and epoch_N_step_M targets always)"),
       S("checkpoint.resume", "", {},
         "\"\" = fresh run, auto = latest in run.dir if any, or a path"),
 

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -31,10 +32,69 @@ at::Tensor last_logits(const at::Tensor& logits) {
   return logits.select(1, logits.size(1) - 1).to(torch::kCPU);
 }
 
+// Checks that `soft` has one entry per prompt with a flag per token and a value row per flag.
+void check_prompt_soft(const PromptSoftTokens& soft,
+                       const std::vector<std::vector<uint32_t>>& prompts,
+                       const model::GptImpl& model) {
+  if (soft.empty()) return;
+  if (soft.slots.size() != prompts.size() || soft.values.size() != prompts.size()) {
+    throw Error(
+        log::format("soft tokens given for %zu prompt(s), slot values for %zu, but %zu "
+                    "prompt(s)",
+                    soft.slots.size(), soft.values.size(), prompts.size()));
+  }
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const auto& v = soft.values[b];
+    const auto n =
+        std::count_if(soft.slots[b].begin(), soft.slots[b].end(), [](uint8_t f) { return f != 0; });
+    if (soft.slots[b].size() != prompts[b].size() || !v.defined() || v.dim() != 2 ||
+        v.size(0) != n || v.size(1) != model.config().n_embd) {
+      throw Error(log::format(
+          "prompt %zu: %zu tokens with %lld soft slot(s), but %zu slot flags and soft-token "
+          "values of shape %s (expected (%lld, %lld))",
+          b, prompts[b].size(), (long long)n, soft.slots[b].size(),
+          (v.defined() ? c10::str(v.sizes()) : std::string("none")).c_str(), (long long)n,
+          (long long)model.config().n_embd));
+    }
+  }
+}
+
+// The soft tokens of columns [begin, end) of the prompts left-padded to T columns: slots
+// (B, end - begin) and the values that fall there, row-major. Nullopt when there are none.
+std::optional<model::SoftTokens> soft_columns(const PromptSoftTokens& soft,
+                                              const std::vector<std::vector<uint32_t>>& rows,
+                                              size_t T, size_t begin, size_t end,
+                                              const model::GptImpl& model) {
+  if (soft.empty()) return std::nullopt;
+  const auto B = static_cast<int64_t>(rows.size());
+  auto slots = torch::zeros({B, static_cast<int64_t>(end - begin)}, torch::kBool);
+  auto sl = slots.accessor<bool, 2>();
+  std::vector<at::Tensor> parts;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& flags = soft.slots[static_cast<size_t>(b)];
+    const size_t pad = T - flags.size();
+    int64_t before = 0, inside = 0;  // soft tokens of this row left of the columns, and in them
+    for (size_t p = 0; p < flags.size(); ++p) {
+      if (!flags[p]) continue;
+      const size_t col = pad + p;
+      if (col < begin) {
+        ++before;
+      } else if (col < end) {
+        sl[b][static_cast<int64_t>(col - begin)] = true;
+        ++inside;
+      }
+    }
+    if (inside > 0) parts.push_back(soft.values[static_cast<size_t>(b)].narrow(0, before, inside));
+  }
+  if (parts.empty()) return std::nullopt;
+  return model::SoftTokens{slots.to(model.device()), torch::cat(parts).to(model.device())};
+}
+
 // Prefills a forgetting (streaming) cache with prompts of one length, in chunks that fit beside
 // what the cache keeps. Returns the last chunk's logits.
 at::Tensor prefill_in_chunks(model::GptImpl& model, const std::vector<std::vector<uint32_t>>& rows,
-                             const KvPolicy& policy, model::KvCache& cache) {
+                             const KvPolicy& policy, model::KvCache& cache,
+                             const PromptSoftTokens& soft) {
   const int64_t block = model.config().block_size;
   const size_t chunk =
       static_cast<size_t>(std::max<int64_t>(1, block - policy.sinks - policy.window));
@@ -45,7 +105,10 @@ at::Tensor prefill_in_chunks(model::GptImpl& model, const std::vector<std::vecto
       part.emplace_back(r.begin() + static_cast<int64_t>(i),
                         r.begin() + static_cast<int64_t>(std::min(r.size(), i + chunk)));
     }
-    logits = model.forward_cached(ids_tensor(part, 0, model), cache);
+    const auto part_soft =
+        soft_columns(soft, rows, rows[0].size(), i, std::min(rows[0].size(), i + chunk), model);
+    logits =
+        model.forward_cached(ids_tensor(part, 0, model), cache, part_soft ? &*part_soft : nullptr);
   }
   return logits;
 }
@@ -69,7 +132,8 @@ BatchGeneration generate_batch(model::GptImpl& model,
                                const std::vector<int64_t>& max_new_tokens,
                                const SamplingOptions& opts, uint64_t seed, int64_t eot_id,
                                const KvPolicy& policy,
-                               const std::function<void(size_t, uint32_t)>& on_token) {
+                               const std::function<void(size_t, uint32_t)>& on_token,
+                               const PromptSoftTokens& soft) {
   const size_t B = prompts.size();
   BatchGeneration result;
   auto& out = result.rows;
@@ -88,6 +152,7 @@ BatchGeneration generate_batch(model::GptImpl& model,
         "or --batch_size 1",
         policy.text.c_str(), shortest, longest));
   }
+  check_prompt_soft(soft, prompts, model);
   torch::NoGradGuard no_grad;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const int64_t block = model.config().block_size;
@@ -117,11 +182,12 @@ BatchGeneration generate_batch(model::GptImpl& model,
       for (const auto& p : prompts) pad.push_back(L - static_cast<int64_t>(p.size()));
       cache->set_left_padding(torch::tensor(pad, torch::kLong).to(model.device()));
     }
-    logits = model.forward_cached(ids_tensor(prompts, std::max<int64_t>(eot_id, 0), model),
-                                  *cache);  // (B, L, V)
+    const auto prompt_soft = soft_columns(soft, prompts, longest, 0, longest, model);
+    logits = model.forward_cached(ids_tensor(prompts, std::max<int64_t>(eot_id, 0), model), *cache,
+                                  prompt_soft ? &*prompt_soft : nullptr);  // (B, L, V)
   } else {
     cache = make_kv_cache(policy, model, static_cast<int64_t>(B), block);
-    logits = prefill_in_chunks(model, prompts, policy, *cache);
+    logits = prefill_in_chunks(model, prompts, policy, *cache, soft);
   }
   result.peak_cache_bytes = cache->bytes();
   std::vector<bool> done(B);
@@ -162,11 +228,11 @@ BatchGeneration generate_batch(model::GptImpl& model,
 std::vector<uint32_t> generate(model::GptImpl& model, const std::vector<uint32_t>& prompt,
                                int64_t max_new_tokens, const SamplingOptions& opts, uint64_t seed,
                                int64_t eot_id, const std::function<void(uint32_t)>& on_token,
-                               const KvPolicy& policy) {
+                               const KvPolicy& policy, const PromptSoftTokens& soft) {
   if (prompt.empty()) throw UsageError("the prompt encodes to no tokens");
   std::function<void(size_t, uint32_t)> each;
   if (on_token) each = [&](size_t, uint32_t id) { on_token(id); };
-  return generate_batch(model, {prompt}, {max_new_tokens}, opts, seed, eot_id, policy, each)
+  return generate_batch(model, {prompt}, {max_new_tokens}, opts, seed, eot_id, policy, each, soft)
       .rows[0]
       .tokens;
 }

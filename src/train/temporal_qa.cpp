@@ -53,21 +53,8 @@ struct Scorer {
 
   // The greedy continuation of a prompt row, until <|endoftext|> or max_new_tokens.
   std::string greedy(const TemporalRow& prompt, Condition c) const {
-    auto [b, soft] = batch_of({prompt}, c);
-    const auto n = static_cast<int64_t>(prompt.tokens.size());
-    auto ids = b.inputs().narrow(1, 0, n);
-    model::SoftTokens prompt_soft{soft.slots.narrow(1, 0, n), soft.values};
-    auto cache = lm.make_cache(1, n + options.max_new_tokens);
-    auto logits = lm.forward_cached(ids, *cache, &prompt_soft);
-    std::vector<uint32_t> out;
-    for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-      const auto next = logits.select(1, logits.size(1) - 1).argmax(-1).item<int64_t>();
-      if (next == static_cast<int64_t>(tok().eot_id())) break;
-      out.push_back(static_cast<uint32_t>(next));
-      if (i + 1 == options.max_new_tokens) break;
-      logits = lm.forward_cached(torch::full({1, 1}, next, ids.options()), *cache);
-    }
-    return tok().decode(out);
+    return tok().decode(greedy_answer_ids(lm, encoder, prompt, data.shape(), tok().eot_id(),
+                                          options.max_new_tokens, c == kTextOnly));
   }
 
   // The sample with its answer text for `choice` (the canonical phrase replaced in its output).
@@ -101,6 +88,30 @@ struct Tally {
 };
 
 }  // namespace
+
+std::vector<uint32_t> greedy_answer_ids(model::GptImpl& lm,
+                                        model::temporal::TemporalEncoderImpl& encoder,
+                                        const TemporalRow& prompt, const TemporalBatchShape& shape,
+                                        int64_t eot_id, int64_t max_new_tokens, bool text_only) {
+  torch::NoGradGuard no_grad;
+  auto b = temporal_batch({prompt}, {"a scored sample"}, shape, eot_id, lm.device());
+  auto values = TemporalAlignmentObjective::soft_token_values(encoder, b);
+  if (text_only) values = torch::zeros_like(values);
+  const auto n = static_cast<int64_t>(prompt.tokens.size());
+  auto ids = b.inputs().narrow(1, 0, n);
+  model::SoftTokens prompt_soft{b.tensors.at("soft_slots").narrow(1, 0, n), values};
+  auto cache = lm.make_cache(1, n + max_new_tokens);
+  auto logits = lm.forward_cached(ids, *cache, &prompt_soft);
+  std::vector<uint32_t> out;
+  for (int64_t i = 0; i < max_new_tokens; ++i) {
+    const auto next = logits.select(1, logits.size(1) - 1).argmax(-1).item<int64_t>();
+    if (next == eot_id) break;
+    out.push_back(static_cast<uint32_t>(next));
+    if (i + 1 == max_new_tokens) break;
+    logits = lm.forward_cached(torch::full({1, 1}, next, ids.options()), *cache);
+  }
+  return out;
+}
 
 TemporalQaReport score_temporal_qa(model::GptImpl& lm,
                                    model::temporal::TemporalEncoderImpl& encoder,

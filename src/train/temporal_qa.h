@@ -53,6 +53,15 @@ TemporalQaReport score_temporal_qa(model::GptImpl& lm,
                                    model::temporal::TemporalEncoderImpl& encoder,
                                    const TemporalData& data, const TemporalQaOptions& options);
 
+// The greedy continuation of a prompt row (temporal_prompt) as the QA eval decodes it, in a
+// batch of `shape` (the run's TemporalData::shape()): its ids until eot_id (<|endoftext|>, left
+// out) or max_new_tokens; the soft tokens zeroed with text_only (the text-only baseline).
+std::vector<uint32_t> greedy_answer_ids(model::GptImpl& lm,
+                                        model::temporal::TemporalEncoderImpl& encoder,
+                                        const TemporalRow& prompt, const TemporalBatchShape& shape,
+                                        int64_t eot_id, int64_t max_new_tokens,
+                                        bool text_only = false);
+
 // A table: task, n, chance, then per condition the accuracies (or errors).
 std::string format_temporal_qa(const TemporalQaReport& report);
 nlohmann::json temporal_qa_json(const TemporalQaReport& report);

@@ -319,6 +319,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const int64_t eval_every = cfg.get_int("train.eval_every");
   const int64_t eval_batches = cfg.get_int("train.eval_batches");
   const int64_t ckpt_every = cfg.get_int("checkpoint.every");
+  const bool ckpt_every_epoch = cfg.get_bool("checkpoint.every_epoch");
   const double grad_clip = cfg.get_float("train.grad_clip");
   const double timeout_s = cfg.get_float("dist.timeout_s");
 
@@ -351,7 +352,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                           (long long)cfg.get_int("train.loss_scale_window")));
   }
 
-  auto save = [&](std::optional<double> val_loss) {
+  auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
     if (optimizer.sharded()) {
       // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
@@ -370,7 +371,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                         tokenizer.hash(),
                         std::move(full_experts),
                         objective->trained_module()};
-    result.last_checkpoint = save_training_checkpoint(store, in, val_loss, result.last_loss);
+    result.last_checkpoint =
+        save_training_checkpoint(store, in, val_loss, result.last_loss, ended_epoch);
     log::info("saved checkpoint " + result.last_checkpoint);
   };
 
@@ -400,17 +402,23 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     ++state.step;
     core::maybe_inject_fault(rank, state.step);
     state.position.cursor += plan.global_windows;
+    bool epoch_ended = false;
     if (state.position.cursor + plan.global_windows > data->train_samples()) {
       ++state.position.epoch;  // the remainder of this epoch's order is dropped
       state.position.cursor = 0;
+      epoch_ended = true;
     }
+    // checkpoint.every_epoch: the step that ends an epoch is evaluated (so that best can be
+    // decided) and saved, linked as epoch_N_step_M with N = the epoch just finished (from 1).
+    const bool epoch_save = ckpt_every_epoch && epoch_ended;
     const bool last = state.step == max_steps;
     // Every rank must stop at the same step, whichever of them got the signal. A host-side
     // exchange (under NCCL it goes through the group's Gloo companion): it never waits for the GPU.
     const int stop_signal = dist::max_over_ranks(group, core::stop_signal());
     const bool stopping = stop_signal != 0 || (stop_at > 0 && state.step >= stop_at);
-    const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last;
-    const bool save_now = (ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping;
+    const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last || epoch_save;
+    const bool save_now =
+        (ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping || epoch_save;
     const bool log_now = state.step % log_every == 0 || state.step == start_step + 1 || last;
     // The loss is read from the device only here (on a GPU each read waits for the step), and
     // always before a checkpoint, so a diverged model is never saved.
@@ -469,7 +477,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       if (is_main) report::refresh_run_report(cfg);  // RUN_DIR/report.html (log.report)
       result.last_val_loss = val_loss;
     }
-    if (save_now) save(val_loss);
+    if (save_now) {
+      save(val_loss, epoch_save ? std::optional<int64_t>(state.position.epoch) : std::nullopt);
+    }
     if (stopping && !last) {
       result.stopped_early = true;
       result.stop_signal = stop_signal;

@@ -316,10 +316,36 @@ TEST(CheckpointStoreTest, ResavingAStepReplacesIt) {
             (std::vector<std::string>{"best", "latest", "step_00000005"}));
 }
 
+TEST(CheckpointStoreTest, EpochLinksNameTheirStepAndSurvivePruning) {
+  testing::TempDir run;
+  CheckpointStore store(run.path(), 1);
+  const std::string ck = run.path() + "/checkpoints";
+  store.save(5, make_files(5), {}, 2.0, /*ended_epoch=*/1);
+  store.save(7, make_files(7), {}, std::nullopt);
+  store.save(10, make_files(10), {}, 1.0, /*ended_epoch=*/2);
+  store.save(12, make_files(12), {}, std::nullopt);
+  // keep_last=1 leaves the latest (12) and the epoch links' targets (5, 10; 10 is also best).
+  EXPECT_EQ(dir_names(ck), (std::vector<std::string>{
+                               "best", "epoch_1_step_00000005", "epoch_2_step_00000010", "latest",
+                               "step_00000005", "step_00000010", "step_00000012"}));
+  EXPECT_EQ(link_name(ck + "/epoch_1_step_00000005"), "step_00000005");  // relative
+  EXPECT_EQ(link_name(ck + "/epoch_2_step_00000010"), "step_00000010");
+  EXPECT_EQ(link_name(ck + "/best"), "step_00000010");
+  // Resolved like a step dir: as a path, or by its bare name within the run dir.
+  EXPECT_EQ(CheckpointStore::resolve(ck + "/epoch_1_step_00000005", "/elsewhere"),
+            ck + "/step_00000005");
+  EXPECT_EQ(CheckpointStore::resolve("epoch_1_step_00000005", run.path()), ck + "/step_00000005");
+  EXPECT_EQ(CheckpointStore::resolve("step_00000012", run.path()), ck + "/step_00000012");
+  EXPECT_THROW(CheckpointStore::resolve("epoch_3_step_00000015", run.path()), UsageError);
+  EXPECT_EQ(CheckpointStore::load(ck + "/epoch_2_step_00000010", false).step, 10);
+  EXPECT_THROW(store.save(13, make_files(13), {}, std::nullopt, 0), Error);
+}
+
 TEST(CheckpointStoreTest, StepDirNames) {
   EXPECT_EQ(CheckpointStore::step_dir_name(0), "step_00000000");
   EXPECT_EQ(CheckpointStore::step_dir_name(1000), "step_00001000");
   EXPECT_EQ(CheckpointStore::step_dir_name(123456789), "step_123456789");
+  EXPECT_EQ(CheckpointStore::epoch_link_name(3, 375), "epoch_3_step_00000375");
 }
 
 }  // namespace

@@ -207,11 +207,12 @@ TemporalSample sample_from_jsonl(const std::string& line, const std::string& whe
   return sample_from_json(core::parse_json_strict(line, where), where, options, fields);
 }
 
-std::vector<TemporalSample> read_temporal_jsonl(const std::string& path, const ReadOptions& options,
-                                                JsonlFields fields) {
+std::vector<NumberedSample> read_numbered_temporal_jsonl(const std::string& path,
+                                                         const ReadOptions& options,
+                                                         JsonlFields fields) {
   const std::string text = core::read_file(path);
-  std::vector<TemporalSample> out;
-  size_t line_no = 0;
+  std::vector<NumberedSample> out;
+  int64_t line_no = 0;
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
@@ -219,9 +220,19 @@ std::vector<TemporalSample> read_temporal_jsonl(const std::string& path, const R
     const std::string line = text.substr(pos, end - pos);
     pos = end + 1;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    out.push_back(sample_from_jsonl(line, path + ":" + std::to_string(line_no), options, fields));
+    out.push_back(
+        {line_no, sample_from_jsonl(line, path + ":" + std::to_string(line_no), options, fields)});
   }
   if (out.empty()) throw UsageError(path + ": no samples (an empty JSONL file)");
+  return out;
+}
+
+std::vector<TemporalSample> read_temporal_jsonl(const std::string& path, const ReadOptions& options,
+                                                JsonlFields fields) {
+  std::vector<TemporalSample> out;
+  for (auto& n : read_numbered_temporal_jsonl(path, options, fields)) {
+    out.push_back(std::move(n.sample));
+  }
   return out;
 }
 

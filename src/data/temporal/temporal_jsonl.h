@@ -7,6 +7,7 @@
 // "answer", "numeric_answer" (a number or null) and "attributes" (an object); readers take
 // them when present and leave them empty otherwise.
 #pragma once
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -41,6 +42,14 @@ TemporalSample sample_from_jsonl(const std::string& line, const std::string& whe
 // Every non-blank line of a JSONL file; UsageError for a file without samples.
 std::vector<TemporalSample> read_temporal_jsonl(const std::string& path, const ReadOptions& options,
                                                 JsonlFields fields = JsonlFields::kSample);
+// The same, each with the (1-based) line it came from.
+struct NumberedSample {
+  int64_t line = 0;
+  TemporalSample sample;
+};
+std::vector<NumberedSample> read_numbered_temporal_jsonl(const std::string& path,
+                                                         const ReadOptions& options,
+                                                         JsonlFields fields = JsonlFields::kSample);
 
 // How many placeholders (kSeriesPlaceholder) a prompt holds.
 int64_t count_placeholders(const std::string& text);

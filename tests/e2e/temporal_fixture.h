@@ -1,0 +1,68 @@
+// The tiny temporal-encoder setup that end-to-end tests of issue 26 share: `lmtrain
+// temporal-data` writes synthetic curves with questions, and a tiny LM is first trained on the
+// questions' text alone (`temporal-data --lm_text`: the answer format and the class priors),
+// to which encoder runs are then aligned, frozen. Costs a few seconds; build it once per suite
+// (SetUpTestSuite). Used by temporal_generate_test.cpp (temporal_train_test.cpp trains its own, larger one).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/sha256.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+
+struct TemporalFixture {
+  std::unique_ptr<TempDir> dir;
+  std::string samples;  // the temporal-data dir (480 samples: trend, seasonality, spikes)
+  std::string lm;       // the LM's run dir
+  std::string lm_hash;  // sha256 of its latest model.safetensors
+
+  static constexpr const char* kGenerator =
+      " --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes"
+      " --lm_text";
+
+  // Makes the samples and trains the LM for lm_steps (gtest assertions: check HasFatalFailure()
+  // after). At 200 steps (about 2 s) it answers with the templates' phrases (val loss ~0.9); at
+  // 30 its greedy answers were still punctuation and an encoder had nothing to steer.
+  void build(const std::string& prefix, int64_t lm_steps = 200) {
+    dir = std::make_unique<TempDir>(prefix);
+    samples = dir->file("td");
+    auto r = run_command(lmtrain_binary() + " temporal-data --num_samples 480 --output_dir " +
+                         samples + kGenerator);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = run_command(lmtrain_binary() + " prepare --input " + samples + "/lm_text.jsonl --output " +
+                    dir->file("lm_data") + " --vocab_size 320");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    lm = dir->file("lm");
+    r = run_command(
+        lmtrain_binary() + " train --config " + source_dir() +
+        "/configs/gpt2-tiny.yaml --model.n_layer=2 --model.n_head=2 "
+        "--model.n_embd=32 --model.block_size=128 --data.seq_len=64 "
+        "--train.micro_batch_size=8 --train.total_batch_size=512 --optim.warmup_steps=3 "
+        "--train.threads=1 --train.eval_every=0 --checkpoint.every=0 "
+        "--train.max_steps=" +
+        std::to_string(lm_steps) + " --data.dir=" + dir->file("lm_data") + " --run.dir=" + lm);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    lm_hash = core::sha256_file_hex(lm + "/checkpoints/latest/model.safetensors");
+  }
+
+  // An encoder run's flags: a small encoder, rows of 96 tokens, 8 samples per step (of 456
+  // training samples: 57 steps per epoch).
+  std::string flags(const std::string& run, int64_t steps) const {
+    return " --model.temporal.enabled=true --model.init_from=" + lm + "/checkpoints/latest" +
+           " --data.temporal.dir=" + samples +
+           " --model.temporal.max_length=64 --model.temporal.patch_len=16"
+           " --model.temporal.stride=16 --model.temporal.layers=1 --model.temporal.width=32"
+           " --model.temporal.heads=2 --data.seq_len=96 --train.micro_batch_size=8"
+           " --train.total_batch_size=768 --optim.lr=3e-3 --optim.warmup_steps=2"
+           " --train.threads=1 --log.every=1 --train.eval_every=0 --train.eval_batches=4"
+           " --checkpoint.every=0 --train.max_steps=" +
+           std::to_string(steps) + " --run.dir=" + run;
+  }
+};
+
+}  // namespace lmtrain::testing
