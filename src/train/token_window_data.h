@@ -1,6 +1,7 @@
 // Training data of a language-model run: windows of T + 1 tokens of a prepared corpus
-// (data.dir: tokenizer.json, and train.bin + val.bin or their pieces train_00000.bin ...), in data/window_stream.h's per-epoch order, and
-// with an offline distillation teacher the cached top-k logits of the same windows
+// (data.dir: tokenizer.json, and train.bin + val.bin or their pieces train_00000.bin ...), in
+// data/window_stream.h's per-epoch order, and with an offline distillation teacher the cached top-k
+// logits of the same windows
 // ("teacher_logits", "teacher_index").
 #pragma once
 #include <memory>

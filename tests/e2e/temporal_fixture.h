@@ -2,7 +2,8 @@
 // temporal-data` writes synthetic curves with questions, and a tiny LM is first trained on the
 // questions' text alone (`temporal-data --lm_text`: the answer format and the class priors),
 // to which encoder runs are then aligned, frozen. Costs a few seconds; build it once per suite
-// (SetUpTestSuite). Used by temporal_generate_test.cpp (temporal_train_test.cpp trains its own, larger one).
+// (SetUpTestSuite). Used by temporal_generate_test.cpp (temporal_train_test.cpp trains its own,
+// larger one).
 #pragma once
 #include <gtest/gtest.h>
 
