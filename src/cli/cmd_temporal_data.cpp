@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "data/temporal/generation_progress.h"
 #include "data/temporal/generator.h"
 #include "data/temporal/temporal_cache.h"
@@ -17,12 +18,14 @@ namespace lmtrain::cli {
 namespace {
 
 // A progress line on stderr at most every 2 seconds, and the last one always.
-data::temporal::ProgressCallback temporal_progress_printer() {
-  auto last = std::make_shared<double>(-1e9);
-  return [last](const data::temporal::GenerationProgress& p) {
-    if (p.done < p.total && p.seconds - *last < 2.0) return;
-    *last = p.seconds;
-    log::info("temporal-data: " + data::temporal::progress_line(p));
+// Generation through the progress display (core/progress.h: redrawn on a terminal, plain lines
+// to a file or pipe, nothing with --quiet).
+data::temporal::ProgressCallback temporal_progress_display() {
+  auto display = std::make_shared<std::unique_ptr<core::Progress>>();
+  return [display](const data::temporal::GenerationProgress& p) {
+    if (!*display) *display = std::make_unique<core::Progress>("temporal-data", p.total, "samples");
+    (*display)->set(p.done);
+    if (p.done >= p.total) display->reset();  // its "done:" line
   };
 }
 
@@ -51,6 +54,7 @@ int cmd_temporal_data(const Args& argv) {
        "then the question and the answer), the warm-up corpus of a small LM (`lmtrain prepare "
        "--input DIR/lm_text.jsonl`)"},
       overwrite_flag(),
+      quiet_flag(),
   };
   const auto args = parse_args("temporal-data", argv, flags, /*accept_config=*/false);
   if (args.help) {
@@ -78,6 +82,7 @@ int cmd_temporal_data(const Args& argv) {
         << flags_help(flags);
     return 0;
   }
+  apply_quiet(args);
   if (!args.positional.empty()) {
     throw UsageError("unexpected argument '" + args.positional[0] +
                      "' for `lmtrain temporal-data`");
@@ -102,7 +107,7 @@ int cmd_temporal_data(const Args& argv) {
     }
   }
   o.generator.tasks = args.get_all("tasks");
-  const auto s = data::temporal::write_temporal_data(o, temporal_progress_printer());
+  const auto s = data::temporal::write_temporal_data(o, temporal_progress_display());
   std::cout << log::format(
       "temporal-data: wrote %lld samples in %zu shard(s), %.1f MB, to %s in %.1f s "
       "(%.0f samples/s, %d thread(s), seed %llu)\n",
