@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/runtime.h"
+#include "data/temporal/temporal_cache.h"
 #include "data/temporal/temporal_jsonl.h"
 #include "e2e/temporal_fixture.h"
 #include "test_util.h"
