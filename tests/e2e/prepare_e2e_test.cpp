@@ -48,7 +48,7 @@ TEST_F(PrepareE2E, KilledPrepareResumesToTheSameBytes) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto summary = nlohmann::json::parse(read_text(whole + "/prepare.json"));
   ASSERT_GE(summary["pieces"]["train"].get<int>(), 4) << summary.dump();
-  EXPECT_TRUE(contains(r.output, "prepare encode: ")) << r.output;  // progress lines
+  EXPECT_TRUE(contains(r.output, "prepare: encoding")) << r.output;  // progress lines
   EXPECT_TRUE(contains(r.output, "MB/s")) << r.output;
 
   r = run_command("LMTRAIN_FAULT_KILL=0:2 " + prepare(resumed, " --threads 1"));
