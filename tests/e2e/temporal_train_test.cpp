@@ -50,15 +50,16 @@ class TemporalTrain : public ::testing::Test {
                     dir_->file("lm_data") + " --vocab_size 512");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     lm_ = dir_->file("lm");
-    r = run_command(lmtrain_binary() + " train --config " + source_dir() +
-                    "/configs/gpt2-tiny.yaml --model.n_layer=2 --model.n_head=2 "
-                    "--model.n_embd=64 --model.block_size=96 --data.seq_len=64 "
-                    "--train.micro_batch_size=16 --train.total_batch_size=1024 "
-                    "--train.max_steps=" +
-                    std::to_string(kLmSteps) +
-                    " --optim.warmup_steps=10 --train.eval_every=0 --checkpoint.every=0 "
-                    "--data.dir=" +
-                    dir_->file("lm_data") + " --run.dir=" + lm_);
+    r = run_command(
+        lmtrain_binary() + " train --config " + source_dir() +
+        "/configs/gpt2-tiny.yaml --model.n_layer=2 --model.n_head=2 "
+        "--model.n_embd=64 --model.block_size=96 --data.seq_len=64 "
+        "--train.micro_batch_size=16 --train.total_batch_size=1024 "
+        "--train.max_steps=" +
+        std::to_string(kLmSteps) +
+        " --optim.warmup_steps=10 --train.threads=1 --train.eval_every=0 --checkpoint.every=0 "
+        "--data.dir=" +
+        dir_->file("lm_data") + " --run.dir=" + lm_);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     lm_hash_ = core::sha256_file_hex(lm_ + "/checkpoints/latest/model.safetensors");
   }
@@ -78,8 +79,8 @@ class TemporalTrain : public ::testing::Test {
     return run_command(lmtrain_binary() + " train" + flags(run, steps) + extra);
   }
 
-  static constexpr int64_t kSamples = 3000, kLmSteps = 200, kAlignSteps = 1500;
-  static constexpr double kMargin = 0.2;
+  static constexpr int64_t kSamples = 3000, kLmSteps = 400, kAlignSteps = 1500;
+  static constexpr double kMargin = 0.15;
   static constexpr const char* kGenerator =
       " --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes"
       " --lm_text";
