@@ -26,7 +26,8 @@ TEST(TemporalDataCommand, WritesShardsAndAManifestDeterministically) {
   const auto r = temporal_data("--output_dir " + a + common + " --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "temporal-data: wrote 250 samples in 3 shard(s)")) << r.output;
-  EXPECT_TRUE(contains(r.output, "temporal-data done: 250 samples in ")) << r.output;  // the last progress line
+  EXPECT_TRUE(contains(r.output, "temporal-data done: 250 samples in "))
+      << r.output;  // the last progress line
   const auto r2 = temporal_data("--output_dir=" + b + common + " --threads 2");
   ASSERT_EQ(r2.exit_code, 0) << r2.output;
   for (const std::string f :
