@@ -58,7 +58,20 @@ std::string column_names(const arrow::Schema& schema) {
 void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessFile> input,
                const std::string& what, const std::string& column) {
   try {
-    auto opened = parquet::arrow::OpenFile(std::move(input), &impl->pool);
+    // No pre-buffering and no reader threads: pre-buffering reads ahead asynchronously on
+    // Arrow's IO thread pool into `pool`, and a read still in flight when this file is closed
+    // would free its buffer into a pool that is gone (a crash seen in StreamLoader's tests).
+    // Row groups are read one at a time anyway; our threads tokenize.
+    parquet::ArrowReaderProperties properties;
+    properties.set_pre_buffer(false);
+    properties.set_use_threads(false);
+    parquet::arrow::FileReaderBuilder builder;
+    auto st = builder.Open(std::move(input));
+    if (!st.ok()) {
+      throw Error(what + " is not a readable parquet file (corrupt or truncated?): " +
+                  st.message());
+    }
+    auto opened = builder.memory_pool(&impl->pool)->properties(properties)->Build();
     if (!opened.ok()) {
       throw Error(what + " is not a readable parquet file (corrupt or truncated?): " +
                   opened.status().message());
