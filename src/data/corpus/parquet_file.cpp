@@ -68,8 +68,8 @@ void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessF
     parquet::arrow::FileReaderBuilder builder;
     auto st = builder.Open(std::move(input));
     if (!st.ok()) {
-      throw Error(what + " is not a readable parquet file (corrupt or truncated?): " +
-                  st.message());
+      throw Error(what +
+                  " is not a readable parquet file (corrupt or truncated?): " + st.message());
     }
     auto opened = builder.memory_pool(&impl->pool)->properties(properties)->Build();
     if (!opened.ok()) {
