@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "data/temporal/series_checks.h"
 #include "data/temporal/series_text.h"
 #include "data/window_stream.h"
 #include "model/gpt.h"
@@ -16,18 +17,11 @@ namespace {
 
 namespace dt = data::temporal;
 
+// The readers' checks (data/temporal/series_checks.h) against the encoder's shape, and that the
+// buffers hold channels * length values.
 void check_series(const dt::SeriesValues& s, const model::temporal::TemporalEncoderOptions& o,
                   const std::string& where) {
-  if (s.length <= 0) throw UsageError(where + ": an empty series");
-  if (s.channels != o.channels) {
-    throw UsageError(log::format("%s: a series of %lld channel(s), model.temporal.channels is %lld",
-                                 where.c_str(), (long long)s.channels, (long long)o.channels));
-  }
-  if (s.length > o.max_length) {
-    throw UsageError(log::format(
-        "%s: a series of %lld values, longer than model.temporal.max_length = %lld (raise it)",
-        where.c_str(), (long long)s.length, (long long)o.max_length));
-  }
+  dt::check_series(s, where, {o.max_length, o.channels});
   const size_t n = static_cast<size_t>(s.channels * s.length);
   if (s.values.size() != n || s.valid.size() != n) {
     throw Error(where + ": a series whose value or mask count is not channels * length");

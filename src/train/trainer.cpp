@@ -147,8 +147,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   const data::BpeTokenizer* tokenizer_ptr = nullptr;
   if (temporal) {
     auto tok = data::BpeTokenizer::load_hf(tok_path);
-    const auto lm_width = checkpoint_config(*temporal_lm).get_int("model.n_embd");
-    auto temporal_data = make_temporal_data(cfg, std::move(tok), lm_width);
+    // model.n_embd is the LM's (adopt_lm_shape above).
+    auto temporal_data = make_temporal_data(cfg, std::move(tok), cfg.get_int("model.n_embd"));
     tokenizer_ptr = &temporal_data->tokenizer();
     data = std::move(temporal_data);
   } else {
