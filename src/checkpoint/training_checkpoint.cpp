@@ -88,6 +88,7 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
       {"model", in.model.config().describe()},
   };
   if (!in.state.lora_base.is_null()) meta["lora_base"] = in.state.lora_base;
+  if (!in.state.stream.is_null()) meta["stream"] = in.state.stream;
   if (in.state.loss_scale) {
     meta["loss_scale"] = {{"scale", in.state.loss_scale->scale},
                           {"good_steps", in.state.loss_scale->good_steps},
@@ -255,6 +256,7 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   st.step = ckpt.meta.at("step").get<int64_t>();
   st.position.epoch = ckpt.meta.at("epoch").get<int64_t>();
   st.position.cursor = ckpt.meta.at("data_cursor").get<int64_t>();
+  if (ckpt.meta.contains("stream")) st.stream = ckpt.meta["stream"];
   if (ckpt.meta.contains("loss_scale")) {
     const auto& ls = ckpt.meta["loss_scale"];
     LossScalerState s;

@@ -38,6 +38,9 @@ struct TrainingState {
   // LoRA runs: {"path", "sha256"} of the frozen base (checkpoint/lora_checkpoint.h); null
   // otherwise.
   nlohmann::json lora_base;
+  // Streaming runs (data.source = stream): {"positions": [one StreamPosition per rank, by rank],
+  // "corpus": the inputs' fingerprint}; null otherwise.
+  nlohmann::json stream;
 };
 
 struct CheckpointInputs {

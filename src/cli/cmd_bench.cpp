@@ -7,11 +7,14 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "train/benchmark.h"
+#include "train/loader_benchmark.h"
 
 namespace lmtrain::cli {
 
 int cmd_bench(const Args& argv) {
   auto flags = config_flags();
+  flags.push_back({"loader", FlagKind::kBool,
+                   "time the streaming loader of the config (data.source=stream) alone"});
   const auto args = parse_args("bench", argv, flags, /*accept_config=*/true);
   if (args.help) {
     std::cout
@@ -30,7 +33,11 @@ int cmd_bench(const Args& argv) {
            "With train.cuda_graphs=true the untimed steps also cover the graph's eager steps\n"
            "and its capture. LMTRAIN_PROFILE=FILE records the timed steps with libtorch's\n"
            "profiler: a chrome://tracing trace in FILE, and the GPU kernels and CPU ops that\n"
-           "took the most time per step in the log.\n\nFlags:\n"
+           "took the most time per step in the log.\n\n"
+           "With --loader it times the config's streaming loader alone instead (one process,\n"
+           "the whole corpus's training units): (bench.warmup + bench.steps) x accumulation\n"
+           "micro-batches from opening the inputs, and prints loader_tokens_per_s, the rate\n"
+           "to hold against training's tokens_per_s (the loader must stay ahead).\n\nFlags:\n"
         << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
     return 0;
   }
@@ -42,6 +49,16 @@ int cmd_bench(const Args& argv) {
     throw UsageError("unexpected argument '" + args.positional[0] + "' for `lmtrain bench`");
   }
   const auto config = load_run_config(args);
+  if (args.has("loader")) {
+    const auto r = train::run_loader_benchmark(config);
+    std::cout << "tokenizer_threads: " << r.tokenizer_threads << "\n"
+              << "batches: " << r.batches << "\n"
+              << "tokens: " << r.tokens << "\n"
+              << log::format("seconds: %.3f\n", r.seconds)
+              << log::format("first_batch_s: %.3f\n", r.first_batch_s)
+              << log::format("loader_tokens_per_s: %.1f\n", r.tokens_per_s);
+    return 0;
+  }
   auto dist = setup_distributed(config);
   const auto r = train::run_benchmark(config, *dist.group, dist.runtime, dist.env.local_world_size);
   if (dist.env.rank != 0) return 0;

@@ -109,6 +109,30 @@ const std::vector<KeySpec>& config_schema() {
       S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
       I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),
       B("data.shuffle", true, "shuffle windows each epoch (seeded by train.seed and epoch)"),
+      S("data.source", "prepared", {"prepared", "stream"},
+        "prepared: the token shards of data.dir; stream: tokenize data.stream.inputs on the fly "
+        "(each rank reads its own files / parquet row groups, resumable to the token)"),
+      S("data.stream.inputs", "", {},
+        "data.source=stream: files or directories, comma-separated (text, JSONL, .gz/.zst, "
+        "parquet), as `lmtrain prepare` takes them"),
+      S("data.stream.tokenizer", "", {},
+        "data.source=stream: the tokenizer.json to encode with (empty: data.dir's)"),
+      S("data.stream.text_column", "text", {},
+        "data.source=stream: the JSONL field / parquet column holding the text"),
+      S("data.stream.doc_separator", "", {},
+        "data.source=stream: a line that separates documents in text files (empty: one "
+        "document per file)"),
+      F("data.stream.val_fraction", "0.01", 0, 0.5,
+        "data.source=stream: share of the units (files, parquet row groups) held out for "
+        "validation, chosen by a hash of their names"),
+      F("data.stream.block_mb", "64", 0, 1e6,
+        "data.source=stream: uncompressed JSONL and separated text files larger than this are "
+        "read as blocks of this many MiB, dealt to ranks like parquet row groups (0: whole "
+        "files)"),
+      I("data.stream.queue_batches", 8, 1, 4096,
+        "data.source=stream: micro-batches tokenized ahead at most (the bounded prefetch queue)"),
+      I("data.tokenizer_threads", 1, 1, 1024,
+        "data.source=stream: threads tokenizing ahead of training"),
       S("data.temporal.dir", "", {},
         "time-series QA samples: a directory written by `lmtrain temporal-data`, or of ChatTS "
         "JSONL files ({\"input\", \"output\", \"timeseries\"})"),

@@ -17,4 +17,8 @@ std::pair<at::Tensor, at::Tensor> make_batch(const WindowStream& stream,
                                              const std::vector<int64_t>& window_ids,
                                              const c10::Device& device = c10::Device(c10::kCPU));
 
+// The same from rows already in memory: `rows` is (n, T+1) int64, row-major (a streamed batch).
+std::pair<at::Tensor, at::Tensor> make_batch_from_rows(const int64_t* rows, int64_t n, int64_t T,
+                                                       const c10::Device& device);
+
 }  // namespace lmtrain::data

@@ -2,7 +2,9 @@
 // verdict that every rank must act on. CPU tensors, so under NCCL they go through the group's
 // Gloo companion and never wait for the GPU.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "distributed/group.h"
 
@@ -12,6 +14,8 @@ namespace lmtrain::dist {
 bool any_rank(Group& group, bool flag);
 // The largest `value` (>= 0, small) of all ranks, on every rank.
 int max_over_ranks(Group& group, int value);
+// Every rank's `values` (the same count on each), rank after rank: (size() * values.size()).
+std::vector<int64_t> all_gather_values(Group& group, const std::vector<int64_t>& values);
 // Rank `root`'s `text` on every rank (e.g. a verdict that every rank must act on).
 std::string broadcast_text(Group& group, const std::string& text, int root);
 

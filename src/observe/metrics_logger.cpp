@@ -83,6 +83,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   for (const auto& [name, value] : m.terms) j[name + "_loss"] = value;
   if (m.samples_per_s > 0) j["samples_per_s"] = m.samples_per_s;
   if (m.comm_wait_ms >= 0) j["comm_wait_ms"] = m.comm_wait_ms;
+  if (m.data_wait_ms >= 0) j["data_wait_ms"] = m.data_wait_ms;
   if (m.a2a_ms >= 0) j["a2a_ms"] = m.a2a_ms;
   if (m.loss_scale > 0) {
     j["loss_scale"] = m.loss_scale;
@@ -119,6 +120,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     tb_->add_scalar("train/tokens_per_s", m.tokens_per_s, m.step);
     if (m.samples_per_s > 0) tb_->add_scalar("train/samples_per_s", m.samples_per_s, m.step);
     if (m.comm_wait_ms >= 0) tb_->add_scalar("train/comm_wait_ms", m.comm_wait_ms, m.step);
+    if (m.data_wait_ms >= 0) tb_->add_scalar("train/data_wait_ms", m.data_wait_ms, m.step);
     if (m.a2a_ms >= 0) tb_->add_scalar("train/a2a_ms", m.a2a_ms, m.step);
     if (m.loss_scale > 0) {
       tb_->add_scalar("train/loss_scale", m.loss_scale, m.step);
@@ -149,6 +151,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   std::string extra;
   if (m.samples_per_s > 0) extra += log::format(" | %.1f samples/s", m.samples_per_s);
   if (m.comm_wait_ms >= 0) extra += log::format(" | comm wait %.1f ms", m.comm_wait_ms);
+  if (m.data_wait_ms >= 0) extra += log::format(" | data wait %.1f ms", m.data_wait_ms);
   if (m.a2a_ms >= 0) extra += log::format(" | all-to-all %.1f ms", m.a2a_ms);
   if (m.loss_scale > 0) {
     extra += log::format(" | scale %.6g, %lld skipped", m.loss_scale, (long long)m.skipped_steps);

@@ -28,6 +28,7 @@ struct StepMetrics {
   double samples_per_s = 0;  // runs of samples (temporal QA rows), else 0: not logged
   double elapsed_s = 0;
   double comm_wait_ms = -1;    // per step, gradient all-reduce not hidden by backward (<0: n/a)
+  double data_wait_ms = -1;    // per step, waiting for a streaming loader's tokens (<0: n/a)
   double loss_scale = 0;       // fp16 dynamic loss scale (0: not in use)
   int64_t skipped_steps = 0;   // fp16 steps skipped for inf/nan gradients, whole run
   int64_t peak_mem_bytes = 0;  // GPU: peak bytes allocated since start (0: CPU)

@@ -34,6 +34,7 @@
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
 #include "train/evaluator.h"
+#include "train/stream_data.h"
 #include "train/temporal_setup.h"
 #include "train/token_window_data.h"
 #include "train/train_step.h"
@@ -61,14 +62,78 @@ void check_start_checkpoint(const LoadedCheckpoint& ckpt, const core::Config& cf
   }
 }
 
-int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch) {
+int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch, bool streamed) {
   int64_t max_steps = cfg.get_int("train.max_steps");
   const int64_t epochs = cfg.get_int("train.epochs");
+  if (streamed && (max_steps == 0 || epochs != 0)) {
+    // Each rank reads units of its own, so the ranks' epochs end at different steps.
+    throw UsageError(log::format(
+        "data.source = stream trains for train.max_steps steps (it is %lld) and has no "
+        "train.epochs (it is %lld): a stream's length is not known before it is read, and each "
+        "rank's epoch ends at another step",
+        (long long)max_steps, (long long)epochs));
+  }
   if (max_steps == 0 && epochs == 0) {
     throw UsageError("set 'train.max_steps' or 'train.epochs' (both are 0)");
   }
   if (max_steps == 0) max_steps = epochs * steps_per_epoch;
   return max_steps;
+}
+
+// What a streaming run cannot be combined with, named (every rank alike).
+void check_stream_config(const core::Config& cfg) {
+  for (const char* key : {"model.temporal.enabled", "distill.enabled", "checkpoint.every_epoch"}) {
+    if (cfg.get_bool(key)) {
+      throw UsageError(std::string("data.source = stream and ") + key + " = true: " +
+                       (std::string(key) == "checkpoint.every_epoch"
+                            ? "each rank's epoch of a stream ends at another step (use "
+                              "checkpoint.every)"
+                            : "that run reads prepared windows (data.source = prepared)"));
+    }
+  }
+}
+
+// A checkpoint resumed by a run of the other data source, another world size, or other input
+// files would go on from a position that does not exist: refused, naming what differs.
+void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& state,
+                         const StreamData* stream, int world) {
+  if (!stream) {
+    if (!state.stream.is_null()) {
+      throw UsageError("checkpoint " + ckpt.dir +
+                       " was trained with data.source = stream: resume it with "
+                       "--data.source=stream and its data.stream.inputs, or start a new run "
+                       "from its weights with --model.init_from=" +
+                       ckpt.dir);
+    }
+    return;
+  }
+  if (state.stream.is_null()) {
+    throw UsageError("checkpoint " + ckpt.dir +
+                     " was trained on prepared windows (data.source = prepared): a stream "
+                     "cannot go on from its data position; start a new run from its weights "
+                     "with --model.init_from=" +
+                     ckpt.dir);
+  }
+  const auto& positions = state.stream.at("positions");
+  if (static_cast<int>(positions.size()) != world) {
+    throw UsageError(log::format(
+        "checkpoint %s was saved by a streaming run of %zu rank(s); this run has %d: each "
+        "rank's stream position covers the units of that world size only, so a stream resumes "
+        "at the world size it was saved at (or start a new run from its weights with "
+        "--model.init_from=%s)",
+        ckpt.dir.c_str(), positions.size(), world, ckpt.dir.c_str()));
+  }
+  if (state.stream.at("corpus").get<std::string>() != stream->corpus_fingerprint()) {
+    throw UsageError("checkpoint " + ckpt.dir +
+                     " was streamed from other input files (their paths or sizes differ from "
+                     "data.stream.inputs now): its positions would point into other text; "
+                     "resume with the same files, or start a new run with --model.init_from=" +
+                     ckpt.dir);
+  }
+}
+
+std::vector<int64_t> position_values(const data::StreamPosition& p) {
+  return {p.epoch, p.unit, p.document, p.token, p.rank, p.world};
 }
 
 // A fresh run whose run.dir holds model.init_from (an import's or a merge's own directory) would
@@ -142,10 +207,19 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     tok_path = temporal_lm->dir + "/tokenizer.json";
   }
   const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  const bool streaming = cfg.get_string("data.source") == "stream";
+  if (streaming) check_stream_config(cfg);
   std::unique_ptr<TrainingData> data;
   TokenWindowData* windows = nullptr;  // the LM data, when this is not a temporal run
+  StreamData* stream = nullptr;        // data.source = stream
   const data::BpeTokenizer* tokenizer_ptr = nullptr;
-  if (temporal) {
+  if (streaming) {
+    auto stream_data = std::make_unique<StreamData>(cfg, rank, group.size());
+    stream = stream_data.get();
+    tok_path = stream_data->tokenizer_path();
+    tokenizer_ptr = &stream_data->tokenizer();
+    data = std::move(stream_data);
+  } else if (temporal) {
     auto tok = data::BpeTokenizer::load_hf(tok_path);
     // model.n_embd is the LM's (adopt_lm_shape above).
     auto temporal_data = make_temporal_data(cfg, std::move(tok), cfg.get_int("model.n_embd"));
@@ -166,14 +240,14 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   cfg.set("model.vocab_size", std::to_string(mcfg.vocab_size), "tokenizer");
   const auto plan = BatchPlan::from_config(cfg, group.size());
   const int64_t steps_per_epoch = data->train_samples() / plan.global_windows;
-  if (steps_per_epoch == 0) {
+  if (steps_per_epoch == 0 && !streaming) {
     throw UsageError(log::format(
         "the training split has %lld %s of %lld tokens, fewer than one global batch "
         "(%lld rows): lower train.total_batch_size / train.micro_batch_size or data.seq_len",
         (long long)data->train_samples(), data->sample_name().c_str(), (long long)plan.seq_len,
         (long long)plan.global_windows));
   }
-  const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch);
+  const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch, streaming);
   const int64_t stop_at = cfg.get_int("train.stop_at_step");
 
   // ---- distillation: the teacher's logits from a cache, or the teacher's checkpoint (one to
@@ -249,10 +323,12 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   log::info(plan.describe());
   log::info(log::format("optimizer: %s, %.1f MiB of state on this rank", optimizer.name().c_str(),
                         optimizer.state_bytes() / 1048576.0));
-  log::info(log::format("data: %lld train %s (%lld steps/epoch), %lld val %s; %lld steps",
-                        (long long)data->train_samples(), data->sample_name().c_str(),
-                        (long long)steps_per_epoch, (long long)data->val_samples(),
-                        data->sample_name().c_str(), (long long)max_steps));
+  if (!streaming) {
+    log::info(log::format("data: %lld train %s (%lld steps/epoch), %lld val %s; %lld steps",
+                          (long long)data->train_samples(), data->sample_name().c_str(),
+                          (long long)steps_per_epoch, (long long)data->val_samples(),
+                          data->sample_name().c_str(), (long long)max_steps));
+  }
 
   // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
   bool resumed = false;
@@ -266,8 +342,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       check_start_checkpoint(ckpt, cfg, tokenizer.hash(), data_dir, /*hash_required=*/true);
       // The saved data position counts windows of the saved data.seq_len: with another length
       // it would point somewhere else in the epoch, silently.
+      // (A stream's position counts documents and tokens: it holds at any length.)
       const int64_t saved_len = checkpoint_config(ckpt).get_int("data.seq_len");
-      if (saved_len != cfg.get_int("data.seq_len")) {
+      if (saved_len != cfg.get_int("data.seq_len") && !streaming) {
         throw UsageError(log::format(
             "checkpoint %s was trained with data.seq_len = %lld, this run has %lld: its data "
             "position (window %lld of epoch %lld) means other tokens at another length; resume "
@@ -279,6 +356,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
             ckpt.dir.c_str()));
       }
       state = restore_training_checkpoint(ckpt, *model, optimizer, objective->trained_module());
+      check_stream_resume(ckpt, state, stream, group.size());
       resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
                             ckpt.dir.c_str(), (long long)state.step,
@@ -309,6 +387,21 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     log::info((lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") + src.dir);
   }
 
+  if (stream) {
+    // Each rank goes on from its own saved position; validation keeps the windows an evaluation
+    // reads (train.eval_batches micro-batches of every rank).
+    const auto start = resumed ? data::StreamPosition::from_json(
+                                     state.stream.at("positions").at(static_cast<size_t>(rank)))
+                               : stream->fresh_position();
+    stream->start(start, plan.micro_batch,
+                  cfg.get_int("train.eval_batches") * plan.micro_batch * group.size());
+    log::info("data: " + stream->describe() + log::format("; %lld steps", (long long)max_steps));
+    if (stream->val_samples() == 0) {
+      log::warn(
+          "data.stream.inputs holds no validation window (one unit, or data.stream.val_fraction "
+          "= 0): the run is not evaluated; give several files or parquet row groups");
+    }
+  }
   if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
   CheckpointStore store(run_dir, static_cast<int>(cfg.get_int("checkpoint.keep_last")));
   MetricsLogger metrics(run_dir, is_main, cfg.get_bool("log.tensorboard"), max_steps);
@@ -354,6 +447,22 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
 
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
+    if (stream) {  // every rank's position, gathered for rank 0's checkpoint
+      const auto mine = position_values(stream->position());
+      const auto all = dist::all_gather_values(group, mine);
+      nlohmann::json positions = nlohmann::json::array();
+      for (size_t r = 0; r < all.size(); r += mine.size()) {
+        data::StreamPosition p;
+        p.epoch = all[r];
+        p.unit = all[r + 1];
+        p.document = all[r + 2];
+        p.token = all[r + 3];
+        p.rank = static_cast<int>(all[r + 4]);
+        p.world = static_cast<int>(all[r + 5]);
+        positions.push_back(p.to_json());
+      }
+      state.stream = {{"positions", positions}, {"corpus", stream->corpus_fingerprint()}};
+    }
     if (optimizer.sharded()) {
       // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
       if (!is_main) write_optimizer_shard(run_dir, state.step, rank, optimizer);
@@ -383,7 +492,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                           stepper.grad_sync().buckets().size(), cfg.get_float("dist.bucket_mb"),
                           group.backend().c_str(), group.size()));
   }
-  double interval_comm_s = 0, interval_a2a_s = 0;
+  double interval_comm_s = 0, interval_a2a_s = 0, interval_data_wait_s = 0;
   int64_t interval_steps = 0;
   std::vector<int64_t> moe_layer_index;  // block index of each MoE layer, for the metrics
   for (int64_t l = 0; l < mcfg.n_layer; ++l) {
@@ -403,7 +512,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     core::maybe_inject_fault(rank, state.step);
     state.position.cursor += plan.global_windows;
     bool epoch_ended = false;
-    if (state.position.cursor + plan.global_windows > data->train_samples()) {
+    if (stream) {
+      state.position.epoch = stream->position().epoch;  // this rank's (the logs' epoch)
+    } else if (state.position.cursor + plan.global_windows > data->train_samples()) {
       ++state.position.epoch;  // the remainder of this epoch's order is dropped
       state.position.cursor = 0;
       epoch_ended = true;
@@ -416,7 +527,9 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     // exchange (under NCCL it goes through the group's Gloo companion): it never waits for the GPU.
     const int stop_signal = dist::max_over_ranks(group, core::stop_signal());
     const bool stopping = stop_signal != 0 || (stop_at > 0 && state.step >= stop_at);
-    const bool eval_now = (eval_every > 0 && state.step % eval_every == 0) || last || epoch_save;
+    const bool eval_now =
+        ((eval_every > 0 && state.step % eval_every == 0) || last || epoch_save) &&
+        data->val_samples() > 0;
     const bool save_now =
         (ckpt_every > 0 && state.step % ckpt_every == 0) || last || stopping || epoch_save;
     const bool log_now = state.step % log_every == 0 || state.step == start_step + 1 || last;
@@ -459,6 +572,11 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                           std::max(interval_seconds, 1e-9);
       }
       m.elapsed_s = train_seconds;
+      if (stream) {
+        const double waited = stream->wait_seconds();
+        m.data_wait_ms = 1e3 * (waited - interval_data_wait_s) / interval_steps;
+        interval_data_wait_s = waited;
+      }
       m.comm_wait_ms = group.size() > 1 ? 1e3 * interval_comm_s / interval_steps : -1;
       m.moe = summarize_moe(r.moe, moe_layer_index);
       m.a2a_ms = dispatcher ? 1e3 * interval_a2a_s / interval_steps : -1;
@@ -502,6 +620,13 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
         (long long)max_steps,
         result.last_checkpoint.empty() ? "(on rank 0)" : result.last_checkpoint.c_str()));
     return result;
+  }
+  if (stream) {
+    log::info(log::format(
+        "stream loader: the steps waited %.2f s for tokens in %s of training; the queue held up "
+        "to %zu of %lld micro-batches",
+        stream->wait_seconds(), format_duration(train_seconds).c_str(), stream->max_queued(),
+        (long long)cfg.get_int("data.stream.queue_batches")));
   }
   log::info(log::format(
       "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,

@@ -30,6 +30,10 @@ class TrainingData {
   virtual Batch val_batch(const std::vector<int64_t>& indices, const c10::Device& device) = 0;
   // What one sample is called in messages ("windows", "samples").
   virtual std::string sample_name() const = 0;
+  // A stream (stream_data.h) is read in order, each rank its own part: it has no sample list
+  // (train_samples() is 0), train_batch() ignores the positions' values and returns this rank's
+  // next rows, and its position is per rank, not {epoch, cursor}.
+  virtual bool streamed() const { return false; }
 };
 
 }  // namespace lmtrain::train

@@ -42,14 +42,20 @@ double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
   return worst;
 }
 
-std::vector<double> logged_losses(const std::string& run_dir) {
+std::vector<nlohmann::json> step_records(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
   std::ifstream in(run_dir + "/metrics.jsonl");
   std::string line;
-  std::vector<double> losses;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
+    if (j.contains("loss")) out.push_back(std::move(j));
   }
+  return out;
+}
+
+std::vector<double> logged_losses(const std::string& run_dir) {
+  std::vector<double> losses;
+  for (const auto& j : step_records(run_dir)) losses.push_back(j["loss"].get<double>());
   return losses;
 }
 

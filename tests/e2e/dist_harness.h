@@ -2,6 +2,7 @@
 // parameters of two checkpoints.
 #pragma once
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands
 double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
                           const std::string& file = "model.safetensors");
 
+// Every step record (a line with "loss") of RUN_DIR/metrics.jsonl, in order.
+std::vector<nlohmann::json> step_records(const std::string& run_dir);
 // The loss of every step record in RUN_DIR/metrics.jsonl, and of the last one (-1: none).
 std::vector<double> logged_losses(const std::string& run_dir);
 double last_logged_loss(const std::string& run_dir);

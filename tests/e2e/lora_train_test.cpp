@@ -29,17 +29,6 @@ nlohmann::json read_meta(const std::string& ckpt) {
   return nlohmann::json::parse(read_text(ckpt + "/meta.json"));
 }
 
-std::vector<nlohmann::json> step_records(const std::string& run_dir) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j);
-  }
-  return out;
-}
-
 at::Tensor logits_of(const std::string& ckpt) {
   auto m = train::load_inference_model(ckpt);
   torch::NoGradGuard no_grad;

@@ -7,23 +7,13 @@
 
 #include "core/sha256.h"
 #include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
 #include "test_util.h"
 
 namespace lmtrain::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<nlohmann::json> read_step_records(const std::string& run_dir) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j);
-  }
-  return out;
-}
 
 class ResumeTest : public ::testing::Test {
  protected:
@@ -49,11 +39,11 @@ TEST_F(ResumeTest, StoppedAndResumedRunEqualsUninterruptedBitwise) {
   const std::string a = dir_->file("uninterrupted"), b = dir_->file("resumed");
   train(a, "");
   train(b, " --train.stop_at_step=20");
-  ASSERT_EQ(read_step_records(b).size(), 20u);
+  ASSERT_EQ(step_records(b).size(), 20u);
   const std::string out = train(b, " --resume=auto");
   EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
 
-  auto ra = read_step_records(a), rb = read_step_records(b);
+  auto ra = step_records(a), rb = step_records(b);
   ASSERT_EQ(ra.size(), 40u);
   ASSERT_EQ(rb.size(), 40u);
   for (size_t i = 0; i < 40; ++i) {

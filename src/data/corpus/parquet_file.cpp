@@ -42,6 +42,34 @@ bool is_string_type(arrow::Type::type t) {
          t == arrow::Type::STRING_VIEW;
 }
 
+// A text column: a string type, or a dictionary of one (a categorical column: each row an index
+// into a table of distinct strings, as pandas and dictionary_encode() write repeated text).
+bool is_text_type(const arrow::DataType& type) {
+  if (type.id() == arrow::Type::DICTIONARY) {
+    return is_string_type(static_cast<const arrow::DictionaryType&>(type).value_type()->id());
+  }
+  return is_string_type(type.id());
+}
+
+// Row i of a text column's chunk; nullopt for a null (an index or a dictionary entry).
+std::optional<std::string_view> text_at(const arrow::Array& chunk, int64_t i) {
+  if (chunk.IsNull(i)) return std::nullopt;
+  switch (chunk.type_id()) {
+    case arrow::Type::STRING:
+      return static_cast<const arrow::StringArray&>(chunk).GetView(i);
+    case arrow::Type::LARGE_STRING:
+      return static_cast<const arrow::LargeStringArray&>(chunk).GetView(i);
+    case arrow::Type::STRING_VIEW:
+      return static_cast<const arrow::StringViewArray&>(chunk).GetView(i);
+    case arrow::Type::DICTIONARY: {
+      const auto& d = static_cast<const arrow::DictionaryArray&>(chunk);
+      return text_at(*d.dictionary(), d.GetValueIndex(i));
+    }
+    default:  // open_impl accepts no other type
+      return std::nullopt;
+  }
+}
+
 std::string column_names(const arrow::Schema& schema) {
   std::string s;
   for (int i = 0; i < schema.num_fields(); ++i) {
@@ -90,9 +118,10 @@ void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessF
                 "): name the text column with --text_column NAME");
   }
   const auto& type = schema->field(field)->type();
-  if (!is_string_type(type->id())) {
+  if (!is_text_type(*type)) {
     throw Error(what + ": column \"" + column + "\" has type " + type->ToString() +
-                ", not a string type (string, large_string or string_view)");
+                ", not a string type (string, large_string, string_view, or a dictionary of "
+                "one)");
   }
   const auto& sf = impl->reader->manifest().schema_fields[static_cast<size_t>(field)];
   if (!sf.is_leaf()) throw Error(what + ": column \"" + column + "\" is not a flat column");
@@ -151,7 +180,7 @@ void ParquetFile::load_row_group(int row_group) {
   }
   if (table->num_columns() != 1) throw Error(where + ": expected one column");
   impl_->column = table->column(0);
-  if (!is_string_type(impl_->column->type()->id())) {
+  if (!is_text_type(*impl_->column->type())) {
     throw Error(where + ": column has type " + impl_->column->type()->ToString() +
                 ", not a string type");
   }
@@ -180,16 +209,7 @@ std::optional<std::string_view> ParquetFile::value(int64_t row) const {
   const size_t c =
       static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), row) - starts.begin() - 1);
   const arrow::Array& chunk = *impl_->column->chunk(static_cast<int>(c));
-  const int64_t i = row - starts[c];
-  if (chunk.IsNull(i)) return std::nullopt;
-  switch (chunk.type_id()) {
-    case arrow::Type::STRING:
-      return static_cast<const arrow::StringArray&>(chunk).GetView(i);
-    case arrow::Type::LARGE_STRING:
-      return static_cast<const arrow::LargeStringArray&>(chunk).GetView(i);
-    default:
-      return static_cast<const arrow::StringViewArray&>(chunk).GetView(i);
-  }
+  return text_at(chunk, row - starts[c]);
 }
 
 int64_t ParquetFile::arrow_bytes() const { return impl_->pool.bytes_allocated(); }
@@ -216,14 +236,7 @@ void read_parquet_buffer(const std::string& data, const std::string& column,
     int64_t row = 0;
     for (const auto& chunk : table->column(0)->chunks()) {
       for (int64_t i = 0; i < chunk->length(); ++i, ++row) {
-        if (chunk->IsNull(i)) continue;
-        if (chunk->type_id() == arrow::Type::STRING) {
-          fn(rg, row, static_cast<const arrow::StringArray&>(*chunk).GetView(i));
-        } else if (chunk->type_id() == arrow::Type::LARGE_STRING) {
-          fn(rg, row, static_cast<const arrow::LargeStringArray&>(*chunk).GetView(i));
-        } else if (chunk->type_id() == arrow::Type::STRING_VIEW) {
-          fn(rg, row, static_cast<const arrow::StringViewArray&>(*chunk).GetView(i));
-        }
+        if (const auto text = text_at(*chunk, i)) fn(rg, row, *text);
       }
     }
   }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/seed_mix.h"
+#include "data/corpus/file_blocks.h"
 #include "data/corpus/parquet_file.h"
 #include "data/document_hash.h"
 #include "data/window_stream.h"
@@ -12,23 +13,43 @@ namespace lmtrain::data {
 namespace {
 
 uint64_t unit_hash(const StreamUnit& u, const std::vector<InputFile>& files, uint64_t seed) {
-  const std::string name = files.at(u.file).path + "#" + std::to_string(u.row_group);
+  std::string name = files.at(u.file).path + "#" + std::to_string(u.row_group);
+  if (u.end != 0) name += "@" + std::to_string(u.begin);         // a block
   return core::mix_seed(document_hash(name), seed, 0x554E4954);  // "UNIT"
 }
 
 }  // namespace
 
 std::vector<StreamUnit> list_stream_units(const std::vector<InputFile>& files,
-                                          const std::string& text_column) {
+                                          const DocumentReaderOptions& options,
+                                          uint64_t block_bytes) {
   std::vector<StreamUnit> units;
   for (size_t i = 0; i < files.size(); ++i) {
+    const auto file = static_cast<uint32_t>(i);
     if (files[i].format == InputFormat::kParquet) {
-      ParquetFile pf(files[i].path, text_column);
+      ParquetFile pf(files[i].path, options.text_column);
       for (int g = 0; g < pf.num_row_groups(); ++g) {
-        units.push_back({static_cast<uint32_t>(i), g, pf.row_group_compressed_bytes(g)});
+        StreamUnit u;
+        u.file = file;
+        u.row_group = g;
+        u.bytes = pf.row_group_compressed_bytes(g);
+        units.push_back(u);
+      }
+    } else if (block_bytes > 0 && files[i].size > block_bytes &&
+               splits_into_blocks(files[i], options)) {
+      for (uint64_t b = 0; b < files[i].size; b += block_bytes) {
+        StreamUnit u;
+        u.file = file;
+        u.begin = b;
+        u.end = std::min(b + block_bytes, files[i].size);
+        u.bytes = u.end - u.begin;
+        units.push_back(u);
       }
     } else {
-      units.push_back({static_cast<uint32_t>(i), -1, files[i].size});
+      StreamUnit u;
+      u.file = file;
+      u.bytes = files[i].size;
+      units.push_back(u);
     }
   }
   return units;
@@ -85,7 +106,8 @@ void read_unit_documents(const StreamUnit& unit, const std::vector<InputFile>& f
     }
     return;
   }
-  auto reader = open_document_reader(f, options);
+  auto reader = unit.end != 0 ? open_block_reader(f, unit.begin, unit.end, options)
+                              : open_document_reader(f, options);
   while (reader->next(&text)) {
     if (!fn(text)) return;
   }

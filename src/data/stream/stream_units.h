@@ -1,5 +1,6 @@
 // The units a streaming loader deals out to ranks (issue 28's `data.source: stream`): each
-// parquet row group is one, each other file (text, JSONL, compressed or not) one. Units are
+// parquet row group is one, each block of a large uncompressed JSONL or separated text file one,
+// each other file (compressed, or small) one. Units are
 // split into train and validation by a hash of their name, and each epoch deals the training
 // units to ranks in an order fixed by (seed, epoch): rank r reads units r, r + W, r + 2W, ...
 // of that order, so over an epoch every unit, and every document, is read exactly once.
@@ -16,13 +17,19 @@ namespace lmtrain::data {
 
 struct StreamUnit {
   uint32_t file = 0;       // index into the file list
-  int32_t row_group = -1;  // parquet row group; -1: the whole file
-  uint64_t bytes = 0;      // on disk (a row group's compressed bytes): for progress
+  int32_t row_group = -1;  // parquet row group; -1: the whole file, or a block of it
+  // A block of a large uncompressed file (data/corpus/file_blocks.h): the documents starting in
+  // bytes [begin, end). end == 0: the whole file.
+  uint64_t begin = 0, end = 0;
+  uint64_t bytes = 0;  // on disk (a row group's compressed bytes): for progress
 };
 
-// Every unit of `files`, in file order (a parquet file's row groups in order).
+// Every unit of `files`, in file order: a parquet file's row groups, an uncompressed JSONL or
+// separated text file larger than block_bytes in blocks of block_bytes (0: never split), any
+// other file whole.
 std::vector<StreamUnit> list_stream_units(const std::vector<InputFile>& files,
-                                          const std::string& text_column);
+                                          const DocumentReaderOptions& options,
+                                          uint64_t block_bytes);
 
 struct StreamSplit {
   std::vector<StreamUnit> train, val;

@@ -86,6 +86,35 @@ TEST(ParquetFile, ReadsEveryRowGroupAsPyarrowWroteIt) {
   EXPECT_NE(reader->where().find("row group 1"), std::string::npos) << reader->where();
 }
 
+// A dictionary-encoded text column (a categorical: each row an index into distinct strings,
+// with nulls) reads as the strings themselves, through the reader and the in-memory path alike.
+TEST(ParquetFile, DictionaryEncodedTextReadsAsItsStrings) {
+  LMTRAIN_SKIP_WITHOUT_PARQUET();
+  TempDir dir("lmtrain_parquet_dict");
+  std::vector<std::optional<std::string>> rows;
+  for (int i = 0; i < 90; ++i) {
+    if (i % 11 == 5) {
+      rows.push_back(std::nullopt);
+    } else {
+      rows.push_back("label " + std::to_string(i % 7) + " \xC3\xA9t\xC3\xA9");  // repeats
+    }
+  }
+  ASSERT_EQ(write_parquet(dir.file("d.parquet"), rows, 40, "text", "dictionary", true), 3);
+  auto reader = open_document_reader(classify_input(dir.file("d.parquet")), {});
+  std::vector<std::string> docs, want;
+  std::string text;
+  while (reader->next(&text)) docs.push_back(text);
+  for (const auto& r : rows) {
+    if (r) want.push_back(*r);
+  }
+  EXPECT_EQ(docs, want);
+
+  std::vector<std::string> from_buffer;
+  read_parquet_buffer(testing::read_text(dir.file("d.parquet")), "text",
+                      [&](int, int64_t, std::string_view v) { from_buffer.emplace_back(v); });
+  EXPECT_EQ(from_buffer, want);
+}
+
 // The memory bound: Arrow's allocations for the file never exceed a few row groups' worth, far
 // below the whole column.
 TEST(ParquetFile, HoldsOneRowGroupAtATime) {

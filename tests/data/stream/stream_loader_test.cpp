@@ -25,7 +25,7 @@ using testing::write_text;
 using testing::zstd_bytes;
 
 // A corpus of 240 distinct documents over JSONL, JSONL.gz, JSONL.zst, text and (when built)
-// parquet with several row groups: 9 or more stream units.
+// parquet with several row groups; the uncompressed files in blocks: 9 or more stream units.
 struct StreamCorpus {
   TempDir dir{"lmtrain_stream"};
   std::vector<std::string> docs;
@@ -60,7 +60,8 @@ struct StreamCorpus {
       write_text(dir.file("f.jsonl"), jsonl(200, 240));
     }
     files = list_input_files({dir.path()});
-    units = list_stream_units(files, "text");
+    // Blocks of 600 bytes: the uncompressed JSONL and separated text files are split too.
+    units = list_stream_units(files, options().reader, 600);
     BpeTrainerOptions o;
     o.vocab_size = 300;
     BpeTrainer t(o);

@@ -1,0 +1,174 @@
+#include "train/stream_data.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/sha256.h"
+#include "core/text_list.h"
+#include "data/batch.h"
+#include "data/corpus/document_reader.h"
+#include "data/prepared_data.h"
+
+namespace lmtrain::train {
+namespace {
+
+std::string stream_tokenizer_path(const core::Config& cfg) {
+  const std::string explicit_path = cfg.get_string("data.stream.tokenizer");
+  if (!explicit_path.empty()) return explicit_path;
+  const std::string data_dir = cfg.get_string("data.dir");
+  if (data_dir.empty()) {
+    throw UsageError(
+        "data.source = stream needs a tokenizer: set data.stream.tokenizer to a tokenizer.json "
+        "(one `lmtrain prepare` wrote, or an imported model's), or data.dir to a prepared "
+        "directory holding one");
+  }
+  return data::require_data_file(data_dir, "tokenizer.json");
+}
+
+// The inputs a stream reads: every listed file, directories expanded, binary files inside a
+// directory of text skipped (as `lmtrain prepare` does: fortune's *.dat index files).
+std::vector<data::InputFile> stream_input_files(const core::Config& cfg) {
+  std::vector<std::string> inputs;
+  for (auto& p : core::split_list(cfg.get_string("data.stream.inputs"))) {
+    if (!p.empty()) inputs.push_back(std::move(p));
+  }
+  if (inputs.empty()) {
+    throw UsageError(
+        "data.source = stream needs data.stream.inputs: the corpus files or directories to "
+        "tokenize on the fly, comma-separated (text, JSONL, .gz/.zst, parquet)");
+  }
+  std::vector<data::InputFile> files;
+  std::vector<data::InputFile> listed;
+  try {
+    listed = data::list_input_files(inputs);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("data.stream.inputs: ") + e.what());
+  }
+  for (auto& f : listed) {
+    if (f.format == data::InputFormat::kText && data::is_binary_text_file(f)) continue;
+    files.push_back(std::move(f));
+  }
+  if (files.empty()) {
+    throw UsageError("data.stream.inputs = " + cfg.get_string("data.stream.inputs") +
+                     " holds no text file to read");
+  }
+  return files;
+}
+
+}  // namespace
+
+StreamData::StreamData(const core::Config& cfg, int rank, int world)
+    : tokenizer_path_(stream_tokenizer_path(cfg)),
+      tokenizer_(data::BpeTokenizer::load_hf(tokenizer_path_)),
+      files_(stream_input_files(cfg)),
+      rank_(rank),
+      world_(world),
+      seq_len_(cfg.get_int("data.seq_len")),
+      seed_(static_cast<uint64_t>(cfg.get_int("train.seed"))),
+      shuffle_(cfg.get_bool("data.shuffle")),
+      tokenizer_threads_(static_cast<int>(cfg.get_int("data.tokenizer_threads"))),
+      queue_batches_(static_cast<size_t>(cfg.get_int("data.stream.queue_batches"))) {
+  reader_.text_column = cfg.get_string("data.stream.text_column");
+  reader_.doc_separator = cfg.get_string("data.stream.doc_separator");
+  const auto block_bytes =
+      static_cast<uint64_t>(cfg.get_float("data.stream.block_mb") * 1024 * 1024);
+  units_ = data::split_stream_units(data::list_stream_units(files_, reader_, block_bytes), files_,
+                                    cfg.get_float("data.stream.val_fraction"), seed_);
+  if (units_.train.size() < static_cast<size_t>(world)) {
+    throw UsageError(log::format(
+        "data.stream.inputs has %zu training unit(s) (files and parquet row groups, after "
+        "data.stream.val_fraction's %zu held out) for %d ranks: every rank reads units of its "
+        "own, so give at least as many files or row groups as ranks",
+        units_.train.size(), units_.val.size(), world));
+  }
+  // The units, and so every saved position, depend on the files and on the block size.
+  std::string listing = "block_bytes " + std::to_string(block_bytes) + "\n";
+  for (const auto& f : files_) listing += f.path + "\t" + std::to_string(f.size) + "\n";
+  fingerprint_ = core::sha256_hex(listing);
+}
+
+StreamData::~StreamData() = default;
+
+data::StreamPosition StreamData::fresh_position() const {
+  data::StreamPosition p;
+  p.rank = rank_;
+  p.world = world_;
+  return p;
+}
+
+data::StreamOptions StreamData::loader_options(int64_t batch_rows, bool shuffle) const {
+  data::StreamOptions o;
+  o.reader = reader_;
+  o.batch_rows = batch_rows;
+  o.seq_len = seq_len_;
+  o.seed = seed_;
+  o.shuffle = shuffle;
+  o.tokenizer_threads = tokenizer_threads_;
+  o.queue_batches = queue_batches_;
+  return o;
+}
+
+void StreamData::start(const data::StreamPosition& position, int64_t micro_batch,
+                       int64_t max_val_windows) {
+  micro_batch_ = micro_batch;
+  position_ = position;
+  // Validation first: its loader reads the held-out units once, in listed order, and stops at
+  // the first row that would wrap into a second pass.
+  val_rows_.clear();
+  if (!units_.val.empty() && max_val_windows > 0) {
+    data::StreamLoader val(files_, units_.val, tokenizer_, loader_options(1, /*shuffle=*/false), 0,
+                           1, data::StreamPosition{});
+    for (int64_t w = 0; w < max_val_windows; ++w) {
+      auto b = val.next();
+      if (b.next.epoch > 0) break;
+      val_rows_.insert(val_rows_.end(), b.rows.begin(), b.rows.end());
+    }
+  }
+  loader_ = std::make_unique<data::StreamLoader>(files_, units_.train, tokenizer_,
+                                                 loader_options(micro_batch, shuffle_), rank_,
+                                                 world_, position);
+}
+
+int64_t StreamData::val_samples() const {
+  return static_cast<int64_t>(val_rows_.size()) / (seq_len_ + 1);
+}
+
+Batch StreamData::train_batch(int64_t /*epoch*/, const std::vector<int64_t>& positions,
+                              const c10::Device& device) {
+  if (!loader_ || static_cast<int64_t>(positions.size()) != micro_batch_) {
+    throw Error(log::format("stream data: %zu rows asked for, the loader makes batches of %lld",
+                            positions.size(), (long long)micro_batch_));
+  }
+  auto b = loader_->next();
+  position_ = b.next;
+  auto [x, y] = data::make_batch_from_rows(b.rows.data(), micro_batch_, seq_len_, device);
+  return Batch::lm(std::move(x), std::move(y));
+}
+
+Batch StreamData::val_batch(const std::vector<int64_t>& indices, const c10::Device& device) {
+  const int64_t row = seq_len_ + 1;
+  std::vector<int64_t> rows;
+  rows.reserve(indices.size() * static_cast<size_t>(row));
+  for (int64_t i : indices) {
+    auto first = val_rows_.begin() + i * row;
+    rows.insert(rows.end(), first, first + row);
+  }
+  auto [x, y] = data::make_batch_from_rows(rows.data(), static_cast<int64_t>(indices.size()),
+                                           seq_len_, device);
+  return Batch::lm(std::move(x), std::move(y));
+}
+
+double StreamData::wait_seconds() const { return loader_ ? loader_->wait_seconds() : 0.0; }
+
+size_t StreamData::max_queued() const { return loader_ ? loader_->max_queued() : 0; }
+
+std::string StreamData::describe() const {
+  return log::format(
+      "stream of %zu file(s): %zu training unit(s), %zu validation unit(s) (%lld val windows), "
+      "tokenized on %d thread(s), %zu micro-batches ahead at most",
+      files_.size(), units_.train.size(), units_.val.size(), (long long)val_samples(),
+      tokenizer_threads_, queue_batches_);
+}
+
+}  // namespace lmtrain::train
