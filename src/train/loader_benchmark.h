@@ -10,7 +10,7 @@
 namespace lmtrain::train {
 
 struct LoaderBenchResult {
-  int64_t batches = 0;  // micro-batches: (bench.warmup + bench.steps) x accumulation steps
+  int64_t batches = 0;       // micro-batches: (bench.warmup + bench.steps) x accumulation steps
   int64_t tokens = 0;        // their tokens (B x T each)
   double seconds = 0;        // wall time from opening the inputs to the last batch
   double tokens_per_s = 0;   // tokens / seconds: what the loader sustains

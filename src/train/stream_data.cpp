@@ -9,6 +9,7 @@
 #include "data/batch.h"
 #include "data/corpus/document_reader.h"
 #include "data/prepared_data.h"
+#include "distributed/host_collectives.h"
 
 namespace lmtrain::train {
 namespace {
@@ -157,6 +158,28 @@ Batch StreamData::val_batch(const std::vector<int64_t>& indices, const c10::Devi
   auto [x, y] = data::make_batch_from_rows(rows.data(), static_cast<int64_t>(indices.size()),
                                            seq_len_, device);
   return Batch::lm(std::move(x), std::move(y));
+}
+
+nlohmann::json StreamData::checkpoint_state(dist::Group& group) const {
+  const std::vector<int64_t> mine = {position_.epoch, position_.unit, position_.document,
+                                     position_.token, position_.rank, position_.world};
+  const auto all = dist::all_gather_values(group, mine);
+  nlohmann::json positions = nlohmann::json::array();
+  for (size_t r = 0; r < all.size(); r += mine.size()) {
+    data::StreamPosition p;
+    p.epoch = all[r];
+    p.unit = all[r + 1];
+    p.document = all[r + 2];
+    p.token = all[r + 3];
+    p.rank = static_cast<int>(all[r + 4]);
+    p.world = static_cast<int>(all[r + 5]);
+    positions.push_back(p.to_json());
+  }
+  return {{"positions", positions}, {"corpus", fingerprint_}};
+}
+
+data::StreamPosition StreamData::resume_position(const nlohmann::json& state, int rank) {
+  return data::StreamPosition::from_json(state.at("positions").at(static_cast<size_t>(rank)));
 }
 
 double StreamData::wait_seconds() const { return loader_ ? loader_->wait_seconds() : 0.0; }

@@ -19,6 +19,7 @@
 #include "data/corpus/input_files.h"
 #include "data/stream/stream_loader.h"
 #include "data/stream/stream_units.h"
+#include "distributed/group.h"
 #include "train/training_data.h"
 
 namespace lmtrain::train {
@@ -49,6 +50,11 @@ class StreamData : public TrainingData {
 
   // Where the row after the last one returned starts: what a checkpoint keeps for this rank.
   const data::StreamPosition& position() const { return position_; }
+  // Collective: every rank's position (by rank) and the corpus fingerprint, as a checkpoint
+  // keeps them ({"positions": [...], "corpus": ...}; TrainingState::stream).
+  nlohmann::json checkpoint_state(dist::Group& group) const;
+  // This rank's position in such a state (the caller checked world size and corpus).
+  static data::StreamPosition resume_position(const nlohmann::json& state, int rank);
   // Seconds train_batch() waited for the tokenizer threads, in all.
   double wait_seconds() const;
   // The most micro-batches the prefetch queue held at once.

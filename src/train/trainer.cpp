@@ -34,6 +34,8 @@
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
 #include "train/evaluator.h"
+#include "train/run_setup.h"
+#include "train/step_interval.h"
 #include "train/stream_data.h"
 #include "train/temporal_setup.h"
 #include "train/token_window_data.h"
@@ -46,94 +48,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// A checkpoint a run starts from must hold this config's model and have been trained on
-// data.dir's tokenizer (when it records one, or always with hash_required).
-void check_start_checkpoint(const LoadedCheckpoint& ckpt, const core::Config& cfg,
-                            const std::string& tokenizer_hash, const std::string& data_dir,
-                            bool hash_required) {
-  check_model_compatible(ckpt, cfg);
-  const std::string saved = ckpt.meta.value("tokenizer_hash", "");
-  if ((hash_required || !saved.empty()) && saved != tokenizer_hash) {
-    throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer (" +
-                     (saved.empty() ? std::string("none recorded") : saved) +
-                     ") than data.dir = " + data_dir + " (" + tokenizer_hash + ")");
-  }
-}
-
-int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch, bool streamed) {
-  int64_t max_steps = cfg.get_int("train.max_steps");
-  const int64_t epochs = cfg.get_int("train.epochs");
-  if (streamed && (max_steps == 0 || epochs != 0)) {
-    // Each rank reads units of its own, so the ranks' epochs end at different steps.
-    throw UsageError(log::format(
-        "data.source = stream trains for train.max_steps steps (it is %lld) and has no "
-        "train.epochs (it is %lld): a stream's length is not known before it is read, and each "
-        "rank's epoch ends at another step",
-        (long long)max_steps, (long long)epochs));
-  }
-  if (max_steps == 0 && epochs == 0) {
-    throw UsageError("set 'train.max_steps' or 'train.epochs' (both are 0)");
-  }
-  if (max_steps == 0) max_steps = epochs * steps_per_epoch;
-  return max_steps;
-}
-
-// What a streaming run cannot be combined with, named (every rank alike).
-void check_stream_config(const core::Config& cfg) {
-  for (const char* key : {"model.temporal.enabled", "distill.enabled", "checkpoint.every_epoch"}) {
-    if (cfg.get_bool(key)) {
-      throw UsageError(std::string("data.source = stream and ") + key + " = true: " +
-                       (std::string(key) == "checkpoint.every_epoch"
-                            ? "each rank's epoch of a stream ends at another step (use "
-                              "checkpoint.every)"
-                            : "that run reads prepared windows (data.source = prepared)"));
-    }
-  }
-}
-
-// A checkpoint resumed by a run of the other data source, another world size, or other input
-// files would go on from a position that does not exist: refused, naming what differs.
-void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& state,
-                         const StreamData* stream, int world) {
-  if (!stream) {
-    if (!state.stream.is_null()) {
-      throw UsageError("checkpoint " + ckpt.dir +
-                       " was trained with data.source = stream: resume it with "
-                       "--data.source=stream and its data.stream.inputs, or start a new run "
-                       "from its weights with --model.init_from=" +
-                       ckpt.dir);
-    }
-    return;
-  }
-  if (state.stream.is_null()) {
-    throw UsageError("checkpoint " + ckpt.dir +
-                     " was trained on prepared windows (data.source = prepared): a stream "
-                     "cannot go on from its data position; start a new run from its weights "
-                     "with --model.init_from=" +
-                     ckpt.dir);
-  }
-  const auto& positions = state.stream.at("positions");
-  if (static_cast<int>(positions.size()) != world) {
-    throw UsageError(log::format(
-        "checkpoint %s was saved by a streaming run of %zu rank(s); this run has %d: each "
-        "rank's stream position covers the units of that world size only, so a stream resumes "
-        "at the world size it was saved at (or start a new run from its weights with "
-        "--model.init_from=%s)",
-        ckpt.dir.c_str(), positions.size(), world, ckpt.dir.c_str()));
-  }
-  if (state.stream.at("corpus").get<std::string>() != stream->corpus_fingerprint()) {
-    throw UsageError("checkpoint " + ckpt.dir +
-                     " was streamed from other input files (their paths or sizes differ from "
-                     "data.stream.inputs now): its positions would point into other text; "
-                     "resume with the same files, or start a new run with --model.init_from=" +
-                     ckpt.dir);
-  }
-}
-
-std::vector<int64_t> position_values(const data::StreamPosition& p) {
-  return {p.epoch, p.unit, p.document, p.token, p.rank, p.world};
 }
 
 // A fresh run whose run.dir holds model.init_from (an import's or a merge's own directory) would
@@ -185,227 +99,44 @@ StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Ru
   return run;
 }
 
-TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runtime& rt,
+TrainResult run_training(core::Config config, dist::Group& group, const core::Runtime& rt,
                          const StartedRun& run) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
-  const bool cuda_graphs = cfg.get_bool("train.cuda_graphs");
-  const std::string run_dir = cfg.get_string("run.dir");
-  const std::string resume = cfg.get_string("checkpoint.resume");
   log::set_file(run.log_path);
-
-  // ---- data: token windows of data.dir, or (model.temporal.enabled) time-series QA rows in the
-  // frozen LM's tokenizer, whose shape the run adopts
-  const bool temporal = cfg.get_bool("model.temporal.enabled");
-  const std::string data_dir =
-      temporal ? cfg.get_string("data.temporal.dir") : cfg.get_string("data.dir");
-  std::optional<LoadedCheckpoint> temporal_lm;
-  std::string tok_path;
-  if (temporal) {
-    temporal_lm = temporal_lm_checkpoint(cfg);
-    adopt_lm_shape(cfg, *temporal_lm);
-    tok_path = temporal_lm->dir + "/tokenizer.json";
+  auto setup = set_up_run(std::move(config), group, rt);
+  RunSetup& s = *setup;
+  if (!s.complete_checkpoint.empty()) {
+    TrainResult done;
+    done.steps_done = s.state.step;
+    done.last_checkpoint = s.complete_checkpoint;
+    done.already_complete = true;
+    group.barrier();  // rank 0 hosts the TCPStore: nobody leaves while another rank needs it
+    return done;
   }
-  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
-  const bool streaming = cfg.get_string("data.source") == "stream";
-  if (streaming) check_stream_config(cfg);
-  std::unique_ptr<TrainingData> data;
-  TokenWindowData* windows = nullptr;  // the LM data, when this is not a temporal run
-  StreamData* stream = nullptr;        // data.source = stream
-  const data::BpeTokenizer* tokenizer_ptr = nullptr;
-  if (streaming) {
-    auto stream_data = std::make_unique<StreamData>(cfg, rank, group.size());
-    stream = stream_data.get();
-    tok_path = stream_data->tokenizer_path();
-    tokenizer_ptr = &stream_data->tokenizer();
-    data = std::move(stream_data);
-  } else if (temporal) {
-    auto tok = data::BpeTokenizer::load_hf(tok_path);
-    // model.n_embd is the LM's (adopt_lm_shape above).
-    auto temporal_data = make_temporal_data(cfg, std::move(tok), cfg.get_int("model.n_embd"));
-    tokenizer_ptr = &temporal_data->tokenizer();
-    data = std::move(temporal_data);
-  } else {
-    auto token_data = std::make_unique<TokenWindowData>(data_dir, cfg.get_int("data.seq_len"), seed,
-                                                        cfg.get_bool("data.shuffle"));
-    windows = token_data.get();
-    tok_path = token_data->tokenizer_path();
-    tokenizer_ptr = &token_data->tokenizer();
-    data = std::move(token_data);
-  }
-  const data::BpeTokenizer& tokenizer = *tokenizer_ptr;
-
-  const auto mcfg =
-      model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
-  cfg.set("model.vocab_size", std::to_string(mcfg.vocab_size), "tokenizer");
-  const auto plan = BatchPlan::from_config(cfg, group.size());
-  const int64_t steps_per_epoch = data->train_samples() / plan.global_windows;
-  if (steps_per_epoch == 0 && !streaming) {
-    throw UsageError(log::format(
-        "the training split has %lld %s of %lld tokens, fewer than one global batch "
-        "(%lld rows): lower train.total_batch_size / train.micro_batch_size or data.seq_len",
-        (long long)data->train_samples(), data->sample_name().c_str(), (long long)plan.seq_len,
-        (long long)plan.global_windows));
-  }
-  const int64_t max_steps = resolve_max_steps(cfg, steps_per_epoch, streaming);
+  // The loop's names for the parts of the run.
+  const core::Config& cfg = s.cfg;
+  const std::string run_dir = cfg.get_string("run.dir");
+  const bool temporal = s.temporal;
+  TrainingData* data = s.data.get();
+  StreamData* stream = s.stream;
+  const data::BpeTokenizer& tokenizer = *s.tokenizer;
+  const model::GptConfig& mcfg = s.mcfg;
+  const BatchPlan& plan = s.plan;
+  const int64_t max_steps = s.max_steps;
   const int64_t stop_at = cfg.get_int("train.stop_at_step");
-
-  // ---- distillation: the teacher's logits from a cache, or the teacher's checkpoint (one to
-  // train first was trained by the caller, before this run)
-  const bool distill = cfg.get_bool("distill.enabled");
-  if (!distill && !cfg.get_string("distill.cache").empty()) {
-    log::warn("distill.cache = " + cfg.get_string("distill.cache") +
-              " is ignored: distill.enabled is false (add --distill.enabled=true to distill from "
-              "it)");
-  }
-  if (distill && !cfg.get_string("distill.cache").empty()) {
-    windows->set_teacher_cache(open_teacher_cache(
-        cfg, windows->train_shard(), windows->train_stream(), tokenizer.hash(), mcfg.vocab_size));
-  } else if (distill) {
-    resolve_teacher(cfg);
-  }
-
-  // ---- model and optimizer
-  const auto ep = make_expert_parallel(group, cfg.get_int("dist.ep"), mcfg.moe.num_experts);
-  const auto lora = model::LoraOptions::from_config(cfg);
-  if (lora.enabled() && cfg.get_string("model.init_from").empty()) {
-    throw UsageError(
-        "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
-        "checkpoint or an `lmtrain import hf` directory");
-  }
-  torch::manual_seed(seed);
-  // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
-  // adapters (its second stage).
-  auto model = model::build_model(
-      cfg, rt, {/*init=*/!temporal || lora.enabled(), mcfg.vocab_size, ep.placement});
-  TrainingState state;
-  if (temporal) {
-    // Before the encoder: its projector starts at the scale of the LM's token embeddings.
-    state.lora_base = load_init_weights(*model, *temporal_lm);
-    log::info("frozen LM from " + temporal_lm->dir);
-  }
-  std::shared_ptr<AllToAllExpertDispatcher> dispatcher;
-  if (ep.active()) {
-    dispatcher = std::make_shared<AllToAllExpertDispatcher>(*ep.ep_group, mcfg.moe.num_experts);
-    model->set_expert_dispatcher(dispatcher);
-    log::info(log::format(
-        "expert parallelism: ep=%d, this rank holds experts [%lld, %lld) of %lld per MoE layer; "
-        "%d replica(s) of each expert",
-        ep.ep, (long long)ep.placement.first, (long long)(ep.placement.first + ep.placement.count),
-        (long long)mcfg.moe.num_experts, group.size() / ep.ep));
-  }
-  // What the step optimises: the LM loss, or distillation (whose feature projections, when the
-  // widths differ, train beside the model in the same flat buffers).
-  std::shared_ptr<Objective> objective = std::make_shared<LmObjective>();
-  if (distill) {
-    objective =
-        make_distill_objective(cfg, rt, mcfg, tokenizer.hash(), windows->teacher_cache(), seed);
-  } else if (temporal) {
-    objective = make_temporal_objective(cfg, *model, rt, seed);
-  }
-  // Validation scores the run's loss without training-only terms: the LM loss for LM and
-  // distillation runs, the answer loss for a temporal run.
-  std::shared_ptr<Objective> val_objective = temporal ? objective : std::make_shared<LmObjective>();
-  optim::FlatParams flat(trained_param_sources(*model, objective.get()),
-                         optim::flat_pad_multiple(cfg, group.size()));
-  flat.set_expert_first(ep.placement.first);
-  auto optimizer_ptr =
-      optim::make_optimizer(cfg, flat, group, ep.active() ? ep.ep_group.get() : nullptr);
-  optim::Optimizer& optimizer = *optimizer_ptr;
-  const auto schedule = optim::LrSchedule::from_config(cfg, max_steps);
-
-  log::info(mcfg.describe());
-  if (lora.enabled()) {
-    log::info(log::format("LoRA: rank %lld, alpha %g, targets %s: %lld trainable parameters",
-                          (long long)lora.rank, lora.alpha, cfg.get_string("lora.targets").c_str(),
-                          (long long)flat.num_parameters()));
-  }
-  log::info(plan.describe());
-  log::info(log::format("optimizer: %s, %.1f MiB of state on this rank", optimizer.name().c_str(),
-                        optimizer.state_bytes() / 1048576.0));
-  if (!streaming) {
-    log::info(log::format("data: %lld train %s (%lld steps/epoch), %lld val %s; %lld steps",
-                          (long long)data->train_samples(), data->sample_name().c_str(),
-                          (long long)steps_per_epoch, (long long)data->val_samples(),
-                          data->sample_name().c_str(), (long long)max_steps));
-  }
-
-  // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
-  bool resumed = false;
-  if (!resume.empty() && resume != "none") {
-    auto dir = CheckpointStore::resolve(resume, run_dir);
-    if (!dir) {
-      if (resume != "auto") throw UsageError("checkpoint.resume = '" + resume + "': not found");
-      log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
-    } else {
-      auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
-      check_start_checkpoint(ckpt, cfg, tokenizer.hash(), data_dir, /*hash_required=*/true);
-      // The saved data position counts windows of the saved data.seq_len: with another length
-      // it would point somewhere else in the epoch, silently.
-      // (A stream's position counts documents and tokens: it holds at any length.)
-      const int64_t saved_len = checkpoint_config(ckpt).get_int("data.seq_len");
-      if (saved_len != cfg.get_int("data.seq_len") && !streaming) {
-        throw UsageError(log::format(
-            "checkpoint %s was trained with data.seq_len = %lld, this run has %lld: its data "
-            "position (window %lld of epoch %lld) means other tokens at another length; resume "
-            "with --data.seq_len=%lld, or start a new run from its weights with "
-            "--model.init_from=%s",
-            ckpt.dir.c_str(), (long long)saved_len, (long long)cfg.get_int("data.seq_len"),
-            (long long)ckpt.meta.value("data_cursor", int64_t{0}),
-            (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
-            ckpt.dir.c_str()));
-      }
-      state = restore_training_checkpoint(ckpt, *model, optimizer, objective->trained_module());
-      check_stream_resume(ckpt, state, stream, group.size());
-      resumed = true;
-      log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
-                            ckpt.dir.c_str(), (long long)state.step,
-                            (long long)state.position.epoch, (long long)state.position.cursor));
-      if (state.step >= max_steps) {
-        log::info(log::format(
-            "the run in %s is already complete: %s is at step %lld of %lld (train.max_steps); "
-            "nothing to train (raise train.max_steps to go on)",
-            run_dir.c_str(), ckpt.dir.c_str(), (long long)state.step, (long long)max_steps));
-        TrainResult done;
-        done.steps_done = state.step;
-        done.last_checkpoint = ckpt.dir;
-        done.already_complete = true;
-        group.barrier();  // rank 0 hosts the TCPStore: nobody leaves while another rank needs it
-        return done;
-      }
-    }
-  }
-  const std::string init_from = cfg.get_string("model.init_from");
-  if (!resumed && !init_from.empty() && !temporal) {
-    auto dir = CheckpointStore::resolve(init_from, init_from);
-    if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
-    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
-    refuse_lora_init_source(src);
-    // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
-    check_start_checkpoint(src, cfg, tokenizer.hash(), data_dir, /*hash_required=*/false);
-    state.lora_base = load_init_weights(*model, src);
-    log::info((lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") + src.dir);
-  }
-
-  if (stream) {
-    // Each rank goes on from its own saved position; validation keeps the windows an evaluation
-    // reads (train.eval_batches micro-batches of every rank).
-    const auto start = resumed ? data::StreamPosition::from_json(
-                                     state.stream.at("positions").at(static_cast<size_t>(rank)))
-                               : stream->fresh_position();
-    stream->start(start, plan.micro_batch,
-                  cfg.get_int("train.eval_batches") * plan.micro_batch * group.size());
-    log::info("data: " + stream->describe() + log::format("; %lld steps", (long long)max_steps));
-    if (stream->val_samples() == 0) {
-      log::warn(
-          "data.stream.inputs holds no validation window (one unit, or data.stream.val_fraction "
-          "= 0): the run is not evaluated; give several files or parquet row groups");
-    }
-  }
+  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  ExpertParallel& ep = s.ep;
+  model::Gpt& model = s.model;
+  const auto& dispatcher = s.dispatcher;
+  const auto& objective = s.objective;
+  optim::FlatParams& flat = *s.flat;
+  optim::Optimizer& optimizer = *s.optimizer;
+  TrainingState& state = s.state;
   if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
   CheckpointStore store(run_dir, static_cast<int>(cfg.get_int("checkpoint.keep_last")));
   MetricsLogger metrics(run_dir, is_main, cfg.get_bool("log.tensorboard"), max_steps);
-  const std::string tokenizer_json = core::read_file(tok_path);
+  const std::string tokenizer_json = core::read_file(s.tokenizer_path);
 
   TrainResult result;
   const int64_t log_every = cfg.get_int("log.every");
@@ -418,8 +149,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
 
   core::install_stop_handlers();
   model->train();
-  double train_seconds = 0, interval_seconds = 0;
-  int64_t interval_tokens = 0;
+  double train_seconds = 0;
+  StepInterval interval;  // the steps since the last log line
   const int64_t start_step = state.step;
   const int workers = resolve_workers(cfg.get_int("train.workers"), run.threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
@@ -431,7 +162,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
   stepper.set_objective(objective);
   stepper.set_masked_targets(temporal);  // only a temporal row's answer tokens are targets
   std::unique_ptr<CudaGraphStep> graphed;
-  if (cuda_graphs) {
+  if (cfg.get_bool("train.cuda_graphs")) {
     graphed =
         std::make_unique<CudaGraphStep>(stepper, optimizer, cfg.get_int("train.cuda_graph_warmup"));
   }
@@ -447,22 +178,7 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
 
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
-    if (stream) {  // every rank's position, gathered for rank 0's checkpoint
-      const auto mine = position_values(stream->position());
-      const auto all = dist::all_gather_values(group, mine);
-      nlohmann::json positions = nlohmann::json::array();
-      for (size_t r = 0; r < all.size(); r += mine.size()) {
-        data::StreamPosition p;
-        p.epoch = all[r];
-        p.unit = all[r + 1];
-        p.document = all[r + 2];
-        p.token = all[r + 3];
-        p.rank = static_cast<int>(all[r + 4]);
-        p.world = static_cast<int>(all[r + 5]);
-        positions.push_back(p.to_json());
-      }
-      state.stream = {{"positions", positions}, {"corpus", stream->corpus_fingerprint()}};
-    }
+    if (stream) state.stream = stream->checkpoint_state(group);  // every rank's position
     if (optimizer.sharded()) {
       // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
       if (!is_main) write_optimizer_shard(run_dir, state.step, rank, optimizer);
@@ -492,15 +208,13 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
                           stepper.grad_sync().buckets().size(), cfg.get_float("dist.bucket_mb"),
                           group.backend().c_str(), group.size()));
   }
-  double interval_comm_s = 0, interval_a2a_s = 0, interval_data_wait_s = 0;
-  int64_t interval_steps = 0;
   std::vector<int64_t> moe_layer_index;  // block index of each MoE layer, for the metrics
   for (int64_t l = 0; l < mcfg.n_layer; ++l) {
     if (mcfg.moe.is_moe_layer(l)) moe_layer_index.push_back(l);
   }
   while (state.step < max_steps) {
     const auto t0 = Clock::now();
-    const double lr = schedule.at(state.step);
+    const double lr = s.schedule.at(state.step);
     auto next_batch = [&](int64_t m) {
       std::vector<int64_t> positions;
       for (int64_t slot : plan.slots(rank, m)) positions.push_back(state.position.cursor + slot);
@@ -547,11 +261,8 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
     // the interval's summed time is its wall time.
     const double dt = seconds_since(t0);
     train_seconds += dt;
-    interval_seconds += dt;
-    interval_tokens += plan.tokens_per_step();
-    interval_comm_s += r.comm_wait_s;
-    if (dispatcher) interval_a2a_s += dispatcher->take_comm_seconds();
-    ++interval_steps;
+    interval.add(dt, plan.tokens_per_step(), plan.global_windows, r.comm_wait_s,
+                 dispatcher ? dispatcher->take_comm_seconds() : 0.0);
 
     if (log_now) {
       StepMetrics m;
@@ -566,30 +277,17 @@ TrainResult run_training(core::Config cfg, dist::Group& group, const core::Runti
       m.loss_scale = stepper.loss_scaler().enabled() ? stepper.loss_scaler().scale() : 0;
       m.skipped_steps = stepper.loss_scaler().state().skipped_steps;
       m.peak_mem_bytes = core::peak_device_memory(rt.device);
-      m.tokens_per_s = interval_tokens / std::max(interval_seconds, 1e-9);
-      if (temporal) {
-        m.samples_per_s = static_cast<double>(interval_steps * plan.global_windows) /
-                          std::max(interval_seconds, 1e-9);
-      }
       m.elapsed_s = train_seconds;
-      if (stream) {
-        const double waited = stream->wait_seconds();
-        m.data_wait_ms = 1e3 * (waited - interval_data_wait_s) / interval_steps;
-        interval_data_wait_s = waited;
-      }
-      m.comm_wait_ms = group.size() > 1 ? 1e3 * interval_comm_s / interval_steps : -1;
       m.moe = summarize_moe(r.moe, moe_layer_index);
-      m.a2a_ms = dispatcher ? 1e3 * interval_a2a_s / interval_steps : -1;
+      // samples/s for a temporal run (its rows are samples), the loader's wait for a stream
+      interval.report(m, temporal, group.size() > 1, dispatcher != nullptr,
+                      stream ? std::optional<double>(stream->wait_seconds()) : std::nullopt);
       metrics.log_step(m);
-      interval_seconds = 0;
-      interval_tokens = 0;
-      interval_comm_s = 0;
-      interval_a2a_s = 0;
-      interval_steps = 0;
     }
     std::optional<double> val_loss;
     if (eval_now) {
-      val_loss = evaluate(*model, *val_objective, *data, plan.micro_batch, eval_batches, group, rt);
+      val_loss =
+          evaluate(*model, *s.val_objective, *data, plan.micro_batch, eval_batches, group, rt);
       if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
       metrics.log_eval(state.step, *val_loss);
       if (is_main) report::refresh_run_report(cfg);  // RUN_DIR/report.html (log.report)

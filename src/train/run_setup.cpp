@@ -1,0 +1,334 @@
+#include "train/run_setup.h"
+
+#include <optional>
+
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/lora_checkpoint.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "distill/distill_setup.h"
+#include "distill/teacher.h"
+#include "distill/teacher_cache.h"
+#include "model/build_model.h"
+#include "model/lora.h"
+#include "optim/optimizer_factory.h"
+#include "train/temporal_setup.h"
+
+namespace lmtrain::train {
+namespace {
+
+// A checkpoint a run starts from must hold this config's model and have been trained on
+// data.dir's tokenizer (when it records one, or always with hash_required).
+void check_start_checkpoint(const LoadedCheckpoint& ckpt, const core::Config& cfg,
+                            const std::string& tokenizer_hash, const std::string& data_dir,
+                            bool hash_required) {
+  check_model_compatible(ckpt, cfg);
+  const std::string saved = ckpt.meta.value("tokenizer_hash", "");
+  if ((hash_required || !saved.empty()) && saved != tokenizer_hash) {
+    throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer (" +
+                     (saved.empty() ? std::string("none recorded") : saved) +
+                     ") than data.dir = " + data_dir + " (" + tokenizer_hash + ")");
+  }
+}
+
+int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch, bool streamed) {
+  int64_t max_steps = cfg.get_int("train.max_steps");
+  const int64_t epochs = cfg.get_int("train.epochs");
+  if (streamed && (max_steps == 0 || epochs != 0)) {
+    // Each rank reads units of its own, so the ranks' epochs end at different steps.
+    throw UsageError(log::format(
+        "data.source = stream trains for train.max_steps steps (it is %lld) and has no "
+        "train.epochs (it is %lld): a stream's length is not known before it is read, and each "
+        "rank's epoch ends at another step",
+        (long long)max_steps, (long long)epochs));
+  }
+  if (max_steps == 0 && epochs == 0) {
+    throw UsageError("set 'train.max_steps' or 'train.epochs' (both are 0)");
+  }
+  if (max_steps == 0) max_steps = epochs * steps_per_epoch;
+  return max_steps;
+}
+
+// What a streaming run cannot be combined with, named (every rank alike).
+void check_stream_config(const core::Config& cfg) {
+  for (const char* key : {"model.temporal.enabled", "distill.enabled", "checkpoint.every_epoch"}) {
+    if (cfg.get_bool(key)) {
+      throw UsageError(std::string("data.source = stream and ") + key + " = true: " +
+                       (std::string(key) == "checkpoint.every_epoch"
+                            ? "each rank's epoch of a stream ends at another step (use "
+                              "checkpoint.every)"
+                            : "that run reads prepared windows (data.source = prepared)"));
+    }
+  }
+}
+
+// A checkpoint resumed by a run of the other data source, another world size, or other input
+// files would go on from a position that does not exist: refused, naming what differs.
+void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& state,
+                         const StreamData* stream, int world) {
+  if (!stream) {
+    if (!state.stream.is_null()) {
+      throw UsageError("checkpoint " + ckpt.dir +
+                       " was trained with data.source = stream: resume it with "
+                       "--data.source=stream and its data.stream.inputs, or start a new run "
+                       "from its weights with --model.init_from=" +
+                       ckpt.dir);
+    }
+    return;
+  }
+  if (state.stream.is_null()) {
+    throw UsageError("checkpoint " + ckpt.dir +
+                     " was trained on prepared windows (data.source = prepared): a stream "
+                     "cannot go on from its data position; start a new run from its weights "
+                     "with --model.init_from=" +
+                     ckpt.dir);
+  }
+  const auto& positions = state.stream.at("positions");
+  if (static_cast<int>(positions.size()) != world) {
+    throw UsageError(log::format(
+        "checkpoint %s was saved by a streaming run of %zu rank(s); this run has %d: each "
+        "rank's stream position covers the units of that world size only, so a stream resumes "
+        "at the world size it was saved at (or start a new run from its weights with "
+        "--model.init_from=%s)",
+        ckpt.dir.c_str(), positions.size(), world, ckpt.dir.c_str()));
+  }
+  if (state.stream.at("corpus").get<std::string>() != stream->corpus_fingerprint()) {
+    throw UsageError("checkpoint " + ckpt.dir +
+                     " was streamed from other input files (their paths or sizes differ from "
+                     "data.stream.inputs now): its positions would point into other text; "
+                     "resume with the same files, or start a new run with --model.init_from=" +
+                     ckpt.dir);
+  }
+}
+
+// ---- data: token windows of data.dir, a stream of raw files (data.source = stream), or
+// (model.temporal.enabled) time-series QA rows in the frozen LM's tokenizer, whose shape the run
+// adopts. Returns the frozen LM's checkpoint of a temporal run.
+std::optional<LoadedCheckpoint> open_data(RunSetup& s, dist::Group& group) {
+  core::Config& cfg = s.cfg;
+  std::optional<LoadedCheckpoint> temporal_lm;
+  const bool streaming = cfg.get_string("data.source") == "stream";
+  if (streaming) check_stream_config(cfg);
+  if (streaming) {
+    auto stream_data = std::make_unique<StreamData>(cfg, group.rank(), group.size());
+    s.stream = stream_data.get();
+    s.tokenizer_path = stream_data->tokenizer_path();
+    s.tokenizer = &stream_data->tokenizer();
+    s.data = std::move(stream_data);
+  } else if (s.temporal) {
+    temporal_lm = temporal_lm_checkpoint(cfg);
+    adopt_lm_shape(cfg, *temporal_lm);
+    s.tokenizer_path = temporal_lm->dir + "/tokenizer.json";
+    auto tok = data::BpeTokenizer::load_hf(s.tokenizer_path);
+    // model.n_embd is the LM's (adopt_lm_shape above).
+    auto temporal_data = make_temporal_data(cfg, std::move(tok), cfg.get_int("model.n_embd"));
+    s.tokenizer = &temporal_data->tokenizer();
+    s.data = std::move(temporal_data);
+  } else {
+    auto token_data = std::make_unique<TokenWindowData>(
+        cfg.get_string("data.dir"), cfg.get_int("data.seq_len"),
+        static_cast<uint64_t>(cfg.get_int("train.seed")), cfg.get_bool("data.shuffle"));
+    s.windows = token_data.get();
+    s.tokenizer_path = token_data->tokenizer_path();
+    s.tokenizer = &token_data->tokenizer();
+    s.data = std::move(token_data);
+  }
+
+  s.mcfg = model::GptConfig::from_config(cfg, static_cast<int64_t>(s.tokenizer->vocab_size()));
+  cfg.set("model.vocab_size", std::to_string(s.mcfg.vocab_size), "tokenizer");
+  s.plan = BatchPlan::from_config(cfg, group.size());
+  const int64_t steps_per_epoch = s.data->train_samples() / s.plan.global_windows;
+  if (steps_per_epoch == 0 && !streaming) {
+    throw UsageError(log::format(
+        "the training split has %lld %s of %lld tokens, fewer than one global batch "
+        "(%lld rows): lower train.total_batch_size / train.micro_batch_size or data.seq_len",
+        (long long)s.data->train_samples(), s.data->sample_name().c_str(),
+        (long long)s.plan.seq_len, (long long)s.plan.global_windows));
+  }
+  s.max_steps = resolve_max_steps(cfg, steps_per_epoch, streaming);
+  if (!streaming) {
+    log::info(log::format("data: %lld train %s (%lld steps/epoch), %lld val %s; %lld steps",
+                          (long long)s.data->train_samples(), s.data->sample_name().c_str(),
+                          (long long)steps_per_epoch, (long long)s.data->val_samples(),
+                          s.data->sample_name().c_str(), (long long)s.max_steps));
+  }
+  return temporal_lm;
+}
+
+// ---- distillation: the teacher's logits from a cache, or the teacher's checkpoint (one to
+// train first was trained by the caller, before this run)
+void set_up_teacher(RunSetup& s) {
+  core::Config& cfg = s.cfg;
+  const bool distill = cfg.get_bool("distill.enabled");
+  if (!distill && !cfg.get_string("distill.cache").empty()) {
+    log::warn("distill.cache = " + cfg.get_string("distill.cache") +
+              " is ignored: distill.enabled is false (add --distill.enabled=true to distill from "
+              "it)");
+  }
+  if (distill && !cfg.get_string("distill.cache").empty()) {
+    s.windows->set_teacher_cache(open_teacher_cache(cfg, s.windows->train_shard(),
+                                                    s.windows->train_stream(), s.tokenizer->hash(),
+                                                    s.mcfg.vocab_size));
+  } else if (distill) {
+    resolve_teacher(cfg);
+  }
+}
+
+// ---- model (with its experts placed), objective, flat parameters, optimizer and schedule
+void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint>& temporal_lm,
+                               dist::Group& group, const core::Runtime& rt) {
+  core::Config& cfg = s.cfg;
+  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  s.ep = make_expert_parallel(group, cfg.get_int("dist.ep"), s.mcfg.moe.num_experts);
+  const auto lora = model::LoraOptions::from_config(cfg);
+  if (lora.enabled() && cfg.get_string("model.init_from").empty()) {
+    throw UsageError(
+        "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
+        "checkpoint or an `lmtrain import hf` directory");
+  }
+  torch::manual_seed(seed);
+  // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
+  // adapters (its second stage).
+  s.model = model::build_model(
+      cfg, rt, {/*init=*/!s.temporal || lora.enabled(), s.mcfg.vocab_size, s.ep.placement});
+  if (s.temporal) {
+    // Before the encoder: its projector starts at the scale of the LM's token embeddings.
+    s.state.lora_base = load_init_weights(*s.model, *temporal_lm);
+    log::info("frozen LM from " + temporal_lm->dir);
+  }
+  if (s.ep.active()) {
+    s.dispatcher =
+        std::make_shared<AllToAllExpertDispatcher>(*s.ep.ep_group, s.mcfg.moe.num_experts);
+    s.model->set_expert_dispatcher(s.dispatcher);
+    log::info(log::format(
+        "expert parallelism: ep=%d, this rank holds experts [%lld, %lld) of %lld per MoE layer; "
+        "%d replica(s) of each expert",
+        s.ep.ep, (long long)s.ep.placement.first,
+        (long long)(s.ep.placement.first + s.ep.placement.count), (long long)s.mcfg.moe.num_experts,
+        group.size() / s.ep.ep));
+  }
+  // What the step optimises: the LM loss, or distillation (whose feature projections, when the
+  // widths differ, train beside the model in the same flat buffers).
+  s.objective = std::make_shared<LmObjective>();
+  if (cfg.get_bool("distill.enabled")) {
+    s.objective = make_distill_objective(cfg, rt, s.mcfg, s.tokenizer->hash(),
+                                         s.windows->teacher_cache(), seed);
+  } else if (s.temporal) {
+    s.objective = make_temporal_objective(cfg, *s.model, rt, seed);
+  }
+  // Validation scores the run's loss without training-only terms: the LM loss for LM and
+  // distillation runs, the answer loss for a temporal run.
+  s.val_objective = s.temporal ? s.objective : std::make_shared<LmObjective>();
+  s.flat = std::make_unique<optim::FlatParams>(trained_param_sources(*s.model, s.objective.get()),
+                                               optim::flat_pad_multiple(cfg, group.size()));
+  s.flat->set_expert_first(s.ep.placement.first);
+  s.optimizer =
+      optim::make_optimizer(cfg, *s.flat, group, s.ep.active() ? s.ep.ep_group.get() : nullptr);
+  s.schedule = optim::LrSchedule::from_config(cfg, s.max_steps);
+
+  log::info(s.mcfg.describe());
+  if (lora.enabled()) {
+    log::info(log::format("LoRA: rank %lld, alpha %g, targets %s: %lld trainable parameters",
+                          (long long)lora.rank, lora.alpha, cfg.get_string("lora.targets").c_str(),
+                          (long long)s.flat->num_parameters()));
+  }
+  log::info(s.plan.describe());
+  log::info(log::format("optimizer: %s, %.1f MiB of state on this rank",
+                        s.optimizer->name().c_str(), s.optimizer->state_bytes() / 1048576.0));
+}
+
+// ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
+void resume_or_init(RunSetup& s, dist::Group& group) {
+  const core::Config& cfg = s.cfg;
+  const std::string run_dir = cfg.get_string("run.dir");
+  const std::string resume = cfg.get_string("checkpoint.resume");
+  const std::string data_dir =
+      s.temporal ? cfg.get_string("data.temporal.dir") : cfg.get_string("data.dir");
+  const std::string& tokenizer_hash = s.tokenizer->hash();
+  if (!resume.empty() && resume != "none") {
+    auto dir = CheckpointStore::resolve(resume, run_dir);
+    if (!dir) {
+      if (resume != "auto") throw UsageError("checkpoint.resume = '" + resume + "': not found");
+      log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
+    } else {
+      auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
+      check_start_checkpoint(ckpt, cfg, tokenizer_hash, data_dir, /*hash_required=*/true);
+      // The saved data position counts windows of the saved data.seq_len: with another length
+      // it would point somewhere else in the epoch, silently.
+      // (A stream's position counts documents and tokens: it holds at any length.)
+      const int64_t saved_len = checkpoint_config(ckpt).get_int("data.seq_len");
+      if (saved_len != cfg.get_int("data.seq_len") && !s.stream) {
+        throw UsageError(log::format(
+            "checkpoint %s was trained with data.seq_len = %lld, this run has %lld: its data "
+            "position (window %lld of epoch %lld) means other tokens at another length; resume "
+            "with --data.seq_len=%lld, or start a new run from its weights with "
+            "--model.init_from=%s",
+            ckpt.dir.c_str(), (long long)saved_len, (long long)cfg.get_int("data.seq_len"),
+            (long long)ckpt.meta.value("data_cursor", int64_t{0}),
+            (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
+            ckpt.dir.c_str()));
+      }
+      s.state =
+          restore_training_checkpoint(ckpt, *s.model, *s.optimizer, s.objective->trained_module());
+      check_stream_resume(ckpt, s.state, s.stream, group.size());
+      s.resumed = true;
+      log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
+                            ckpt.dir.c_str(), (long long)s.state.step,
+                            (long long)s.state.position.epoch, (long long)s.state.position.cursor));
+      if (s.state.step >= s.max_steps) {
+        log::info(log::format(
+            "the run in %s is already complete: %s is at step %lld of %lld (train.max_steps); "
+            "nothing to train (raise train.max_steps to go on)",
+            run_dir.c_str(), ckpt.dir.c_str(), (long long)s.state.step, (long long)s.max_steps));
+        s.complete_checkpoint = ckpt.dir;
+        return;
+      }
+    }
+  }
+  const std::string init_from = cfg.get_string("model.init_from");
+  if (!s.resumed && !init_from.empty() && !s.temporal) {
+    auto dir = CheckpointStore::resolve(init_from, init_from);
+    if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
+    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+    refuse_lora_init_source(src);
+    // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
+    check_start_checkpoint(src, cfg, tokenizer_hash, data_dir, /*hash_required=*/false);
+    s.state.lora_base = load_init_weights(*s.model, src);
+    log::info((model::LoraOptions::from_config(cfg).enabled() ? "LoRA base (frozen) from "
+                                                              : "initial weights from ") +
+              src.dir);
+  }
+}
+
+// ---- a stream starts where this rank's saved position says, or at the beginning
+void start_stream(RunSetup& s, dist::Group& group) {
+  // Validation keeps the windows an evaluation reads (train.eval_batches micro-batches of every
+  // rank).
+  const auto start = s.resumed ? StreamData::resume_position(s.state.stream, group.rank())
+                               : s.stream->fresh_position();
+  s.stream->start(start, s.plan.micro_batch,
+                  s.cfg.get_int("train.eval_batches") * s.plan.micro_batch * group.size());
+  log::info("data: " + s.stream->describe() + log::format("; %lld steps", (long long)s.max_steps));
+  if (s.stream->val_samples() == 0) {
+    log::warn(
+        "data.stream.inputs holds no validation window (one unit, or data.stream.val_fraction "
+        "= 0): the run is not evaluated; give several files or parquet row groups");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<RunSetup> set_up_run(core::Config cfg, dist::Group& group,
+                                     const core::Runtime& rt) {
+  auto s = std::make_unique<RunSetup>();
+  s->cfg = std::move(cfg);
+  s->temporal = s->cfg.get_bool("model.temporal.enabled");
+  const auto temporal_lm = open_data(*s, group);
+  set_up_teacher(*s);
+  build_model_and_optimizer(*s, temporal_lm, group, rt);
+  resume_or_init(*s, group);
+  if (s->stream && s->complete_checkpoint.empty()) start_stream(*s, group);
+  return s;
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,63 @@
+// A training run set up, before its first step (run_training = set_up_run + the step loop): its
+// data, the model and its expert parallelism, the objective, the flat trained parameters and
+// their optimizer, the learning-rate schedule, and where it starts (a resumed checkpoint, or
+// initial weights). Each feature enters through its seam (docs/architecture.md): the data
+// through TrainingData (prepared windows, a stream, temporal QA rows), the loss through the
+// Objective (LM, distillation, temporal alignment), the optimizer through its factory, experts
+// through ExpertParallel.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "checkpoint/training_checkpoint.h"
+#include "core/config.h"
+#include "core/runtime.h"
+#include "data/bpe_tokenizer.h"
+#include "distributed/group.h"
+#include "model/gpt.h"
+#include "objective/objective.h"
+#include "optim/flat_params.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "parallel/expert_parallel.h"
+#include "train/batch_plan.h"
+#include "train/stream_data.h"
+#include "train/token_window_data.h"
+#include "train/training_data.h"
+
+namespace lmtrain::train {
+
+struct RunSetup {
+  core::Config cfg;  // resolved, with model.vocab_size (and a temporal run's LM shape) filled in
+  bool temporal = false;  // model.temporal.enabled: an encoder aligned to a frozen LM
+
+  std::unique_ptr<TrainingData> data;
+  TokenWindowData* windows = nullptr;  // the same, when it is prepared LM data
+  StreamData* stream = nullptr;        // the same, when data.source = stream
+  const data::BpeTokenizer* tokenizer = nullptr;
+  std::string tokenizer_path;
+
+  model::GptConfig mcfg;
+  BatchPlan plan;
+  int64_t max_steps = 0;
+  ExpertParallel ep;
+  model::Gpt model{nullptr};
+  std::shared_ptr<AllToAllExpertDispatcher> dispatcher;  // expert parallelism only
+  std::shared_ptr<Objective> objective;                  // what the step optimises
+  std::shared_ptr<Objective> val_objective;  // the run's loss without training-only terms
+  std::unique_ptr<optim::FlatParams> flat;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  optim::LrSchedule schedule;
+
+  TrainingState state;  // step, data position, loss scale, LoRA base, stream positions
+  bool resumed = false;
+  // Resumed at train.max_steps: that checkpoint (nothing is left to train); empty otherwise.
+  std::string complete_checkpoint;
+};
+
+// Collective (expert-parallel groups, a resumed optimizer's shards). Throws UsageError naming
+// the key for what a run cannot be (e.g. a stream with train.epochs, LoRA without a base).
+std::unique_ptr<RunSetup> set_up_run(core::Config cfg, dist::Group& group, const core::Runtime& rt);
+
+}  // namespace lmtrain::train
