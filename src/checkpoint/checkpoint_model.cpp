@@ -10,10 +10,13 @@
 
 namespace lmtrain::train {
 
-InferenceModel load_inference_model(const std::string& spec, const core::Runtime& rt) {
+InferenceModel load_inference_model(const std::string& spec, const core::Runtime& rt,
+                                    const std::vector<std::string>& extra_files) {
   auto dir = CheckpointStore::resolve(spec, spec);
   if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
-  auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+  std::vector<std::string> files = {"model.safetensors"};
+  files.insert(files.end(), extra_files.begin(), extra_files.end());
+  auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, files);
   InferenceModel out;
   out.config = std::make_unique<core::Config>(checkpoint_config(ckpt));
   out.model = model::build_model(*out.config, rt, {/*init=*/false, 0, {}});
@@ -26,6 +29,10 @@ InferenceModel load_inference_model(const std::string& spec, const core::Runtime
   }
   out.checkpoint_dir = ckpt.dir;
   out.step = ckpt.step;
+  for (const auto& name : extra_files) {
+    auto it = ckpt.files.find(name);
+    if (it != ckpt.files.end()) out.extra_files.emplace(name, std::move(it->second));
+  }
   return out;
 }
 

@@ -152,7 +152,8 @@ std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(const core::
 
 TemporalInference load_temporal_inference(const std::string& spec, const core::Runtime& rt) {
   TemporalInference out;
-  out.lm = load_inference_model(spec, rt);
+  // The encoder's tensors are read (and the checkpoint verified) in the same load as the LM's.
+  out.lm = load_inference_model(spec, rt, {"objective.safetensors"});
   const auto& cfg = *out.lm.config;
   if (!cfg.get_bool("model.temporal.enabled")) {
     throw UsageError("checkpoint " + out.lm.checkpoint_dir +
@@ -161,8 +162,9 @@ TemporalInference load_temporal_inference(const std::string& spec, const core::R
   if (!out.lm.tokenizer) {
     throw UsageError("checkpoint " + out.lm.checkpoint_dir + " has no tokenizer.json");
   }
-  auto ckpt = CheckpointStore::load(out.lm.checkpoint_dir, /*allow_fallback=*/false,
-                                    {"objective.safetensors"});
+  LoadedCheckpoint ckpt;
+  ckpt.dir = out.lm.checkpoint_dir;
+  ckpt.files = std::move(out.lm.extra_files);
   out.encoder = model::temporal::TemporalEncoder(
       temporal_encoder_options(cfg, cfg.get_int("model.n_embd")), /*init=*/false);
   load_objective_tensors(ckpt, *out.encoder);

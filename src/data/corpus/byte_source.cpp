@@ -74,14 +74,42 @@ class PlainSource : public ByteSource {
   std::unique_ptr<RawInput> in_;
 };
 
-// gzip (and zlib) streams, several concatenated members included (what `cat a.gz b.gz` and
-// pigz make).
-class GzipSource : public ByteSource {
- public:
-  GzipSource(std::string path, std::unique_ptr<RawInput> in, size_t buffer_bytes)
+// What the decompressing sources share: the compressed input and its buffer, refilled whole.
+class CompressedSource : public ByteSource {
+ protected:
+  CompressedSource(std::string path, std::unique_ptr<RawInput> in, size_t buffer_bytes)
       : ByteSource(std::move(path)),
         in_(std::move(in)),
-        buf_(std::max<size_t>(buffer_bytes, 4096)) {
+        buf_(std::max<size_t>(buffer_bytes, 4096)) {}
+
+  // Reads the next compressed bytes into buf_: how many (0 at the end of the input, which
+  // sets eof_). An empty file is refused as not being `format` data.
+  size_t refill_buffer(const char* format) {
+    const size_t got = in_->read(buf_.data(), buf_.size());
+    if (got == 0) {
+      eof_ = true;
+      if (in_->consumed() == 0) {
+        throw Error("input file " + path_ + " is empty: not " + format + " data");
+      }
+    }
+    return got;
+  }
+
+ public:
+  size_t buffer_bytes() const override { return buf_.size(); }
+
+ protected:
+  std::unique_ptr<RawInput> in_;
+  std::vector<char> buf_;
+  bool eof_ = false;
+};
+
+// gzip (and zlib) streams, several concatenated members included (what `cat a.gz b.gz` and
+// pigz make).
+class GzipSource : public CompressedSource {
+ public:
+  GzipSource(std::string path, std::unique_ptr<RawInput> in, size_t buffer_bytes)
+      : CompressedSource(std::move(path), std::move(in), buffer_bytes) {
     std::memset(&z_, 0, sizeof(z_));
     if (inflateInit2(&z_, 15 + 32) != Z_OK) throw Error("zlib: cannot start inflate for " + path_);
   }
@@ -116,34 +144,24 @@ class GzipSource : public ByteSource {
     return produced;
   }
   uint64_t raw_bytes_read() const override { return in_->consumed() - z_.avail_in; }
-  size_t buffer_bytes() const override { return buf_.size(); }
 
  private:
   void refill() {
-    const size_t got = in_->read(buf_.data(), buf_.size());
-    if (got == 0) {
-      eof_ = true;
-      if (in_->consumed() == 0) throw Error("input file " + path_ + " is empty: not gzip data");
-      return;
-    }
+    const size_t got = refill_buffer("gzip");
+    if (got == 0) return;
     z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
     z_.avail_in = static_cast<uInt>(got);
   }
 
-  std::unique_ptr<RawInput> in_;
-  std::vector<char> buf_;
   z_stream z_;
-  bool eof_ = false;
   bool in_member_ = true;
 };
 
 // zstd frames (several concatenated included).
-class ZstdSource : public ByteSource {
+class ZstdSource : public CompressedSource {
  public:
   ZstdSource(std::string path, std::unique_ptr<RawInput> in, size_t buffer_bytes)
-      : ByteSource(std::move(path)),
-        in_(std::move(in)),
-        buf_(std::max<size_t>(buffer_bytes, 4096)) {
+      : CompressedSource(std::move(path), std::move(in), buffer_bytes) {
     ds_ = ZSTD_createDStream();
     if (!ds_) throw Error("zstd: cannot create a decompression stream for " + path_);
     ZSTD_initDStream(ds_);
@@ -174,25 +192,17 @@ class ZstdSource : public ByteSource {
   uint64_t raw_bytes_read() const override {
     return in_->consumed() - (in_buf_.size - in_buf_.pos);
   }
-  size_t buffer_bytes() const override { return buf_.size(); }
 
  private:
   void refill() {
-    const size_t got = in_->read(buf_.data(), buf_.size());
-    if (got == 0) {
-      eof_ = true;
-      if (in_->consumed() == 0) throw Error("input file " + path_ + " is empty: not zstd data");
-      return;
-    }
+    const size_t got = refill_buffer("zstd");
+    if (got == 0) return;
     in_buf_ = ZSTD_inBuffer{buf_.data(), got, 0};
   }
 
-  std::unique_ptr<RawInput> in_;
-  std::vector<char> buf_;
   ZSTD_DStream* ds_ = nullptr;
   ZSTD_inBuffer in_buf_{nullptr, 0, 0};
   size_t last_hint_ = 1;  // ZSTD_decompressStream's last result: 0 = a frame just ended
-  bool eof_ = false;
 };
 
 std::unique_ptr<ByteSource> make_source(std::unique_ptr<RawInput> in, const std::string& path,
