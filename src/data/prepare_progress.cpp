@@ -36,7 +36,10 @@ ProgressMeter::ProgressMeter(PrepareProgressFn fn, std::string phase, uint64_t b
       every_(every_seconds),
       bytes_start_(bytes_start),
       t0_(Clock::now()),
-      last_(t0_) {
+      // The first update reports at once: a display that starts its clock there times the
+      // whole phase (one that first heard of it at the end printed "227M bytes in 0.0s").
+      last_(t0_ - std::chrono::duration_cast<Clock::duration>(
+                      std::chrono::duration<double>(every_seconds + 1))) {
   p_.phase = std::move(phase);
   p_.bytes_total = bytes_total;
   p_.bytes_done = bytes_start;
