@@ -62,9 +62,15 @@ torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) const {
   return torch::embedding(weight, ids);
 }
 
-torch::Tensor mlp_activation(const torch::Tensor& h, const std::string& kind, int64_t hidden) {
-  if (kind == "swiglu") return torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
-  if (kind == "relu2") return torch::relu(h).square();
+torch::Tensor mlp_activation(const torch::Tensor& h, MlpKind kind, int64_t hidden) {
+  switch (kind) {
+    case MlpKind::kSwiGlu:
+      return torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
+    case MlpKind::kRelu2:
+      return torch::relu(h).square();
+    case MlpKind::kGelu:
+      break;
+  }
   return gelu_tanh(h);
 }
 

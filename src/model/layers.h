@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/decoder_options.h"
 #include "model/lora_adapter.h"
 #include "model/param_tags.h"
 
@@ -49,8 +50,8 @@ class EmbeddingImpl : public TaggedModule {
 };
 TORCH_MODULE(Embedding);
 
-// The MLP nonlinearity on h = c_fc(x): "swiglu" (h = [gate; up], (R, 2 hidden) -> silu(gate) *
-// up), "relu2" (relu(h)^2) or "gelu" (tanh approximation).
-torch::Tensor mlp_activation(const torch::Tensor& h, const std::string& kind, int64_t hidden);
+// The MLP nonlinearity on h = c_fc(x): SwiGLU (h = [gate; up], (R, 2 hidden) -> silu(gate) * up),
+// relu² (relu(h)^2) or GELU (tanh approximation).
+torch::Tensor mlp_activation(const torch::Tensor& h, MlpKind kind, int64_t hidden);
 
 }  // namespace lmtrain::model
