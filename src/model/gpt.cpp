@@ -152,9 +152,9 @@ BlockOutput BlockOutput::from_tensors(const std::vector<torch::Tensor>& t, bool 
 }
 
 TransformerImpl::TransformerImpl(const GptConfig& cfg, ExpertPlacement experts) {
-  wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd));
+  wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd, LrGroup::kEmbedding));
   if (cfg.pos == PosEncoding::kLearned) {
-    wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd));
+    wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd, LrGroup::kEmbedding));
   }
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
@@ -171,6 +171,7 @@ GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg
   transformer = register_module("transformer", Transformer(cfg, experts));
   if (!cfg.tie_embeddings) {
     ParamTag head_tag;  // decayed, but not one of the blocks' matrices (Muon leaves it to AdamW)
+    head_tag.lr_group = LrGroup::kHead;
     lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false, head_tag));
   }
   for (auto& block : transformer->blocks) {

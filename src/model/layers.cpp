@@ -52,9 +52,10 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) const {
   return torch::layer_norm(x, {dim}, weight, bias, eps, /*cudnn_enable=*/true);
 }
 
-EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d) {
+EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d, LrGroup lr_group) {
   ParamTag tag;  // N(0, init_std), no weight decay, not a Muon matrix
   tag.decay = false;
+  tag.lr_group = lr_group;
   weight = register_tagged("weight", torch::empty({num, d}), tag);
 }
 

@@ -44,7 +44,8 @@ TORCH_MODULE(LayerNorm);
 // Lookup table; weight (num, dim).
 class EmbeddingImpl : public TaggedModule {
  public:
-  EmbeddingImpl(int64_t num, int64_t dim);
+  // lr_group: kEmbedding for the decoder's token and position tables (Muon's embedding_lr).
+  EmbeddingImpl(int64_t num, int64_t dim, LrGroup lr_group = LrGroup::kBase);
   torch::Tensor forward(const torch::Tensor& ids) const;
   torch::Tensor weight;
 };

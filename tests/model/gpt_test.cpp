@@ -72,6 +72,24 @@ TEST(Gpt, InitFollowsGpt2) {
   EXPECT_FALSE(m->decays("transformer.h.0.ln_1.weight"));
 }
 
+// Muon's AdamW learning-rate groups come from these tags (optim/muon.cpp): the token and position
+// tables take optim.embedding_lr, an untied head optim.head_lr, every other parameter optim.lr.
+TEST(Gpt, TagsPutTheEmbeddingsAndAnUntiedHeadInTheirLearningRateGroups) {
+  for (bool tie : {true, false}) {
+    Gpt m(tiny(/*bias=*/true, tie));
+    const std::map<std::string, LrGroup> grouped = {{"transformer.wte.weight", LrGroup::kEmbedding},
+                                                    {"transformer.wpe.weight", LrGroup::kEmbedding},
+                                                    {"lm_head.weight", LrGroup::kHead}};
+    size_t found = 0;
+    for (const auto& [name, tag] : m->param_tags()) {
+      const auto it = grouped.find(name);
+      EXPECT_EQ(tag.lr_group, it == grouped.end() ? LrGroup::kBase : it->second) << name;
+      found += it != grouped.end();
+    }
+    EXPECT_EQ(found, tie ? 2u : 3u);
+  }
+}
+
 TEST(Gpt, IsCausal) {
   torch::manual_seed(1);
   Gpt m(tiny());
