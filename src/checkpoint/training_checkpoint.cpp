@@ -136,10 +136,10 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
   cmp("head_dim", n(a.head_dim()), n(b.head_dim()));
   cmp("mlp_hidden", n(a.hidden_dim()), n(b.hidden_dim()));
   cmp("vocab_size", n(a.vocab_size), n(b.vocab_size));
-  if (a.pos == "learned" || b.pos == "learned") cmp("block_size", n(a.block_size), n(b.block_size));
-  cmp("norm", a.norm, b.norm);
-  cmp("pos", a.pos, b.pos);
-  cmp("mlp", a.mlp, b.mlp);
+  if (a.learned_pos() || b.learned_pos()) cmp("block_size", n(a.block_size), n(b.block_size));
+  cmp("norm", core::to_string(a.norm), core::to_string(b.norm));
+  cmp("pos", core::to_string(a.pos), core::to_string(b.pos));
+  cmp("mlp", core::to_string(a.mlp), core::to_string(b.mlp));
   cmp("bias", n(a.bias), n(b.bias));
   cmp("qkv_bias", n(a.qkv_bias), n(b.qkv_bias));
   cmp("qk_norm", n(a.qk_norm), n(b.qk_norm));

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <sstream>
 
@@ -73,6 +74,7 @@ double ParsedArgs::get_float(const std::string& name, double fallback) const {
 ParsedArgs parse_args(const std::string& command, const std::vector<std::string>& args,
                       const std::vector<FlagSpec>& specs, bool accept_config) {
   ParsedArgs out;
+  out.accepts_config = accept_config;
   // Config path -> the first flag that set it and its canonical value: a seed alias and its
   // native key (--lr and --optim.lr), or two aliases of one key (--max_seq_len and
   // --max_length), given with different values are an error naming both, not "last one wins".
@@ -170,6 +172,20 @@ std::string flags_help(const std::vector<FlagSpec>& specs) {
     ss << s.help << "\n";
   }
   return ss.str();
+}
+
+bool print_help_if_asked(const ParsedArgs& args, const std::vector<FlagSpec>& flags,
+                         const std::string& usage) {
+  if (args.help) {
+    std::cout << usage << "Flags:\n" << flags_help(flags);
+    if (args.accepts_config) std::cout << "  --section.key=VALUE         override any config key\n";
+    return true;
+  }
+  if (args.has("help-config")) {
+    std::cout << core::config_reference();
+    return true;
+  }
+  return false;
 }
 
 }  // namespace lmtrain::cli

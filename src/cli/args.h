@@ -28,6 +28,7 @@ struct ParsedArgs {
   std::vector<std::pair<std::string, std::string>> overrides;  // config path -> text, in order
   std::vector<std::string> positional;
   bool help = false;
+  bool accepts_config = false;  // the command takes --section.key=VALUE overrides
 
   bool has(const std::string& name) const { return flags.count(name) > 0; }
   std::string get(const std::string& name, const std::string& fallback = "") const;
@@ -58,5 +59,12 @@ void apply_quiet(const ParsedArgs& args);
 
 // "Usage: ..." text listing the flags.
 std::string flags_help(const std::vector<FlagSpec>& specs);
+
+// The head every command starts with. --help: prints `usage` (the command's own text, ending in a
+// blank line), "Flags:", its flags, and for commands that take config overrides the
+// --section.key=VALUE line. --help-config (commands with config_flags()): prints every config
+// key. Returns whether it printed; the command then exits 0.
+bool print_help_if_asked(const ParsedArgs& args, const std::vector<FlagSpec>& flags,
+                         const std::string& usage);
 
 }  // namespace lmtrain::cli

@@ -16,33 +16,28 @@ int cmd_bench(const Args& argv) {
   flags.push_back({"loader", FlagKind::kBool,
                    "time the streaming loader of the config (data.source=stream) alone"});
   const auto args = parse_args("bench", argv, flags, /*accept_config=*/true);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain bench --config FILE [--section.key=VALUE ...]\n\n"
-           "Times bench.steps optimizer steps (after bench.warmup untimed ones) of the\n"
-           "config's model and batch on random tokens, then prints:\n"
-           "  ms_per_step, tokens_per_s      steady-state speed\n"
-           "  flops_per_token                6*N + 6*L*C*T (N parameters, L layers, C width,\n"
-           "                                 T seq_len; forward+backward, llm.c's count)\n"
-           "  achieved_gflops                flops_per_token * tokens_per_s\n"
-           "  peak_gemm_gflops               the best 1024^3 (CPU) or 8192^3 (CUDA) matmul in the\n"
-           "                                 compute dtype, or bench.peak_tflops when set (GPU)\n"
-           "  mfu                            achieved / peak\n"
-           "  peak_rss_mib, peak_device_mib  peak host memory; peak GPU memory (CUDA)\n"
-           "  comm_wait_ms                   gradient all-reduce time not hidden by backward\n\n"
-           "With train.cuda_graphs=true the untimed steps also cover the graph's eager steps\n"
-           "and its capture. LMTRAIN_PROFILE=FILE records the timed steps with libtorch's\n"
-           "profiler: a chrome://tracing trace in FILE, and the GPU kernels and CPU ops that\n"
-           "took the most time per step in the log.\n\n"
-           "With --loader it times the config's streaming loader alone instead (one process,\n"
-           "the whole corpus's training units): (bench.warmup + bench.steps) x accumulation\n"
-           "micro-batches from opening the inputs, and prints loader_tokens_per_s, the rate\n"
-           "to hold against training's tokens_per_s (the loader must stay ahead).\n\nFlags:\n"
-        << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
-    return 0;
-  }
-  if (args.has("help-config")) {
-    std::cout << core::config_reference();
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain bench --config FILE [--section.key=VALUE ...]\n\n"
+          "Times bench.steps optimizer steps (after bench.warmup untimed ones) of the\n"
+          "config's model and batch on random tokens, then prints:\n"
+          "  ms_per_step, tokens_per_s      steady-state speed\n"
+          "  flops_per_token                6*N + 6*L*C*T (N parameters, L layers, C width,\n"
+          "                                 T seq_len; forward+backward, llm.c's count)\n"
+          "  achieved_gflops                flops_per_token * tokens_per_s\n"
+          "  peak_gemm_gflops               the best 1024^3 (CPU) or 8192^3 (CUDA) matmul in the\n"
+          "                                 compute dtype, or bench.peak_tflops when set (GPU)\n"
+          "  mfu                            achieved / peak\n"
+          "  peak_rss_mib, peak_device_mib  peak host memory; peak GPU memory (CUDA)\n"
+          "  comm_wait_ms                   gradient all-reduce time not hidden by backward\n\n"
+          "With train.cuda_graphs=true the untimed steps also cover the graph's eager steps\n"
+          "and its capture. LMTRAIN_PROFILE=FILE records the timed steps with libtorch's\n"
+          "profiler: a chrome://tracing trace in FILE, and the GPU kernels and CPU ops that\n"
+          "took the most time per step in the log.\n\n"
+          "With --loader it times the config's streaming loader alone instead (one process,\n"
+          "the whole corpus's training units): (bench.warmup + bench.steps) x accumulation\n"
+          "micro-batches from opening the inputs, and prints loader_tokens_per_s, the rate\n"
+          "to hold against training's tokens_per_s (the loader must stay ahead).\n\n")) {
     return 0;
   }
   if (!args.positional.empty()) {

@@ -2,7 +2,6 @@
 // logits at every position of every training window; distill/teacher_cache.h).
 #include <chrono>
 #include <filesystem>
-#include <iostream>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -34,26 +33,20 @@ int cmd_distill_cache(const Args& argv) {
                    "replace an existing --output file (once the new one is complete)"});
   flags.push_back(quiet_flag());
   const auto args = parse_args("distill-cache", argv, flags, /*accept_config=*/true);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain distill-cache --config FILE --distill.teacher=CKPT --output FILE\n"
-           "       [--top_k K] [--section.key=VALUE ...]\n\n"
-           "Runs the teacher once over every training window of data.dir (windows of\n"
-           "data.seq_len tokens) and writes its top-k logits and their token ids per position.\n"
-           "Train the student with the same config plus --distill.enabled=true\n"
-           "--distill.cache=FILE: the teacher is then read instead of run, the loss taken on\n"
-           "its top-k plus the rest of its distribution (the log-sum-exp at distill.temperature\n"
-           "is stored: train at the same temperature), and any order, world size or resume\n"
-           "reads the rows of the windows it trains on. The file is written atomically; a\n"
-           "cache made for other data, another tokenizer, seq_len or temperature is refused\n"
-           "when training starts. An existing FILE is refused unless --overwrite; SIGINT or\n"
-           "SIGTERM stops it with nothing written (exit code 128+signal).\n\n"
-           "Flags:\n"
-        << flags_help(flags) << "  --section.key=VALUE         override any config key\n";
-    return 0;
-  }
-  if (args.has("help-config")) {
-    std::cout << core::config_reference();
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain distill-cache --config FILE --distill.teacher=CKPT --output FILE\n"
+          "       [--top_k K] [--section.key=VALUE ...]\n\n"
+          "Runs the teacher once over every training window of data.dir (windows of\n"
+          "data.seq_len tokens) and writes its top-k logits and their token ids per position.\n"
+          "Train the student with the same config plus --distill.enabled=true\n"
+          "--distill.cache=FILE: the teacher is then read instead of run, the loss taken on\n"
+          "its top-k plus the rest of its distribution (the log-sum-exp at distill.temperature\n"
+          "is stored: train at the same temperature), and any order, world size or resume\n"
+          "reads the rows of the windows it trains on. The file is written atomically; a\n"
+          "cache made for other data, another tokenizer, seq_len or temperature is refused\n"
+          "when training starts. An existing FILE is refused unless --overwrite; SIGINT or\n"
+          "SIGTERM stops it with nothing written (exit code 128+signal).\n\n")) {
     return 0;
   }
   apply_quiet(args);

@@ -88,14 +88,13 @@ int cmd_eval(const Args& argv) {
   };
   const auto args = parse_args("eval", argv, flags, /*accept_config=*/false);
   apply_quiet(args);
-  if (args.help) {
-    std::cout << "Usage: lmtrain eval --checkpoint PATH [--split val|train] [--batches N]\n\n"
-                 "Prints the mean cross-entropy loss and perplexity of the checkpoint on\n"
-                 "non-overlapping windows of data.seq_len tokens. For a temporal-encoder run\n"
-                 "(model.temporal.enabled) it prints the answer loss on the held-out samples,\n"
-                 "and with --temporal_qa the question-answering accuracy per attribute.\n\n"
-                 "Flags:\n"
-              << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain eval --checkpoint PATH [--split val|train] [--batches N]\n\n"
+          "Prints the mean cross-entropy loss and perplexity of the checkpoint on\n"
+          "non-overlapping windows of data.seq_len tokens. For a temporal-encoder run\n"
+          "(model.temporal.enabled) it prints the answer loss on the held-out samples,\n"
+          "and with --temporal_qa the question-answering accuracy per attribute.\n\n")) {
     return 0;
   }
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");

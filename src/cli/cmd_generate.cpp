@@ -125,34 +125,32 @@ int cmd_generate(const Args& argv) {
   };
   const auto args = parse_args("generate", argv, flags, /*accept_config=*/false);
   apply_quiet(args);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"
-           "       [--temperature T] [--top_k K] [--top_p P] [--seed S]\n"
-           "       lmtrain generate --checkpoint RUN --series FILE [--prompt TEXT] [...]\n"
-           "       lmtrain generate --checkpoint PATH --prompts FILE.jsonl [--batch_size N]\n"
-           "       [--output FILE] [...]\n\n"
-           "Prints the prompt's continuation to stdout (the prompt itself is not\n"
-           "repeated). Decoding is incremental with a KV cache. --print_ids prints\n"
-           "every generated token id instead, the <|endoftext|> that stops it included.\n\n"
-           "With --prompts, decodes the file's prompts --batch_size at a time (left-padded,\n"
-           "shortest first) and writes one JSON object per prompt, in file order:\n"
-           "  {\"id\", \"prompt\", \"completion\", \"tokens\", \"stop\": eot|length|context}\n"
-           "(tokens counts the new ids, a final <|endoftext|> included; the completion\n"
-           "text leaves it out; --print_ids adds the ids as \"ids\"). Greedy results\n"
-           "equal one-prompt runs; sampling seeds batch k with --seed + k. Throughput\n"
-           "and the peak cache bytes go to stderr.\n\n"
-           "A temporal-encoder run's checkpoint (model.temporal.enabled) answers about\n"
-           "time series: --series FILE with --prompt \"Describe the curve: <ts>\". The\n"
-           "run's encoder turns each series into soft tokens that stand at the prompt's\n"
-           "placeholders (<ts> or <ts><ts/>, one per series in the file's order: CSV one\n"
-           "per column, NPY one per row, JSONL every line's \"timeseries\"); the frozen LM\n"
-           "decodes the answer with the sampling flags above. A JSONL file whose lines\n"
-           "carry their own prompts (\"input\", ChatTS's format) needs no --prompt: each\n"
-           "line is answered, one JSON object per line on stdout:\n"
-           "  {\"line\", \"prompt\", \"series\", \"completion\", \"tokens\", \"stop\"}\n\n"
-           "Flags:\n"
-        << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain generate --checkpoint PATH [--prompt TEXT] [--max_new_tokens N]\n"
+          "       [--temperature T] [--top_k K] [--top_p P] [--seed S]\n"
+          "       lmtrain generate --checkpoint RUN --series FILE [--prompt TEXT] [...]\n"
+          "       lmtrain generate --checkpoint PATH --prompts FILE.jsonl [--batch_size N]\n"
+          "       [--output FILE] [...]\n\n"
+          "Prints the prompt's continuation to stdout (the prompt itself is not\n"
+          "repeated). Decoding is incremental with a KV cache. --print_ids prints\n"
+          "every generated token id instead, the <|endoftext|> that stops it included.\n\n"
+          "With --prompts, decodes the file's prompts --batch_size at a time (left-padded,\n"
+          "shortest first) and writes one JSON object per prompt, in file order:\n"
+          "  {\"id\", \"prompt\", \"completion\", \"tokens\", \"stop\": eot|length|context}\n"
+          "(tokens counts the new ids, a final <|endoftext|> included; the completion\n"
+          "text leaves it out; --print_ids adds the ids as \"ids\"). Greedy results\n"
+          "equal one-prompt runs; sampling seeds batch k with --seed + k. Throughput\n"
+          "and the peak cache bytes go to stderr.\n\n"
+          "A temporal-encoder run's checkpoint (model.temporal.enabled) answers about\n"
+          "time series: --series FILE with --prompt \"Describe the curve: <ts>\". The\n"
+          "run's encoder turns each series into soft tokens that stand at the prompt's\n"
+          "placeholders (<ts> or <ts><ts/>, one per series in the file's order: CSV one\n"
+          "per column, NPY one per row, JSONL every line's \"timeseries\"); the frozen LM\n"
+          "decodes the answer with the sampling flags above. A JSONL file whose lines\n"
+          "carry their own prompts (\"input\", ChatTS's format) needs no --prompt: each\n"
+          "line is answered, one JSON object per line on stdout:\n"
+          "  {\"line\", \"prompt\", \"series\", \"completion\", \"tokens\", \"stop\"}\n\n")) {
     return 0;
   }
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");

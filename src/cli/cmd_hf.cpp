@@ -17,18 +17,18 @@ int cmd_import(const Args& argv) {
       quiet_flag(),
   };
   const auto args = parse_args("import", argv, flags, /*accept_config=*/false);
-  if (args.help) {
-    std::cout << "Usage: lmtrain import hf HF_DIR --output RUN_DIR\n\n"
-                 "Converts a Hugging Face model directory (config.json, model.safetensors or a\n"
-                 "sharded model.safetensors.index.json, tokenizer.json) of a gpt2, llama, qwen2,\n"
-                 "qwen3, qwen3_moe or mixtral model into an lmtrain checkpoint at\n"
-                 "RUN_DIR/checkpoints/latest. RUN_DIR/config.yaml is ready to fine-tune from it:\n"
-                 "`lmtrain train --config RUN_DIR/config.yaml --data.dir=DATA` starts from the\n"
-                 "imported weights (model.init_from) and writes RUN_DIR-finetune (run.dir), one\n"
-                 "epoch unless told otherwise. Sample with `lmtrain generate`. An existing\n"
-                 "RUN_DIR is refused unless --overwrite (it is then moved aside, never deleted).\n"
-                 "\nFlags:\n"
-              << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain import hf HF_DIR --output RUN_DIR\n\n"
+          "Converts a Hugging Face model directory (config.json, model.safetensors or a\n"
+          "sharded model.safetensors.index.json, tokenizer.json) of a gpt2, llama, qwen2,\n"
+          "qwen3, qwen3_moe or mixtral model into an lmtrain checkpoint at\n"
+          "RUN_DIR/checkpoints/latest. RUN_DIR/config.yaml is ready to fine-tune from it:\n"
+          "`lmtrain train --config RUN_DIR/config.yaml --data.dir=DATA` starts from the\n"
+          "imported weights (model.init_from) and writes RUN_DIR-finetune (run.dir), one\n"
+          "epoch unless told otherwise. Sample with `lmtrain generate`. An existing\n"
+          "RUN_DIR is refused unless --overwrite (it is then moved aside, never deleted).\n"
+          "\n")) {
     return 0;
   }
   apply_quiet(args);
@@ -53,20 +53,20 @@ int cmd_export(const Args& argv) {
       quiet_flag(),
   };
   const auto args = parse_args("export", argv, flags, /*accept_config=*/false);
-  if (args.help) {
-    std::cout << "Usage: lmtrain export hf CHECKPOINT OUT_DIR\n"
-                 "       lmtrain export peft --checkpoint PATH --output DIR\n\n"
-                 "hf: writes OUT_DIR/{config.json, model.safetensors, tokenizer.json} for Hugging\n"
-                 "Face transformers (AutoModelForCausalLM.from_pretrained(OUT_DIR)). The model\n"
-                 "must be a gpt2, llama, qwen2, qwen3, qwen3_moe or mixtral (model.arch and\n"
-                 "matching options; a llama or qwen3 with MoE layers, e.g. configs/moe-tiny.yaml,\n"
-                 "exports as mixtral or qwen3_moe). An OUT_DIR that holds files is refused unless\n"
-                 "--overwrite (they are moved aside into OUT_DIR/previous-<n>/).\n"
-                 "peft: writes DIR/{adapter_config.json, adapter_model.safetensors} of a LoRA\n"
-                 "run's adapters, for peft.PeftModel.from_pretrained(base, DIR) where base is the\n"
-                 "`export hf` of the run's base (gpt2: q/k/v adapters become one c_attn adapter\n"
-                 "of rank n*r with the same product).\n\nFlags:\n"
-              << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain export hf CHECKPOINT OUT_DIR\n"
+          "       lmtrain export peft --checkpoint PATH --output DIR\n\n"
+          "hf: writes OUT_DIR/{config.json, model.safetensors, tokenizer.json} for Hugging\n"
+          "Face transformers (AutoModelForCausalLM.from_pretrained(OUT_DIR)). The model\n"
+          "must be a gpt2, llama, qwen2, qwen3, qwen3_moe or mixtral (model.arch and\n"
+          "matching options; a llama or qwen3 with MoE layers, e.g. configs/moe-tiny.yaml,\n"
+          "exports as mixtral or qwen3_moe). An OUT_DIR that holds files is refused unless\n"
+          "--overwrite (they are moved aside into OUT_DIR/previous-<n>/).\n"
+          "peft: writes DIR/{adapter_config.json, adapter_model.safetensors} of a LoRA\n"
+          "run's adapters, for peft.PeftModel.from_pretrained(base, DIR) where base is the\n"
+          "`export hf` of the run's base (gpt2: q/k/v adapters become one c_attn adapter\n"
+          "of rank n*r with the same product).\n\n")) {
     return 0;
   }
   apply_quiet(args);

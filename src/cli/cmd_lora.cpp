@@ -16,14 +16,14 @@ int cmd_lora(const Args& argv) {
       overwrite_flag(),
   };
   const auto args = parse_args("lora", argv, flags, /*accept_config=*/false);
-  if (args.help) {
-    std::cout << "Usage: lmtrain lora merge --checkpoint PATH --output RUN_DIR\n\n"
-                 "Folds a LoRA run's adapters into its base (W += alpha / rank * B A for every\n"
-                 "adapted layer; the base is read from the path and verified against the\n"
-                 "sha256 recorded in the checkpoint) and writes an ordinary checkpoint at\n"
-                 "RUN_DIR/checkpoints/latest (config lora.rank = 0): for generate, eval,\n"
-                 "`export hf` and `train --model.init_from=RUN_DIR`.\n\nFlags:\n"
-              << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain lora merge --checkpoint PATH --output RUN_DIR\n\n"
+          "Folds a LoRA run's adapters into its base (W += alpha / rank * B A for every\n"
+          "adapted layer; the base is read from the path and verified against the\n"
+          "sha256 recorded in the checkpoint) and writes an ordinary checkpoint at\n"
+          "RUN_DIR/checkpoints/latest (config lora.rank = 0): for generate, eval,\n"
+          "`export hf` and `train --model.init_from=RUN_DIR`.\n\n")) {
     return 0;
   }
   if (args.positional.size() != 1 || args.positional[0] != "merge") {

@@ -53,21 +53,20 @@ int cmd_prepare(const Args& argv) {
       overwrite_flag(),
   };
   const auto args = parse_args("prepare", argv, flags, /*accept_config=*/false);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain prepare --input PATH... --output DIR [--vocab_size N]\n\n"
-           "Reads the documents of the inputs (text, JSONL, gzip / zstd compressed text or\n"
-           "JSONL, parquet) as a stream, trains a byte-level BPE tokenizer on a sample of the\n"
-           "training documents and encodes every document on all cores into DIR/tokenizer.json\n"
-           "(Hugging Face format), DIR/train_00000.bin ... and DIR/val_00000.bin ... (token\n"
-           "shards, one <|endoftext|> after each document; train reads them as one sequence)\n"
-           "and DIR/prepare.json (every input file with its size and sha256). Memory stays\n"
-           "bounded whatever the corpus size; the output is the same at any --threads.\n"
-           "With --tokenizer FILE it encodes with that tokenizer instead (the data a\n"
-           "model that brings its own, e.g. an imported one, is fine-tuned on).\n"
-           "A prepare that was killed resumes from its last finished piece when run again\n"
-           "with the same inputs and flags (the work in progress is in .DIR.partial).\n\nFlags:\n"
-        << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain prepare --input PATH... --output DIR [--vocab_size N]\n\n"
+          "Reads the documents of the inputs (text, JSONL, gzip / zstd compressed text or\n"
+          "JSONL, parquet) as a stream, trains a byte-level BPE tokenizer on a sample of the\n"
+          "training documents and encodes every document on all cores into DIR/tokenizer.json\n"
+          "(Hugging Face format), DIR/train_00000.bin ... and DIR/val_00000.bin ... (token\n"
+          "shards, one <|endoftext|> after each document; train reads them as one sequence)\n"
+          "and DIR/prepare.json (every input file with its size and sha256). Memory stays\n"
+          "bounded whatever the corpus size; the output is the same at any --threads.\n"
+          "With --tokenizer FILE it encodes with that tokenizer instead (the data a\n"
+          "model that brings its own, e.g. an imported one, is fine-tuned on).\n"
+          "A prepare that was killed resumes from its last finished piece when run again\n"
+          "with the same inputs and flags (the work in progress is in .DIR.partial).\n\n")) {
     return 0;
   }
   apply_quiet(args);

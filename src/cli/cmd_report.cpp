@@ -23,28 +23,27 @@ int cmd_report(const Args& argv) {
        "replaced)"},
   };
   const auto args = parse_args("report", argv, flags, /*accept_config=*/false);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain report RUN_DIR [RUN_DIR ...] [--output FILE.html] [--format html|md]\n\n"
-           "Writes one self-contained HTML page about one or more training runs: no network,\n"
-           "no scripts, no external fonts; it opens from disk in any browser.\n"
-           "  - charts of every metric in metrics.jsonl: train loss (raw and smoothed) and\n"
-           "    validation loss against steps and tokens, learning rate, gradient norm, tokens/s,\n"
-           "    peak memory, communication wait, fp16 loss scale, distillation terms, eval\n"
-           "    perplexity and accuracies, MoE per-layer statistics as heat maps; several runs\n"
-           "    overlay in one chart, one colour each. Long runs are downsampled for drawing,\n"
-           "    keeping every bucket's first, lowest, highest and last point;\n"
-           "  - a summary per run: model and parameters, world size, precision, device, tokens\n"
-           "    seen, training time, best validation loss and its step, final perplexity, mean\n"
-           "    tokens/s, checkpoints, and whether it finished, was stopped, crashed or is\n"
-           "    still running;\n"
-           "  - with several runs, the config keys whose values differ.\n"
-           "--format md writes the same tables as a Markdown card, without charts.\n\n"
-           "Training keeps RUN_DIR/report.html up to date by itself (log.report=true, the\n"
-           "default): rank 0 rewrites it after every evaluation and when the run ends.\n\n"
-           "A truncated last line of metrics.jsonl (a killed run) is skipped with a note; a\n"
-           "damaged line elsewhere is an error naming FILE:LINE.\n\nFlags:\n"
-        << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain report RUN_DIR [RUN_DIR ...] [--output FILE.html] [--format html|md]\n\n"
+          "Writes one self-contained HTML page about one or more training runs: no network,\n"
+          "no scripts, no external fonts; it opens from disk in any browser.\n"
+          "  - charts of every metric in metrics.jsonl: train loss (raw and smoothed) and\n"
+          "    validation loss against steps and tokens, learning rate, gradient norm, tokens/s,\n"
+          "    peak memory, communication wait, fp16 loss scale, distillation terms, eval\n"
+          "    perplexity and accuracies, MoE per-layer statistics as heat maps; several runs\n"
+          "    overlay in one chart, one colour each. Long runs are downsampled for drawing,\n"
+          "    keeping every bucket's first, lowest, highest and last point;\n"
+          "  - a summary per run: model and parameters, world size, precision, device, tokens\n"
+          "    seen, training time, best validation loss and its step, final perplexity, mean\n"
+          "    tokens/s, checkpoints, and whether it finished, was stopped, crashed or is\n"
+          "    still running;\n"
+          "  - with several runs, the config keys whose values differ.\n"
+          "--format md writes the same tables as a Markdown card, without charts.\n\n"
+          "Training keeps RUN_DIR/report.html up to date by itself (log.report=true, the\n"
+          "default): rank 0 rewrites it after every evaluation and when the run ends.\n\n"
+          "A truncated last line of metrics.jsonl (a killed run) is skipped with a note; a\n"
+          "damaged line elsewhere is an error naming FILE:LINE.\n\n")) {
     return 0;
   }
   if (args.positional.empty()) {

@@ -57,29 +57,28 @@ int cmd_temporal_data(const Args& argv) {
       quiet_flag(),
   };
   const auto args = parse_args("temporal-data", argv, flags, /*accept_config=*/false);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain temporal-data --num_samples N --output_dir DIR [--seed S]\n"
-           "       [--length L ...] [--channels C] [--shard_size N] [--lm_text] [--overwrite]\n\n"
-           "Generates synthetic time-series question/answer samples for aligning a temporal\n"
-           "encoder to a frozen LM (data.temporal.*), deterministically: sample i depends only\n"
-           "on (seed, i, lengths, channels, tasks), never on --threads, and equals the one\n"
-           "online generation makes. Each curve is built from a trend (increasing, decreasing,\n"
-           "flat), seasonality (a period or none), noise (low, high), spikes (none, one,\n"
-           "several), a level shift (yes, no) and a scale and offset; each sample asks about one\n"
-           "of them (task i % tasks, class (i / tasks) % classes: any block of samples is\n"
-           "class-balanced), or for the period, the spike's position, or a caption.\n\n"
-           "Writes DIR/train_00000.jsonl, ... in ChatTS's JSONL format\n"
-           "  {\"input\": \"<ts><ts/>\\nWhat is the trend of this series? Options: "
-           "...\\nAnswer:\",\n"
-           "   \"output\": \" increasing\", \"timeseries\": [[v0, v1, ...]], \"task\": ...,\n"
-           "   \"choices\": [...], \"answer\": ..., \"numeric_answer\": ..., \"attributes\": "
-           "{...}}\n"
-           "(a series of C > 1 channels is [[channel 0], [channel 1], ...]; null = missing) and\n"
-           "DIR/temporal_data.json (the options, and each shard's samples and sha256). An\n"
-           "existing DIR that holds files is refused unless --overwrite (moved aside, never\n"
-           "deleted); nothing appears in DIR until every file is written.\n\nFlags:\n"
-        << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain temporal-data --num_samples N --output_dir DIR [--seed S]\n"
+          "       [--length L ...] [--channels C] [--shard_size N] [--lm_text] [--overwrite]\n\n"
+          "Generates synthetic time-series question/answer samples for aligning a temporal\n"
+          "encoder to a frozen LM (data.temporal.*), deterministically: sample i depends only\n"
+          "on (seed, i, lengths, channels, tasks), never on --threads, and equals the one\n"
+          "online generation makes. Each curve is built from a trend (increasing, decreasing,\n"
+          "flat), seasonality (a period or none), noise (low, high), spikes (none, one,\n"
+          "several), a level shift (yes, no) and a scale and offset; each sample asks about one\n"
+          "of them (task i % tasks, class (i / tasks) % classes: any block of samples is\n"
+          "class-balanced), or for the period, the spike's position, or a caption.\n\n"
+          "Writes DIR/train_00000.jsonl, ... in ChatTS's JSONL format\n"
+          "  {\"input\": \"<ts><ts/>\\nWhat is the trend of this series? Options: "
+          "...\\nAnswer:\",\n"
+          "   \"output\": \" increasing\", \"timeseries\": [[v0, v1, ...]], \"task\": ...,\n"
+          "   \"choices\": [...], \"answer\": ..., \"numeric_answer\": ..., \"attributes\": "
+          "{...}}\n"
+          "(a series of C > 1 channels is [[channel 0], [channel 1], ...]; null = missing) and\n"
+          "DIR/temporal_data.json (the options, and each shard's samples and sha256). An\n"
+          "existing DIR that holds files is refused unless --overwrite (moved aside, never\n"
+          "deleted); nothing appears in DIR until every file is written.\n\n")) {
     return 0;
   }
   apply_quiet(args);

@@ -48,14 +48,13 @@ int cmd_tokenize(const Args& argv) {
       {"decode", FlagKind::kBool, "input holds ids separated by whitespace: write their bytes"},
   };
   const auto args = parse_args("tokenize", argv, flags, /*accept_config=*/false);
-  if (args.help) {
-    std::cout << "Usage: lmtrain tokenize --tokenizer PATH --input FILE [--output FILE]\n\n"
-                 "Encodes the bytes of FILE (any bytes: invalid UTF-8 is encoded losslessly as\n"
-                 "byte tokens) and writes the token ids separated by spaces, one line. As in\n"
-                 "Hugging Face `tokenizers`, the text of a special token (<|endoftext|>) becomes\n"
-                 "its id unless --no_special; no token is added. --decode does the reverse.\n\n"
-                 "Flags:\n"
-              << flags_help(flags);
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain tokenize --tokenizer PATH --input FILE [--output FILE]\n\n"
+          "Encodes the bytes of FILE (any bytes: invalid UTF-8 is encoded losslessly as\n"
+          "byte tokens) and writes the token ids separated by spaces, one line. As in\n"
+          "Hugging Face `tokenizers`, the text of a special token (<|endoftext|>) becomes\n"
+          "its id unless --no_special; no token is added. --decode does the reverse.\n\n")) {
     return 0;
   }
   if (!args.positional.empty())

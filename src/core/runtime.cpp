@@ -29,42 +29,21 @@ int cuda_device_count() {
 
 bool cuda_available() { return cuda_device_count() > 0; }
 
-namespace {
-
-Precision parse_precision(const std::string& s) {
-  if (s == "bf16") return Precision::kBf16;
-  if (s == "fp16") return Precision::kFp16;
-  return Precision::kFp32;
-}
-
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-    case Precision::kFp32:
-      break;
-  }
-  return "fp32";
-}
-
-}  // namespace
-
 int cuda_index_for_local_rank(int local_rank, int visible) {
   if (local_rank < visible) return local_rank;
   return visible == 1 ? 0 : -1;
 }
 
 Runtime Runtime::for_device(const std::string& device, const std::string& flag, int local_rank) {
+  return for_device(parse_choice<DeviceChoice>(device, flag), flag, local_rank);
+}
+
+Runtime Runtime::for_device(DeviceChoice device, const std::string& flag, int local_rank) {
   Runtime rt;
   // Exact fp32 for eval and generate (PyTorch's default too): their losses and greedy tokens
   // then match the CPU's. Training turns TF32 on with train.tf32 (from_config).
   rt.tf32 = false;
-  if (device != "auto" && device != "cpu" && device != "cuda") {
-    throw UsageError(flag + " = '" + device + "': expected auto, cpu or cuda");
-  }
-  if (device == "cuda" || (device == "auto" && cuda_available())) {
+  if (device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && cuda_available())) {
     if (!built_with_cuda()) {
       throw UsageError(flag +
                        "=cuda: this lmtrain was built against a libtorch without CUDA; rebuild "
@@ -91,8 +70,8 @@ Runtime Runtime::for_device(const std::string& device, const std::string& flag, 
 }
 
 Runtime Runtime::from_config(const Config& cfg, int local_rank) {
-  Runtime rt = for_device(cfg.get_string("train.device"), "train.device", local_rank);
-  rt.precision = parse_precision(cfg.get_string("train.precision"));
+  Runtime rt = for_device(get_choice<DeviceChoice>(cfg), "train.device", local_rank);
+  rt.precision = get_choice<Precision>(cfg);
   if (rt.precision == Precision::kFp16 && !rt.cuda()) {
     throw UsageError(
         "train.precision=fp16 needs CUDA (fp16 matmuls on CPU are emulated and loss scaling "
@@ -102,7 +81,7 @@ Runtime Runtime::from_config(const Config& cfg, int local_rank) {
                      : rt.precision == Precision::kFp16 ? at::kHalf
                                                         : at::kFloat;
   rt.reduce_dtype =
-      cfg.get_string("train.grad_reduce_dtype") == "bf16" ? at::kBFloat16 : at::kFloat;
+      get_choice<ReducePrecision>(cfg) == ReducePrecision::kBf16 ? at::kBFloat16 : at::kFloat;
   rt.tf32 = cfg.get_bool("train.tf32");
   return rt;
 }
@@ -118,7 +97,7 @@ void Runtime::activate() const {
 }
 
 std::string Runtime::describe() const {
-  std::string s = "runtime: " + device.str() + ", " + precision_name(precision);
+  std::string s = "runtime: " + device.str() + ", " + to_string(precision);
   if (autocast()) {
     s += std::string(" (fp32 master weights, ") + c10::toString(compute_dtype) + " compute";
     if (loss_scaling()) s += ", dynamic loss scaling";

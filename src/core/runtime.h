@@ -13,11 +13,18 @@
 
 #include <string>
 
+#include "core/config_choice.h"
+
 namespace lmtrain::core {
 
-class Config;
-
+// train.device, train.precision and train.grad_reduce_dtype, their enumerators in the order of
+// the keys' choices (config_choice.h).
+enum class DeviceChoice { kAuto, kCpu, kCuda };  // auto: cuda when a GPU is visible
 enum class Precision { kFp32, kBf16, kFp16 };
+enum class ReducePrecision { kFp32, kBf16 };
+constexpr ChoiceKey choice_key(DeviceChoice) { return {"train.device", 3}; }
+constexpr ChoiceKey choice_key(Precision) { return {"train.precision", 3}; }
+constexpr ChoiceKey choice_key(ReducePrecision) { return {"train.grad_reduce_dtype", 2}; }
 
 struct Runtime {
   c10::Device device{c10::kCPU};
@@ -36,7 +43,9 @@ struct Runtime {
   static Runtime from_config(const Config& cfg, int local_rank);
   // The CPU fp32 runtime (tools that only read weights: export, counting).
   static Runtime cpu() { return Runtime{}; }
-  // fp32 on `device` = auto | cpu | cuda (generate, eval), TF32 off; errors name `flag`.
+  // fp32 on `device` (generate, eval), TF32 off; errors name `flag`.
+  static Runtime for_device(DeviceChoice device, const std::string& flag, int local_rank = 0);
+  // The same from a flag's text (auto | cpu | cuda).
   static Runtime for_device(const std::string& device, const std::string& flag, int local_rank = 0);
   // Applies process-wide settings (current CUDA device, TF32). Call once before building.
   void activate() const;

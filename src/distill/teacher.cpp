@@ -177,11 +177,11 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
         dir.c_str(), (long long)teacher_shape.vocab_size, (long long)student_vocab));
   }
   core::Runtime trt = rt;
-  const std::string dtype = cfg.get_string("distill.teacher_dtype");
-  if (dtype == "bf16") {
+  const auto dtype = core::get_choice<TeacherDtype>(cfg);
+  if (dtype == TeacherDtype::kBf16) {
     trt.param_dtype = at::kBFloat16;
     trt.compute_dtype = at::kBFloat16;
-  } else if (dtype == "auto" && rt.cuda() && rt.autocast()) {
+  } else if (dtype == TeacherDtype::kAuto && rt.cuda() && rt.autocast()) {
     // The student's compute dtype (bf16 or fp16): its autocast would cast the teacher's
     // weights to it at every matmul anyway, so they are stored that way once.
     trt.param_dtype = rt.compute_dtype;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/config_choice.h"
 #include "core/runtime.h"
 #include "data/token_split.h"
 #include "data/window_stream.h"
@@ -40,6 +41,11 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
                                                  const data::WindowStream& train_stream,
                                                  const std::string& tokenizer_hash,
                                                  int64_t vocab_size);
+
+// distill.teacher_dtype, in the order of its choices (core/config_choice.h). auto: the runtime's
+// compute dtype on CUDA, fp32 on a CPU.
+enum class TeacherDtype { kAuto, kFp32, kBf16 };
+constexpr core::ChoiceKey choice_key(TeacherDtype) { return {"distill.teacher_dtype", 3}; }
 
 // A teacher loaded from its checkpoint: the model (weights in distill.teacher_dtype, on rt's
 // device; DistillObjective puts it in eval mode and freezes it), the checkpoint dir it came from

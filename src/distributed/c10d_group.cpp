@@ -92,11 +92,11 @@ using BackendFactory =
 
 class C10dGroup : public Group {
  public:
-  C10dGroup(Backends backends, std::string name, int rank, int size,
+  C10dGroup(Backends backends, BackendChoice kind, int rank, int size,
             c10::intrusive_ptr<c10d::Store> store, BackendFactory factory, c10::Device device)
       : pg_(std::move(backends.main)),
         host_(std::move(backends.host)),
-        name_(std::move(name)),
+        kind_(kind),
         rank_(rank),
         size_(size),
         store_(std::move(store)),
@@ -105,7 +105,7 @@ class C10dGroup : public Group {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return name_; }
+  std::string backend() const override { return core::to_string(kind_); }
 
   std::unique_ptr<Group> split(const std::vector<int>& ranks) override {
     const int index = split_index(ranks, rank_, size_);
@@ -115,11 +115,11 @@ class C10dGroup : public Group {
     auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
     const int n = static_cast<int>(ranks.size());
     try {
-      return std::make_unique<C10dGroup>(factory_(store, index, n), name_, index, n, store,
+      return std::make_unique<C10dGroup>(factory_(store, index, n), kind_, index, n, store,
                                          factory_, device_);
     } catch (const std::exception& e) {
       throw Error(log::format("rank %d: building a %s sub-group of %d ranks failed: %s", rank_,
-                              name_.c_str(), n, brief_error(e).c_str()));
+                              backend().c_str(), n, brief_error(e).c_str()));
     }
   }
 
@@ -178,7 +178,7 @@ class C10dGroup : public Group {
     const bool equal_parts = std::all_of(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
       return t.numel() == inputs.front().numel();
     });
-    if (name_ == "nccl" && !on_host(output) && equal_parts) {
+    if (kind_ == BackendChoice::kNccl && !on_host(output) && equal_parts) {
       return reduce_scatter_native(output, inputs, op);
     }
     // ProcessGroupGloo has no reduce-scatter. An all-to-all sends chunk r of every rank to rank
@@ -273,7 +273,7 @@ class C10dGroup : public Group {
   // tensors, NCCL this rank's GPU ones.
   at::Tensor stage(const at::Tensor& t, bool host) const {
     if (host) return t.is_cpu() ? t : t.to(at::kCPU);
-    if (name_ != "nccl" || !t.is_cpu()) return t;
+    if (kind_ != BackendChoice::kNccl || !t.is_cpu()) return t;
     return t.to(device_);
   }
   // After the collective: copy a staged result back into the caller's tensor.
@@ -316,7 +316,7 @@ class C10dGroup : public Group {
 
   c10::intrusive_ptr<c10d::Backend> pg_;
   c10::intrusive_ptr<c10d::Backend> host_;  // NCCL groups: the Gloo companion for CPU tensors
-  std::string name_;
+  BackendChoice kind_;                      // gloo or nccl (resolved, never auto)
   int rank_, size_;
   c10::intrusive_ptr<c10d::Store> store_;
   BackendFactory factory_;
@@ -338,19 +338,23 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const DistEnv& env) {
 
 GroupOptions GroupOptions::from_config(const core::Config& cfg) {
   GroupOptions o;
-  o.backend = cfg.get_string("dist.backend");
+  o.backend = core::get_choice<BackendChoice>(cfg);
   o.init_timeout_s = cfg.get_float("dist.init_timeout_s");
   o.timeout_s = cfg.get_float("dist.timeout_s");
   return o;
 }
 
 std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& options) {
-  std::string backend = options.backend;
-  if (backend == "auto") backend = options.cuda ? "nccl" : "gloo";
+  BackendChoice backend = options.backend;
+  if (backend == BackendChoice::kAuto) {
+    backend = options.cuda ? BackendChoice::kNccl : BackendChoice::kGloo;
+  }
   // A world of one needs no process group, unless NCCL was asked for by name: then a real one of
   // one rank (a single GPU runs the NCCL code path; under a launcher for its MASTER_PORT).
-  if (!env.distributed() && options.backend != "nccl") return make_single_rank_group();
-  if (backend == "nccl") {
+  if (!env.distributed() && options.backend != BackendChoice::kNccl) {
+    return make_single_rank_group();
+  }
+  if (backend == BackendChoice::kNccl) {
     if (!nccl_available()) {
       throw UsageError(
           "dist.backend=nccl: this lmtrain was built against a libtorch without CUDA/NCCL; use "
@@ -374,7 +378,7 @@ std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& option
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts));
   };
   BackendFactory factory;
-  if (backend == "nccl") {
+  if (backend == BackendChoice::kNccl) {
     factory = [timeout, device = options.device, gloo](const c10::intrusive_ptr<c10d::Store>& store,
                                                        int rank, int size) {
       Backends b;
@@ -394,7 +398,7 @@ std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& option
       log::info(log::format(
           "TORCH_DISTRIBUTED_DEBUG: rank %d of %d: %s process group%s over the TCPStore at "
           "%s:%d (init timeout %.0f s, collective timeout %.0f s); %s",
-          env.rank, env.world_size, backend.c_str(),
+          env.rank, env.world_size, core::to_string(backend).c_str(),
           backends.host ? " (and Gloo for CPU tensors)" : "", env.master_addr.c_str(),
           env.master_port, options.init_timeout_s, options.timeout_s,
           passthrough_env_summary().c_str()));
@@ -405,7 +409,7 @@ std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& option
     throw;
   } catch (const std::exception& e) {
     throw Error(log::format("rank %d: building the %s process group failed: %s", env.rank,
-                            backend.c_str(), brief_error(e).c_str()));
+                            core::to_string(backend).c_str(), brief_error(e).c_str()));
   }
 }
 

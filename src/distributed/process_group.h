@@ -7,17 +7,19 @@
 #include <memory>
 #include <string>
 
+#include "core/config_choice.h"
 #include "distributed/env.h"
 #include "distributed/group.h"
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::dist {
 
+// dist.backend, in the order of its choices (core/config_choice.h). auto: nccl for CUDA tensors,
+// gloo for CPU ones.
+enum class BackendChoice { kAuto, kGloo, kNccl };
+constexpr core::ChoiceKey choice_key(BackendChoice) { return {"dist.backend", 3}; }
+
 struct GroupOptions {
-  std::string backend = "auto";   // auto | gloo | nccl
+  BackendChoice backend = BackendChoice::kAuto;
   double init_timeout_s = 120;    // rendezvous
   double timeout_s = 600;         // any one collective
   bool cuda = false;              // tensors live on the GPU (auto picks nccl)

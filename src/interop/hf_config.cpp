@@ -13,6 +13,7 @@
 #include <set>
 #include <type_traits>
 
+#include "core/config_choice.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "interop/hf_format.h"
@@ -72,25 +73,36 @@ int64_t size_or(const json& j, const char* key, int64_t fallback) {
 std::string num(double v) { return log::format("%.17g", v); }
 std::string num(int64_t v) { return std::to_string(v); }
 
-std::string causal_lm_class(const std::string& type) {
-  if (type == "gpt2") return "GPT2LMHeadModel";
-  if (type == "llama") return "LlamaForCausalLM";
-  if (type == "qwen2") return "Qwen2ForCausalLM";
-  if (type == "qwen3_moe") return "Qwen3MoeForCausalLM";
-  if (type == "mixtral") return "MixtralForCausalLM";
+std::string causal_lm_class(Arch arch) {
+  switch (arch) {
+    case Arch::kGpt2:
+      return "GPT2LMHeadModel";
+    case Arch::kLlama:
+      return "LlamaForCausalLM";
+    case Arch::kQwen2:
+      return "Qwen2ForCausalLM";
+    case Arch::kQwen3Moe:
+      return "Qwen3MoeForCausalLM";
+    case Arch::kMixtral:
+      return "MixtralForCausalLM";
+    case Arch::kQwen3:
+    case Arch::kNanochat:
+      break;
+  }
   return "Qwen3ForCausalLM";
 }
 
 // `architectures` (when present) must be the family's causal-LM class: a classifier or another
 // head on the same backbone has weights and outputs lmtrain does not model.
-void check_architectures(const json& j, const std::string& type) {
+void check_architectures(const json& j, Arch type) {
   if (!has(j, "architectures")) return;
   const std::string want = causal_lm_class(type);
   for (const auto& a : j["architectures"]) {
     const std::string name = a.is_string() ? a.get<std::string>() : a.dump();
-    if (name != want && !(type == "gpt2" && name == "GPT2Model")) {
+    if (name != want && !(type == Arch::kGpt2 && name == "GPT2Model")) {
       throw UsageError("config.json: architectures '" + name +
-                       "' is not supported for model_type " + type + " (supported: " + want + ")");
+                       "' is not supported for model_type " + core::to_string(type) +
+                       " (supported: " + want + ")");
     }
   }
 }
@@ -203,8 +215,7 @@ std::vector<std::pair<std::string, std::string>> gpt2_overrides(const json& j) {
           {"model.bias", "true"}};
 }
 
-std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
-                                                                 const std::string& type) {
+std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j, Arch type) {
   const auto C = size_or(j, "hidden_size", 4096);
   const auto H = size_or(j, "num_attention_heads", 32);
   const auto L = size_or(j, "num_hidden_layers", 32);
@@ -217,19 +228,19 @@ std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
   reject_true(j, "mlp_bias", "MLP without biases only");
   // Qwen2 always has q/k/v biases (and reads no attention_bias); Llama and Qwen3 have an
   // attention_bias switch that would add biases lmtrain does not have (o_proj too).
-  if (type != "qwen2") reject_true(j, "attention_bias", "attention without biases only");
-  if (type == "mixtral") {
+  if (type != Arch::kQwen2) reject_true(j, "attention_bias", "attention without biases only");
+  if (type == Arch::kMixtral) {
     // Mixtral applies sliding_window whenever it is set (no use_sliding_window switch).
     if (has(j, "sliding_window") && get_or<int64_t>(j, "sliding_window", 0) < P) {
       throw UsageError(
           "config.json: sliding_window=" + num(get_or<int64_t>(j, "sliding_window", 0)) +
           " is not supported: lmtrain attends to the full context");
     }
-  } else if (type != "llama") {
+  } else if (type != Arch::kLlama) {
     check_sliding_window(j, L, P);
   }
   return {
-      {"model.arch", type},
+      {"model.arch", core::to_string(type)},
       {"model.n_layer", num(L)},
       {"model.n_head", num(H)},
       {"model.n_kv_head", num(get_or<int64_t>(j, "num_key_value_heads", H))},
@@ -241,8 +252,8 @@ std::vector<std::pair<std::string, std::string>> llama_overrides(const json& j,
       {"model.norm_eps", num(get_or<double>(j, "rms_norm_eps", 1e-6))},
       {"model.pos", "rope"},
       {"model.rope_theta", num(theta)},
-      {"model.qk_norm", type == "qwen3" || type == "qwen3_moe" ? "true" : "false"},
-      {"model.qkv_bias", type == "qwen2" ? "true" : "false"},
+      {"model.qk_norm", type == Arch::kQwen3 || type == Arch::kQwen3Moe ? "true" : "false"},
+      {"model.qkv_bias", type == Arch::kQwen2 ? "true" : "false"},
       {"model.bias", "false"},
       {"model.block_size", num(P)},
       {"model.vocab_size", num(get_or<int64_t>(j, "vocab_size", 32000))},
@@ -261,9 +272,8 @@ std::string list_text(const json& j, const char* key) {
 // mlp_only_layers, dense SwiGLU of intermediate_size elsewhere. Mixtral: Llama attention, every
 // layer MoE with experts of intermediate_size, gates always renormalised. Both route with a
 // softmax over fp32 logits, dropless (HF has no capacity).
-std::vector<std::pair<std::string, std::string>> moe_overrides(const json& j,
-                                                               const std::string& type) {
-  const bool mixtral = type == "mixtral";
+std::vector<std::pair<std::string, std::string>> moe_overrides(const json& j, Arch type) {
+  const bool mixtral = type == Arch::kMixtral;
   // transformers 5.x writes num_local_experts for both (Qwen3-MoE's num_experts is an alias).
   const auto experts = has(j, "num_local_experts") ? get_or<int64_t>(j, "num_local_experts", 8)
                                                    : get_or<int64_t>(j, "num_experts", 8);
@@ -287,8 +297,8 @@ std::vector<std::pair<std::string, std::string>> moe_overrides(const json& j,
 }  // namespace
 
 void check_gpt2(const GptConfig& c) {
-  if (c.norm != "layernorm" || c.pos != "learned" || c.mlp != "gelu" || !c.bias ||
-      c.kv_heads() != c.n_head || c.head_dim() * c.n_head != c.n_embd || c.qk_norm ||
+  if (c.norm != Norm::kLayerNorm || c.pos != PosEncoding::kLearned || c.mlp != MlpKind::kGelu ||
+      !c.bias || c.kv_heads() != c.n_head || c.head_dim() * c.n_head != c.n_embd || c.qk_norm ||
       c.logit_softcap > 0 || c.hidden_dim() != 4 * c.n_embd) {
     throw UsageError(
         "model.arch=gpt2 exports only GPT-2 itself (layernorm, learned positions, gelu, biases, "
@@ -297,21 +307,22 @@ void check_gpt2(const GptConfig& c) {
 }
 
 void check_llama_family(const GptConfig& c) {
-  if (c.norm != "rmsnorm" || c.pos != "rope" || c.mlp != "swiglu" || c.bias ||
-      c.logit_softcap > 0) {
-    throw UsageError("model.arch=" + c.arch +
+  const std::string& arch = core::to_string(c.arch);
+  if (c.norm != Norm::kRmsNorm || c.pos != PosEncoding::kRope || c.mlp != MlpKind::kSwiGlu ||
+      c.bias || c.logit_softcap > 0) {
+    throw UsageError("model.arch=" + arch +
                      " needs norm=rmsnorm, pos=rope, mlp=swiglu, bias=false and no soft-capping "
                      "to match Hugging Face's " +
-                     c.arch);
+                     arch);
   }
-  const bool qk_norm = c.arch == "qwen3" || c.arch == "qwen3_moe";
+  const bool qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
   if (qk_norm != c.qk_norm) {
     throw UsageError("model.qk_norm must be " + std::string(qk_norm ? "true" : "false") +
-                     " for model.arch=" + c.arch);
+                     " for model.arch=" + arch);
   }
-  const bool moe_arch = c.arch == "qwen3_moe" || c.arch == "mixtral";
+  const bool moe_arch = c.arch == Arch::kQwen3Moe || c.arch == Arch::kMixtral;
   if (moe_arch != c.moe.enabled()) {
-    throw UsageError("model.arch=" + c.arch +
+    throw UsageError("model.arch=" + arch +
                      (moe_arch ? " needs model.moe.num_experts > 0"
                                : " is dense: set model.arch=qwen3_moe or mixtral for an MoE model "
                                  "(model.moe.num_experts > 0)"));
@@ -322,17 +333,18 @@ void check_llama_family(const GptConfig& c) {
     if (m.gate != MoeGate::kSoftmax) why = "model.moe.gate=softmax";
     if (m.capacity_factor > 0) why = "model.moe.capacity_factor=0 (dropless)";
     if (m.shared_experts > 0) why = "model.moe.shared_experts=0";
-    if (c.arch == "mixtral" && (m.every != 1 || !m.dense_layers.empty() || !m.renormalize)) {
+    if (c.arch == Arch::kMixtral && (m.every != 1 || !m.dense_layers.empty() || !m.renormalize)) {
       why = "model.moe.every=1, no model.moe.dense_layers and model.moe.renormalize=true";
     }
     if (!why.empty()) {
-      throw UsageError("model.arch=" + c.arch + " needs " + why + " to match Hugging Face's " +
+      throw UsageError("model.arch=" + arch + " needs " + why + " to match Hugging Face's " +
                        causal_lm_class(c.arch));
     }
   }
-  if ((c.arch == "qwen2") != c.qkv_bias) {
-    throw UsageError("model.qkv_bias must be " + std::string(c.arch == "qwen2" ? "true" : "false") +
-                     " for model.arch=" + c.arch);
+  if ((c.arch == Arch::kQwen2) != c.qkv_bias) {
+    throw UsageError("model.qkv_bias must be " +
+                     std::string(c.arch == Arch::kQwen2 ? "true" : "false") +
+                     " for model.arch=" + arch);
   }
 }
 
@@ -345,14 +357,15 @@ std::vector<std::pair<std::string, std::string>> config_overrides(const json& j)
                      "' is not supported (supported: gpt2, llama, qwen2, qwen3, qwen3_moe, "
                      "mixtral)");
   }
-  check_architectures(j, type);
+  const auto arch = core::parse_choice<Arch>(type, "config.json: model_type");
+  check_architectures(j, arch);
   if (has(j, "quantization_config")) {
     throw UsageError("config.json: quantization_config is not supported (fp32/bf16/fp16 only)");
   }
-  if (type == "gpt2") return gpt2_overrides(j);
-  auto overrides = llama_overrides(j, type);
-  if (type == "qwen3_moe" || type == "mixtral") {
-    for (auto& kv : moe_overrides(j, type)) overrides.push_back(kv);
+  if (arch == Arch::kGpt2) return gpt2_overrides(j);
+  auto overrides = llama_overrides(j, arch);
+  if (arch == Arch::kQwen3Moe || arch == Arch::kMixtral) {
+    for (auto& kv : moe_overrides(j, arch)) overrides.push_back(kv);
   } else {
     overrides.emplace_back("model.moe.num_experts", "0");
   }
@@ -360,26 +373,26 @@ std::vector<std::pair<std::string, std::string>> config_overrides(const json& j)
 }
 
 GptConfig with_hf_family(GptConfig c) {
-  if (!c.moe.enabled() || (c.arch != "llama" && c.arch != "qwen3")) return c;
+  if (!c.moe.enabled() || (c.arch != Arch::kLlama && c.arch != Arch::kQwen3)) return c;
   // Mixtral is Llama attention (no QK-norm) + MoE in every layer with renormalised top-k
   // softmax gates; Qwen3-MoE is Qwen3 attention (QK-norm) + MoE where decoder_sparse_step and
   // mlp_only_layers say. Which one is decided by the attention: the QK-norm weights.
-  const std::string from = c.arch;
-  c.arch = c.qk_norm ? "qwen3_moe" : "mixtral";
+  const std::string from = core::to_string(c.arch);
+  c.arch = c.qk_norm ? Arch::kQwen3Moe : Arch::kMixtral;
   try {
     check_llama_family(c);
   } catch (const UsageError& e) {
     throw UsageError(
-        "model.arch=" + from +
-        " with MoE layers (model.moe.num_experts=" + std::to_string(c.moe.num_experts) +
-        ", model.qk_norm=" + (c.qk_norm ? "true" : "false") + ") exports as Hugging Face's " +
-        c.arch + (c.qk_norm ? "" : " (qwen3_moe would need model.qk_norm=true)") + ": " + e.what());
+        "model.arch=" + from + " with MoE layers (model.moe.num_experts=" +
+        std::to_string(c.moe.num_experts) + ", model.qk_norm=" + (c.qk_norm ? "true" : "false") +
+        ") exports as Hugging Face's " + core::to_string(c.arch) +
+        (c.qk_norm ? "" : " (qwen3_moe would need model.qk_norm=true)") + ": " + e.what());
   }
   return c;
 }
 
 json hf_config(const GptConfig& c) {
-  if (c.arch == "gpt2") {
+  if (c.arch == Arch::kGpt2) {
     check_gpt2(c);
     return {{"model_type", "gpt2"},
             {"architectures", {"GPT2LMHeadModel"}},
@@ -398,16 +411,15 @@ json hf_config(const GptConfig& c) {
             {"dtype", "float32"},
             {"torch_dtype", "float32"}};
   }
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3_moe" &&
-      c.arch != "mixtral") {
-    throw UsageError("model.arch=" + c.arch +
+  if (c.arch == Arch::kNanochat) {
+    throw UsageError("model.arch=" + core::to_string(c.arch) +
                      " has no Hugging Face transformers equivalent (export supports gpt2, llama, "
                      "qwen2, qwen3, qwen3_moe, mixtral)");
   }
   check_llama_family(c);
   // Both config styles at once, with equal values, so that transformers 4.x (rope_theta,
   // rope_scaling, torch_dtype) and 5.x (rope_parameters, dtype, layer_types) read one model.
-  json j = {{"model_type", c.arch},
+  json j = {{"model_type", core::to_string(c.arch)},
             {"architectures", {causal_lm_class(c.arch)}},
             {"hidden_size", c.n_embd},
             {"intermediate_size", c.hidden_dim()},
@@ -426,9 +438,9 @@ json hf_config(const GptConfig& c) {
             {"attention_dropout", 0.0},
             {"dtype", "float32"},
             {"torch_dtype", "float32"}};
-  if (c.arch != "qwen2") j["attention_bias"] = false;
-  if (c.arch == "llama") j["mlp_bias"] = false;
-  if (c.arch == "qwen3_moe") {
+  if (c.arch != Arch::kQwen2) j["attention_bias"] = false;
+  if (c.arch == Arch::kLlama) j["mlp_bias"] = false;
+  if (c.arch == Arch::kQwen3Moe) {
     j["num_experts"] = c.moe.num_experts;
     j["num_experts_per_tok"] = c.moe.top_k;
     j["moe_intermediate_size"] = c.moe.expert_hidden;
@@ -438,7 +450,7 @@ json hf_config(const GptConfig& c) {
     j["router_aux_loss_coef"] = c.moe.aux_loss_coef;
     j["output_router_logits"] = false;
   }
-  if (c.arch == "mixtral") {
+  if (c.arch == Arch::kMixtral) {
     j["intermediate_size"] = c.moe.expert_hidden;
     j["num_local_experts"] = c.moe.num_experts;
     j["num_experts_per_tok"] = c.moe.top_k;
@@ -447,7 +459,7 @@ json hf_config(const GptConfig& c) {
     j["output_router_logits"] = false;
     j["sliding_window"] = nullptr;
   }
-  if (c.arch != "llama" && c.arch != "mixtral") {
+  if (c.arch != Arch::kLlama && c.arch != Arch::kMixtral) {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = c.n_layer;

@@ -5,6 +5,7 @@
 #include <array>
 #include <set>
 
+#include "core/config_choice.h"
 #include "core/error.h"
 
 namespace lmtrain::model::hf {
@@ -74,14 +75,14 @@ class HfReader {
 // The Hub's per-expert names of expert e's gate, up and down projections (under `block`).
 std::array<std::string, 3> expert_names(const GptConfig& c, const std::string& block, int64_t e) {
   const std::string base = block + "experts." + std::to_string(e) + ".";
-  if (c.arch == "mixtral") return {base + "w1.weight", base + "w3.weight", base + "w2.weight"};
+  if (c.arch == Arch::kMixtral) return {base + "w1.weight", base + "w3.weight", base + "w2.weight"};
   return {base + "gate_proj.weight", base + "up_proj.weight", base + "down_proj.weight"};
 }
 
 // Where the MoE block lives in HF names: Mixtral's Hub files say block_sparse_moe, everything
 // transformers 5.x holds in memory says mlp.
 std::string hub_moe_block(const GptConfig& c, const std::string& layer) {
-  return layer + (c.arch == "mixtral" ? "block_sparse_moe." : "mlp.");
+  return layer + (c.arch == Arch::kMixtral ? "block_sparse_moe." : "mlp.");
 }
 
 // One MoE layer: router (E, C) and experts stacked as (E, 2I, C) [gate; up] and (E, C, I), from
@@ -115,7 +116,7 @@ Tensors import_tensors(const GptConfig& c, const Tensors& hf) {
   Tensors out;
   const int64_t C = c.n_embd, V = c.vocab_size, D = c.head_dim(), H = c.n_head, K = c.kv_heads();
   const int64_t I = c.hidden_dim();
-  if (c.arch == "gpt2") {
+  if (c.arch == Arch::kGpt2) {
     check_gpt2(c);
     out["transformer.wte.weight"] = in.take("transformer.wte.weight", {V, C});
     out["transformer.wpe.weight"] = in.take("transformer.wpe.weight", {c.block_size, C});
@@ -184,7 +185,7 @@ Tensors export_tensors(const GptConfig& c, const Tensors& ours) {
   };
   Tensors out;
   const int64_t D = c.head_dim(), H = c.n_head, K = c.kv_heads(), I = c.hidden_dim();
-  if (c.arch == "gpt2") {
+  if (c.arch == Arch::kGpt2) {
     check_gpt2(c);
     for (const auto& [name, t] : ours) {
       const bool conv = ends_with(name, ".weight") && (name.find(".attn.c_") != std::string::npos ||
@@ -215,7 +216,7 @@ Tensors export_tensors(const GptConfig& c, const Tensors& ours) {
       if (auto it = ours.find(p + "mlp.expert_bias");
           it != ours.end() && it->second.abs().max().item<double>() > 0) {
         throw UsageError("model.moe.bias_update_rate trained a selection bias (layer " +
-                         std::to_string(l) + "): Hugging Face's " + c.arch +
+                         std::to_string(l) + "): Hugging Face's " + core::to_string(c.arch) +
                          " routes without one, so its logits would differ");
       }
       const std::string hub = hub_moe_block(c, q);

@@ -101,7 +101,7 @@ void export_peft(const std::string& spec, const std::string& out_dir, bool overw
                      "), which an adapter file does not carry: `lmtrain lora merge` it and "
                      "`lmtrain export hf` the result instead");
   }
-  const bool gpt2 = mcfg.arch == "gpt2";
+  const bool gpt2 = mcfg.arch == model::Arch::kGpt2;
   const int64_t H = mcfg.n_head, K = mcfg.kv_heads(), D = mcfg.head_dim();
 
   // HF module name of an lmtrain (linear, part): "transformer.h.3.attn.c_attn" + "q" -> gpt2:

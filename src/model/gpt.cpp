@@ -24,7 +24,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg)
       head_dim(cfg.head_dim()),
       n_embd(cfg.n_embd),
       dropout(cfg.dropout),
-      rope(cfg.pos == "rope"),
+      rope(cfg.pos == PosEncoding::kRope),
       rope_theta(cfg.rope_theta) {
   const int64_t qkv = (n_head + 2 * n_kv_head) * head_dim;
   c_attn = register_module("c_attn", Linear(cfg.n_embd, qkv, cfg.bias || cfg.qkv_bias));
@@ -98,7 +98,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
 
 BlockImpl::BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts)
     : dropout(cfg.dropout) {
-  const bool rms = cfg.norm == "rmsnorm";
+  const bool rms = cfg.norm == Norm::kRmsNorm;
   ln_1 = register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
   attn = register_module("attn", CausalSelfAttention(cfg));
   ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
@@ -152,15 +152,17 @@ BlockOutput BlockOutput::from_tensors(const std::vector<torch::Tensor>& t, bool 
 }
 
 TransformerImpl::TransformerImpl(const GptConfig& cfg, ExpertPlacement experts) {
-  wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd));
-  if (cfg.pos == "learned") wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd));
+  wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd, LrGroup::kEmbedding));
+  if (cfg.pos == PosEncoding::kLearned) {
+    wpe = register_module("wpe", Embedding(cfg.block_size, cfg.n_embd, LrGroup::kEmbedding));
+  }
   h = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
     blocks.push_back(Block(cfg, i, experts));
     h->push_back(blocks.back());
   }
-  ln_f =
-      register_module("ln_f", LayerNorm(cfg.n_embd, cfg.bias, cfg.norm == "rmsnorm", cfg.norm_eps));
+  ln_f = register_module("ln_f",
+                         LayerNorm(cfg.n_embd, cfg.bias, cfg.norm == Norm::kRmsNorm, cfg.norm_eps));
 }
 
 GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg_(cfg) {
@@ -169,6 +171,7 @@ GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg
   transformer = register_module("transformer", Transformer(cfg, experts));
   if (!cfg.tie_embeddings) {
     ParamTag head_tag;  // decayed, but not one of the blocks' matrices (Muon leaves it to AdamW)
+    head_tag.lr_group = LrGroup::kHead;
     lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false, head_tag));
   }
   for (auto& block : transformer->blocks) {

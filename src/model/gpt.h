@@ -153,7 +153,7 @@ class GptImpl : public torch::nn::Module {
   // The exact cache (model/full_kv_cache.h) for up to min(max_len, block_size) tokens.
   std::unique_ptr<KvCache> make_cache(int64_t batch, int64_t max_len) const;
   // How this model rotates keys (for caches that store them unrotated).
-  RopeSpec rope_spec() const { return {cfg_.pos == "rope", cfg_.rope_theta}; }
+  RopeSpec rope_spec() const { return {cfg_.pos == PosEncoding::kRope, cfg_.rope_theta}; }
 
   // GPT-2 init: N(0, init_std) weights, residual projections N(0, init_std/sqrt(2 n_layer)),
   // zero biases, unit LayerNorm weights. Uses the global torch generator. Frozen parameters are

@@ -1,6 +1,7 @@
 #include "model/gpt_config.h"
 
 #include "core/config.h"
+#include "core/config_choice.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -17,12 +18,12 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
   c.bias = cfg.get_bool("model.bias");
   c.tie_embeddings = cfg.get_bool("model.tie_embeddings");
   c.init_std = cfg.get_float("model.init_std");
-  c.arch = cfg.get_string("model.arch");
-  c.norm = cfg.get_string("model.norm");
+  c.arch = core::get_choice<Arch>(cfg);
+  c.norm = core::get_choice<Norm>(cfg);
   c.norm_eps = cfg.get_float("model.norm_eps");
-  c.pos = cfg.get_string("model.pos");
+  c.pos = core::get_choice<PosEncoding>(cfg);
   c.rope_theta = cfg.get_float("model.rope_theta");
-  c.mlp = cfg.get_string("model.mlp");
+  c.mlp = core::get_choice<MlpKind>(cfg);
   c.mlp_hidden = cfg.get_int("model.mlp_hidden");
   c.n_kv_head = cfg.get_int("model.n_kv_head");
   c.head_dim_ = cfg.get_int("model.head_dim");
@@ -46,7 +47,7 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
                     "= %lld (each kv head serves a group of query heads)",
                     (long long)c.n_kv_head, (long long)c.n_head));
   }
-  if (c.pos == "rope" && c.head_dim() % 2 != 0) {
+  if (c.pos == PosEncoding::kRope && c.head_dim() % 2 != 0) {
     throw UsageError(
         log::format("model.pos = rope needs an even head_dim (got %lld)", (long long)c.head_dim()));
   }
@@ -84,13 +85,13 @@ namespace {
 // Parameters of one MLP of hidden width I over width C.
 int64_t mlp_params(const GptConfig& c, int64_t I) {
   const int64_t C = c.n_embd, b = c.bias ? 1 : 0;
-  const int64_t fc = c.mlp == "swiglu" ? 2 * I : I;
+  const int64_t fc = mlp_fc_rows(c.mlp, I);
   return (C * fc + b * fc) + (I * C + b * C);  // c_fc, c_proj
 }
 
 // Parameters of one routed expert (no biases).
 int64_t expert_params(const GptConfig& c) {
-  const int64_t I = c.moe.expert_hidden, fc = c.mlp == "swiglu" ? 2 * I : I;
+  const int64_t I = c.moe.expert_hidden, fc = mlp_fc_rows(c.mlp, I);
   return c.n_embd * fc + I * c.n_embd;
 }
 
@@ -98,7 +99,7 @@ int64_t expert_params(const GptConfig& c) {
 
 int64_t GptConfig::num_params() const {
   const int64_t C = n_embd, b = bias ? 1 : 0, D = head_dim(), H = n_head, K = kv_heads();
-  const int64_t norm_params = norm == "rmsnorm" ? C : C + b * C;
+  const int64_t norm_params = norm == Norm::kRmsNorm ? C : C + b * C;
   const int64_t qkv = (H + 2 * K) * D;
   const int64_t attn_block = 2 * norm_params                          // ln_1, ln_2
                              + (C * qkv + (b || qkv_bias ? qkv : 0))  // c_attn
@@ -112,7 +113,7 @@ int64_t GptConfig::num_params() const {
   for (int64_t l = 0; l < n_layer; ++l) {
     n += attn_block + (moe.is_moe_layer(l) ? moe_ffn : mlp_params(*this, hidden_dim()));
   }
-  if (pos == "learned") n += block_size * C;
+  if (pos == PosEncoding::kLearned) n += block_size * C;
   if (!tie_embeddings) n += vocab_size * C;
   return n;
 }
@@ -124,11 +125,14 @@ int64_t GptConfig::active_params() const {
 
 std::string GptConfig::describe() const {
   std::string extra;
-  if (arch != "gpt2" || norm != "layernorm" || pos != "learned" || mlp != "gelu") {
+  if (arch != Arch::kGpt2 || norm != Norm::kLayerNorm || pos != PosEncoding::kLearned ||
+      mlp != MlpKind::kGelu) {
     extra = log::format(
-        " (%s, %s, %s, %lld kv heads, head_dim %lld%s%s)", norm.c_str(),
-        pos == "rope" ? log::format("rope theta %g", rope_theta).c_str() : pos.c_str(), mlp.c_str(),
-        (long long)kv_heads(), (long long)head_dim(), qk_norm ? ", qk-norm" : "",
+        " (%s, %s, %s, %lld kv heads, head_dim %lld%s%s)", core::to_string(norm).c_str(),
+        pos == PosEncoding::kRope ? log::format("rope theta %g", rope_theta).c_str()
+                                  : core::to_string(pos).c_str(),
+        core::to_string(mlp).c_str(), (long long)kv_heads(), (long long)head_dim(),
+        qk_norm ? ", qk-norm" : "",
         logit_softcap > 0 ? log::format(", softcap %g", logit_softcap).c_str() : "");
   }
   if (moe.enabled()) {
@@ -139,8 +143,8 @@ std::string GptConfig::describe() const {
   return log::format(
       "%s: %lld layers, %lld heads, width %lld, vocab %lld, block %lld, "
       "%.2fM parameters%s",
-      arch.c_str(), (long long)n_layer, (long long)n_head, (long long)n_embd, (long long)vocab_size,
-      (long long)block_size, num_params() / 1e6, extra.c_str());
+      core::to_string(arch).c_str(), (long long)n_layer, (long long)n_head, (long long)n_embd,
+      (long long)vocab_size, (long long)block_size, num_params() / 1e6, extra.c_str());
 }
 
 }  // namespace lmtrain::model

@@ -5,11 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/decoder_options.h"
 #include "model/moe_config.h"
-
-namespace lmtrain::core {
-class Config;
-}
 
 namespace lmtrain::model {
 
@@ -23,13 +20,13 @@ struct GptConfig {
   bool bias = true;
   bool tie_embeddings = true;
   double init_std = 0.02;
-  // Decoder-family options (GPT-2 defaults). See configs/ for the presets.
-  std::string arch = "gpt2";       // gpt2 | llama | qwen3 | nanochat (naming for HF I/O)
-  std::string norm = "layernorm";  // layernorm | rmsnorm
+  // Decoder-family options (GPT-2 defaults; decoder_options.h). See configs/ for the presets.
+  Arch arch = Arch::kGpt2;  // the family's name for HF I/O
+  Norm norm = Norm::kLayerNorm;
   double norm_eps = 1e-5;
-  std::string pos = "learned";  // learned | rope
+  PosEncoding pos = PosEncoding::kLearned;
   double rope_theta = 10000.0;
-  std::string mlp = "gelu";  // gelu (tanh) | swiglu | relu2
+  MlpKind mlp = MlpKind::kGelu;
   int64_t mlp_hidden = 0;    // 0: 4 * n_embd
   int64_t n_kv_head = 0;     // 0: n_head (grouped-query attention when fewer)
   int64_t head_dim_ = 0;     // 0: n_embd / n_head
@@ -41,6 +38,7 @@ struct GptConfig {
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t hidden_dim() const { return mlp_hidden > 0 ? mlp_hidden : 4 * n_embd; }
+  bool learned_pos() const { return pos == PosEncoding::kLearned; }  // else RoPE
 
   // `tokenizer_vocab` fills model.vocab_size=0 (rounded up to a multiple of 64, which keeps
   // the output GEMM well shaped). Throws UsageError naming the key for inconsistent shapes.

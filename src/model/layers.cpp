@@ -52,9 +52,10 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) const {
   return torch::layer_norm(x, {dim}, weight, bias, eps, /*cudnn_enable=*/true);
 }
 
-EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d) {
+EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d, LrGroup lr_group) {
   ParamTag tag;  // N(0, init_std), no weight decay, not a Muon matrix
   tag.decay = false;
+  tag.lr_group = lr_group;
   weight = register_tagged("weight", torch::empty({num, d}), tag);
 }
 
@@ -62,9 +63,15 @@ torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) const {
   return torch::embedding(weight, ids);
 }
 
-torch::Tensor mlp_activation(const torch::Tensor& h, const std::string& kind, int64_t hidden) {
-  if (kind == "swiglu") return torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
-  if (kind == "relu2") return torch::relu(h).square();
+torch::Tensor mlp_activation(const torch::Tensor& h, MlpKind kind, int64_t hidden) {
+  switch (kind) {
+    case MlpKind::kSwiGlu:
+      return torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
+    case MlpKind::kRelu2:
+      return torch::relu(h).square();
+    case MlpKind::kGelu:
+      break;
+  }
   return gelu_tanh(h);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/decoder_options.h"
 #include "model/lora_adapter.h"
 #include "model/param_tags.h"
 
@@ -43,14 +44,15 @@ TORCH_MODULE(LayerNorm);
 // Lookup table; weight (num, dim).
 class EmbeddingImpl : public TaggedModule {
  public:
-  EmbeddingImpl(int64_t num, int64_t dim);
+  // lr_group: kEmbedding for the decoder's token and position tables (Muon's embedding_lr).
+  EmbeddingImpl(int64_t num, int64_t dim, LrGroup lr_group = LrGroup::kBase);
   torch::Tensor forward(const torch::Tensor& ids) const;
   torch::Tensor weight;
 };
 TORCH_MODULE(Embedding);
 
-// The MLP nonlinearity on h = c_fc(x): "swiglu" (h = [gate; up], (R, 2 hidden) -> silu(gate) *
-// up), "relu2" (relu(h)^2) or "gelu" (tanh approximation).
-torch::Tensor mlp_activation(const torch::Tensor& h, const std::string& kind, int64_t hidden);
+// The MLP nonlinearity on h = c_fc(x): SwiGLU (h = [gate; up], (R, 2 hidden) -> silu(gate) * up),
+// relu² (relu(h)^2) or GELU (tanh approximation).
+torch::Tensor mlp_activation(const torch::Tensor& h, MlpKind kind, int64_t hidden);
 
 }  // namespace lmtrain::model

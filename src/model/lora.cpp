@@ -153,7 +153,7 @@ void apply_lora(GptImpl& model, const LoraOptions& o, bool init) {
     if (auto* dense = block->mlp->dense()) {
       auto& mlp = *dense;
       if (o.targets_contain(LoraTarget::kMlpIn)) {
-        if (mlp.kind == "swiglu") {
+        if (mlp.kind == MlpKind::kSwiGlu) {
           attach(*mlp.c_fc, "gate", 0, I, o, init);
           attach(*mlp.c_fc, "up", I, I, o, init);
         } else {

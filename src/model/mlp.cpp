@@ -3,7 +3,7 @@
 namespace lmtrain::model {
 
 MlpImpl::MlpImpl(const GptConfig& cfg) : kind(cfg.mlp), hidden(cfg.hidden_dim()) {
-  const int64_t fc = kind == "swiglu" ? 2 * hidden : hidden;  // SwiGLU: [gate; up]
+  const int64_t fc = mlp_fc_rows(kind, hidden);
   c_fc = register_module("c_fc", Linear(cfg.n_embd, fc, cfg.bias));
   c_proj = register_module(
       "c_proj", Linear(hidden, cfg.n_embd, cfg.bias, block_matrix_tag(InitRule::kResidualProj)));

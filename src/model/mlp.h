@@ -1,8 +1,6 @@
 // The dense feed-forward: c_proj(act(c_fc x)) with act = GELU-tanh (GPT-2), SwiGLU (Llama,
 // Qwen; c_fc holds [gate; up]) or relu² (nanochat). Also the shared experts of an MoE layer.
 #pragma once
-#include <string>
-
 #include "model/feed_forward.h"
 #include "model/gpt_config.h"
 #include "model/layers.h"
@@ -16,7 +14,7 @@ class MlpImpl : public FeedForwardImpl {
   FeedForwardOutput run(const torch::Tensor& x) override { return {forward(x), {}}; }
   MlpImpl* dense() override { return this; }
   Linear c_fc{nullptr}, c_proj{nullptr};
-  std::string kind;  // gelu | swiglu | relu2
+  MlpKind kind;
   int64_t hidden;
 };
 TORCH_MODULE(Mlp);

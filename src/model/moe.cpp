@@ -17,7 +17,7 @@ ExpertLinearImpl::ExpertLinearImpl(int64_t experts, int64_t in, int64_t out, Ini
 
 ExpertsImpl::ExpertsImpl(const GptConfig& cfg, ExpertPlacement p)
     : kind(cfg.mlp), hidden(cfg.moe.expert_hidden) {
-  const int64_t fc = kind == "swiglu" ? 2 * hidden : hidden;  // SwiGLU: [gate; up]
+  const int64_t fc = mlp_fc_rows(kind, hidden);
   c_fc = register_module("c_fc", ExpertLinear(p.count, cfg.n_embd, fc, InitRule::kNormal));
   c_proj =
       register_module("c_proj", ExpertLinear(p.count, hidden, cfg.n_embd, InitRule::kResidualProj));

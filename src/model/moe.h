@@ -35,7 +35,7 @@ class ExpertsImpl : public torch::nn::Module {
   // rows (R, C) sorted by local expert -> (R, C).
   torch::Tensor forward(const torch::Tensor& rows, const std::vector<int64_t>& counts);
   ExpertLinear c_fc{nullptr}, c_proj{nullptr};
-  std::string kind;  // gelu | swiglu | relu2, as the dense MLP
+  MlpKind kind;  // as the dense MLP
   int64_t hidden;
 };
 TORCH_MODULE(Experts);

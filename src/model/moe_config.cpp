@@ -49,7 +49,7 @@ MoeConfig MoeConfig::from_config(const core::Config& cfg, int64_t n_layer, int64
   m.shared_experts = cfg.get_int("model.moe.shared_experts");
   m.every = cfg.get_int("model.moe.every");
   m.dense_layers = parse_layer_list(cfg.get_string("model.moe.dense_layers"), n_layer);
-  m.gate = cfg.get_string("model.moe.gate") == "sigmoid" ? MoeGate::kSigmoid : MoeGate::kSoftmax;
+  m.gate = core::get_choice<MoeGate>(cfg);
   m.renormalize = cfg.get_bool("model.moe.renormalize");
   m.capacity_factor = cfg.get_float("model.moe.capacity_factor");
   m.aux_loss_coef = cfg.get_float("model.moe.aux_loss_coef");

@@ -5,13 +5,12 @@
 #include <string>
 #include <vector>
 
-namespace lmtrain::core {
-class Config;
-}
+#include "core/config_choice.h"
 
 namespace lmtrain::model {
 
-enum class MoeGate { kSoftmax, kSigmoid };
+enum class MoeGate { kSoftmax, kSigmoid };  // in the order of model.moe.gate's choices
+constexpr core::ChoiceKey choice_key(MoeGate) { return {"model.moe.gate", 2}; }
 
 struct MoeConfig {
   int64_t num_experts = 0;     // 0: dense model

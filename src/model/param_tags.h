@@ -18,6 +18,10 @@ enum class InitRule {
   kKaimingUniform,  // U(-1/sqrt(fan_in), 1/sqrt(fan_in)): kaiming_uniform(a=sqrt(5)), LoRA's A
 };
 
+// The AdamW learning rate Muon gives a parameter outside its matrix group: the token and position
+// embeddings take optim.embedding_lr, an untied output head optim.head_lr, the rest optim.lr.
+enum class LrGroup { kBase, kEmbedding, kHead };
+
 struct ParamTag {
   InitRule init = InitRule::kNormal;
   bool decay = true;          // AdamW weight decay applies
@@ -28,6 +32,7 @@ struct ParamTag {
   // in a training checkpoint (they come from the base checkpoint recorded in meta.json).
   bool trainable = true;
   bool lora = false;  // a LoRA adapter matrix (model/lora.h): not part of any base checkpoint
+  LrGroup lr_group = LrGroup::kBase;
 };
 
 // Fills `p` (no grad) by `rule`: kNormal draws N(0, std), kResidualProj N(0, resid_std),

@@ -95,6 +95,7 @@ void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
     seg.decay = e.tag.decay;
     seg.block_matrix = e.tag.block_matrix;
     seg.expert = e.tag.expert;
+    seg.lr_group = e.tag.lr_group;
     const int64_t end = align_up(offset + seg.numel);
     if (seg.decay) {
       if (!decay_ranges_.empty() && decay_ranges_.back().second == offset) {

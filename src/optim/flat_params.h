@@ -33,6 +33,7 @@ struct ParamSegment {
   bool decay = false;
   bool block_matrix = false;  // tag: a transformer block's matrix (Muon's group)
   bool expert = false;        // tag: a stack of per-expert tensors (dim 0: local experts)
+  model::LrGroup lr_group = model::LrGroup::kBase;  // tag: Muon's AdamW learning rate
 };
 
 // One module whose trainable parameters join the buffers, its names prefixed with `prefix`

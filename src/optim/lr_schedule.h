@@ -2,16 +2,17 @@
 // (warmup-stable-decay) down to min_lr_ratio * peak at the last step.
 #pragma once
 #include <cstdint>
-#include <string>
 
-namespace lmtrain::core {
-class Config;
-}
+#include "core/config_choice.h"
 
 namespace lmtrain::optim {
 
+// optim.schedule, in the order of its choices (core/config_choice.h).
+enum class LrScheduleKind { kConstant, kCosine, kLinear, kWsd };
+constexpr core::ChoiceKey choice_key(LrScheduleKind) { return {"optim.schedule", 4}; }
+
 struct LrSchedule {
-  std::string kind = "cosine";  // constant | cosine | linear | wsd
+  LrScheduleKind kind = LrScheduleKind::kCosine;
   double peak = 6e-4;
   double min_ratio = 0.1;
   int64_t warmup_steps = 0;

@@ -44,10 +44,12 @@ Muon::Muon(FlatParams& params, AdamWOptions adam, MuonOptions muon, double base_
            dist::Group& group,
            const std::function<bool(const std::string&, const std::vector<int64_t>&)>& is_muon)
     : params_(params), adam_(adam), muon_(muon), base_lr_(base_lr), group_(group) {
-  auto peak_lr_of = [&](const std::string& name) {
-    const auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
-    if ((has("wte") || has("wpe")) && muon.embedding_lr > 0) return muon.embedding_lr;
-    if (has("lm_head") && muon.head_lr > 0) return muon.head_lr;
+  // The AdamW groups' peak rates, by the layer's tag (model/param_tags.h).
+  auto peak_lr_of = [&](const ParamSegment& seg) {
+    if (seg.lr_group == model::LrGroup::kEmbedding && muon.embedding_lr > 0) {
+      return muon.embedding_lr;
+    }
+    if (seg.lr_group == model::LrGroup::kHead && muon.head_lr > 0) return muon.head_lr;
     return base_lr;
   };
   for (const auto& seg : params.segments()) {
@@ -57,7 +59,7 @@ Muon::Muon(FlatParams& params, AdamWOptions adam, MuonOptions muon, double base_
     }
     // Segments are in offset order: extend the previous range when it is adjacent and alike
     // (the 16-element alignment padding between them is zero and stays zero).
-    AdamRange r{seg.offset, seg.offset + seg.numel, peak_lr_of(seg.name), seg.decay};
+    AdamRange r{seg.offset, seg.offset + seg.numel, peak_lr_of(seg), seg.decay};
     if (!adam_ranges_.empty()) {
       auto& last = adam_ranges_.back();
       if (last.peak_lr == r.peak_lr && last.decay == r.decay && (r.begin - last.end) < 16) {

@@ -14,33 +14,30 @@ int64_t flat_pad_multiple(const core::Config& cfg, int world_size) {
 
 std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& flat,
                                           dist::Group& group, dist::Group* expert_group) {
-  const std::string name = cfg.get_string("optim.name");
+  const auto name = core::get_choice<OptimizerName>(cfg);
   const auto zero = static_cast<int>(cfg.get_int("dist.zero"));
-  if (name == "adamw") {
+  if (name == OptimizerName::kAdamW) {
     const auto opts = AdamWOptions::from_config(cfg);
     if (zero == 0) return std::make_unique<AdamW>(flat, opts, expert_group);
     return std::make_unique<ZeroAdamW>(flat, opts, group, zero, expert_group);
   }
-  if (name == "muon") {
-    if (expert_group) {
-      throw UsageError(
-          "dist.ep > 1 works with optim.name=adamw (replicated, or sharded with dist.zero=1/2); "
-          "Muon's matrix ownership does not split expert stacks yet");
-    }
-    if (zero != 0) {
-      throw UsageError(
-          "dist.zero applies to optim.name=adamw; Muon shards by matrix ownership on its own "
-          "(DistMuon) whenever there is more than one rank: set dist.zero=0");
-    }
-    // nanochat's grouping: Muon for the transformer blocks' 2-D weight matrices (their tag).
-    auto is_muon = [&flat](const std::string& n, const std::vector<int64_t>& shape) {
-      return shape.size() == 2 && flat.segment(n).block_matrix;
-    };
-    return std::make_unique<Muon>(flat, AdamWOptions::from_config(cfg),
-                                  MuonOptions::from_config(cfg), cfg.get_float("optim.lr"), group,
-                                  is_muon);
+  // OptimizerName::kMuon
+  if (expert_group) {
+    throw UsageError(
+        "dist.ep > 1 works with optim.name=adamw (replicated, or sharded with dist.zero=1/2); "
+        "Muon's matrix ownership does not split expert stacks yet");
   }
-  throw UsageError("optim.name = '" + name + "' is not supported");
+  if (zero != 0) {
+    throw UsageError(
+        "dist.zero applies to optim.name=adamw; Muon shards by matrix ownership on its own "
+        "(DistMuon) whenever there is more than one rank: set dist.zero=0");
+  }
+  // nanochat's grouping: Muon for the transformer blocks' 2-D weight matrices (their tag).
+  auto is_muon = [&flat](const std::string& n, const std::vector<int64_t>& shape) {
+    return shape.size() == 2 && flat.segment(n).block_matrix;
+  };
+  return std::make_unique<Muon>(flat, AdamWOptions::from_config(cfg), MuonOptions::from_config(cfg),
+                                cfg.get_float("optim.lr"), group, is_muon);
 }
 
 }  // namespace lmtrain::optim

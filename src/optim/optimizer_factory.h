@@ -3,15 +3,16 @@
 #pragma once
 #include <memory>
 
+#include "core/config_choice.h"
 #include "distributed/group.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::optim {
+
+// optim.name, in the order of its choices (core/config_choice.h).
+enum class OptimizerName { kAdamW, kMuon };
+constexpr core::ChoiceKey choice_key(OptimizerName) { return {"optim.name", 2}; }
 
 // FlatParams padding for this config: 16 * world size when the optimizer shards the flat
 // buffers (so they split evenly into aligned shards), else 16.

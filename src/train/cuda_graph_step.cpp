@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/runtime.h"
+#include "distributed/process_group.h"
+#include "optim/optimizer_factory.h"
 
 #ifdef LMTRAIN_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -25,7 +27,7 @@ void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, 
     throw UsageError("train.cuda_graphs=true " + why +
                      " (a captured step replays the host's decisions of its capture)");
   };
-  if (cfg.get_string("optim.name") != "adamw") {
+  if (core::get_choice<optim::OptimizerName>(cfg) != optim::OptimizerName::kAdamW) {
     refuse("needs optim.name=adamw: Muon's update is not captured");
   }
   if (cfg.get_float("model.dropout") > 0) {
@@ -44,7 +46,7 @@ void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, 
         "does not work with train.precision=fp16: the loss scaler decides on the host "
         "whether to skip a step; use bf16");
   }
-  if (world_size > 1 && cfg.get_string("dist.backend") == "gloo") {
+  if (world_size > 1 && core::get_choice<dist::BackendChoice>(cfg) == dist::BackendChoice::kGloo) {
     refuse(
         "needs dist.backend=nccl (or auto) between several ranks: Gloo copies CUDA tensors "
         "through host memory on its own threads, which a graph cannot capture");

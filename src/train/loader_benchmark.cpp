@@ -9,7 +9,7 @@
 namespace lmtrain::train {
 
 LoaderBenchResult run_loader_benchmark(const core::Config& config) {
-  if (config.get_string("data.source") != "stream") {
+  if (core::get_choice<DataSource>(config) != DataSource::kStream) {
     throw UsageError(
         "lmtrain bench --loader times a streaming loader: set data.source = stream and "
         "data.stream.inputs (a prepared corpus is memory-mapped, there is nothing to time)");

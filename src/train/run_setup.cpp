@@ -107,7 +107,7 @@ void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& stat
 std::optional<LoadedCheckpoint> open_data(RunSetup& s, dist::Group& group) {
   core::Config& cfg = s.cfg;
   std::optional<LoadedCheckpoint> temporal_lm;
-  const bool streaming = cfg.get_string("data.source") == "stream";
+  const bool streaming = core::get_choice<DataSource>(cfg) == DataSource::kStream;
   if (streaming) check_stream_config(cfg);
   if (streaming) {
     auto stream_data = std::make_unique<StreamData>(cfg, group.rank(), group.size());

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "distill/distill_objective.h"
 #include "model/gpt.h"
-#include "model/tiny_moe_config.h"
+#include "model_fixtures.h"
 
 namespace lmtrain::train {
 namespace {
@@ -61,7 +61,7 @@ TEST(FeatureDistill, LayersPairByRelativeDepthAndBadListsAreNamed) {
 
 // A 3-layer MoE model whose middle block is dense.
 model::GptConfig moe_student(int64_t width) {
-  auto c = model::tiny_moe_config("swiglu", 4, 2);
+  auto c = model::tiny_moe_config(model::MlpKind::kSwiGlu, 4, 2);
   c.n_layer = 3;
   c.n_embd = width;
   c.moe.dense_layers = {1};

@@ -9,6 +9,7 @@
 #include "distributed/process_group.h"
 #include "e2e/dist_harness.h"
 #include "model/gpt.h"
+#include "model_fixtures.h"
 #include "optim/flat_params.h"
 
 namespace lmtrain::dist {
@@ -56,12 +57,7 @@ class GradSyncModes : public ::testing::TestWithParam<std::tuple<Mode, bool>> {}
 
 TEST_P(GradSyncModes, HooksLaunchEveryBucketDuringBackwardAndAverageAcrossRanks) {
   const auto [mode, rebind] = GetParam();
-  model::GptConfig cfg;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.vocab_size = 64;
-  cfg.block_size = 16;
+  const auto cfg = model::tiny_gpt_config(32, 64, 16);
   torch::manual_seed(0);
   auto data = torch::randint(64, {2, 4, 17}, torch::kLong);  // rank, rows, T+1
 

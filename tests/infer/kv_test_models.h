@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "infer/kv_cache_policy.h"
 #include "model/gpt.h"
+#include "model_fixtures.h"
 
 namespace lmtrain::infer {
 
@@ -17,19 +18,11 @@ namespace lmtrain::infer {
 // SwiGLU, 2 kv heads for 4 query heads), "qwen3" (rope + QK-norm), "moe" (qwen3 with dropless
 // MoE blocks: 4 experts, top 2, so a batch's pad rows take no expert capacity).
 inline model::GptConfig tiny_decoder(const std::string& family, int64_t block_size = 32) {
-  model::GptConfig c;
-  c.n_layer = 2;
+  model::GptConfig c = model::tiny_gpt_config(32, 64, block_size);
   c.n_head = 4;
-  c.n_embd = 32;
-  c.vocab_size = 64;
-  c.block_size = block_size;
   if (family == "gpt2") return c;
-  c.arch = "llama";
-  c.norm = "rmsnorm";
-  c.pos = "rope";
-  c.mlp = "swiglu";
+  c = model::with_llama_family(c, model::Arch::kLlama);
   c.n_kv_head = 2;
-  c.bias = false;
   if (family == "rope") return c;
   c.qk_norm = true;
   if (family == "moe") {

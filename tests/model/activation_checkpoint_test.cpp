@@ -13,27 +13,19 @@
 #include "core/runtime.h"
 #include "model/dropout.h"
 #include "model/gpt.h"
+#include "model_fixtures.h"
 
 namespace lmtrain::model {
 namespace {
 
 GptConfig config(const std::string& family, double dropout) {
-  GptConfig c;
+  GptConfig c = tiny_gpt_config(32, 64, 16);
   c.n_layer = 4;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.vocab_size = 64;
-  c.block_size = 16;
   c.dropout = dropout;
   if (family == "qwen3") {
-    c.arch = "qwen3";
-    c.norm = "rmsnorm";
-    c.pos = "rope";
-    c.mlp = "swiglu";
+    c = with_llama_family(c, Arch::kQwen3);
     c.mlp_hidden = 48;
     c.n_kv_head = 1;
-    c.qk_norm = true;
-    c.bias = false;
   }
   return c;
 }

@@ -11,30 +11,21 @@
 #include "core/config.h"
 #include "model/gpt.h"
 #include "model/rope.h"
+#include "model_fixtures.h"
 #include "test_util.h"
 
 namespace lmtrain::model {
 namespace {
 
 GptConfig qwen_like() {
-  GptConfig c;
-  c.arch = "qwen3";
-  c.n_layer = 2;
-  c.n_embd = 32;
+  GptConfig c = with_llama_family(tiny_gpt_config(32, 64, 32), Arch::kQwen3);
   c.n_head = 4;
   c.n_kv_head = 2;
   c.head_dim_ = 16;  // H * D = 64 != n_embd, as in Qwen3
-  c.mlp = "swiglu";
   c.mlp_hidden = 48;
-  c.norm = "rmsnorm";
   c.norm_eps = 1e-6;
-  c.pos = "rope";
   c.rope_theta = 1e6;
-  c.qk_norm = true;
-  c.bias = false;
   c.tie_embeddings = false;
-  c.vocab_size = 64;
-  c.block_size = 32;
   return c;
 }
 
@@ -131,7 +122,7 @@ TEST(Mlp, SwiGluAndReluSquaredMatchTheirFormulas) {
   auto gate = gu.narrow(-1, 0, 48), up = gu.narrow(-1, 48, 48);
   auto want = torch::linear(gate * torch::sigmoid(gate) * up, swiglu->c_proj->weight);
   EXPECT_TRUE(torch::allclose(swiglu(x), want, 1e-5, 1e-6));
-  cfg.mlp = "relu2";
+  cfg.mlp = MlpKind::kRelu2;
   Mlp relu2(cfg);
   init(relu2);
   auto h = torch::linear(x, relu2->c_fc->weight).clamp_min(0);

@@ -10,17 +10,13 @@
 #include "infer/generator.h"
 #include "kernels/kernel_switch.h"
 #include "model/attention.h"
+#include "model_fixtures.h"
 
 namespace lmtrain::model {
 namespace {
 
 GptConfig tiny(bool bias = true, bool tie = true) {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.vocab_size = 11;
-  c.block_size = 16;
+  GptConfig c = tiny_gpt_config(8, 11, 16);
   c.bias = bias;
   c.tie_embeddings = tie;
   return c;
@@ -74,6 +70,24 @@ TEST(Gpt, InitFollowsGpt2) {
   EXPECT_FALSE(m->decays("transformer.h.0.attn.c_attn.bias"));
   EXPECT_FALSE(m->decays("transformer.wte.weight"));
   EXPECT_FALSE(m->decays("transformer.h.0.ln_1.weight"));
+}
+
+// Muon's AdamW learning-rate groups come from these tags (optim/muon.cpp): the token and position
+// tables take optim.embedding_lr, an untied head optim.head_lr, every other parameter optim.lr.
+TEST(Gpt, TagsPutTheEmbeddingsAndAnUntiedHeadInTheirLearningRateGroups) {
+  for (bool tie : {true, false}) {
+    Gpt m(tiny(/*bias=*/true, tie));
+    const std::map<std::string, LrGroup> grouped = {{"transformer.wte.weight", LrGroup::kEmbedding},
+                                                    {"transformer.wpe.weight", LrGroup::kEmbedding},
+                                                    {"lm_head.weight", LrGroup::kHead}};
+    size_t found = 0;
+    for (const auto& [name, tag] : m->param_tags()) {
+      const auto it = grouped.find(name);
+      EXPECT_EQ(tag.lr_group, it == grouped.end() ? LrGroup::kBase : it->second) << name;
+      found += it != grouped.end();
+    }
+    EXPECT_EQ(found, tie ? 2u : 3u);
+  }
 }
 
 TEST(Gpt, IsCausal) {
@@ -220,15 +234,10 @@ namespace {
 // for GPT-2 (all three kernels) and a Qwen3-style decoder (RoPE/GQA attention stays on
 // libtorch; the fused loss applies).
 TEST(Gpt, FusedCpuKernelsMatchLibtorchOpsForLossAndGradients) {
-  GptConfig qwen = tiny(false, false);
-  qwen.arch = "qwen3";
-  qwen.norm = "rmsnorm";
-  qwen.pos = "rope";
-  qwen.mlp = "swiglu";
+  GptConfig qwen = with_llama_family(tiny(false, false), Arch::kQwen3);
   qwen.n_head = 4;
   qwen.n_kv_head = 2;
   qwen.head_dim_ = 4;
-  qwen.qk_norm = true;
   for (const GptConfig& cfg : {tiny(), qwen}) {
     torch::manual_seed(7);
     Gpt m(cfg);
@@ -246,11 +255,11 @@ TEST(Gpt, FusedCpuKernelsMatchLibtorchOpsForLossAndGradients) {
     };
     auto [loss_lib, grads_lib] = run(false);
     auto [loss_fused, grads_fused] = run(true);
-    EXPECT_NEAR(loss_fused, loss_lib, 1e-6 * loss_lib) << cfg.arch;
+    EXPECT_NEAR(loss_fused, loss_lib, 1e-6 * loss_lib) << core::to_string(cfg.arch);
     for (auto& [name, g] : grads_lib) {
       const double scale = g.abs().max().item<double>() + 1e-12;
       EXPECT_LT((grads_fused[name] - g).abs().max().item<double>() / scale, 1e-5)
-          << cfg.arch << " " << name;
+          << core::to_string(cfg.arch) << " " << name;
     }
   }
 }

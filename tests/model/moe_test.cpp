@@ -17,12 +17,12 @@
 #include "model/gpt.h"
 #include "model/grouped_linear.h"
 #include "model/moe_routing.h"
-#include "model/tiny_moe_config.h"
+#include "model_fixtures.h"
 
 namespace lmtrain::model {
 namespace {
 
-GptConfig moe_config(const std::string& mlp, int64_t experts, int64_t k, double capacity) {
+GptConfig moe_config(MlpKind mlp, int64_t experts, int64_t k, double capacity) {
   auto c = tiny_moe_config(mlp, experts, k);
   c.moe.capacity_factor = capacity;
   return c;
@@ -31,9 +31,9 @@ GptConfig moe_config(const std::string& mlp, int64_t experts, int64_t k, double 
 at::Tensor expert_mlp(const MoeImpl& m, int64_t e, const at::Tensor& x) {
   auto h = at::matmul(x, m.experts->c_fc->weight[e].t());
   const int64_t H = m.experts->hidden;
-  if (m.experts->kind == "swiglu") {
+  if (m.experts->kind == MlpKind::kSwiGlu) {
     h = at::silu(h.narrow(-1, 0, H)) * h.narrow(-1, H, H);
-  } else if (m.experts->kind == "relu2") {
+  } else if (m.experts->kind == MlpKind::kRelu2) {
     h = at::relu(h).square();
   } else {
     h = gelu_tanh(h);
@@ -93,7 +93,7 @@ void init(MoeImpl& m, uint64_t seed) {
   for (auto& p : m.parameters()) p.normal_(0, 0.3);
 }
 
-class MoeForward : public ::testing::TestWithParam<std::tuple<std::string, int64_t, double>> {};
+class MoeForward : public ::testing::TestWithParam<std::tuple<MlpKind, int64_t, double>> {};
 
 TEST_P(MoeForward, MatchesTheLoopReferenceForwardAndBackward) {
   const auto [mlp, k, capacity] = GetParam();
@@ -121,14 +121,14 @@ TEST_P(MoeForward, MatchesTheLoopReferenceForwardAndBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, MoeForward,
-                         ::testing::Values(std::make_tuple("swiglu", 2, 0.0),
-                                           std::make_tuple("gelu", 2, 0.0),
-                                           std::make_tuple("relu2", 1, 0.0),
-                                           std::make_tuple("swiglu", 2, 0.5),
-                                           std::make_tuple("gelu", 3, 0.75)));
+                         ::testing::Values(std::make_tuple(MlpKind::kSwiGlu, 2, 0.0),
+                                           std::make_tuple(MlpKind::kGelu, 2, 0.0),
+                                           std::make_tuple(MlpKind::kRelu2, 1, 0.0),
+                                           std::make_tuple(MlpKind::kSwiGlu, 2, 0.5),
+                                           std::make_tuple(MlpKind::kGelu, 3, 0.75)));
 
 TEST(MoeLosses, AuxAndZLossMatchTheirFormulas) {
-  auto cfg = moe_config("swiglu", 4, 2, 0);
+  auto cfg = moe_config(MlpKind::kSwiGlu, 4, 2, 0);
   cfg.moe.aux_loss_coef = 0.3;
   cfg.moe.z_loss_coef = 0.05;
   MoeImpl m(cfg, {0, 4});
@@ -216,7 +216,7 @@ TEST(GroupedLinear, MatchesPerExpertGemmsOnBothPaths) {
 // The whole model: MoE blocks under activation checkpointing give the same loss terms and
 // gradients as without, the balancing objective included.
 TEST(MoeModel, ActivationCheckpointingKeepsObjectiveAndGradients) {
-  auto cfg = moe_config("swiglu", 4, 2, 0);
+  auto cfg = moe_config(MlpKind::kSwiGlu, 4, 2, 0);
   cfg.moe.aux_loss_coef = 0.1;
   cfg.moe.z_loss_coef = 0.01;
   std::map<std::string, at::Tensor> first;
@@ -246,7 +246,7 @@ TEST(MoeModel, ActivationCheckpointingKeepsObjectiveAndGradients) {
 }
 
 TEST(MoeModel, ParameterCountAndTagsCoverExperts) {
-  auto cfg = moe_config("swiglu", 4, 2, 0);
+  auto cfg = moe_config(MlpKind::kSwiGlu, 4, 2, 0);
   cfg.moe.shared_experts = 1;
   Gpt m(cfg);
   int64_t n = 0;

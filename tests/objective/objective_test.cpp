@@ -13,6 +13,7 @@
 #include "distill/distill_objective.h"
 #include "e2e/dist_harness.h"
 #include "model/gpt.h"
+#include "model_fixtures.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"
 #include "train/train_step.h"
@@ -23,13 +24,7 @@ namespace {
 constexpr int64_t kVocab = 48, kRows = 4, kT = 8;
 
 model::GptConfig student_config(int64_t width = 16) {
-  model::GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = width;
-  c.vocab_size = kVocab;
-  c.block_size = kT;
-  return c;
+  return model::tiny_gpt_config(width, kVocab, kT);
 }
 
 model::Gpt make_model(const model::GptConfig& c, uint64_t seed) {

@@ -7,21 +7,14 @@
 #include "kernel_isa_fixture.h"
 #include "kernels/kernel_switch.h"
 #include "model/gpt.h"
+#include "model_fixtures.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
 
 namespace lmtrain::optim {
 namespace {
 
-model::GptConfig tiny_config() {
-  model::GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.vocab_size = 40;
-  c.block_size = 8;
-  return c;
-}
+model::GptConfig tiny_config() { return model::tiny_gpt_config(16, 40, 8); }
 
 TEST(AdamW, MatchesTorchAdamWWithDecayGroupsAndChangingLr) {
   // The semantics (decay groups, changing lr, bias correction) against torch::optim::AdamW, on
@@ -65,7 +58,7 @@ TEST(AdamW, MatchesTorchAdamWWithDecayGroupsAndChangingLr) {
   torch::optim::AdamW torch_opt(groups);
 
   LrSchedule sched;
-  sched.kind = "cosine";
+  sched.kind = LrScheduleKind::kCosine;
   sched.peak = 1e-2;
   sched.warmup_steps = 3;
   sched.total_steps = 12;

@@ -9,7 +9,7 @@
 namespace lmtrain::optim {
 namespace {
 
-LrSchedule make(const std::string& kind, int64_t warmup, int64_t total) {
+LrSchedule make(LrScheduleKind kind, int64_t warmup, int64_t total) {
   LrSchedule s;
   s.kind = kind;
   s.peak = 1.0;
@@ -21,14 +21,14 @@ LrSchedule make(const std::string& kind, int64_t warmup, int64_t total) {
 }
 
 TEST(LrSchedule, WarmupIsLinearToPeak) {
-  auto s = make("cosine", 4, 100);
+  auto s = make(LrScheduleKind::kCosine, 4, 100);
   EXPECT_DOUBLE_EQ(s.at(0), 0.25);
   EXPECT_DOUBLE_EQ(s.at(1), 0.5);
   EXPECT_DOUBLE_EQ(s.at(3), 1.0);
 }
 
 TEST(LrSchedule, CosineEndsAtMinAndIsHalfwayInTheMiddle) {
-  auto s = make("cosine", 0, 101);
+  auto s = make(LrScheduleKind::kCosine, 0, 101);
   EXPECT_DOUBLE_EQ(s.at(0), 1.0);
   EXPECT_NEAR(s.at(50), 0.55, 1e-12);  // min + (peak-min)/2
   EXPECT_NEAR(s.at(100), 0.1, 1e-12);
@@ -36,16 +36,16 @@ TEST(LrSchedule, CosineEndsAtMinAndIsHalfwayInTheMiddle) {
 }
 
 TEST(LrSchedule, LinearAndConstant) {
-  auto lin = make("linear", 0, 11);
+  auto lin = make(LrScheduleKind::kLinear, 0, 11);
   EXPECT_NEAR(lin.at(5), 0.55, 1e-12);
   EXPECT_NEAR(lin.at(10), 0.1, 1e-12);
-  auto c = make("constant", 2, 10);
+  auto c = make(LrScheduleKind::kConstant, 2, 10);
   EXPECT_DOUBLE_EQ(c.at(0), 0.5);
   EXPECT_DOUBLE_EQ(c.at(7), 1.0);
 }
 
 TEST(LrSchedule, WsdHoldsThenDecaysOverLastFraction) {
-  auto s = make("wsd", 10, 100);  // decay over the last 20 steps: 80..99
+  auto s = make(LrScheduleKind::kWsd, 10, 100);  // decay over the last 20 steps: 80..99
   EXPECT_DOUBLE_EQ(s.at(10), 1.0);
   EXPECT_DOUBLE_EQ(s.at(79), 1.0);
   EXPECT_NEAR(s.at(80), 1.0 - 0.9 / 20, 1e-12);
@@ -59,7 +59,7 @@ TEST(LrSchedule, FromConfig) {
   cfg.set("optim.schedule", "linear", "test");
   cfg.set("optim.warmup_steps", "5", "test");
   auto s = LrSchedule::from_config(cfg, 50);
-  EXPECT_EQ(s.kind, "linear");
+  EXPECT_EQ(s.kind, LrScheduleKind::kLinear);
   EXPECT_DOUBLE_EQ(s.at(4), 0.01);
   EXPECT_NEAR(s.at(49), 0.001, 1e-12);
 }

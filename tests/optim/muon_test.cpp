@@ -100,10 +100,17 @@ struct Grouped : torch::nn::Module {
 };
 
 // Adam's first step moves every element by lr (|m̂ / sqrt(v̂)| = 1): each AdamW group's step
-// shows its own learning rate.
+// shows its own learning rate. The groups come from the tags, whatever the names.
 TEST(Muon, AdamWGroupsUseTheirOwnLearningRates) {
   Grouped m;
-  FlatParams flat(m, [](const std::string&) { return false; });
+  model::ParamTags tags;
+  for (const auto& [name, group] :
+       {std::pair{"wte", model::LrGroup::kEmbedding}, std::pair{"lm_head", model::LrGroup::kHead},
+        std::pair{"bias", model::LrGroup::kBase}}) {
+    tags[name].decay = false;
+    tags[name].lr_group = group;
+  }
+  FlatParams flat(m, tags);
   auto group = dist::make_single_rank_group();
   MuonOptions mo;
   mo.embedding_lr = 0.3;

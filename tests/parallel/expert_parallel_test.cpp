@@ -14,7 +14,7 @@
 #include "core/runtime.h"
 #include "e2e/dist_harness.h"
 #include "model/gpt.h"
-#include "model/tiny_moe_config.h"
+#include "model_fixtures.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"
 #include "train/train_step.h"
@@ -22,7 +22,7 @@
 namespace lmtrain::train {
 namespace {
 
-model::GptConfig moe_config() { return model::tiny_moe_config("swiglu", 4, 2, 16); }
+model::GptConfig moe_config() { return model::tiny_moe_config(model::MlpKind::kSwiGlu, 4, 2, 16); }
 
 // Every rank's copy of `local` (same shape everywhere), gathered over the world.
 std::vector<at::Tensor> gather_all(dist::Group& world, const at::Tensor& local) {

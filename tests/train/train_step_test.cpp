@@ -8,6 +8,7 @@
 #include "core/runtime.h"
 #include "distributed/group.h"
 #include "model/gpt.h"
+#include "model_fixtures.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"
 
@@ -22,14 +23,8 @@ struct StepperRig {
   std::unique_ptr<TrainStepper> stepper;
 
   explicit StepperRig(int workers, LossScaler scaler = LossScaler(false, 1, 1)) {
-    model::GptConfig c;
-    c.n_layer = 2;
-    c.n_head = 2;
-    c.n_embd = 16;
-    c.vocab_size = 64;
-    c.block_size = 16;
     torch::manual_seed(11);
-    model = model::Gpt(c);
+    model = model::Gpt(model::tiny_gpt_config(16, 64, 16));
     flat = std::make_unique<optim::FlatParams>(
         *model, [&](const std::string& n) { return model->decays(n); });
     // eps 1e-6: equivalence across different summation orders (see DEVELOPERS.md: Adam at 1e-8

@@ -15,6 +15,7 @@
 #include "model/soft_tokens.h"
 #include "model/temporal/patching.h"
 #include "model/temporal/series_norm.h"
+#include "model_fixtures.h"
 
 namespace lmtrain::model::temporal {
 namespace {
@@ -69,15 +70,7 @@ TEST(Patching, PadsTheShortLastPatchAndMarksItsMask) {
                            torch::tensor({true, false, false}).reshape({1, 3})));
 }
 
-GptConfig tiny_lm() {
-  GptConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 8;
-  c.vocab_size = 11;
-  c.block_size = 16;
-  return c;
-}
+GptConfig tiny_lm() { return tiny_gpt_config(8, 11, 16); }
 
 TEST(SoftTokens, TokenEmbeddingsAsSoftTokensGiveTheSameForward) {
   torch::manual_seed(0);
