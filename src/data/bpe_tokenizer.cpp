@@ -1,8 +1,10 @@
 #include "data/bpe_tokenizer.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstring>
 #include <functional>
-#include <mutex>
 #include <queue>
 #include <unordered_map>
 
@@ -20,10 +22,47 @@ namespace {
 // Words longer than this use the O(n log n) heap merge instead of the simple O(n^2) scan, so a
 // pathological pre-token (a megabyte of letters) cannot stall encoding.
 constexpr size_t kLongWord = 128;
-// Pre-tokens longer than this are not memoized (they are rare and would bloat the cache).
-constexpr size_t kMaxCachedWord = 256;
-constexpr size_t kCacheShards = 16;
-constexpr size_t kCacheEntriesPerShard = 1 << 14;
+
+// Memo of pre-token -> ids, one per thread (no lock, no sharing of cache lines between threads)
+// and per tokenizer: a direct-mapped table of 64-byte slots holding a short word and its ids
+// inline, so a hit costs one hash and one cache line. A slot is simply overwritten on a
+// collision. Words longer than kWordBytes, or that encode to more than kIds ids, are not cached.
+struct WordCache {
+  static constexpr size_t kWordBytes = 30;
+  static constexpr size_t kIds = 8;
+  static constexpr int kSlotBits = 16;
+  static constexpr size_t kSlots = size_t{1} << kSlotBits;  // 4 MiB per thread
+  struct Slot {
+    uint8_t len = 0;  // 0: empty (one-byte words never get here)
+    uint8_t num_ids = 0;
+    char bytes[kWordBytes];
+    uint32_t ids[kIds];
+  };
+  static_assert(sizeof(Slot) == 64);
+
+  uint64_t owner = 0;  // BpeTokenizer::Model::serial of the tokenizer whose ids these are
+  std::vector<Slot> slots;
+
+  static uint64_t hash(std::string_view w) {
+    uint64_t h = w.size() * 0x9E3779B97F4A7C15ULL;
+    size_t i = 0;
+    for (; i + 8 <= w.size(); i += 8) {
+      uint64_t v;
+      std::memcpy(&v, w.data() + i, 8);
+      h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
+      h ^= h >> 31;
+    }
+    uint64_t v = 0;
+    std::memcpy(&v, w.data() + i, w.size() - i);
+    h = (h ^ v) * 0x94d049bb133111ebULL;
+    return h ^ (h >> 29);
+  }
+  // The top bits: the best mixed of a product.
+  Slot& slot(std::string_view w) { return slots[hash(w) >> (64 - kSlotBits)]; }
+};
+
+// Tells tokenizers apart in the per-thread caches (an address could be reused by a later one).
+std::atomic<uint64_t> next_serial{1};
 
 class Fnv1a {
  public:
@@ -52,6 +91,46 @@ class Fnv1a {
 
 }  // namespace
 
+// The merge ranks: (left, right) -> rank << 32 | merged id, in an open-addressing table (linear
+// probing, a power-of-two size at most half full). The hot lookup of bpe(); std::unordered_map
+// costs a division and a pointer chase per lookup.
+class BpeMergeTable {
+ public:
+  static constexpr uint64_t kNone = UINT64_MAX;
+
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    slots_.assign(cap, {kEmpty, kNone});
+    mask_ = cap - 1;
+  }
+  // Keeps the first value of a key (a duplicated merge keeps its lowest rank).
+  void emplace(uint64_t key, uint64_t value) {
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (slots_[i].first == key) return;
+      if (slots_[i].first == kEmpty) {
+        slots_[i] = {key, value};
+        return;
+      }
+    }
+  }
+  uint64_t find(uint64_t key) const {
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (slots_[i].first == key) return slots_[i].second;
+      if (slots_[i].first == kEmpty) return kNone;
+    }
+  }
+
+ private:
+  // No pair key is all ones: ids are < 2^32 - 1 (the vocabulary size is checked).
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  size_t slot(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask_;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> slots_;
+  size_t mask_ = 0;
+};
+
 struct BpeTokenizer::Model {
   std::vector<std::string> tokens;
   std::vector<Merge> merges;
@@ -60,26 +139,16 @@ struct BpeTokenizer::Model {
   BpeOptions options;
   Pretokenizer pretok;
   // (left, right) -> rank << 32 | merged id
-  std::unordered_map<uint64_t, uint64_t> merge_map;
+  BpeMergeTable merge_map;
   std::unordered_map<std::string, uint32_t> bytes_to_id;  // non-special tokens
   std::array<uint32_t, 256> byte_id{};
   std::optional<uint32_t> eot;
   std::string hash;
+  const uint64_t serial = next_serial.fetch_add(1);
 
   explicit Model(const std::string& pattern) : pretok(pattern) {}
 
-  uint64_t lookup(uint32_t a, uint32_t b) const {
-    auto it = merge_map.find(bpe_pair_key(a, b));
-    return it == merge_map.end() ? UINT64_MAX : it->second;
-  }
-};
-
-struct BpeTokenizer::Cache {
-  struct Shard {
-    std::mutex mu;
-    std::unordered_map<std::string, std::vector<uint32_t>> map;
-  };
-  std::array<Shard, kCacheShards> shards;
+  uint64_t lookup(uint32_t a, uint32_t b) const { return merge_map.find(bpe_pair_key(a, b)); }
 };
 
 BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> merges,
@@ -90,7 +159,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   m->merges = std::move(merges);
   m->specials = std::move(specials);
   const size_t n = m->tokens.size();
-  if (n > UINT32_MAX) throw Error("BPE vocabulary too large");
+  if (n >= UINT32_MAX) throw Error("BPE vocabulary too large");
   m->special_flag.assign(n, false);
   for (const SpecialToken& s : m->specials) {
     if (s.id >= n) throw Error("special token " + s.content + " has id beyond the vocabulary");
@@ -112,7 +181,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
     }
     m->byte_id[b] = it->second;
   }
-  m->merge_map.reserve(m->merges.size() * 2);
+  m->merge_map.reserve(m->merges.size());
   for (size_t r = 0; r < m->merges.size(); ++r) {
     const auto [a, b] = m->merges[r];
     if (a >= n || b >= n) throw Error("merge #" + std::to_string(r) + " refers to an unknown id");
@@ -150,7 +219,6 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   }
   m->hash = h.hex();
   model_ = std::move(m);
-  cache_ = std::make_shared<Cache>();
 }
 
 size_t BpeTokenizer::vocab_size() const { return model_->tokens.size(); }
@@ -267,27 +335,29 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<uint32_t>* out
       return;
     }
   }
-  if (word.size() > kMaxCachedWord) {
+  if (word.size() > WordCache::kWordBytes) {
     bpe(word, out);
     return;
   }
-  std::string key(word);
-  Cache::Shard& shard = cache_->shards[std::hash<std::string>()(key) % kCacheShards];
-  {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.map.find(key);
-    if (it != shard.map.end()) {
-      out->insert(out->end(), it->second.begin(), it->second.end());
-      return;
-    }
+  thread_local WordCache cache;
+  if (cache.owner != m.serial) {
+    cache.slots.assign(WordCache::kSlots, WordCache::Slot{});
+    cache.owner = m.serial;
+  }
+  WordCache::Slot& slot = cache.slot(word);
+  if (slot.len == word.size() && std::memcmp(slot.bytes, word.data(), word.size()) == 0) {
+    out->insert(out->end(), slot.ids, slot.ids + slot.num_ids);
+    return;
   }
   const size_t start = out->size();
   bpe(word, out);
-  std::vector<uint32_t> ids(out->begin() + start, out->end());
-  std::lock_guard<std::mutex> lock(shard.mu);
-  // Bounded memory: a full shard is simply dropped; hot words come back immediately.
-  if (shard.map.size() >= kCacheEntriesPerShard) shard.map.clear();
-  shard.map.emplace(std::move(key), std::move(ids));
+  const size_t num_ids = out->size() - start;
+  if (num_ids <= WordCache::kIds) {
+    slot.len = static_cast<uint8_t>(word.size());
+    slot.num_ids = static_cast<uint8_t>(num_ids);
+    std::memcpy(slot.bytes, word.data(), word.size());
+    std::copy(out->begin() + static_cast<ptrdiff_t>(start), out->end(), slot.ids);
+  }
 }
 
 // Applies merges to one pre-token: repeatedly merge the adjacent pair with the lowest rank (the
