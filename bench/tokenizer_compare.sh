@@ -52,7 +52,7 @@ corpus="$dir/corpus_${mb}.jsonl"
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 echo "versions: lmtrain $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $("$python" -c \
   'import tokenizers, tiktoken; print("tokenizers", tokenizers.__version__, "tiktoken", tiktoken.__version__)')"
-echo "corpus: $corpus ($(du -m "$corpus" | cut -f1) MB of JSONL); CPUs busy before: $(busy_pct 2)%"
+echo "corpus: $corpus ($(du -mL "$corpus" | cut -f1) MB of JSONL); CPUs busy before: $(busy_pct 2)%"
 
 rows=()
 row() { rows+=("| $* |"); }

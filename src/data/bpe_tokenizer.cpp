@@ -23,47 +23,6 @@ namespace {
 // pathological pre-token (a megabyte of letters) cannot stall encoding.
 constexpr size_t kLongWord = 128;
 
-// Memo of pre-token -> ids, one per thread (no lock, no sharing of cache lines between threads)
-// and per tokenizer: a direct-mapped table of 64-byte slots holding a short word and its ids
-// inline, so a hit costs one hash and one cache line. A slot is simply overwritten on a
-// collision. Words longer than kWordBytes, or that encode to more than kIds ids, are not cached.
-struct WordCache {
-  static constexpr size_t kWordBytes = 30;
-  static constexpr size_t kIds = 8;
-  static constexpr int kSlotBits = 16;
-  static constexpr size_t kSlots = size_t{1} << kSlotBits;  // 4 MiB per thread
-  struct Slot {
-    uint8_t len = 0;  // 0: empty (one-byte words never get here)
-    uint8_t num_ids = 0;
-    char bytes[kWordBytes];
-    uint32_t ids[kIds];
-  };
-  static_assert(sizeof(Slot) == 64);
-
-  uint64_t owner = 0;  // BpeTokenizer::Model::serial of the tokenizer whose ids these are
-  std::vector<Slot> slots;
-
-  static uint64_t hash(std::string_view w) {
-    uint64_t h = w.size() * 0x9E3779B97F4A7C15ULL;
-    size_t i = 0;
-    for (; i + 8 <= w.size(); i += 8) {
-      uint64_t v;
-      std::memcpy(&v, w.data() + i, 8);
-      h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
-      h ^= h >> 31;
-    }
-    uint64_t v = 0;
-    std::memcpy(&v, w.data() + i, w.size() - i);
-    h = (h ^ v) * 0x94d049bb133111ebULL;
-    return h ^ (h >> 29);
-  }
-  // The top bits: the best mixed of a product.
-  Slot& slot(std::string_view w) { return slots[hash(w) >> (64 - kSlotBits)]; }
-};
-
-// Tells tokenizers apart in the per-thread caches (an address could be reused by a later one).
-std::atomic<uint64_t> next_serial{1};
-
 class Fnv1a {
  public:
   void bytes(const void* p, size_t n) {
@@ -131,6 +90,85 @@ class BpeMergeTable {
   size_t mask_ = 0;
 };
 
+// Memo of pre-token -> ids, shared by every thread that encodes with the tokenizer (prepare and
+// the stream loader encode each chunk on a new thread, so a per-thread memo would start cold
+// every time): a direct-mapped table of 64-byte slots, each holding a short word and its ids
+// inline, so a hit costs one hash and one cache line and allocates nothing. A slot is simply
+// overwritten on a collision. Lock-free: each slot is a seqlock (readers copy the slot and retry
+// nothing: a slot being written or rewritten meanwhile is a miss), and all of it is atomic words
+// so that concurrent reads and writes are well defined. Words longer than kWordBytes, or that
+// encode to more than kIds ids, are not memoized.
+struct BpeTokenizer::Cache {
+  static constexpr size_t kWordBytes = 24;
+  static constexpr size_t kIds = 8;
+  static constexpr int kSlotBits = 16;  // 65536 slots, 4 MiB
+  // w[0]: sequence (bits 0-31, odd while being written) | word length << 32 | id count << 40;
+  // w[1..3]: the word's bytes, zero-padded; w[4..7]: the ids, two per word. All zero: empty.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> w[8];
+  };
+  // The word zero-padded into three 64-bit words, and its hash.
+  struct Key {
+    uint64_t w[3] = {0, 0, 0};
+    uint64_t hash = 0;
+    explicit Key(std::string_view word) {
+      std::memcpy(w, word.data(), word.size());
+      uint64_t h = word.size() * 0x9E3779B97F4A7C15ULL;
+      for (uint64_t v : w) {
+        h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 31;
+      }
+      hash = h * 0x94d049bb133111ebULL;
+    }
+  };
+
+  std::unique_ptr<Slot[]> slots{new Slot[size_t{1} << kSlotBits]};
+
+  Cache() {
+    for (size_t i = 0; i < (size_t{1} << kSlotBits); ++i) {
+      for (auto& x : slots[i].w) x.store(0, std::memory_order_relaxed);
+    }
+  }
+  // The top bits: the best mixed of a product.
+  Slot& slot(const Key& k) { return slots[k.hash >> (64 - kSlotBits)]; }
+
+  // Appends the memoized ids of the word to *out; false when they are not there.
+  bool find(const Key& k, size_t len, std::vector<uint32_t>* out) {
+    Slot& s = slot(k);
+    const uint64_t head = s.w[0].load(std::memory_order_acquire);
+    if ((head & 1) || ((head >> 32) & 0xff) != len) return false;
+    for (int i = 0; i < 3; ++i) {
+      if (s.w[1 + i].load(std::memory_order_relaxed) != k.w[i]) return false;
+    }
+    uint64_t ids[4];
+    for (int i = 0; i < 4; ++i) ids[i] = s.w[4 + i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.w[0].load(std::memory_order_relaxed) != head) return false;  // rewritten meanwhile
+    const size_t n = (head >> 40) & 0xff;
+    for (size_t i = 0; i < n; ++i)
+      out->push_back(static_cast<uint32_t>(ids[i / 2] >> (32 * (i % 2))));
+    return true;
+  }
+
+  // Memoizes ids[0, n) for the word, unless another thread is writing the slot.
+  void store(const Key& k, size_t len, const uint32_t* ids, size_t n) {
+    if (n > kIds) return;
+    Slot& s = slot(k);
+    uint64_t head = s.w[0].load(std::memory_order_relaxed);
+    if ((head & 1) || !s.w[0].compare_exchange_strong(head, head + 1, std::memory_order_relaxed)) {
+      return;
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    for (int i = 0; i < 3; ++i) s.w[1 + i].store(k.w[i], std::memory_order_relaxed);
+    uint64_t packed[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < n; ++i) packed[i / 2] |= static_cast<uint64_t>(ids[i]) << (32 * (i % 2));
+    for (int i = 0; i < 4; ++i) s.w[4 + i].store(packed[i], std::memory_order_relaxed);
+    const uint64_t seq = (head + 2) & 0xffffffffULL;
+    s.w[0].store(seq | static_cast<uint64_t>(len) << 32 | static_cast<uint64_t>(n) << 40,
+                 std::memory_order_release);
+  }
+};
+
 struct BpeTokenizer::Model {
   std::vector<std::string> tokens;
   std::vector<Merge> merges;
@@ -144,7 +182,6 @@ struct BpeTokenizer::Model {
   std::array<uint32_t, 256> byte_id{};
   std::optional<uint32_t> eot;
   std::string hash;
-  const uint64_t serial = next_serial.fetch_add(1);
 
   explicit Model(const std::string& pattern) : pretok(pattern) {}
 
@@ -219,6 +256,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   }
   m->hash = h.hex();
   model_ = std::move(m);
+  cache_ = std::make_shared<Cache>();
 }
 
 size_t BpeTokenizer::vocab_size() const { return model_->tokens.size(); }
@@ -335,29 +373,15 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<uint32_t>* out
       return;
     }
   }
-  if (word.size() > WordCache::kWordBytes) {
+  if (word.size() > Cache::kWordBytes) {
     bpe(word, out);
     return;
   }
-  thread_local WordCache cache;
-  if (cache.owner != m.serial) {
-    cache.slots.assign(WordCache::kSlots, WordCache::Slot{});
-    cache.owner = m.serial;
-  }
-  WordCache::Slot& slot = cache.slot(word);
-  if (slot.len == word.size() && std::memcmp(slot.bytes, word.data(), word.size()) == 0) {
-    out->insert(out->end(), slot.ids, slot.ids + slot.num_ids);
-    return;
-  }
+  const Cache::Key key(word);
+  if (cache_->find(key, word.size(), out)) return;
   const size_t start = out->size();
   bpe(word, out);
-  const size_t num_ids = out->size() - start;
-  if (num_ids <= WordCache::kIds) {
-    slot.len = static_cast<uint8_t>(word.size());
-    slot.num_ids = static_cast<uint8_t>(num_ids);
-    std::memcpy(slot.bytes, word.data(), word.size());
-    std::copy(out->begin() + static_cast<ptrdiff_t>(start), out->end(), slot.ids);
-  }
+  cache_->store(key, word.size(), out->data() + start, out->size() - start);
 }
 
 // Applies merges to one pre-token: repeatedly merge the adjacent pair with the lowest rank (the

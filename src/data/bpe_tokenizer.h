@@ -92,12 +92,13 @@ class BpeTokenizer {
 
  private:
   struct Model;
+  struct Cache;
   void encode_word(std::string_view word, std::vector<uint32_t>* out) const;
   void bpe(std::string_view word, std::vector<uint32_t>* out) const;
 
-  // Shared by copies. encode_word memoizes pre-token -> ids in a cache of each thread's own
-  // (bpe_tokenizer.cpp), so the object stays immutable and needs no lock.
   std::shared_ptr<const Model> model_;
+  // Memo of pre-token -> ids; shared by copies, lock-free and thread-safe (bpe_tokenizer.cpp).
+  std::shared_ptr<Cache> cache_;
 };
 
 }  // namespace lmtrain::data

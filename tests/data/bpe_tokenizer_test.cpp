@@ -171,9 +171,9 @@ TEST(BpeTokenizer, MatchesReferenceAlgorithmOnShortAndLongWords) {
   }
 }
 
-// The word cache is per thread and per tokenizer: tokenizers used in turn on one thread, a
-// tokenizer built where a destroyed one lived, and several threads at once all get the ids the
-// tokenizer gives on a thread of its own.
+// The word cache belongs to a tokenizer and is shared by threads: tokenizers used in turn on one
+// thread, a tokenizer built where a destroyed one lived, and several threads at once all get the
+// ids the tokenizer gives on a thread of its own.
 TEST(BpeTokenizer, WordCacheKeepsTokenizersAndThreadsApart) {
   std::vector<std::string> words;
   std::mt19937 rng(7);
