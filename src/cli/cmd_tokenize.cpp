@@ -192,6 +192,9 @@ int cmd_tokenize(const Args& argv) {
     if (args.has("tokenizer"))
       throw UsageError("--train_vocab_size trains a tokenizer: drop --tokenizer");
     if (!args.has("output")) throw UsageError("--train_vocab_size needs --output tokenizer.json");
+    if (args.has("threads")) {
+      throw UsageError("--threads goes with --documents: BPE training runs on one thread");
+    }
     data::BpeTrainerOptions topt;
     topt.vocab_size = static_cast<size_t>(args.get_int("train_vocab_size", 0, 257, 1 << 24));
     const auto docs = read_documents(input, args);
