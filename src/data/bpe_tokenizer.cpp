@@ -1,8 +1,10 @@
 #include "data/bpe_tokenizer.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstring>
 #include <functional>
-#include <mutex>
 #include <queue>
 #include <unordered_map>
 
@@ -20,10 +22,6 @@ namespace {
 // Words longer than this use the O(n log n) heap merge instead of the simple O(n^2) scan, so a
 // pathological pre-token (a megabyte of letters) cannot stall encoding.
 constexpr size_t kLongWord = 128;
-// Pre-tokens longer than this are not memoized (they are rare and would bloat the cache).
-constexpr size_t kMaxCachedWord = 256;
-constexpr size_t kCacheShards = 16;
-constexpr size_t kCacheEntriesPerShard = 1 << 14;
 
 class Fnv1a {
  public:
@@ -52,6 +50,125 @@ class Fnv1a {
 
 }  // namespace
 
+// The merge ranks: (left, right) -> rank << 32 | merged id, in an open-addressing table (linear
+// probing, a power-of-two size at most half full). The hot lookup of bpe(); std::unordered_map
+// costs a division and a pointer chase per lookup.
+class BpeMergeTable {
+ public:
+  static constexpr uint64_t kNone = UINT64_MAX;
+
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    slots_.assign(cap, {kEmpty, kNone});
+    mask_ = cap - 1;
+  }
+  // Keeps the first value of a key (a duplicated merge keeps its lowest rank).
+  void emplace(uint64_t key, uint64_t value) {
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (slots_[i].first == key) return;
+      if (slots_[i].first == kEmpty) {
+        slots_[i] = {key, value};
+        return;
+      }
+    }
+  }
+  uint64_t find(uint64_t key) const {
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (slots_[i].first == key) return slots_[i].second;
+      if (slots_[i].first == kEmpty) return kNone;
+    }
+  }
+
+ private:
+  // No pair key is all ones: ids are < 2^32 - 1 (the vocabulary size is checked).
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  size_t slot(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask_;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> slots_;
+  size_t mask_ = 0;
+};
+
+// Memo of pre-token -> ids, shared by every thread that encodes with the tokenizer (prepare and
+// the stream loader encode each chunk on a new thread, so a per-thread memo would start cold
+// every time): a direct-mapped table of 64-byte slots, each holding a short word and its ids
+// inline, so a hit costs one hash and one cache line and allocates nothing. A slot is simply
+// overwritten on a collision. Lock-free: each slot is a seqlock (readers copy the slot and retry
+// nothing: a slot being written or rewritten meanwhile is a miss), and all of it is atomic words
+// so that concurrent reads and writes are well defined. Words longer than kWordBytes, or that
+// encode to more than kIds ids, are not memoized.
+struct BpeTokenizer::Cache {
+  static constexpr size_t kWordBytes = 24;
+  static constexpr size_t kIds = 8;
+  static constexpr int kSlotBits = 16;  // 65536 slots, 4 MiB
+  // w[0]: sequence (bits 0-31, odd while being written) | word length << 32 | id count << 40;
+  // w[1..3]: the word's bytes, zero-padded; w[4..7]: the ids, two per word. All zero: empty.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> w[8];
+  };
+  // The word zero-padded into three 64-bit words, and its hash.
+  struct Key {
+    uint64_t w[3] = {0, 0, 0};
+    uint64_t hash = 0;
+    explicit Key(std::string_view word) {
+      std::memcpy(w, word.data(), word.size());
+      uint64_t h = word.size() * 0x9E3779B97F4A7C15ULL;
+      for (uint64_t v : w) {
+        h = (h ^ v) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 31;
+      }
+      hash = h * 0x94d049bb133111ebULL;
+    }
+  };
+
+  std::unique_ptr<Slot[]> slots{new Slot[size_t{1} << kSlotBits]};
+
+  Cache() {
+    for (size_t i = 0; i < (size_t{1} << kSlotBits); ++i) {
+      for (auto& x : slots[i].w) x.store(0, std::memory_order_relaxed);
+    }
+  }
+  // The top bits: the best mixed of a product.
+  Slot& slot(const Key& k) { return slots[k.hash >> (64 - kSlotBits)]; }
+
+  // Appends the memoized ids of the word to *out; false when they are not there.
+  bool find(const Key& k, size_t len, std::vector<uint32_t>* out) {
+    Slot& s = slot(k);
+    const uint64_t head = s.w[0].load(std::memory_order_acquire);
+    if ((head & 1) || ((head >> 32) & 0xff) != len) return false;
+    for (int i = 0; i < 3; ++i) {
+      if (s.w[1 + i].load(std::memory_order_relaxed) != k.w[i]) return false;
+    }
+    uint64_t ids[4];
+    for (int i = 0; i < 4; ++i) ids[i] = s.w[4 + i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.w[0].load(std::memory_order_relaxed) != head) return false;  // rewritten meanwhile
+    const size_t n = (head >> 40) & 0xff;
+    for (size_t i = 0; i < n; ++i)
+      out->push_back(static_cast<uint32_t>(ids[i / 2] >> (32 * (i % 2))));
+    return true;
+  }
+
+  // Memoizes ids[0, n) for the word, unless another thread is writing the slot.
+  void store(const Key& k, size_t len, const uint32_t* ids, size_t n) {
+    if (n > kIds) return;
+    Slot& s = slot(k);
+    uint64_t head = s.w[0].load(std::memory_order_relaxed);
+    if ((head & 1) || !s.w[0].compare_exchange_strong(head, head + 1, std::memory_order_relaxed)) {
+      return;
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    for (int i = 0; i < 3; ++i) s.w[1 + i].store(k.w[i], std::memory_order_relaxed);
+    uint64_t packed[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < n; ++i) packed[i / 2] |= static_cast<uint64_t>(ids[i]) << (32 * (i % 2));
+    for (int i = 0; i < 4; ++i) s.w[4 + i].store(packed[i], std::memory_order_relaxed);
+    const uint64_t seq = (head + 2) & 0xffffffffULL;
+    s.w[0].store(seq | static_cast<uint64_t>(len) << 32 | static_cast<uint64_t>(n) << 40,
+                 std::memory_order_release);
+  }
+};
+
 struct BpeTokenizer::Model {
   std::vector<std::string> tokens;
   std::vector<Merge> merges;
@@ -60,7 +177,7 @@ struct BpeTokenizer::Model {
   BpeOptions options;
   Pretokenizer pretok;
   // (left, right) -> rank << 32 | merged id
-  std::unordered_map<uint64_t, uint64_t> merge_map;
+  BpeMergeTable merge_map;
   std::unordered_map<std::string, uint32_t> bytes_to_id;  // non-special tokens
   std::array<uint32_t, 256> byte_id{};
   std::optional<uint32_t> eot;
@@ -68,18 +185,7 @@ struct BpeTokenizer::Model {
 
   explicit Model(const std::string& pattern) : pretok(pattern) {}
 
-  uint64_t lookup(uint32_t a, uint32_t b) const {
-    auto it = merge_map.find(bpe_pair_key(a, b));
-    return it == merge_map.end() ? UINT64_MAX : it->second;
-  }
-};
-
-struct BpeTokenizer::Cache {
-  struct Shard {
-    std::mutex mu;
-    std::unordered_map<std::string, std::vector<uint32_t>> map;
-  };
-  std::array<Shard, kCacheShards> shards;
+  uint64_t lookup(uint32_t a, uint32_t b) const { return merge_map.find(bpe_pair_key(a, b)); }
 };
 
 BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> merges,
@@ -90,7 +196,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
   m->merges = std::move(merges);
   m->specials = std::move(specials);
   const size_t n = m->tokens.size();
-  if (n > UINT32_MAX) throw Error("BPE vocabulary too large");
+  if (n >= UINT32_MAX) throw Error("BPE vocabulary too large");
   m->special_flag.assign(n, false);
   for (const SpecialToken& s : m->specials) {
     if (s.id >= n) throw Error("special token " + s.content + " has id beyond the vocabulary");
@@ -112,7 +218,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<Merge> m
     }
     m->byte_id[b] = it->second;
   }
-  m->merge_map.reserve(m->merges.size() * 2);
+  m->merge_map.reserve(m->merges.size());
   for (size_t r = 0; r < m->merges.size(); ++r) {
     const auto [a, b] = m->merges[r];
     if (a >= n || b >= n) throw Error("merge #" + std::to_string(r) + " refers to an unknown id");
@@ -267,27 +373,15 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<uint32_t>* out
       return;
     }
   }
-  if (word.size() > kMaxCachedWord) {
+  if (word.size() > Cache::kWordBytes) {
     bpe(word, out);
     return;
   }
-  std::string key(word);
-  Cache::Shard& shard = cache_->shards[std::hash<std::string>()(key) % kCacheShards];
-  {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.map.find(key);
-    if (it != shard.map.end()) {
-      out->insert(out->end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
+  const Cache::Key key(word);
+  if (cache_->find(key, word.size(), out)) return;
   const size_t start = out->size();
   bpe(word, out);
-  std::vector<uint32_t> ids(out->begin() + start, out->end());
-  std::lock_guard<std::mutex> lock(shard.mu);
-  // Bounded memory: a full shard is simply dropped; hot words come back immediately.
-  if (shard.map.size() >= kCacheEntriesPerShard) shard.map.clear();
-  shard.map.emplace(std::move(key), std::move(ids));
+  cache_->store(key, word.size(), out->data() + start, out->size() - start);
 }
 
 // Applies merges to one pre-token: repeatedly merge the adjacent pair with the lowest rank (the

@@ -97,7 +97,8 @@ class BpeTokenizer {
   void bpe(std::string_view word, std::vector<uint32_t>* out) const;
 
   std::shared_ptr<const Model> model_;
-  std::shared_ptr<Cache> cache_;  // memo of pre-token -> ids; shared by copies, thread-safe
+  // Memo of pre-token -> ids; shared by copies, lock-free and thread-safe (bpe_tokenizer.cpp).
+  std::shared_ptr<Cache> cache_;
 };
 
 }  // namespace lmtrain::data

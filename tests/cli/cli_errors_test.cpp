@@ -34,6 +34,12 @@ TEST(Cli, BadCommandLinesExitWithCodeTwoAndNameTheProblem) {
       {"generate --checkpoint /nonexistent/run", 2, "/nonexistent/run"},
       {"eval --checkpoint /nonexistent/run", 2, "/nonexistent/run"},
       {"tokenize --input /dev/null", 2, "--tokenizer is required"},
+      {"tokenize --train_vocab_size 300 --input /dev/null", 2, "needs --output"},
+      {"tokenize --train_vocab_size 300 --input /dev/null --output /tmp/x --threads 2", 2,
+       "--threads goes with --documents"},
+      {"tokenize --train_vocab_size 100 --input /dev/null --output /tmp/x", 2,
+       "--train_vocab_size"},
+      {"tokenize --tokenizer /dev/null --input - --documents", 2, "stdin"},
   };
   for (const auto& c : cases) {
     auto r = run_command(lmtrain_binary() + " " + c.args);

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "data/bpe_trainer.h"
@@ -167,6 +169,54 @@ TEST(BpeTokenizer, MatchesReferenceAlgorithmOnShortAndLongWords) {
     for (int k = 0; k < len; ++k) w.push_back(letters[rng() % letters.size()]);
     ASSERT_EQ(tok.encode(w), reference_bpe(tok, w)) << w;
   }
+}
+
+// The word cache belongs to a tokenizer and is shared by threads: tokenizers used in turn on one
+// thread, a tokenizer built where a destroyed one lived, and several threads at once all get the
+// ids the tokenizer gives on a thread of its own.
+TEST(BpeTokenizer, WordCacheKeepsTokenizersAndThreadsApart) {
+  std::vector<std::string> words;
+  std::mt19937 rng(7);
+  const std::string letters = "helowrd";
+  for (int i = 0; i < 400; ++i) {
+    std::string w = i % 2 ? " " : "";
+    const int len = 2 + rng() % 30;  // across the cache's word-size limit
+    for (int k = 0; k < len; ++k) w.push_back(letters[rng() % letters.size()]);
+    words.push_back(w);
+  }
+  auto encode_all = [&](const BpeTokenizer& tok) {
+    std::vector<Ids> ids;
+    for (const std::string& w : words) ids.push_back(tok.encode(w));
+    return ids;
+  };
+  auto on_new_thread = [&](const BpeTokenizer& tok) {
+    std::vector<Ids> ids;
+    std::thread([&] { ids = encode_all(tok); }).join();
+    return ids;
+  };
+  const BpeTokenizer gpt2 = fixture_gpt2();
+  const BpeTokenizer trained = train_bpe({"hello world, the world says hello hold old led"}, 300);
+  const auto want_gpt2 = on_new_thread(gpt2), want_trained = on_new_thread(trained);
+  ASSERT_NE(want_gpt2, want_trained);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < words.size(); ++i) {
+      ASSERT_EQ(gpt2.encode(words[i]), want_gpt2[i]) << words[i];
+      ASSERT_EQ(trained.encode(words[i]), want_trained[i]) << words[i];
+    }
+  }
+  for (int round = 0; round < 3; ++round) {
+    auto tok = std::make_unique<BpeTokenizer>(round % 2 ? fixture_gpt2() : trained);
+    EXPECT_EQ(encode_all(*tok), round % 2 ? want_gpt2 : want_trained) << "round " << round;
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::vector<Ids>> got(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { got[t] = encode_all(t % 2 ? gpt2 : trained); });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(got[t], t % 2 ? want_gpt2 : want_trained) << "thread " << t;
+  for (size_t i = 0; i < words.size(); ++i)
+    ASSERT_EQ(want_gpt2[i], reference_bpe(gpt2, words[i])) << words[i];
 }
 
 TEST(BpeTokenizer, CustomPatternSurvivesSaveAndLoad) {

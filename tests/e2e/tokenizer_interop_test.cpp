@@ -111,5 +111,57 @@ TEST_F(TokenizerInterop, LmtrainEncodesRawBytesLosslessly) {
   EXPECT_TRUE(read_text(dir_->file("raw.back")) == read_text(sample_));
 }
 
+// `tokenize --documents`: one line of ids per document, each document encoded on its own, the
+// same at any thread count; --train_vocab_size trains prepare's tokenizer on the documents;
+// --timing reports on stderr.
+TEST_F(TokenizerInterop, TokenizeDocumentsAndTrainVocabulary) {
+  const std::string tok = " --tokenizer " + data_ + "/tokenizer.json";
+  const std::string docs = " --input " + sample_ + " --documents --doc_separator %";
+  auto one = run_command(lmtrain_binary() + " tokenize" + tok + docs + " --threads 1 --timing" +
+                         " --output " + dir_->file("docs1.ids"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto three = run_command(lmtrain_binary() + " tokenize" + tok + docs + " --threads 3" +
+                           " --output " + dir_->file("docs3.ids"));
+  ASSERT_EQ(three.exit_code, 0) << three.output;
+  const std::string ids = read_text(dir_->file("docs1.ids"));
+  EXPECT_EQ(read_text(dir_->file("docs3.ids")), ids);
+  // The first fortune on its own gives the first line.
+  const std::string sample = read_text(sample_);
+  write_text(dir_->file("first.txt"), sample.substr(0, sample.find("\n%\n") + 1));
+  auto first = run_command(lmtrain_binary() + " tokenize" + tok + " --input " +
+                           dir_->file("first.txt") + " --output " + dir_->file("first.ids"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(read_text(dir_->file("first.ids")), ids.substr(0, ids.find('\n') + 1));
+  size_t lines = 0, tokens = 0;
+  std::istringstream in(ids);
+  for (std::string line; std::getline(in, line); ++lines) {
+    std::istringstream l(line);
+    for (uint32_t id; l >> id;) ++tokens;
+  }
+  EXPECT_GT(lines, 1000u);
+  EXPECT_TRUE(contains(one.output, "tokenize: encode seconds: ")) << one.output;
+  EXPECT_TRUE(contains(one.output, " documents: " + std::to_string(lines) + " threads: 1 tokens: " +
+                                       std::to_string(tokens) + " tokens_per_s: "))
+      << one.output;
+
+  const std::string trained = dir_->file("trained.json");
+  auto t = run_command(lmtrain_binary() + " tokenize --train_vocab_size 600 --input " + sample_ +
+                       " --doc_separator % --timing --output " + trained);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_TRUE(contains(t.output, "tokenize: train seconds: ")) << t.output;
+  EXPECT_TRUE(contains(t.output, "vocab: 600 merges: 343")) << t.output;
+  const std::string with_trained = " tokenize --tokenizer " + trained + " --input ";
+  auto e = run_command(lmtrain_binary() + with_trained + dir_->file("first.txt") + " --output " +
+                       dir_->file("first.600.ids"));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  auto d = run_command(lmtrain_binary() + with_trained + dir_->file("first.600.ids") +
+                       " --decode --output " + dir_->file("first.back"));
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_EQ(read_text(dir_->file("first.back")), read_text(dir_->file("first.txt")));
+  expect_refused(
+      run_command(lmtrain_binary() + " tokenize" + tok + " --input " + sample_ + " --threads 2"),
+      {"--threads needs --documents"});
+}
+
 }  // namespace
 }  // namespace lmtrain::testing
