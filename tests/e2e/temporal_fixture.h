@@ -2,8 +2,8 @@
 // temporal-data` writes synthetic curves with questions, and a tiny LM is first trained on the
 // questions' text alone (`temporal-data --lm_text`: the answer format and the class priors),
 // to which encoder runs are then aligned, frozen. Costs a few seconds; build it once per suite
-// (SetUpTestSuite). Used by temporal_generate_test.cpp (temporal_train_test.cpp trains its own,
-// larger one).
+// (SetUpTestSuite). temporal_generate_test.cpp uses the default size; temporal_train_test.cpp a
+// larger corpus and LM (TemporalLmSpec).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -16,9 +16,23 @@
 
 namespace lmtrain::testing {
 
+// The samples and the LM trained on their text: how many, and the LM's shape and schedule.
+struct TemporalLmSpec {
+  int64_t samples = 480;  // temporal-data --num_samples (trend, seasonality, spikes)
+  int64_t vocab_size = 320;
+  int64_t n_embd = 32;
+  int64_t block_size = 128;
+  int64_t micro_batch = 8;
+  int64_t total_batch = 512;  // tokens per step
+  int64_t warmup_steps = 3;
+  // At 200 steps (about 2 s) the small LM answers with the templates' phrases (val loss ~0.9);
+  // at 30 its greedy answers were still punctuation and an encoder had nothing to steer.
+  int64_t lm_steps = 200;
+};
+
 struct TemporalFixture {
   std::unique_ptr<TempDir> dir;
-  std::string samples;  // the temporal-data dir (480 samples: trend, seasonality, spikes)
+  std::string samples;  // the temporal-data dir
   std::string lm;       // the LM's run dir
   std::string lm_hash;  // sha256 of its latest model.safetensors
 
@@ -26,27 +40,27 @@ struct TemporalFixture {
       " --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes"
       " --lm_text";
 
-  // Makes the samples and trains the LM for lm_steps (gtest assertions: check HasFatalFailure()
-  // after). At 200 steps (about 2 s) it answers with the templates' phrases (val loss ~0.9); at
-  // 30 its greedy answers were still punctuation and an encoder had nothing to steer.
-  void build(const std::string& prefix, int64_t lm_steps = 200) {
+  // Makes the samples and trains the LM (gtest assertions: check HasFatalFailure() after).
+  void build(const std::string& prefix, const TemporalLmSpec& spec = {}) {
     dir = std::make_unique<TempDir>(prefix);
     samples = dir->file("td");
-    auto r = run_command(lmtrain_binary() + " temporal-data --num_samples 480 --output_dir " +
-                         samples + kGenerator);
+    auto r = run_command(lmtrain_binary() + " temporal-data --num_samples " +
+                         std::to_string(spec.samples) + " --output_dir " + samples + kGenerator);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     r = run_command(lmtrain_binary() + " prepare --input " + samples + "/lm_text.jsonl --output " +
-                    dir->file("lm_data") + " --vocab_size 320");
+                    dir->file("lm_data") + " --vocab_size " + std::to_string(spec.vocab_size));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     lm = dir->file("lm");
     r = run_command(
         lmtrain_binary() + " train --config " + source_dir() +
-        "/configs/gpt2-tiny.yaml --model.n_layer=2 --model.n_head=2 "
-        "--model.n_embd=32 --model.block_size=128 --data.seq_len=64 "
-        "--train.micro_batch_size=8 --train.total_batch_size=512 --optim.warmup_steps=3 "
-        "--train.threads=1 --train.eval_every=0 --checkpoint.every=0 "
-        "--train.max_steps=" +
-        std::to_string(lm_steps) + " --data.dir=" + dir->file("lm_data") + " --run.dir=" + lm);
+        "/configs/gpt2-tiny.yaml --model.n_layer=2 --model.n_head=2 --model.n_embd=" +
+        std::to_string(spec.n_embd) + " --model.block_size=" + std::to_string(spec.block_size) +
+        " --data.seq_len=64 --train.micro_batch_size=" + std::to_string(spec.micro_batch) +
+        " --train.total_batch_size=" + std::to_string(spec.total_batch) +
+        " --optim.warmup_steps=" + std::to_string(spec.warmup_steps) +
+        " --train.threads=1 --train.eval_every=0 --checkpoint.every=0"
+        " --train.max_steps=" +
+        std::to_string(spec.lm_steps) + " --data.dir=" + dir->file("lm_data") + " --run.dir=" + lm);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     lm_hash = core::sha256_file_hex(lm + "/checkpoints/latest/model.safetensors");
   }
