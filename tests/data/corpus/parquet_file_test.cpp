@@ -141,6 +141,17 @@ TEST(ParquetFile, HoldsOneRowGroupAtATime) {
       << one_group << " of text, the file " << total;
 }
 
+// A footer that claims billions of rows in a row group (the fuzzer's find: 34e9 rows in 187
+// bytes) is refused before Arrow allocates for them, naming the row group and the count.
+TEST(ParquetFile, ARowGroupClaimingBillionsOfRowsIsRefused) {
+  LMTRAIN_SKIP_WITHOUT_PARQUET();
+  const std::string bytes = testing::read_text(
+      testing::source_dir() + "/fuzz/regressions/parquet_column/row_group_claims_34e9_rows");
+  const std::string msg = parquet_error_of(
+      [&] { read_parquet_buffer(bytes, "text", [](int, int64_t, std::string_view) {}); });
+  EXPECT_NE(msg.find("row group 0 claims 33923462778 rows"), std::string::npos) << msg;
+}
+
 TEST(ParquetFile, BadFilesAreNamed) {
   LMTRAIN_SKIP_WITHOUT_PARQUET();
   TempDir dir("lmtrain_parquet");
