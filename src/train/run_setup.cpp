@@ -51,13 +51,14 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch, bool
 
 // What a streaming run cannot be combined with, named (every rank alike).
 void check_stream_config(const core::Config& cfg) {
-  for (const char* key : {"model.temporal.enabled", "distill.enabled", "checkpoint.every_epoch"}) {
+  const std::pair<const char*, const char*> refused[] = {
+      {"model.temporal.enabled", "that run reads prepared windows (data.source = prepared)"},
+      {"distill.enabled", "that run reads prepared windows (data.source = prepared)"},
+      {"checkpoint.every_epoch",
+       "each rank's epoch of a stream ends at another step (use checkpoint.every)"}};
+  for (const auto& [key, why] : refused) {
     if (cfg.get_bool(key)) {
-      throw UsageError(std::string("data.source = stream and ") + key + " = true: " +
-                       (std::string(key) == "checkpoint.every_epoch"
-                            ? "each rank's epoch of a stream ends at another step (use "
-                              "checkpoint.every)"
-                            : "that run reads prepared windows (data.source = prepared)"));
+      throw UsageError(std::string("data.source = stream and ") + key + " = true: " + why);
     }
   }
 }
@@ -180,7 +181,8 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   core::Config& cfg = s.cfg;
   const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
   s.ep = make_expert_parallel(group, cfg.get_int("dist.ep"), s.mcfg.moe.num_experts);
-  const auto lora = model::LoraOptions::from_config(cfg);
+  s.lora = model::LoraOptions::from_config(cfg);
+  const auto& lora = s.lora;
   if (lora.enabled() && cfg.get_string("model.init_from").empty()) {
     throw UsageError(
         "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
@@ -294,9 +296,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
     check_start_checkpoint(src, cfg, tokenizer_hash, data_dir, /*hash_required=*/false);
     s.state.lora_base = load_init_weights(*s.model, src);
-    log::info((model::LoraOptions::from_config(cfg).enabled() ? "LoRA base (frozen) from "
-                                                              : "initial weights from ") +
-              src.dir);
+    log::info((s.lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") + src.dir);
   }
 }
 

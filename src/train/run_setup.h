@@ -16,6 +16,7 @@
 #include "data/bpe_tokenizer.h"
 #include "distributed/group.h"
 #include "model/gpt.h"
+#include "model/lora.h"
 #include "objective/objective.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
@@ -39,6 +40,7 @@ struct RunSetup {
   std::string tokenizer_path;
 
   model::GptConfig mcfg;
+  model::LoraOptions lora;  // lora.rank > 0: adapters on a frozen base
   BatchPlan plan;
   int64_t max_steps = 0;
   ExpertParallel ep;

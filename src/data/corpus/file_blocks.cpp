@@ -134,9 +134,10 @@ bool splits_into_blocks(const InputFile& file, const DocumentReaderOptions& opti
          (file.format == InputFormat::kText && !options.doc_separator.empty());
 }
 
-uint64_t document_start_at_or_after(const InputFile& file, uint64_t pos,
+namespace {
+
+uint64_t document_start_at_or_after(BoundaryScanner& scan, const InputFile& file, uint64_t pos,
                                     const DocumentReaderOptions& options) {
-  BoundaryScanner scan(file);
   uint64_t ls = scan.line_start_at_or_after(pos);
   if (file.format == InputFormat::kJsonl || ls == 0 || ls >= scan.size()) return ls;
   // Text: a document starts after a separator line. The line ending at ls may be one (pos fell
@@ -155,6 +156,14 @@ uint64_t document_start_at_or_after(const InputFile& file, uint64_t pos,
   return scan.size();
 }
 
+}  // namespace
+
+uint64_t document_start_at_or_after(const InputFile& file, uint64_t pos,
+                                    const DocumentReaderOptions& options) {
+  BoundaryScanner scan(file);
+  return document_start_at_or_after(scan, file, pos, options);
+}
+
 std::unique_ptr<DocumentReader> open_block_reader(const InputFile& file, uint64_t begin,
                                                   uint64_t end,
                                                   const DocumentReaderOptions& options) {
@@ -162,8 +171,9 @@ std::unique_ptr<DocumentReader> open_block_reader(const InputFile& file, uint64_
     throw Error("input file " + file.path + " (" + describe_format(file) +
                 ") cannot be read in blocks");
   }
-  const uint64_t first = document_start_at_or_after(file, begin, options);
-  const uint64_t last = std::max(first, document_start_at_or_after(file, end, options));
+  BoundaryScanner scan(file);  // both ends found through one open file
+  const uint64_t first = document_start_at_or_after(scan, file, begin, options);
+  const uint64_t last = std::max(first, document_start_at_or_after(scan, file, end, options));
   return make_document_reader(
       std::make_unique<RangeSource>(file, first, last,
                                     file.path + " (block at byte " + std::to_string(begin) + ")"),
