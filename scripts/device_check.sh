@@ -7,9 +7,9 @@
 # The machine has torch 2.11+cu130 in its python3 but none of our -dev packages and no network:
 # carry the .debs fetched here by `scripts/fetch_device_debs.sh` (into .deb/, git-ignored) and
 # the prepared demo corpus (.devdata/, from scripts/fetch_device_debs.sh too).
-#   LMTRAIN_DEVICE_STEPS=all|tests|profile|bench   which parts after the build (default all; a
-#   device call is limited to 10 minutes, so run `tests`, `profile` and `bench` one by one while
-#   the machine is warm: the build is reused)
+#   LMTRAIN_DEVICE_STEPS=all|tests|kernels|profile|hf|bench   which parts after the build
+#   (default all; a device call is limited to 10 minutes, so run `tests`, `kernels`, `profile`,
+#   `hf` and `bench` one by one while the machine is warm: the build is reused)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/lmtrain-device}
@@ -61,6 +61,33 @@ grep -E '^\s+[0-9]+ - ' "$OUT/ctest_cpu.log" | head -20 | tee -a "$summary"
 note "GPU tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log" | tail -1) ($(elapsed))"
 grep -E '^\s+[0-9]+ - |Passed|Failed|Skipped' "$OUT/ctest_cuda.log" | grep -E 'Cuda' | tee -a "$summary"
 fi
+# ---- the fused GPU kernels (src/kernels/cuda): their GPU tests against libtorch's ops, then
+# each model's speed with every kernel on (train.fused_kernels=on) against off, same run. A
+# kernel becomes `auto`'s default (proven_on_gpu in src/kernels/kernel_switch.cpp) only after
+# its CudaFusedKernels test passes here.
+if want kernels; then
+  note ""
+  note "## Fused GPU kernels"
+  (cd build && ctest --timeout 600 --output-on-failure -R '^CudaFusedKernels') \
+    >"$OUT/ctest_kernels.log" 2>&1
+  note "kernel tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_kernels.log" | tail -1)"
+  grep -E '^\s+[0-9]+ - |Passed|Failed|Skipped' "$OUT/ctest_kernels.log" | grep -E 'Cuda' |
+    tee -a "$summary"
+  for m in "gpt2-124m|--config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16 --train.total_batch_size=16384" \
+           "qwen3-0.6b|--config configs/qwen3-0.6b.yaml --model.vocab_size=151936 --data.seq_len=2048 --train.micro_batch_size=8 --train.total_batch_size=16384"; do
+    name=${m%%|*}; flags=${m#*|}
+    for k in off on; do
+      # shellcheck disable=SC2086
+      build/lmtrain bench --train.device=cuda --bench.peak_tflops=989 --train.precision=bf16 \
+        --train.fused_kernels=$k $flags >"$OUT/kernels_${name}_$k.log" 2>&1
+      note "$(printf '| %-12s | fused_kernels=%-3s | %10s tok/s | MFU %s | peak %s MiB |' \
+        "$name" "$k" "$(field tokens_per_s <"$OUT/kernels_${name}_$k.log")" \
+        "$(field mfu <"$OUT/kernels_${name}_$k.log")" \
+        "$(field peak_device_mib <"$OUT/kernels_${name}_$k.log")")"
+    done
+  done
+  note "($(elapsed))"
+fi
 # ---- where a step's GPU time goes: Kineto over a few steps of lmtrain (eager and graphed) and
 # torch.profiler over the PyTorch reference, same model and batch (profiling slows the steps:
 # these tables are breakdowns, the timings are in the benchmarks below)
@@ -88,6 +115,19 @@ if want profile; then
     tee -a "$summary"
   note "($(elapsed))"
 fi
+# ---- the Qwen3 shapes against Hugging Face transformers (eager and compiled; the compiles take
+# minutes, so this is a part of its own)
+if want hf; then
+  note ""
+  note "## Qwen3 shapes against Hugging Face transformers (bench/compare_gpu_hf.sh), T=2048, bf16"
+  for m in qwen3-0.6b qwen3-moe-bench; do
+    bash bench/compare_gpu_hf.sh --model "$m" --out "$OUT/hf_$m" >"$OUT/compare_gpu_hf_$m.log" 2>&1
+    note ""
+    note "$m:"
+    grep -E '^\||^ratio|error' "$OUT/compare_gpu_hf_$m.log" | tee -a "$summary"
+  done
+  note "($(elapsed))"
+fi
 want bench || { cat "$summary"; exit 0; }
 
 # ---- benchmarks
@@ -107,7 +147,7 @@ note "## lmtrain bench variants (GPT-2 124M, T=1024, batch 16)"
 for v in "fp32 (TF32)|--train.precision=fp32" "bf16|--train.precision=bf16" \
          "bf16 + CUDA graph|--train.precision=bf16 --train.cuda_graphs=true" \
          "bf16 + activation checkpointing|--train.precision=bf16 --train.activation_checkpointing=block" \
-         "fp16|--train.precision=fp16"; do
+         "fp16|--train.precision=fp16" "fp8|--train.precision=fp8"; do
   name=${v%%|*}; flags=${v#*|}
   # shellcheck disable=SC2086
   bench --config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16 \
@@ -118,19 +158,11 @@ for v in "fp32 (TF32)|--train.precision=fp32" "bf16|--train.precision=bf16" \
 done
 note "($(elapsed))"
 
-note ""
-note "## Qwen3-0.6B (configs/qwen3-0.6b.yaml), T=2048, bf16"
-bench --config configs/qwen3-0.6b.yaml --model.vocab_size=151936 --data.seq_len=2048 \
-  --train.micro_batch_size=8 --train.total_batch_size=16384 --train.precision=bf16 \
-  >"$OUT/bench_qwen3.log" 2>&1
-note "$(printf '| qwen3-0.6b | %s tok/s | MFU %s | peak %s MiB |' \
-  "$(field tokens_per_s <"$OUT/bench_qwen3.log")" "$(field mfu <"$OUT/bench_qwen3.log")" \
-  "$(field peak_device_mib <"$OUT/bench_qwen3.log")")"
 
 if [[ -f .devdata/fortunes/prepare.json ]]; then
   note ""
-  note "## bf16 vs fp32 loss over 200 steps (GPT-2 124M shape, fortunes, batch 16 x 512)"
-  for p in fp32 bf16; do
+  note "## bf16 vs fp32 and fp8 vs bf16 loss over 200 steps (GPT-2 124M shape, fortunes, batch 16 x 512)"
+  for p in fp32 bf16 fp8; do
     build/lmtrain train --config configs/gpt2-124m.yaml --data.dir=.devdata/fortunes \
       --run.dir="$OUT/run_$p" --data.seq_len=512 --train.micro_batch_size=16 \
       --train.total_batch_size=8192 --train.max_steps=200 --optim.warmup_steps=20 \
@@ -143,9 +175,12 @@ out = sys.argv[1]
 def curve(p):
     rows = [json.loads(l) for l in open(f"{out}/run_{p}/metrics.jsonl")]
     return {r["step"]: r["loss"] for r in rows if "loss" in r}, [r["val_loss"] for r in rows if "val_loss" in r]
-a, va = curve("fp32"); b, vb = curve("bf16")
-gap = max(abs(a[s] - b[s]) for s in a if s in b)
-print(f"max |train loss gap| over logged steps: {gap:.4f}; final train {a[max(a)]:.4f} (fp32) vs {b[max(b)]:.4f} (bf16); val {va[-1]:.4f} vs {vb[-1]:.4f}")
+def compare(x, y):
+    a, va = curve(x); b, vb = curve(y)
+    gap = max(abs(a[s] - b[s]) for s in a if s in b)
+    print(f"{y} vs {x}: max |train loss gap| over logged steps {gap:.4f}; final train {a[max(a)]:.4f} ({x}) vs {b[max(b)]:.4f} ({y}), {100 * (b[max(b)] / a[max(a)] - 1):+.2f}%; val {va[-1]:.4f} vs {vb[-1]:.4f}")
+compare("fp32", "bf16")
+compare("bf16", "fp8")
 PY
 fi
 note ""

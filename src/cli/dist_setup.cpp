@@ -3,8 +3,24 @@
 #include "core/log.h"
 #include "distributed/debug_level.h"
 #include "distributed/process_group.h"
+#include "kernels/kernel_switch.h"
 
 namespace lmtrain::cli {
+namespace {
+
+kernels::FusedKernelMode kernel_mode(core::FusedKernels choice) {
+  switch (choice) {
+    case core::FusedKernels::kOn:
+      return kernels::FusedKernelMode::kOn;
+    case core::FusedKernels::kOff:
+      return kernels::FusedKernelMode::kOff;
+    case core::FusedKernels::kAuto:
+      break;
+  }
+  return kernels::FusedKernelMode::kAuto;
+}
+
+}  // namespace
 
 DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& environment) {
   DistSetup s;
@@ -21,6 +37,9 @@ DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& envi
   }
   s.runtime = core::Runtime::from_config(cfg, s.env.local_rank);
   s.runtime.activate();
+  // LMTRAIN_FUSED_KERNELS=0 in the environment (the benchmarks' A/B switch) keeps them off.
+  if (kernels::fused_kernel_mode() != kernels::FusedKernelMode::kOff)
+    kernels::set_fused_kernel_mode(kernel_mode(s.runtime.fused_kernels));
   auto options = dist::GroupOptions::from_config(cfg);
   options.cuda = s.runtime.cuda();
   options.device = s.runtime.device;

@@ -174,13 +174,23 @@ const std::vector<KeySpec>& config_schema() {
       S("train.device", "auto", {"auto", "cpu", "cuda"},
         "where the run computes: auto = cuda when a GPU is visible (rank r uses cuda:LOCAL_RANK), "
         "else cpu"),
-      S("train.precision", "fp32", {"fp32", "bf16", "fp16"},
+      S("train.precision", "fp32", {"fp32", "bf16", "fp16", "fp8"},
         "compute precision: fp32; bf16 or fp16 = fp32 master weights and optimizer state, "
         "matmuls and attention in 16 bits (autocast). fp16 adds dynamic loss scaling and needs "
-        "CUDA. bf16 on CPU is correct but slow (for tests, not speed)"),
+        "CUDA. fp8 = bf16 with the blocks' linear layers on fp8 GEMMs (per-tensor current "
+        "scaling; CUDA compute capability 8.9+, e.g. H100). bf16 and fp8 on CPU are correct but "
+        "slow (for tests, not speed)"),
       S("train.grad_reduce_dtype", "fp32", {"fp32", "bf16"},
         "dtype gradients are all-reduced in across ranks (bf16 halves the traffic)"),
       B("train.tf32", true, "CUDA: TF32 tensor cores for fp32 matmuls and convolutions"),
+      S("train.attention_backend", "auto", {"auto", "flash", "cudnn", "efficient", "math"},
+        "CUDA: the attention kernel libtorch tries first (FlashAttention-2, cuDNN's fused flash "
+        "attention, memory-efficient, or the math path); auto keeps libtorch's order. Shapes a "
+        "backend cannot run fall back to the next"),
+      S("train.fused_kernels", "auto", {"auto", "on", "off"},
+        "lmtrain's own kernels (src/kernels): auto = the CPU kernels, and on a GPU the fused "
+        "kernels a GPU run has proven (README 'Fused GPU kernels'); on = every fused kernel, on "
+        "the CPU through its reference (slow: for tests); off = libtorch's ops everywhere"),
       B("train.cuda_graphs", false,
         "CUDA: capture the whole training step into a CUDA graph and replay it (one launch per "
         "step). Needs AdamW, model.dropout=0, no MoE, fp32 or bf16, NCCL between ranks"),

@@ -4,7 +4,11 @@
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 
+#include <string>
+#include <vector>
+
 #ifdef LMTRAIN_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -14,6 +18,57 @@
 #include "core/log.h"
 
 namespace lmtrain::core {
+namespace {
+
+// Moves `choice` to the front of libtorch's SDPA priority order (the others keep their order
+// behind it, as fallbacks for shapes it cannot run) and makes sure it is enabled.
+[[maybe_unused]] void prefer_attention_backend(AttentionBackend choice) {
+  at::SDPBackend wanted = at::SDPBackend::math;
+  auto& ctx = at::globalContext();
+  switch (choice) {
+    case AttentionBackend::kFlash:
+      wanted = at::SDPBackend::flash_attention;
+      ctx.setSDPUseFlash(true);
+      break;
+    case AttentionBackend::kCudnn:
+      wanted = at::SDPBackend::cudnn_attention;
+      ctx.setSDPUseCuDNN(true);
+      break;
+    case AttentionBackend::kEfficient:
+      wanted = at::SDPBackend::efficient_attention;
+      ctx.setSDPUseMemEfficient(true);
+      break;
+    case AttentionBackend::kMath:
+    case AttentionBackend::kAuto:
+      ctx.setSDPUseMath(true);
+      break;
+  }
+  std::vector<int64_t> order{static_cast<int64_t>(wanted)};
+  for (at::SDPBackend b : ctx.sDPPriorityOrder())
+    if (b != wanted) order.push_back(static_cast<int64_t>(b));
+  ctx.setSDPPriorityOrder(order);
+}
+
+// "8.9" for a CUDA device, "" elsewhere.
+std::string cuda_capability(const c10::Device& device) {
+#ifdef LMTRAIN_CUDA
+  if (device.is_cuda()) {
+    const auto* p = at::cuda::getDeviceProperties(device.index());
+    return std::to_string(p->major) + "." + std::to_string(p->minor);
+  }
+#endif
+  (void)device;
+  return "";
+}
+
+bool device_has_fp8(const c10::Device& device) {
+  const std::string cap = cuda_capability(device);
+  if (cap.empty()) return false;
+  const auto dot = cap.find('.');
+  return std::stoi(cap.substr(0, dot)) * 10 + std::stoi(cap.substr(dot + 1)) >= 89;
+}
+
+}  // namespace
 
 bool built_with_cuda() {
 #ifdef LMTRAIN_CUDA
@@ -77,12 +132,20 @@ Runtime Runtime::from_config(const Config& cfg, int local_rank) {
         "train.precision=fp16 needs CUDA (fp16 matmuls on CPU are emulated and loss scaling "
         "exists for GPUs); use train.precision=bf16 or fp32 on CPU");
   }
-  rt.compute_dtype = rt.precision == Precision::kBf16   ? at::kBFloat16
-                     : rt.precision == Precision::kFp16 ? at::kHalf
-                                                        : at::kFloat;
+  if (rt.precision == Precision::kFp8 && rt.cuda() && !device_has_fp8(rt.device)) {
+    throw UsageError(log::format(
+        "train.precision=fp8 needs a GPU with fp8 tensor cores (compute capability 8.9 or newer: "
+        "H100, L40S, RTX 4090); %s has %s. Use train.precision=bf16",
+        rt.device.str().c_str(), cuda_capability(rt.device).c_str()));
+  }
+  rt.compute_dtype = rt.precision == Precision::kFp16   ? at::kHalf
+                     : rt.precision == Precision::kFp32 ? at::kFloat
+                                                        : at::kBFloat16;  // bf16 and fp8
   rt.reduce_dtype =
       get_choice<ReducePrecision>(cfg) == ReducePrecision::kBf16 ? at::kBFloat16 : at::kFloat;
   rt.tf32 = cfg.get_bool("train.tf32");
+  rt.fused_kernels = get_choice<FusedKernels>(cfg);
+  rt.attention = get_choice<AttentionBackend>(cfg);
   return rt;
 }
 
@@ -92,6 +155,7 @@ void Runtime::activate() const {
     c10::cuda::set_device(device.index());
     at::globalContext().setAllowTF32CuBLAS(tf32);
     at::globalContext().setAllowTF32CuDNN(tf32);
+    if (attention != AttentionBackend::kAuto) prefer_attention_backend(attention);
   }
 #endif
 }
@@ -101,10 +165,13 @@ std::string Runtime::describe() const {
   if (autocast()) {
     s += std::string(" (fp32 master weights, ") + c10::toString(compute_dtype) + " compute";
     if (loss_scaling()) s += ", dynamic loss scaling";
+    if (precision == Precision::kFp8) s += ", fp8 GEMMs in the blocks' linear layers";
     s += ")";
   }
   s += std::string(", gradients reduced in ") + c10::toString(reduce_dtype);
   if (cuda()) s += tf32 ? ", TF32 on" : ", TF32 off";
+  if (cuda() && attention != AttentionBackend::kAuto) s += ", attention " + to_string(attention);
+  if (fused_kernels != FusedKernels::kAuto) s += ", fused kernels " + to_string(fused_kernels);
   return s;
 }
 

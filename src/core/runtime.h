@@ -19,12 +19,19 @@ namespace lmtrain::core {
 
 // train.device, train.precision and train.grad_reduce_dtype, their enumerators in the order of
 // the keys' choices (config_choice.h).
-enum class DeviceChoice { kAuto, kCpu, kCuda };  // auto: cuda when a GPU is visible
-enum class Precision { kFp32, kBf16, kFp16 };
+enum class DeviceChoice { kAuto, kCpu, kCuda };      // auto: cuda when a GPU is visible
+enum class Precision { kFp32, kBf16, kFp16, kFp8 };  // fp8: bf16 + fp8 block linears
 enum class ReducePrecision { kFp32, kBf16 };
 constexpr ChoiceKey choice_key(DeviceChoice) { return {"train.device", 3}; }
-constexpr ChoiceKey choice_key(Precision) { return {"train.precision", 3}; }
+constexpr ChoiceKey choice_key(Precision) { return {"train.precision", 4}; }
 constexpr ChoiceKey choice_key(ReducePrecision) { return {"train.grad_reduce_dtype", 2}; }
+// train.fused_kernels: which of lmtrain's own kernels run (kernels/kernel_switch.h, whose
+// FusedKernelMode has the same enumerators; cli/ applies the choice at start-up).
+enum class FusedKernels { kAuto, kOn, kOff };
+constexpr ChoiceKey choice_key(FusedKernels) { return {"train.fused_kernels", 3}; }
+// train.attention_backend: the SDPA kernel libtorch tries first on CUDA.
+enum class AttentionBackend { kAuto, kFlash, kCudnn, kEfficient, kMath };
+constexpr ChoiceKey choice_key(AttentionBackend) { return {"train.attention_backend", 5}; }
 
 struct Runtime {
   c10::Device device{c10::kCPU};
@@ -33,6 +40,8 @@ struct Runtime {
   at::ScalarType compute_dtype = at::kFloat;  // autocast dtype of matmuls and attention
   at::ScalarType reduce_dtype = at::kFloat;   // gradient all-reduce across ranks
   bool tf32 = true;
+  FusedKernels fused_kernels = FusedKernels::kAuto;
+  AttentionBackend attention = AttentionBackend::kAuto;
 
   bool cuda() const { return device.is_cuda(); }
   bool autocast() const { return compute_dtype != param_dtype; }
@@ -47,7 +56,8 @@ struct Runtime {
   static Runtime for_device(DeviceChoice device, const std::string& flag, int local_rank = 0);
   // The same from a flag's text (auto | cpu | cuda).
   static Runtime for_device(const std::string& device, const std::string& flag, int local_rank = 0);
-  // Applies process-wide settings (current CUDA device, TF32). Call once before building.
+  // Applies process-wide settings (current CUDA device, TF32, the attention backend's priority).
+  // Call once before building.
   void activate() const;
   std::string describe() const;
 };

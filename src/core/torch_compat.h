@@ -17,6 +17,21 @@ inline at::Tensor fused_causal_sdpa(const at::Tensor& q, const at::Tensor& k, co
   return at::scaled_dot_product_attention(q, k, v, {}, dropout_p, /*is_causal=*/true);
 }
 
+// The same with fewer key/value heads than query heads (grouped-query attention: k, v
+// (B, K, T, D), query head h reads kv head h / (H / K)). libtorch 2.5+ lets the kernel read the
+// shared heads in place (enable_gqa); before, they are repeated to H heads first.
+inline at::Tensor fused_causal_sdpa_grouped(const at::Tensor& q, const at::Tensor& k,
+                                            const at::Tensor& v, double dropout_p) {
+#if LMTRAIN_TORCH_AT_LEAST(2, 5)
+  return at::scaled_dot_product_attention(q, k, v, {}, dropout_p, /*is_causal=*/true,
+                                          /*scale=*/std::nullopt, /*enable_gqa=*/true);
+#else
+  const int64_t groups = q.size(1) / k.size(1);
+  return fused_causal_sdpa(q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1),
+                           dropout_p);
+#endif
+}
+
 inline std::string torch_version_string() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
          std::to_string(TORCH_VERSION_PATCH);

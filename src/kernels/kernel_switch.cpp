@@ -4,21 +4,51 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/fused_cuda.h"
+
 namespace lmtrain::kernels {
 namespace {
 
-std::atomic<bool>& enabled_flag() {
-  static std::atomic<bool> enabled{[] {
+std::atomic<FusedKernelMode>& mode_flag() {
+  static std::atomic<FusedKernelMode> mode{[] {
     const char* env = std::getenv("LMTRAIN_FUSED_KERNELS");
-    return !(env && std::strcmp(env, "0") == 0);
+    if (env && std::strcmp(env, "0") == 0) return FusedKernelMode::kOff;
+    if (env && std::strcmp(env, "1") == 0) return FusedKernelMode::kOn;
+    return FusedKernelMode::kAuto;
   }()};
-  return enabled;
+  return mode;
 }
 
 }  // namespace
 
-bool fused_cpu_kernels_enabled() { return enabled_flag().load(std::memory_order_relaxed); }
+// None is proven yet: no GPU run has passed tests/cuda/cuda_fused_kernels_test.cpp. Flip a
+// kernel's flag (and the README's list) in the commit that reports the passing device run.
+const FusedKernelInfo kFusedKernels[3] = {
+    {FusedKernel::kAddNorm, "add_norm", false},
+    {FusedKernel::kSwiGlu, "swiglu", false},
+    {FusedKernel::kQkvSplit, "qkv_split", false},
+};
 
-void set_fused_cpu_kernels_enabled(bool on) { enabled_flag() = on; }
+#ifndef LMTRAIN_CUDA_KERNELS
+bool fused_cuda_kernels_built() { return false; }
+#endif
+
+FusedKernelMode fused_kernel_mode() { return mode_flag().load(std::memory_order_relaxed); }
+
+void set_fused_kernel_mode(FusedKernelMode mode) { mode_flag() = mode; }
+
+bool fused_kernel_enabled(FusedKernel kernel, bool on_cuda) {
+  const FusedKernelMode mode = fused_kernel_mode();
+  if (mode == FusedKernelMode::kOff) return false;
+  if (on_cuda && !fused_cuda_kernels_built()) return false;
+  if (mode == FusedKernelMode::kOn) return true;
+  return on_cuda && kFusedKernels[static_cast<int>(kernel)].proven_on_gpu;
+}
+
+bool fused_cpu_kernels_enabled() { return fused_kernel_mode() != FusedKernelMode::kOff; }
+
+void set_fused_cpu_kernels_enabled(bool on) {
+  set_fused_kernel_mode(on ? FusedKernelMode::kAuto : FusedKernelMode::kOff);
+}
 
 }  // namespace lmtrain::kernels

@@ -26,10 +26,16 @@ at::Tensor causal_mask(int64_t tq, int64_t tk, const at::TensorOptions& opts) {
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double dropout_p, const at::Tensor& key_bias) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3);
-  const int64_t Tk = k.size(2);
+  const int64_t Tk = k.size(2), K = k.size(1);
   // The fused kernel draws dropout from the global generator: only use it without dropout.
-  if (Tq == Tk && dropout_p == 0 && !key_bias.defined())
-    return compat::fused_causal_sdpa(q, k, v, dropout_p);
+  if (Tq == Tk && dropout_p == 0 && !key_bias.defined()) {
+    return K == H ? compat::fused_causal_sdpa(q, k, v, dropout_p)
+                  : compat::fused_causal_sdpa_grouped(q, k, v, dropout_p);
+  }
+  if (K < H) {  // the explicit path below wants H key/value heads
+    return causal_attention(q, k.repeat_interleave(H / K, 1), v.repeat_interleave(H / K, 1),
+                            dropout_p, key_bias);
+  }
   // Explicit path: scores = mask + scale * q k^T in one baddbmm, softmax, weights @ v.
   // (B*H, Tq, D) x (B*H, D, Tk) -> (B*H, Tq, Tk)
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));

@@ -7,7 +7,9 @@
 namespace lmtrain::model {
 
 // q: (B, H, Tq, D), k and v: (B, H, Tk, D) with Tk >= Tq; query i sits at absolute position
-// Tk - Tq + i and attends to keys 0..that position. Returns (B, H, Tq, D).
+// Tk - Tq + i and attends to keys 0..that position. Returns (B, H, Tq, D). k and v may have
+// fewer heads K dividing H (grouped-query attention: query head h reads kv head h / (H / K)):
+// the fused kernel reads them in place, the explicit path repeats them.
 // dropout_p applies to the attention weights (pass 0 in eval). key_bias (optional): (B, 1, 1, Tk)
 // added to every score of a key, e.g. the mask of a left-padded batch's pad slots.
 at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

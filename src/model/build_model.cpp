@@ -2,6 +2,7 @@
 
 #include "core/config.h"
 #include "model/activation_checkpoint.h"
+#include "model/fp8_linear.h"
 #include "model/lora.h"
 
 namespace lmtrain::model {
@@ -20,6 +21,7 @@ Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOpt
     }
     model->refresh_param_tags();
   }
+  if (rt.precision == core::Precision::kFp8) use_fp8_block_linears(*model);
   model->set_checkpointing(
       CheckpointPolicy::parse(cfg.get_string("train.activation_checkpointing")));
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {

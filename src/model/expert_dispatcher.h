@@ -10,11 +10,12 @@
 #include <functional>
 #include <vector>
 
+#include "model/expert_groups.h"
+
 namespace lmtrain::model {
 
-// rows (R, C) sorted by local expert, counts[e] rows for local expert e -> (R, C) outputs.
-using ExpertCompute =
-    std::function<at::Tensor(const at::Tensor& rows, const std::vector<int64_t>& counts)>;
+// rows (R, C) sorted by local expert, groups: rows per local expert -> (R, C) outputs.
+using ExpertCompute = std::function<at::Tensor(const at::Tensor& rows, const ExpertGroups& groups)>;
 
 // Experts [first, first + count) of num_experts live in this process.
 struct ExpertPlacement {
@@ -25,17 +26,17 @@ struct ExpertPlacement {
 class ExpertDispatcher {
  public:
   virtual ~ExpertDispatcher() = default;
-  // rows (M, C) sorted by global expert, counts (num_experts) -> (M, C).
-  virtual at::Tensor run(const at::Tensor& rows, const std::vector<int64_t>& counts,
+  // rows (M, C) sorted by global expert, groups (num_experts) -> (M, C).
+  virtual at::Tensor run(const at::Tensor& rows, const ExpertGroups& groups,
                          const ExpertCompute& compute) = 0;
 };
 
 // Every expert is local.
 class LocalExpertDispatcher : public ExpertDispatcher {
  public:
-  at::Tensor run(const at::Tensor& rows, const std::vector<int64_t>& counts,
+  at::Tensor run(const at::Tensor& rows, const ExpertGroups& groups,
                  const ExpertCompute& compute) override {
-    return compute(rows, counts);
+    return compute(rows, groups);
   }
 };
 

@@ -14,6 +14,7 @@
 #include "model/fused_attention.h"
 #include "model/fused_cross_entropy.h"
 #include "model/fused_gelu.h"
+#include "model/fused_qkv_split.h"
 #include "model/rope.h"
 
 namespace lmtrain::model {
@@ -53,21 +54,22 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     auto qkv = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).unbind(0);
     q = qkv[0], k = qkv[1], v = qkv[2];
   } else {
-    q = packed.narrow(2, 0, H * D).view({B, T, H, D});
-    k = packed.narrow(2, H * D, K * D).view({B, T, K, D});
-    v = packed.narrow(2, (H + K) * D, K * D).view({B, T, K, D}).transpose(1, 2);
+    QkvSplitSpec spec;
+    spec.n_head = H;
+    spec.n_kv_head = K;
+    spec.head_dim = D;
     if (q_norm) {  // Qwen3: RMSNorm over each head's D, before the rotation
-      q = q_norm(q);
-      k = k_norm(k);
+      spec.q_norm_weight = q_norm->weight;
+      spec.k_norm_weight = k_norm->weight;
+      spec.norm_eps = q_norm->eps;
     }
-    q = q.transpose(1, 2);
-    k = k.transpose(1, 2);
-    if (rope && cache) {  // the cache rotates the keys it keeps; positions per row
+    // With a cache, q rotates at the cache's positions (and the cache rotates the keys it keeps).
+    spec.rope = rope && !cache;
+    spec.rope_theta = rope_theta;
+    auto heads = cache ? qkv_split_unfused(packed, spec) : qkv_split(packed, spec);
+    q = heads.q, k = heads.k, v = heads.v;
+    if (rope && cache)
       q = apply_rope_at(q, cache->positions(cache->next_position(), T, x.options()), rope_theta);
-    } else if (rope) {
-      q = apply_rope(q, 0, rope_theta);
-      k = apply_rope(k, 0, rope_theta);
-    }
   }
   if (cache && cache->attends()) {           // the cache reads its own (quantised) storage
     auto y = cache->attend(layer, q, k, v);  // (B, H, T, D)
@@ -75,13 +77,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     return p > 0 ? model::dropout(y, p) : y;
   }
   if (cache) std::tie(k, v) = cache->update(layer, k, v);  // (B, K, L, D) each
-  if (K < H) {
-    // Grouped-query attention: query head h reads kv head h / (H / K).
-    k = k.repeat_interleave(H / K, /*dim=*/1);
-    v = v.repeat_interleave(H / K, /*dim=*/1);
-  }
-  at::Tensor y;  // (B, H, T, D)
+  at::Tensor y;                                            // (B, H, T, D)
   if (cache && cache->wants_attention()) {
+    if (K < H) {  // grouped-query attention: query head h reads kv head h / (H / K)
+      k = k.repeat_interleave(H / K, /*dim=*/1);
+      v = v.repeat_interleave(H / K, /*dim=*/1);
+    }
     at::Tensor weights;
     std::tie(y, weights) = causal_attention_with_weights(q, k, v);
     cache->observe(layer, weights);
@@ -114,13 +115,13 @@ torch::Tensor BlockImpl::residual(const torch::Tensor& h, const torch::Tensor& m
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
-  auto h = x + attn(ln_1(x), cache, layer);
-  return residual(h, mlp->run(ln_2(h)).y);
+  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x), cache, layer));  // h = x + attn
+  return residual(h, mlp->run(normed).y);
 }
 
 BlockOutput BlockImpl::forward_train(const torch::Tensor& x, bool keep_ffn_out) {
-  auto h = x + attn(ln_1(x));
-  auto out = mlp->run(ln_2(h));
+  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x)));  // h = x + attn, normed = ln_2(h)
+  auto out = mlp->run(normed);
   BlockOutput b;
   b.y = residual(h, out.y);
   if (keep_ffn_out) b.ffn_out = out.y;

@@ -16,13 +16,6 @@ using torch::autograd::variable_list;
 // multiples of 16 / element size. CUDA's kernel is bf16-only (sm90+); CPU has an fp32 one.
 bool aligned(int64_t dim, const at::Tensor& t) { return (dim * t.element_size()) % 16 == 0; }
 
-at::Tensor offsets(const std::vector<int64_t>& counts, const at::Device& device) {
-  std::vector<int32_t> offs(counts.size());
-  int64_t total = 0;
-  for (size_t e = 0; e < counts.size(); ++e) offs[e] = static_cast<int32_t>(total += counts[e]);
-  return at::tensor(offs, at::TensorOptions().dtype(at::kInt)).to(device, /*non_blocking=*/true);
-}
-
 // Per-group fallback: out[rows of e] = a[rows of e] @ b_e, b_e = w[e] or w[e]^T.
 at::Tensor loop_mm(const at::Tensor& a, const at::Tensor& w, const std::vector<int64_t>& counts,
                    bool transpose_w, int64_t out_dim) {
@@ -56,32 +49,35 @@ at::Tensor loop_weight_grad(const at::Tensor& dy, const at::Tensor& x,
 
 class GroupedLinear : public torch::autograd::Function<GroupedLinear> {
  public:
+  // Saves x, w and, on the grouped-GEMM path, the device offsets (the backward needs no host
+  // counts then); on the loop path the host counts.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                            const std::vector<int64_t>* counts) {
-    ctx->save_for_backward({x, w});
-    ctx->saved_data["counts"] = c10::List<int64_t>(*counts);
+                            const ExpertGroups* groups) {
     if (grouped_mm_supported(x, w)) {
-      return at::_grouped_mm(x.contiguous(), w.transpose(1, 2),
-                             offsets(*counts, x.device()));  // (M, out)
+      const at::Tensor offs = groups->offsets(x.device());  // (E) int32 cumulative ends
+      ctx->save_for_backward({x, w, offs});
+      return at::_grouped_mm(x.contiguous(), w.transpose(1, 2), offs);  // (M, out)
     }
-    return loop_mm(x, w, *counts, /*transpose_w=*/true, w.size(1));
+    ctx->save_for_backward({x, w, at::Tensor()});
+    ctx->saved_data["counts"] = c10::List<int64_t>(groups->host());
+    return loop_mm(x, w, groups->host(), /*transpose_w=*/true, w.size(1));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
     auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const auto& w = saved[1];
-    const auto list = ctx->saved_data["counts"].toIntList();
-    const std::vector<int64_t> counts(list.begin(), list.end());
+    const auto& offs = saved[2];
     auto dy = grad_out[0].contiguous();  // (M, out)
     at::Tensor dx, dw;
-    if (grouped_mm_supported(x, w)) {
-      auto offs = offsets(counts, x.device());
+    if (offs.defined()) {
       dx = at::_grouped_mm(dy, w.contiguous(), offs);  // (M, in)
       // Offsets along the reduction dim (rows): one (out, in) product per group; empty groups
       // come out zero.
       dw = at::_grouped_mm(dy.t(), x.contiguous(), offs);  // (E, out, in)
     } else {
+      const auto list = ctx->saved_data["counts"].toIntList();
+      const std::vector<int64_t> counts(list.begin(), list.end());
       dx = loop_mm(dy, w, counts, /*transpose_w=*/false, w.size(2));
       dw = loop_weight_grad(dy, x, counts);
     }
@@ -100,12 +96,10 @@ bool grouped_mm_supported(const at::Tensor& x, const at::Tensor& w) {
          (!x.is_cuda() || aligned(x.size(0), x));
 }
 
-at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& w,
-                          const std::vector<int64_t>& counts) {
-  if (x.dim() != 2 || w.dim() != 3 || x.size(1) != w.size(2) ||
-      static_cast<int64_t>(counts.size()) != w.size(0)) {
+at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& w, const ExpertGroups& groups) {
+  if (x.dim() != 2 || w.dim() != 3 || x.size(1) != w.size(2) || groups.size() != w.size(0)) {
     throw Error("internal: grouped_linear shapes x " + c10::str(x.sizes()) + ", w " +
-                c10::str(w.sizes()) + ", " + std::to_string(counts.size()) + " groups");
+                c10::str(w.sizes()) + ", " + std::to_string(groups.size()) + " groups");
   }
   // The op is not on autocast's lists: cast as autocast would for a linear (both operands to the
   // autocast dtype), else bring the weight to x's dtype.
@@ -118,7 +112,7 @@ at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& w,
   } else if (xc.scalar_type() != wc.scalar_type()) {
     wc = wc.to(xc.scalar_type());
   }
-  return GroupedLinear::apply(xc, wc, &counts);
+  return GroupedLinear::apply(xc, wc, &groups);
 }
 
 }  // namespace lmtrain::model

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/expert_groups.h"
+
 namespace lmtrain::model {
 
-// x (M, in) with rows sorted by expert, w (E, out, in), counts[e] = rows of expert e
-// (sum = M, host values). Returns (M, out): y[rows of e] = x[rows of e] @ w[e]^T.
-at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& w,
-                          const std::vector<int64_t>& counts);
+// x (M, in) with rows sorted by expert, w (E, out, in), groups: rows of each expert (sum = M).
+// Returns (M, out): y[rows of e] = x[rows of e] @ w[e]^T. The grouped GEMM reads the groups'
+// device offsets (no host read); the per-group loop reads their host counts.
+at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& w, const ExpertGroups& groups);
 
 // Whether grouped_linear takes the single grouped-GEMM path for these operands (else the loop).
 bool grouped_mm_supported(const at::Tensor& x, const at::Tensor& w);

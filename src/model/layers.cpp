@@ -1,6 +1,8 @@
 #include "model/layers.h"
 
+#include "model/fp8_linear.h"
 #include "model/fused_gelu.h"
+#include "model/fused_swiglu.h"
 
 namespace lmtrain::model {
 
@@ -20,7 +22,8 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias, ParamTag weight_
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) const {
   // at::linear folds (B, T, in) inputs into one addmm when x is contiguous.
-  auto y = torch::linear(x, weight, bias);  // (..., out)
+  auto y = fp8 && fp8_linear_supported(x, weight) ? fp8_linear(x, weight, bias)
+                                                  : torch::linear(x, weight, bias);  // (..., out)
   const int64_t out = weight.size(0);
   for (const auto& [name, a] : adapters) {
     auto d = a->delta(x);  // (..., rows)
@@ -44,12 +47,11 @@ LayerNormImpl::LayerNormImpl(int64_t d, bool with_bias, bool rms_norm, double ep
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) const {
-  if (rms) {
-    auto xf = x.to(torch::kFloat32);
-    auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-    return weight * y.to(x.scalar_type());
-  }
-  return torch::layer_norm(x, {dim}, weight, bias, eps, /*cudnn_enable=*/true);
+  return add_norm(x, torch::Tensor(), weight, bias, rms, eps).y;
+}
+
+AddNormOutput LayerNormImpl::forward_add(const torch::Tensor& x, const torch::Tensor& delta) const {
+  return add_norm(x, delta, weight, bias, rms, eps);
 }
 
 EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d, LrGroup lr_group) {
@@ -66,7 +68,7 @@ torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) const {
 torch::Tensor mlp_activation(const torch::Tensor& h, MlpKind kind, int64_t hidden) {
   switch (kind) {
     case MlpKind::kSwiGlu:
-      return torch::silu(h.narrow(-1, 0, hidden)) * h.narrow(-1, hidden, hidden);
+      return swiglu(h, hidden);
     case MlpKind::kRelu2:
       return torch::relu(h).square();
     case MlpKind::kGelu:

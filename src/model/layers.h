@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/decoder_options.h"
+#include "model/fused_add_norm.h"
 #include "model/lora_adapter.h"
 #include "model/param_tags.h"
 
@@ -25,6 +26,9 @@ class LinearImpl : public TaggedModule {
   void add_adapter(const std::string& name, LoraAdapter adapter);
   torch::Tensor weight, bias;
   std::vector<std::pair<std::string, LoraAdapter>> adapters;
+  // train.precision=fp8: the product runs through fp8 GEMMs (model/fp8_linear.h) where the shapes
+  // allow; build_model sets it on the blocks' linears.
+  bool fp8 = false;
 };
 TORCH_MODULE(Linear);
 
@@ -34,6 +38,9 @@ class LayerNormImpl : public TaggedModule {
  public:
   LayerNormImpl(int64_t dim, bool bias, bool rms = false, double eps = 1e-5);
   torch::Tensor forward(const torch::Tensor& x) const;
+  // The residual add before the norm, fused with it where the kernel is on (fused_add_norm.h):
+  // h = x + delta, y = forward(h).
+  AddNormOutput forward_add(const torch::Tensor& x, const torch::Tensor& delta) const;
   torch::Tensor weight, bias;
   int64_t dim;
   bool rms;

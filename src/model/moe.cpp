@@ -23,9 +23,9 @@ ExpertsImpl::ExpertsImpl(const GptConfig& cfg, ExpertPlacement p)
       register_module("c_proj", ExpertLinear(p.count, hidden, cfg.n_embd, InitRule::kResidualProj));
 }
 
-torch::Tensor ExpertsImpl::forward(const torch::Tensor& rows, const std::vector<int64_t>& counts) {
-  auto h = mlp_activation(grouped_linear(rows, c_fc->weight, counts), kind, hidden);  // (R, H)
-  return grouped_linear(h, c_proj->weight, counts);                                   // (R, C)
+torch::Tensor ExpertsImpl::forward(const torch::Tensor& rows, const ExpertGroups& groups) {
+  auto h = mlp_activation(grouped_linear(rows, c_fc->weight, groups), kind, hidden);  // (R, H)
+  return grouped_linear(h, c_proj->weight, groups);                                   // (R, C)
 }
 
 MoeImpl::MoeImpl(const GptConfig& cfg, ExpertPlacement placement)
@@ -58,7 +58,7 @@ FeedForwardOutput MoeImpl::run(const torch::Tensor& x) {
   auto rows = flat.index_select(0, plan.token);  // (M, C)
   auto out_rows = dispatcher_->run(
       rows, plan.counts,
-      [this](const at::Tensor& r, const std::vector<int64_t>& c) { return experts(r, c); });
+      [this](const at::Tensor& r, const ExpertGroups& g) { return experts(r, g); });
   // Combine: each kept assignment writes its weighted output into its own (token, slot) row,
   // then the k slots of a token are summed in slot order (deterministic, no atomics).
   auto weights = routing.weight.reshape({-1}).index_select(0, plan.slot).unsqueeze(1);  // (M, 1)

@@ -33,7 +33,7 @@ class ExpertsImpl : public torch::nn::Module {
  public:
   ExpertsImpl(const GptConfig& cfg, ExpertPlacement placement);
   // rows (R, C) sorted by local expert -> (R, C).
-  torch::Tensor forward(const torch::Tensor& rows, const std::vector<int64_t>& counts);
+  torch::Tensor forward(const torch::Tensor& rows, const ExpertGroups& groups);
   ExpertLinear c_fc{nullptr}, c_proj{nullptr};
   MlpKind kind;  // as the dense MLP
   int64_t hidden;

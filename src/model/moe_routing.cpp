@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace lmtrain::model {
 
@@ -30,28 +32,29 @@ DispatchPlan plan_dispatch(const at::Tensor& expert, int64_t num_experts, double
   auto [sorted, perm] = at::sort(by_slot, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   auto token = perm.remainder(N);
   auto slot = token * k + perm.div(N, "floor");
-  // (E) int64. Not bincount: on a GPU it reads min and max back to the host first; this way
-  // the one host read per layer is the counts' (the exchange and the GEMM groups need them).
+  // (E) int64. Not bincount: on a GPU it reads min and max back to the host first. Without a
+  // capacity the counts stay on the device (the grouped GEMMs take device offsets); only what
+  // needs them on the host reads them (model/expert_groups.h).
   auto counts_t =
       at::zeros({num_experts}, by_slot.options()).scatter_add_(0, by_slot, at::ones_like(by_slot));
   p.load = counts_t.to(at::kFloat);
-  auto counts_cpu = counts_t.cpu();
-  const int64_t* c = counts_cpu.data_ptr<int64_t>();
-  p.counts.assign(c, c + num_experts);
+  p.counts = ExpertGroups::on_device(counts_t);
   if (capacity_factor > 0) {
+    std::vector<int64_t> kept_counts = p.counts.host();
     const auto capacity = static_cast<int64_t>(
         std::ceil(capacity_factor * static_cast<double>(N * k) / static_cast<double>(num_experts)));
     // Rank of each sorted assignment inside its expert's group.
     auto starts = at::cumsum(counts_t, 0) - counts_t;  // (E)
     auto rank = at::arange(N * k, perm.options()) - starts.index_select(0, sorted);
     int64_t kept = 0;
-    for (auto& n : p.counts) {
+    for (auto& n : kept_counts) {
       if (n > capacity) {
         p.dropped += n - capacity;
         n = capacity;
       }
       kept += n;
     }
+    p.counts = ExpertGroups(std::move(kept_counts));
     // The kept assignments in order; their number is known on the host, so no read-back of a
     // mask's count (masked_select / nonzero would wait for the GPU).
     auto kept_at = at::nonzero_static(rank.lt(capacity), kept).squeeze(1);  // (kept,)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/expert_groups.h"
 #include "model/moe_config.h"
 
 namespace lmtrain::model {
@@ -25,14 +26,15 @@ Routing route(const at::Tensor& logits, const at::Tensor& bias, int64_t top_k, M
 
 // Which assignments run where. Assignment (token t, slot j) has flat index t * k + j.
 struct DispatchPlan {
-  at::Tensor token;             // (M) int64: token of each kept assignment, sorted by expert
-  at::Tensor slot;              // (M) int64: its flat index t * k + j
-  std::vector<int64_t> counts;  // (E) kept assignments per expert (host)
-  at::Tensor load;              // (E) fp32: assignments per expert before capacity
-  int64_t dropped = 0;          // assignments over capacity
+  at::Tensor token;  // (M) int64: token of each kept assignment, sorted by expert
+  at::Tensor slot;   // (M) int64: its flat index t * k + j
+  ExpertGroups counts{std::vector<int64_t>{}};  // (E) kept assignments per expert
+  at::Tensor load;                              // (E) fp32: assignments per expert before capacity
+  int64_t dropped = 0;                          // assignments over capacity
 };
 
-// expert (N, k). capacity_factor = 0: keep all; > 0: each expert keeps at most
+// expert (N, k). capacity_factor = 0: keep all (the counts stay on the device); > 0: each
+// expert keeps at most
 // ceil(cf * N * k / E) assignments, first slots first (every token's first choice before any
 // second choice), then in token order.
 DispatchPlan plan_dispatch(const at::Tensor& expert, int64_t num_experts, double capacity_factor);

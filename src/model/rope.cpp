@@ -7,15 +7,20 @@
 namespace lmtrain::model {
 namespace {
 
-// cos and sin (..., T, D) of the angles at `positions` (T,) or (B, T), in x's dtype.
-std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, int64_t D, double theta,
-                                              at::ScalarType dtype) {
+// The angles (T, D/2) or (B, T, D/2) at `positions` (T,) or (B, T), fp32.
+at::Tensor rope_angles(const at::Tensor& positions, int64_t D, double theta) {
   auto inv_freq =
       1.0 /
       at::pow(theta, at::arange(0, D, 2, positions.options().dtype(at::kLong)).to(at::kFloat) / D);
-  auto angles = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // (T, D/2) or (B, T, D/2)
-  auto emb = at::cat({angles, angles}, -1);                         // (..., T, D)
-  if (emb.dim() == 3) emb = emb.unsqueeze(1);  // (B, 1, T, D): broadcast over heads
+  return positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
+}
+
+// cos and sin (..., T, D) of the angles at `positions` (T,) or (B, T), in x's dtype.
+std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, int64_t D, double theta,
+                                              at::ScalarType dtype) {
+  auto angles = rope_angles(positions, D, theta);  // (T, D/2) or (B, T, D/2)
+  auto emb = at::cat({angles, angles}, -1);        // (..., T, D)
+  if (emb.dim() == 3) emb = emb.unsqueeze(1);      // (B, 1, T, D): broadcast over heads
   return {emb.cos().to(dtype), emb.sin().to(dtype)};
 }
 
@@ -56,6 +61,28 @@ at::Tensor apply_rope(const at::Tensor& x, int64_t start, double theta) {
 at::Tensor apply_rope_at(const at::Tensor& x, const at::Tensor& positions, double theta) {
   auto [cos, sin] = rope_tables(positions, x.size(3), theta, x.scalar_type());
   return rotate(x, cos, sin);
+}
+
+std::pair<at::Tensor, at::Tensor> rope_half_tables(int64_t T, int64_t D, double theta,
+                                                   c10::Device device) {
+  struct Key {
+    int64_t T = 0, D = 0;
+    double theta = 0;
+    c10::Device device = c10::kCPU;
+    bool operator==(const Key& o) const {
+      return T == o.T && D == o.D && theta == o.theta && device == o.device;
+    }
+  };
+  thread_local Key cached_key;
+  thread_local std::pair<at::Tensor, at::Tensor> cached;
+  const Key key{T, D, theta, device};
+  if (!(key == cached_key) || !cached.first.defined()) {
+    auto angles = rope_angles(at::arange(T, at::TensorOptions().dtype(at::kLong).device(device)), D,
+                              theta);  // (T, D/2)
+    cached = {angles.cos().contiguous(), angles.sin().contiguous()};
+    cached_key = key;
+  }
+  return cached;
 }
 
 }  // namespace lmtrain::model

@@ -6,6 +6,8 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
 namespace lmtrain::model {
 
 // x: (B, H, T, D) at absolute positions start .. start+T-1. Returns the rotated (B, H, T, D).
@@ -13,5 +15,11 @@ at::Tensor apply_rope(const at::Tensor& x, int64_t start, double theta);
 // The same at explicit positions: (T,) shared by every row, or (B, T) per row (left-padded
 // batches). Equal positions give bitwise the same result as apply_rope.
 at::Tensor apply_rope_at(const at::Tensor& x, const at::Tensor& positions, double theta);
+
+// The fused kernels' tables: cos and sin of angle[t, i] for positions 0 .. T-1 and the first half
+// i < D/2 (the second half repeats it), each (T, D/2) fp32 contiguous on `device`. Built with the
+// same ops as apply_rope's, kept in fp32, and cached for the last shape.
+std::pair<at::Tensor, at::Tensor> rope_half_tables(int64_t T, int64_t D, double theta,
+                                                   c10::Device device);
 
 }  // namespace lmtrain::model

@@ -54,8 +54,9 @@ ExpertParallel make_expert_parallel(dist::Group& world, int64_t ep, int64_t num_
 AllToAllExpertDispatcher::AllToAllExpertDispatcher(dist::Group& ep_group, int64_t num_experts)
     : group_(ep_group), num_experts_(num_experts) {}
 
-at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const std::vector<int64_t>& counts,
+at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const model::ExpertGroups& groups,
                                          const model::ExpertCompute& compute) {
+  const std::vector<int64_t>& counts = groups.host();  // the exchange's splits
   const int P = group_.size();
   const int64_t local = num_experts_ / P;
   // What each EP rank holds of ours: counts[d * local, (d + 1) * local) -> rank d.
@@ -91,8 +92,8 @@ at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const std::vect
   }
   auto index = at::tensor(order, at::kLong).to(rows.device());
   auto by_expert = received.index_select(0, index);
-  auto out = compute(by_expert, local_counts);                     // (R, C)
-  auto by_source = at::empty_like(out).index_copy(0, index, out);  // back to [source][expert]
+  auto out = compute(by_expert, model::ExpertGroups(local_counts));  // (R, C)
+  auto by_source = at::empty_like(out).index_copy(0, index, out);    // back to [source][expert]
   return dist::all_to_all_autograd(group_, by_source, send_splits, recv_splits, &timer_);
 }
 

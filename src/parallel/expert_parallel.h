@@ -43,7 +43,7 @@ ExpertParallel make_expert_parallel(dist::Group& world, int64_t ep, int64_t num_
 class AllToAllExpertDispatcher : public model::ExpertDispatcher {
  public:
   AllToAllExpertDispatcher(dist::Group& ep_group, int64_t num_experts);
-  at::Tensor run(const at::Tensor& rows, const std::vector<int64_t>& counts,
+  at::Tensor run(const at::Tensor& rows, const model::ExpertGroups& groups,
                  const model::ExpertCompute& compute) override;
   // Time blocked in the token exchanges (forward and backward) since the last call.
   double take_comm_seconds() { return timer_.take_seconds(); }

@@ -122,7 +122,8 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   r.tokens_per_step = plan.tokens_per_step();
   r.ms_per_step = secs / steps * 1e3;
   r.tokens_per_s = static_cast<double>(plan.tokens_per_step()) * steps / secs;
-  r.flops_per_token = 6.0 * mcfg.num_params() +
+  // Active parameters: an MoE token runs top_k of the experts, not all of them.
+  r.flops_per_token = 6.0 * mcfg.active_params() +
                       6.0 * mcfg.n_layer * mcfg.n_embd * static_cast<double>(plan.seq_len);
   r.achieved_gflops = r.flops_per_token * r.tokens_per_s / 1e9;
   r.comm_wait_ms = comm_wait_s / steps * 1e3;

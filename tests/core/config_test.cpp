@@ -55,7 +55,7 @@ TEST(Config, BadYamlInputsNameTheKeyAndTheProblem) {
       {"- a\n- b\n", {"top level must be a mapping"}},
       {"model: {n_layer: 2\n", {"not valid YAML"}},
       {"optim:\n  beta2: 1.0\n", {"'optim.beta2'", "out of range"}},
-      {"train:\n  precision: fp8\n", {"'train.precision'", "must be one of"}},
+      {"train:\n  precision: fp4\n", {"'train.precision'", "must be one of"}},
       {"data:\n  seq_len: 1e30\n", {"'data.seq_len'"}},
   };
   ASSERT_GE(cases.size(), 15u);

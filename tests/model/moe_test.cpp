@@ -181,11 +181,28 @@ TEST(MoeRouting, TiesGoToTheLowerExpertAndCapacityKeepsFirstChoicesFirst) {
   // both first choices fit and the second choice is dropped.
   auto expert = torch::tensor({1, 0, 2, 1, 1, 2}).view({3, 2});
   auto plan = plan_dispatch(expert, 3, 1.0);
-  EXPECT_EQ(plan.counts, (std::vector<int64_t>{1, 2, 2}));
+  EXPECT_EQ(plan.counts.host(), (std::vector<int64_t>{1, 2, 2}));
   EXPECT_EQ(plan.dropped, 1);
   EXPECT_TRUE(torch::equal(plan.token, torch::tensor({0, 0, 2, 1, 2})));
   EXPECT_TRUE(torch::equal(plan.slot, torch::tensor({1, 0, 4, 2, 5})));
   EXPECT_TRUE(torch::equal(plan.load, torch::tensor({1.f, 3.f, 2.f})));
+}
+
+TEST(MoeRouting, WithoutCapacityTheCountsStayOnTheDeviceUntilAsked) {
+  // No capacity: nothing in planning reads the counts back (on a GPU, no sync per layer), and
+  // the grouped GEMM takes device offsets; host() reads them when something needs them.
+  auto expert = torch::tensor({1, 0, 2, 1, 1, 2}).view({3, 2});
+  auto plan = plan_dispatch(expert, 3, 0.0);
+  EXPECT_FALSE(plan.counts.on_host());
+  EXPECT_TRUE(
+      torch::equal(plan.counts.offsets(torch::kCPU), torch::tensor({1, 4, 6}, torch::kInt)));
+  torch::manual_seed(8);
+  auto x = torch::randn({6, 16}), w = torch::randn({3, 8, 16});
+  auto y_device = grouped_linear(x, w, plan.counts);
+  EXPECT_FALSE(plan.counts.on_host());  // the grouped-GEMM path read no host counts
+  EXPECT_EQ(plan.counts.host(), (std::vector<int64_t>{1, 3, 2}));
+  EXPECT_TRUE(plan.counts.on_host());
+  EXPECT_TRUE(torch::equal(y_device, grouped_linear(x, w, ExpertGroups({1, 3, 2}))));
 }
 
 TEST(GroupedLinear, MatchesPerExpertGemmsOnBothPaths) {

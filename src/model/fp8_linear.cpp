@@ -1,0 +1,128 @@
+#include "model/fp8_linear.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <string>
+
+#include "model/gpt.h"
+#include "model/layers.h"
+
+#ifdef LMTRAIN_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace lmtrain::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int64_t kAlign = 16;  // the fp8 GEMMs want every dimension a multiple of 16
+
+double fp8_max(at::ScalarType t) { return t == at::kFloat8_e5m2 ? 57344.0 : 448.0; }
+
+// (M, K) -> (M rounded up to 16, K) with zero rows: zero rows add nothing to dW and their dx
+// rows are dropped.
+at::Tensor pad_rows(const at::Tensor& t) {
+  const int64_t pad = (kAlign - t.size(0) % kAlign) % kAlign;
+  return pad == 0 ? t : at::constant_pad_nd(t, {0, 0, 0, pad});
+}
+
+// `t` as the second operand of _scaled_mm wants it: the same matrix, column-major.
+at::Tensor column_major(const at::Tensor& t) { return t.t().contiguous().t(); }
+
+class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
+ public:
+  // x2 (M, K) with M a multiple of 16, w (N, K), bias (N) or empty (custom functions take no
+  // undefined input) -> (M, N) bf16.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w,
+                            const at::Tensor& bias) {
+    const Fp8Tensor xq = quantize_fp8(x2, at::kFloat8_e4m3fn);
+    const Fp8Tensor wq = quantize_fp8(w, at::kFloat8_e4m3fn);
+    at::Tensor y = at::_scaled_mm(xq.data, wq.data.t(), xq.inv_scale, wq.inv_scale,
+                                  /*bias=*/std::nullopt, /*scale_result=*/std::nullopt,
+                                  at::kBFloat16);  // (M, N)
+    const bool has_bias = bias.numel() > 0;
+    if (has_bias) y = y + bias.to(at::kBFloat16);
+    ctx->save_for_backward({xq.data, xq.inv_scale, wq.data, wq.inv_scale});
+    ctx->saved_data["x_dtype"] = x2.scalar_type();
+    ctx->saved_data["w_dtype"] = w.scalar_type();
+    ctx->saved_data["has_bias"] = has_bias;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &xq = saved[0], &x_inv = saved[1], &wq = saved[2], &w_inv = saved[3];
+    const at::Tensor dy = grads[0].contiguous();  // (M, N)
+    const Fp8Tensor dyq = quantize_fp8(dy, at::kFloat8_e5m2);
+    // dx = dy W: (M, N) x (N, K).
+    at::Tensor dx = at::_scaled_mm(dyq.data, column_major(wq), dyq.inv_scale, w_inv, std::nullopt,
+                                   std::nullopt, at::kBFloat16);
+    // dW = dy^T x: (N, M) x (M, K), accumulated in fp32 for the fp32 master weights.
+    at::Tensor dw = at::_scaled_mm(dyq.data.t().contiguous(), column_major(xq), dyq.inv_scale,
+                                   x_inv, std::nullopt, std::nullopt, at::kFloat);
+    at::Tensor db;
+    if (ctx->saved_data["has_bias"].toBool()) db = dy.sum(0, false, at::kFloat);
+    const auto w_dtype = ctx->saved_data["w_dtype"].toScalarType();
+    return {dx.to(ctx->saved_data["x_dtype"].toScalarType()), dw.to(w_dtype),
+            db.defined() ? db.to(w_dtype) : db};
+  }
+};
+
+bool device_has_fp8(const at::Device& device) {
+  if (device.is_cpu()) return true;
+#ifdef LMTRAIN_CUDA
+  if (device.is_cuda()) {
+    const auto* props = at::cuda::getDeviceProperties(device.index());
+    return props->major * 10 + props->minor >= 89;
+  }
+#endif
+  return false;
+}
+
+}  // namespace
+
+Fp8Tensor quantize_fp8(const at::Tensor& t, at::ScalarType fp8_type) {
+  const double fmax = fp8_max(fp8_type);
+  const at::Tensor tf = t.to(at::kFloat);
+  // amax / fmax, and 1 for an all-zero tensor (any scale represents it): stays on the device.
+  const at::Tensor amax = tf.abs().amax();
+  const at::Tensor inv_scale = at::where(amax > 0, amax / fmax, at::ones_like(amax));
+  at::Tensor data = (tf / inv_scale).clamp(-fmax, fmax).to(fp8_type);
+  return {data, inv_scale};
+}
+
+bool fp8_linear_supported(const at::Tensor& x, const at::Tensor& w) {
+  return w.dim() == 2 && x.dim() >= 1 && x.numel() > 0 && x.size(-1) == w.size(1) &&
+         w.size(0) % kAlign == 0 && w.size(1) % kAlign == 0 &&
+         at::isFloatingType(x.scalar_type()) && x.device() == w.device() &&
+         device_has_fp8(x.device());
+}
+
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  const int64_t K = x.size(-1), M = x.numel() / K;
+  const at::Tensor x2 = pad_rows(x.reshape({M, K}));
+  at::Tensor y = Fp8Linear::apply(x2, w, bias.defined() ? bias : at::empty({0}, w.options()));
+  if (y.size(0) != M) y = y.narrow(0, 0, M);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = w.size(0);
+  return y.view(shape);
+}
+
+int64_t use_fp8_block_linears(GptImpl& model) {
+  int64_t switched = 0;
+  for (const auto& item : model.named_modules()) {
+    auto* linear = dynamic_cast<LinearImpl*>(item.value().get());
+    const std::string& name = item.key();
+    if (!linear || name.rfind("transformer.h.", 0) != 0) continue;
+    if (name.find("router") != std::string::npos || name.find("lora_") != std::string::npos)
+      continue;
+    linear->fp8 = true;
+    ++switched;
+  }
+  return switched;
+}
+
+}  // namespace lmtrain::model

@@ -1,0 +1,129 @@
+// The fused GPU kernels (kernels/cuda/fused_kernels.cu) on a GPU (named Cuda*, skipped where no
+// GPU is visible or the build has no kernels). Each is held to libtorch's unfused ops on the
+// device, forward and backward, in fp32 and bf16, at the CPU tests' shapes and at a training
+// shape (tests/fused_op_checks.h); then whole decoders train a few steps with every kernel on
+// and off. A kernel's `proven_on_gpu` flag (kernels/kernel_switch.cpp) is set only after these
+// pass on a device.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "core/runtime.h"
+#include "fused_op_checks.h"
+#include "kernels/fused_cuda.h"
+#include "model/gpt.h"
+#include "model_fixtures.h"
+
+namespace lmtrain::model {
+namespace {
+
+using kernels::FusedKernelMode;
+using testing::KernelModeScope;
+
+bool skip_reason(std::string* why) {
+  if (!core::cuda_available()) {
+    *why = "no GPU visible to libtorch";
+    return true;
+  }
+  if (!kernels::fused_cuda_kernels_built()) {
+    *why = "this build has no fused GPU kernels (no nvcc)";
+    return true;
+  }
+  return false;
+}
+#define SKIP_WITHOUT_KERNELS()                  \
+  do {                                          \
+    std::string why;                            \
+    if (skip_reason(&why)) GTEST_SKIP() << why; \
+  } while (0)
+
+const c10::Device kGpu(c10::kCUDA, 0);
+
+TEST(CudaFusedKernels, AddNormMatchesLibtorch) {
+  SKIP_WITHOUT_KERNELS();
+  for (const auto& c : testing::add_norm_cases()) {
+    SCOPED_TRACE(testing::add_norm_case_name(c));
+    testing::check_add_norm(c, kGpu);
+    testing::check_add_norm(c, kGpu, /*rows=*/4096, /*C=*/768);  // GPT-2's width, many chunks
+    testing::check_add_norm(c, kGpu, /*rows=*/513, /*C=*/1000);  // ragged tiles and chunks
+  }
+}
+
+TEST(CudaFusedKernels, SwiGluMatchesLibtorch) {
+  SKIP_WITHOUT_KERNELS();
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    SCOPED_TRACE(testing::dtype_name(dtype));
+    testing::check_swiglu(dtype, kGpu);
+    testing::check_swiglu(dtype, kGpu, /*rows=*/2048, /*hidden=*/3072);
+  }
+}
+
+TEST(CudaFusedKernels, QkvSplitMatchesLibtorch) {
+  SKIP_WITHOUT_KERNELS();
+  for (const auto& c : testing::qkv_cases()) {
+    SCOPED_TRACE(testing::qkv_case_name(c));
+    testing::check_qkv_split(c, kGpu);
+    testing::check_qkv_split(c, kGpu, /*T=*/1024, /*D=*/128);  // Qwen3's head_dim
+    testing::check_qkv_split(c, kGpu, /*T=*/300, /*D=*/64);
+  }
+}
+
+// The same kernels on the CPU reference and the GPU give the same numbers in fp32 (up to the
+// order of the row sums): the shared math (kernels/fused_math.h) is what both run.
+TEST(CudaFusedKernels, KernelsAgreeWithTheirCpuReferences) {
+  SKIP_WITHOUT_KERNELS();
+  KernelModeScope on(FusedKernelMode::kOn);
+  torch::manual_seed(9);
+  auto x = torch::randn({64, 96}), d = torch::randn({64, 96}), w = torch::rand({96}) + 0.5;
+  auto cpu = add_norm(x, d, w, torch::randn({96}), false, 1e-5);
+  auto gpu = add_norm(x.to(kGpu), d.to(kGpu), w.to(kGpu), torch::randn({96}).to(kGpu), false, 1e-5);
+  EXPECT_LE(testing::relative_error(gpu.h, cpu.h), 1e-6);
+  auto h = torch::randn({33, 2 * 50});
+  EXPECT_LE(testing::relative_error(swiglu(h.to(kGpu), 50), swiglu(h, 50)), 1e-6);
+  QkvSplitSpec spec;
+  spec.n_head = 4;
+  spec.n_kv_head = 2;
+  spec.head_dim = 32;
+  spec.rope = true;
+  spec.q_norm_weight = torch::rand({32}) + 0.5;
+  spec.k_norm_weight = torch::rand({32}) + 0.5;
+  auto packed = torch::randn({2, 10, 8 * 32});
+  auto heads_cpu = qkv_split(packed, spec);
+  QkvSplitSpec spec_gpu = spec;
+  spec_gpu.q_norm_weight = spec.q_norm_weight.to(kGpu);
+  spec_gpu.k_norm_weight = spec.k_norm_weight.to(kGpu);
+  auto heads_gpu = qkv_split(packed.to(kGpu), spec_gpu);
+  EXPECT_LE(testing::relative_error(heads_gpu.q, heads_cpu.q), 1e-5);
+  EXPECT_LE(testing::relative_error(heads_gpu.k, heads_cpu.k), 1e-5);
+  EXPECT_LE(testing::relative_error(heads_gpu.v, heads_cpu.v), 0.0);
+}
+
+// A few SGD steps of bf16-autocast training: the loss curves with the kernels on and
+// off stay within bf16's noise of each other.
+TEST(CudaFusedKernels, DecodersTrainTheSameWithKernelsOnAndOff) {
+  SKIP_WITHOUT_KERNELS();
+  GptConfig qwen = with_llama_family(tiny_gpt_config(128, 512, 64), Arch::kQwen3);
+  qwen.n_head = 4;
+  qwen.n_kv_head = 2;
+  qwen.head_dim_ = 32;
+  const GptConfig gpt2 = tiny_gpt_config(128, 512, 64);
+  for (const GptConfig& cfg : {qwen, gpt2}) {
+    SCOPED_TRACE(core::to_string(cfg.arch));
+    auto train = [&](FusedKernelMode mode) {
+      KernelModeScope scope(mode);
+      torch::manual_seed(21);
+      Gpt m(cfg);
+      m->to(kGpu);
+      auto ids = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(kGpu);
+      auto targets = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(kGpu);
+      torch::optim::SGD opt(m->parameters(), 0.1);
+      return testing::bf16_training_losses(*m, ids, targets, opt, 5);
+    };
+    const auto off = train(FusedKernelMode::kOff);
+    const auto on = train(FusedKernelMode::kOn);
+    for (size_t i = 0; i < off.size(); ++i) EXPECT_NEAR(on[i], off[i], 0.02 * off[i]) << i;
+    EXPECT_LT(on.back(), on.front());
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain::model

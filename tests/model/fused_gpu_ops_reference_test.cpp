@@ -1,0 +1,160 @@
+// The fused GPU kernels' CPU references, through the same autograd functions the GPU runs
+// (train.fused_kernels=on): forward against libtorch's ops, backward against autograd of those
+// ops, in fp32 and bf16 (tests/fused_op_checks.h); the decoders with every fused op on against
+// the default; the shared bf16 rounding; the switch's rules.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "core/config_choice.h"
+#include "core/runtime.h"
+#include "fused_op_checks.h"
+#include "kernels/fused_cuda.h"
+#include "kernels/fused_math.h"
+#include "model/gpt.h"
+#include "model_fixtures.h"
+
+namespace lmtrain::model {
+namespace {
+
+using kernels::FusedKernelMode;
+using testing::KernelModeScope;
+
+TEST(FusedMath, Bf16RoundIsWhatABFloat16StoreGives) {
+  torch::manual_seed(0);
+  auto x = torch::randn({4096}) * 1000;
+  std::vector<float> values(x.data_ptr<float>(), x.data_ptr<float>() + x.numel());
+  // Ties to even (both ways), the largest finite value, infinities, -0, subnormals.
+  for (uint32_t bits : {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u,
+                        0x80000000u, 0x00000001u, 0x007fffffu}) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    values.push_back(f);
+  }
+  for (float v : values)
+    EXPECT_EQ(kernels::bf16_round(v), static_cast<float>(c10::BFloat16(v))) << v;
+  EXPECT_TRUE(std::isnan(kernels::bf16_round(std::numeric_limits<float>::quiet_NaN())));
+}
+
+class FusedAddNorm : public ::testing::TestWithParam<testing::AddNormCase> {};
+TEST_P(FusedAddNorm, ReferenceMatchesLibtorchForwardAndAutogradBackward) {
+  testing::check_add_norm(GetParam(), c10::kCPU);
+}
+INSTANTIATE_TEST_SUITE_P(Cases, FusedAddNorm, ::testing::ValuesIn(testing::add_norm_cases()),
+                         [](const auto& info) { return testing::add_norm_case_name(info.param); });
+
+class FusedSwiGlu : public ::testing::TestWithParam<at::ScalarType> {};
+TEST_P(FusedSwiGlu, ReferenceMatchesLibtorchForwardAndAutogradBackward) {
+  testing::check_swiglu(GetParam(), c10::kCPU);
+}
+INSTANTIATE_TEST_SUITE_P(Types, FusedSwiGlu, ::testing::Values(at::kFloat, at::kBFloat16),
+                         [](const auto& info) { return testing::dtype_name(info.param); });
+
+class FusedQkvSplit : public ::testing::TestWithParam<testing::QkvCase> {};
+TEST_P(FusedQkvSplit, ReferenceMatchesLibtorchForwardAndAutogradBackward) {
+  testing::check_qkv_split(GetParam(), c10::kCPU);
+}
+INSTANTIATE_TEST_SUITE_P(Cases, FusedQkvSplit, ::testing::ValuesIn(testing::qkv_cases()),
+                         [](const auto& info) { return testing::qkv_case_name(info.param); });
+
+TEST(FusedAddNormMixed, Fp32StreamTakesABf16DeltaAsLibtorchPromotes) {
+  torch::manual_seed(4);
+  auto x = torch::randn({4, 32}).requires_grad_(true);
+  auto delta = torch::randn({4, 32}).to(at::kBFloat16).requires_grad_(true);
+  auto w = torch::ones({32}).requires_grad_(true);
+  auto run = [&](FusedKernelMode mode) {
+    KernelModeScope scope(mode);
+    auto out = add_norm(x, delta, w, at::Tensor(), /*rms=*/true, 1e-6);
+    auto g = torch::autograd::grad({out.y.sum() + out.h.square().sum()}, {x, delta, w});
+    return std::make_pair(out, g);
+  };
+  auto [ref, ref_grads] = run(FusedKernelMode::kOff);
+  auto [got, got_grads] = run(FusedKernelMode::kOn);
+  EXPECT_EQ(got.h.scalar_type(), at::kFloat);
+  EXPECT_LE(testing::relative_error(got.h, ref.h), 1e-6);
+  EXPECT_LE(testing::relative_error(got.y, ref.y), 1e-5);
+  EXPECT_EQ(got_grads[1].scalar_type(), at::kBFloat16);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_LE(testing::relative_error(got_grads[i], ref_grads[i]), 1e-2) << i;
+  // A bf16 stream with an fp32 delta would promote h to fp32: that stays on libtorch's path.
+  KernelModeScope on(FusedKernelMode::kOn);
+  EXPECT_FALSE(add_norm_fused(x.to(at::kBFloat16), delta.to(at::kFloat)));
+}
+
+TEST(FusedKernelsModel, DecodersGiveTheUnfusedLossAndGradients) {
+  GptConfig qwen = with_llama_family(tiny_gpt_config(16, 64, 16), Arch::kQwen3);
+  qwen.n_head = 4;
+  qwen.n_kv_head = 2;
+  qwen.head_dim_ = 8;
+  const GptConfig llama = with_llama_family(tiny_gpt_config(16, 64, 16), Arch::kLlama);
+  const GptConfig gpt2 = tiny_gpt_config(16, 64, 16);
+  for (const GptConfig& cfg : {qwen, llama, gpt2}) {
+    torch::manual_seed(11);
+    Gpt m(cfg);
+    auto ids = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
+    auto targets = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
+    auto run = [&](FusedKernelMode mode) {
+      KernelModeScope scope(mode);
+      m->zero_grad();
+      auto loss = m->loss(ids, targets);
+      loss.backward();
+      std::map<std::string, at::Tensor> grads;
+      for (auto& p : m->named_parameters()) grads[p.key()] = p.value().grad().clone();
+      return std::make_pair(loss.item<double>(), grads);
+    };
+    // auto: the CPU kernels (attention, loss, GELU) with libtorch's norms; on: the fused ops'
+    // references in every block as well.
+    auto [loss_auto, grads_auto] = run(FusedKernelMode::kAuto);
+    auto [loss_on, grads_on] = run(FusedKernelMode::kOn);
+    const std::string arch = core::to_string(cfg.arch);
+    EXPECT_NEAR(loss_on, loss_auto, 1e-5 * loss_auto) << arch;
+    for (auto& [name, g] : grads_auto)
+      EXPECT_LT(testing::relative_error(grads_on[name], g), 1e-4) << arch << " " << name;
+  }
+}
+
+TEST(FusedKernelSwitch, AutoRunsOnlyGpuProvenKernelsAndOnlyOnTheGpu) {
+  for (const auto& info : kernels::kFusedKernels) {
+    {
+      KernelModeScope scope(FusedKernelMode::kAuto);
+      EXPECT_FALSE(kernels::fused_kernel_enabled(info.kernel, /*on_cuda=*/false)) << info.name;
+      EXPECT_EQ(kernels::fused_kernel_enabled(info.kernel, /*on_cuda=*/true),
+                info.proven_on_gpu && kernels::fused_cuda_kernels_built())
+          << info.name;
+      EXPECT_TRUE(kernels::fused_cpu_kernels_enabled());
+    }
+    {
+      KernelModeScope scope(FusedKernelMode::kOn);
+      EXPECT_TRUE(kernels::fused_kernel_enabled(info.kernel, false)) << info.name;
+      EXPECT_EQ(kernels::fused_kernel_enabled(info.kernel, true),
+                kernels::fused_cuda_kernels_built());
+    }
+    {
+      KernelModeScope scope(FusedKernelMode::kOff);
+      EXPECT_FALSE(kernels::fused_kernel_enabled(info.kernel, false));
+      EXPECT_FALSE(kernels::fused_kernel_enabled(info.kernel, true));
+      EXPECT_FALSE(kernels::fused_cpu_kernels_enabled());
+    }
+  }
+#ifdef LMTRAIN_CUDA_KERNELS
+  EXPECT_TRUE(kernels::fused_cuda_kernels_built());
+#else
+  EXPECT_FALSE(kernels::fused_cuda_kernels_built());
+#endif
+}
+
+TEST(FusedKernelSwitch, ConfigChoicesAreTheSwitchModesInOrder) {
+  // cli/dist_setup.cpp maps train.fused_kernels' choices onto the switch's modes.
+  const auto key = core::choice_key(core::FusedKernels{});
+  EXPECT_EQ(core::choice_name(key, static_cast<size_t>(FusedKernelMode::kAuto)), "auto");
+  EXPECT_EQ(core::choice_name(key, static_cast<size_t>(FusedKernelMode::kOn)), "on");
+  EXPECT_EQ(core::choice_name(key, static_cast<size_t>(FusedKernelMode::kOff)), "off");
+}
+
+}  // namespace
+}  // namespace lmtrain::model
