@@ -7,8 +7,8 @@
 namespace lmtrain::kernels {
 
 void add_norm_forward_reference(const float* x, const float* delta, const float* w, const float* b,
-                                int64_t N, int64_t C, float eps, bool rms, bool bf16, float* h,
-                                float* y, float* mean, float* rstd) {
+                                int64_t N, int64_t C, float eps, bool rms, bool bf16, bool bf16_y,
+                                float* h, float* y, float* mean, float* rstd) {
   for (int64_t r = 0; r < N; ++r) {
     const float* xr = x + r * C;
     // The row the norm reads: x + delta as stored (h), or x itself.
@@ -25,7 +25,7 @@ void add_norm_forward_reference(const float* x, const float* delta, const float*
     for (int64_t c = 0; c < C; ++c) square_sum += (hr[c] - mu) * (hr[c] - mu);
     const float rs = norm_rstd(square_sum, C, eps);
     for (int64_t c = 0; c < C; ++c)
-      y[r * C + c] = store_round(norm_output(hr[c], mu, rs, w[c], b ? b[c] : 0.0f), bf16);
+      y[r * C + c] = store_round(norm_output(hr[c], mu, rs, w[c], b ? b[c] : 0.0f), bf16_y);
     mean[r] = mu;
     rstd[r] = rs;
   }

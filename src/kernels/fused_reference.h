@@ -17,10 +17,11 @@ namespace lmtrain::kernels {
 // ---- Residual add + LayerNorm / RMSNorm over rows of C ------------------------------------
 // x, delta: (N, C); delta may be null (a plain norm: h = x). w: (C); b: (C) or null (no bias,
 // and always null for RMSNorm). Writes h = x + delta (N, C) (when delta is given), y (N, C),
-// mean (N) (zeros for RMSNorm) and rstd (N), which the backward reads.
+// mean (N) (zeros for RMSNorm) and rstd (N), which the backward reads. bf16: h is stored in bf16
+// (x's type); bf16_y: y is (under autocast y may be bf16 while h stays fp32).
 void add_norm_forward_reference(const float* x, const float* delta, const float* w, const float* b,
-                                int64_t N, int64_t C, float eps, bool rms, bool bf16, float* h,
-                                float* y, float* mean, float* rstd);
+                                int64_t N, int64_t C, float eps, bool rms, bool bf16, bool bf16_y,
+                                float* h, float* y, float* mean, float* rstd);
 
 // dy: (N, C), the gradient of y; dh: (N, C) or null, the gradient that reaches h directly.
 // Writes dx (N, C) = dh + the norm's input gradient (also the gradient of delta), and adds the

@@ -1,5 +1,6 @@
 #include "model/fused_add_norm.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/fused_reference.h"
@@ -18,7 +19,8 @@ class AddNormFunction : public torch::autograd::Function<AddNormFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x_in,
                                const at::Tensor& delta_in, const at::Tensor& weight,
-                               const at::Tensor& bias, bool rms, double eps) {
+                               const at::Tensor& bias, bool rms, double eps,
+                               at::ScalarType y_dtype) {
     const int64_t C = x_in.size(-1), N = x_in.numel() / C;
     const at::Tensor x = x_in.contiguous();
     const bool has_delta = fused::present(delta_in), has_bias = fused::present(bias);
@@ -26,7 +28,7 @@ class AddNormFunction : public torch::autograd::Function<AddNormFunction> {
     const at::Tensor w = weight.to(at::kFloat).contiguous();
     const at::Tensor b = has_bias ? bias.to(at::kFloat).contiguous() : at::Tensor();
     at::Tensor h = has_delta ? at::empty_like(x) : x;
-    at::Tensor y = at::empty_like(x);
+    at::Tensor y = at::empty_like(x, x.options().dtype(y_dtype));
     const auto stats = x.options().dtype(at::kFloat);
     at::Tensor mean = at::empty({N}, stats), rstd = at::empty({N}, stats);
     if (x.is_cuda()) {
@@ -34,7 +36,7 @@ class AddNormFunction : public torch::autograd::Function<AddNormFunction> {
           x.data_ptr(), fused::data_or_null(delta), w.data_ptr<float>(), fused::floats_or_null(b),
           N, C, static_cast<float>(eps), rms,
           {fused::element_type(x), has_delta ? fused::element_type(delta) : fused::element_type(x),
-           fused::element_type(x)},
+           fused::element_type(y)},
           h.data_ptr(), y.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
           fused::current_stream(x));
     } else {
@@ -43,8 +45,8 @@ class AddNormFunction : public torch::autograd::Function<AddNormFunction> {
       kernels::add_norm_forward_reference(
           xf.data_ptr<float>(), fused::floats_or_null(df), w.data_ptr<float>(),
           fused::floats_or_null(b), N, C, static_cast<float>(eps), rms,
-          x.scalar_type() == at::kBFloat16, hf.data_ptr<float>(), yf.data_ptr<float>(),
-          mean.data_ptr<float>(), rstd.data_ptr<float>());
+          x.scalar_type() == at::kBFloat16, y_dtype == at::kBFloat16, hf.data_ptr<float>(),
+          yf.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>());
       if (has_delta) h.copy_(hf.view(x.sizes()));
       y.copy_(yf.view(x.sizes()));
     }
@@ -80,8 +82,8 @@ class AddNormFunction : public torch::autograd::Function<AddNormFunction> {
       const auto t = fused::element_type(h);
       kernels::add_norm_backward_cuda(
           h.data_ptr(), w.data_ptr<float>(), mean.data_ptr<float>(), rstd.data_ptr<float>(),
-          dy.data_ptr(), fused::data_or_null(dh), N, C, rms, {t, t, t}, dx.data_ptr(),
-          dw_part.data_ptr<float>(), has_bias ? db_part.data_ptr<float>() : nullptr,
+          dy.data_ptr(), fused::data_or_null(dh), N, C, rms, {t, t, fused::element_type(dy)},
+          dx.data_ptr(), dw_part.data_ptr<float>(), has_bias ? db_part.data_ptr<float>() : nullptr,
           fused::current_stream(h));
       dw = dw_part.sum(0);
       if (has_bias) db = db_part.sum(0);
@@ -106,9 +108,21 @@ class AddNormFunction : public torch::autograd::Function<AddNormFunction> {
             dw.to(weight_dtype),
             has_bias ? db.to(weight_dtype) : at::Tensor(),
             at::Tensor(),
+            at::Tensor(),
             at::Tensor()};
   }
 };
+
+// y's type: x's, or under a bf16 autocast of x's device bf16 already: the linear layer that
+// reads y would cast it to bf16 first (a pass that reads fp32 and writes bf16), so the kernel
+// stores it so. (An MoE router, which computes in fp32, then sees bf16-rounded inputs.)
+at::ScalarType output_dtype(const at::Tensor& x) {
+  const auto type = x.device().type();
+  if (x.scalar_type() == at::kFloat && at::autocast::is_autocast_enabled(type) &&
+      at::autocast::get_autocast_dtype(type) == at::kBFloat16)
+    return at::kBFloat16;
+  return x.scalar_type();
+}
 
 }  // namespace
 
@@ -134,9 +148,9 @@ bool add_norm_fused(const at::Tensor& x, const at::Tensor& delta) {
 AddNormOutput add_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
                        const at::Tensor& bias, bool rms, double eps) {
   if (add_norm_fused(x, delta)) {
-    auto out =
-        AddNormFunction::apply(x, fused::absent_as_empty(delta, x), weight,
-                               fused::absent_as_empty(rms ? at::Tensor() : bias, weight), rms, eps);
+    auto out = AddNormFunction::apply(x, fused::absent_as_empty(delta, x), weight,
+                                      fused::absent_as_empty(rms ? at::Tensor() : bias, weight),
+                                      rms, eps, output_dtype(x));
     if (delta.defined()) return {out[0], out[1]};
     return {x, out[0]};
   }

@@ -18,7 +18,9 @@ struct AddNormOutput {
 // y = LayerNorm(h) (weight, bias or undefined) or, with rms, RMSNorm h / sqrt(mean(h^2) + eps) *
 // weight; h = x + delta, or x when delta is undefined. The fused kernel runs when it is switched
 // on for x's device (kernels/kernel_switch.h) and the types fit (fp32 or bf16; an fp32 x may take
-// a bf16 delta); otherwise the same result comes from libtorch's ops (`unfused`).
+// a bf16 delta); otherwise the same result comes from libtorch's ops (`unfused`). Under a bf16
+// autocast the kernel stores y in bf16 (the dtype the next linear layer casts it to); h keeps
+// x's type.
 AddNormOutput add_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
                        const at::Tensor& bias, bool rms, double eps);
 

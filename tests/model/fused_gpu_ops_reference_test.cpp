@@ -86,6 +86,32 @@ TEST(FusedAddNormMixed, Fp32StreamTakesABf16DeltaAsLibtorchPromotes) {
   EXPECT_FALSE(add_norm_fused(x.to(at::kBFloat16), delta.to(at::kFloat)));
 }
 
+TEST(FusedAddNormMixed, UnderBf16AutocastTheNormIsStoredInBf16ForTheNextLinear) {
+  torch::manual_seed(5);
+  auto x = torch::randn({6, 48}).requires_grad_(true);
+  auto delta = torch::randn({6, 48}).to(at::kBFloat16).requires_grad_(true);
+  auto w = (torch::rand({48}) + 0.5).requires_grad_(true);
+  auto b = torch::randn({48}).requires_grad_(true);
+  auto lin = torch::randn({16, 48}) * 0.1;
+  auto run = [&](FusedKernelMode mode) {
+    KernelModeScope scope(mode);
+    core::AutocastScope autocast(c10::kCPU, true, at::kBFloat16);
+    auto out = add_norm(x, delta, w, b, /*rms=*/false, 1e-5);
+    auto y = torch::linear(out.y, lin);  // what a block does with the norm's output
+    auto g = torch::autograd::grad({y.to(at::kFloat).sum() + out.h.sum()}, {x, delta, w, b});
+    return std::make_tuple(out, y, g);
+  };
+  auto [ref, ref_y, ref_grads] = run(FusedKernelMode::kOff);
+  auto [got, got_y, got_grads] = run(FusedKernelMode::kOn);
+  EXPECT_EQ(ref.y.scalar_type(), at::kFloat);  // libtorch: fp32, cast by the linear
+  EXPECT_EQ(got.y.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(got.h.scalar_type(), at::kFloat);
+  EXPECT_LE(testing::relative_error(got.y, ref.y), 1e-2);
+  EXPECT_TRUE(torch::equal(got_y, ref_y) || testing::relative_error(got_y, ref_y) <= 1e-2);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_LE(testing::relative_error(got_grads[i], ref_grads[i]), 2e-2) << i;
+}
+
 TEST(FusedKernelsModel, DecodersGiveTheUnfusedLossAndGradients) {
   GptConfig qwen = with_llama_family(tiny_gpt_config(16, 64, 16), Arch::kQwen3);
   qwen.n_head = 4;
