@@ -62,8 +62,8 @@ class TemporalTrain : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete fixture_; }
 
-  // configs/temporal-tiny.yaml on this fixture (a soft token per 8 values, LoRA on the LM's
-  // attention, rows of 80 tokens), 16 samples per step in micro-batches of 8.
+  // configs/temporal-tiny.yaml on this fixture (a soft token per 4 values and a summary, LoRA on
+  // the LM's attention and MLP, rows of 96 tokens), 16 samples per step in micro-batches of 8.
   static std::string flags(const std::string& run, int64_t steps) {
     return " --config " + source_dir() + "/configs/temporal-tiny.yaml --model.init_from=" + lm_ +
            "/checkpoints/latest --data.temporal.dir=" + samples_ +
@@ -77,7 +77,7 @@ class TemporalTrain : public ::testing::Test {
   }
 
   static constexpr int64_t kSamples = 3000, kLmSteps = 400, kAlignSteps = 1500;
-  static constexpr double kMargin = 0.15;
+  static constexpr double kMargin = 0.15, kSpikeMargin = 0.10;
   static TemporalFixture* fixture_;
   static TempDir* dir_;
   static std::string samples_, lm_, lm_hash_;
@@ -135,12 +135,12 @@ TEST_F(TemporalTrain, AnswersComeFromTheCurve) {
                  shuffled = t["shuffled"]["likelihood_accuracy"];
     // Another sample's curve says nothing about this question's answer.
     EXPECT_LE(shuffled, chance + 0.15);
-    // Counting spikes is not learned in this budget (README, "Time-series encoders"): only
-    // the trend and the seasonality are held to the margin.
-    if (task == "spikes") continue;
-    EXPECT_GE(curve, chance + kMargin);
-    EXPECT_GE(curve, text_only + kMargin);
-    EXPECT_GE(curve, shuffled + kMargin);
+    // Counting spikes is the hardest of the three in this budget (README, "Time-series
+    // encoders"): held to a smaller margin.
+    const double margin = task == "spikes" ? kSpikeMargin : kMargin;
+    EXPECT_GE(curve, chance + margin);
+    EXPECT_GE(curve, text_only + margin);
+    EXPECT_GE(curve, shuffled + margin);
   }
 }
 
