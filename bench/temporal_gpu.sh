@@ -125,10 +125,10 @@ echo "model FLOPs per sample: $flops; peak ${peak} TFLOP/s"
 echo "| run                      |  samples/s |    MFU | peak GiB |"
 echo "|--------------------------|------------|--------|----------|"
 row "lmtrain ($dtype)" "$lm_sps" "$lm_mem"
-eager=$(field samples/s <"$out/pytorch_eager.log")
+eager=$(field samples_per_s <"$out/pytorch_eager.log")
 row "PyTorch eager" "$eager" "$(field peak_gpu_gib <"$out/pytorch_eager.log")"
 if ((compile)); then
-  comp=$(field samples/s <"$out/pytorch_compiled.log")
+  comp=$(field samples_per_s <"$out/pytorch_compiled.log")
   row "PyTorch torch.compile" "$comp" "$(field peak_gpu_gib <"$out/pytorch_compiled.log")"
 fi
 echo

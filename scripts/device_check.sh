@@ -148,6 +148,12 @@ gap = max(abs(a[s] - b[s]) for s in a if s in b)
 print(f"max |train loss gap| over logged steps: {gap:.4f}; final train {a[max(a)]:.4f} (fp32) vs {b[max(b)]:.4f} (bf16); val {va[-1]:.4f} vs {vb[-1]:.4f}")
 PY
 fi
+
+note ""
+note "## Temporal encoder, configs/pretrain_temporal.yaml (Qwen2.5-0.5B-shaped random LM), bf16 (bench/temporal_gpu.sh)"
+PYTHON="$python" bash bench/temporal_gpu.sh --out "$OUT/temporal_gpu" >"$OUT/temporal_gpu.log" 2>&1
+grep -E '^\||^ratio|^model FLOPs' "$OUT/temporal_gpu.log" | tee -a "$summary"
+note "($(elapsed))"
 note ""
 note "total: $(elapsed)"
 cat "$summary"

@@ -364,11 +364,11 @@ def bench(args):
     sync()
     secs = time.perf_counter() - t0
     samples = args.batch * args.accum * args.steps
-    peak = torch.cuda.max_memory_allocated() / 2**30 if dev.type == "cuda" else 0.0
     print(f"reference ({'compiled' if args.compile else 'eager'}, {args.device}, {args.dtype}): "
           f"loss {loss.item():.4f}, {secs / args.steps * 1e3:.1f} ms/step")
-    print(f"samples/s: {samples / secs:.2f}")
-    print(f"peak_gpu_gib: {peak:.2f}")
+    print(f"samples_per_s: {samples / secs:.2f}")
+    if dev.type == "cuda":
+        print(f"peak_gpu_gib: {torch.cuda.max_memory_allocated() / 2**30:.2f}")
 
 
 def add_encoder_args(p):

@@ -192,6 +192,13 @@ TEST_F(TemporalTrain, OnlineGenerationEqualsTheCachedSamples) {
   EXPECT_EQ(
       checkpoint_meta(cached + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"],
       checkpoint_meta(online + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"]);
+  // Without data.temporal.tasks (configs/pretrain_temporal.yaml) every task is asked, as by
+  // temporal-data without --tasks (it was read as one task named '' and refused); the captions
+  // fit the LM's 96 positions with one pooled soft token.
+  r = train(dir_->file("online_all"), 2,
+            " --data.temporal.dir= --data.temporal.online=true --data.temporal.num_samples=400"
+            " --data.temporal.lengths=48,64 --model.temporal.num_tokens=1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(TemporalTrain, BadSettingsAreRefusedNamingTheKey) {
