@@ -41,20 +41,10 @@ std::vector<nlohmann::json> eval_records(const std::string& run_dir) {
 
 class TemporalTrain : public ::testing::Test {
  protected:
-  // A larger corpus and LM than the other temporal suites': 3000 samples, width 64, 400 steps
-  // on one thread (a better LM aligns more surely: with 200 steps the trend reached 0.46).
+  // A larger corpus and LM than the generate suite's (TemporalLmSpec::qa_scale).
   static void SetUpTestSuite() {
     fixture_ = new TemporalFixture;
-    TemporalLmSpec spec;
-    spec.samples = kSamples;
-    spec.vocab_size = 512;
-    spec.n_embd = 64;
-    spec.block_size = 96;
-    spec.micro_batch = 16;
-    spec.total_batch = 1024;
-    spec.warmup_steps = 10;
-    spec.lm_steps = kLmSteps;
-    fixture_->build("lmtrain_temporal", spec);
+    fixture_->build("lmtrain_temporal", TemporalLmSpec::qa_scale());
     dir_ = fixture_->dir.get();
     samples_ = fixture_->samples;
     lm_ = fixture_->lm;
@@ -76,7 +66,7 @@ class TemporalTrain : public ::testing::Test {
     return run_command(lmtrain_binary() + " train" + flags(run, steps) + extra);
   }
 
-  static constexpr int64_t kSamples = 3000, kLmSteps = 400, kAlignSteps = 1500;
+  static constexpr int64_t kSamples = 3000, kAlignSteps = 1500;  // kSamples: qa_scale()'s
   static constexpr double kMargin = 0.15, kSpikeMargin = 0.10;
   static TemporalFixture* fixture_;
   static TempDir* dir_;
