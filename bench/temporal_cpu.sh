@@ -46,19 +46,10 @@ run_or_die() {  # log file, command...
 
 echo "== setup: $samples samples, a tiny LM ($out)"
 run_or_die "$out/td.log" "$bin" temporal-data --num_samples "$samples" --output_dir "$out/td" \
-  --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes
-# The LM's corpus: the samples' prompts (placeholder dropped) and answers, one document each.
-python3 - "$out/td" "$out/lm.txt" <<'PY'
-import glob, json, sys
-with open(sys.argv[2], "w") as out:
-    for path in sorted(glob.glob(sys.argv[1] + "/*.jsonl")):
-        for line in open(path):
-            if line.strip():
-                s = json.loads(line)
-                out.write(s["input"].replace("<ts><ts/>", "") + s["output"] + "\n%\n")
-PY
-run_or_die "$out/prepare.log" "$bin" prepare --input "$out/lm.txt" --output "$out/lm_data" \
-  --vocab_size 320 --doc_separator %
+  --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes --lm_text
+# The LM's corpus: each sample's text (`--lm_text`: its statistics, the question, the answer).
+run_or_die "$out/prepare.log" "$bin" prepare --input "$out/td/lm_text.jsonl" \
+  --output "$out/lm_data" --vocab_size 320
 run_or_die "$out/lm.log" "$bin" train --config configs/gpt2-tiny.yaml --model.n_layer=2 \
   --model.n_head=2 --model.n_embd=32 --model.block_size=128 --data.seq_len=64 \
   --train.micro_batch_size=8 --train.total_batch_size=512 --train.max_steps=10 \

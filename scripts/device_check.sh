@@ -183,6 +183,12 @@ compare("fp32", "bf16")
 compare("bf16", "fp8")
 PY
 fi
+
+note ""
+note "## Temporal encoder, configs/pretrain_temporal.yaml (Qwen2.5-0.5B-shaped random LM), bf16 (bench/temporal_gpu.sh)"
+PYTHON="$python" bash bench/temporal_gpu.sh --out "$OUT/temporal_gpu" >"$OUT/temporal_gpu.log" 2>&1
+grep -E '^\||^ratio|^model FLOPs' "$OUT/temporal_gpu.log" | tee -a "$summary"
+note "($(elapsed))"
 note ""
 note "total: $(elapsed)"
 cat "$summary"

@@ -17,7 +17,6 @@
 namespace lmtrain::cli {
 namespace {
 
-// A progress line on stderr at most every 2 seconds, and the last one always.
 // Generation through the progress display (core/progress.h: redrawn on a terminal, plain lines
 // to a file or pipe, nothing with --quiet).
 data::temporal::ProgressCallback temporal_progress_display() {

@@ -104,7 +104,8 @@ const std::vector<KeySpec>& config_schema() {
       I("model.temporal.heads", 4, 1, 1024, "time-series encoder: attention heads"),
       I("model.temporal.mlp_ratio", 4, 1, 64, "time-series encoder: MLP hidden = ratio * width"),
       I("model.temporal.num_tokens", 0, 0, 1 << 16,
-        "soft tokens per series: 0 = one per patch, > 0 = pooled to this many"),
+        "soft tokens per series: 0 = one per patch and a summary token, > 0 = pooled to this "
+        "many"),
 
       S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
       I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),

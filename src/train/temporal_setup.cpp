@@ -92,7 +92,9 @@ TemporalSampleSource temporal_sample_source(const core::Config& cfg, std::string
       }
       g.lengths.push_back(*n);
     }
-    g.tasks = core::split_list(cfg.get_string("data.temporal.tasks"));
+    // Unset (the default): every task, as temporal-data without --tasks.
+    const std::string tasks = cfg.get_string("data.temporal.tasks");
+    if (!tasks.empty()) g.tasks = core::split_list(tasks);
     dt::check_generator_options(g);
     source.size = cfg.get_int("data.temporal.num_samples");
     source.max_series = 1;

@@ -41,20 +41,10 @@ std::vector<nlohmann::json> eval_records(const std::string& run_dir) {
 
 class TemporalTrain : public ::testing::Test {
  protected:
-  // A larger corpus and LM than the other temporal suites': 3000 samples, width 64, 400 steps
-  // on one thread (a better LM aligns more surely: with 200 steps the trend reached 0.46).
+  // A larger corpus and LM than the generate suite's (TemporalLmSpec::qa_scale).
   static void SetUpTestSuite() {
     fixture_ = new TemporalFixture;
-    TemporalLmSpec spec;
-    spec.samples = kSamples;
-    spec.vocab_size = 512;
-    spec.n_embd = 64;
-    spec.block_size = 96;
-    spec.micro_batch = 16;
-    spec.total_batch = 1024;
-    spec.warmup_steps = 10;
-    spec.lm_steps = kLmSteps;
-    fixture_->build("lmtrain_temporal", spec);
+    fixture_->build("lmtrain_temporal", TemporalLmSpec::qa_scale());
     dir_ = fixture_->dir.get();
     samples_ = fixture_->samples;
     lm_ = fixture_->lm;
@@ -62,8 +52,8 @@ class TemporalTrain : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete fixture_; }
 
-  // configs/temporal-tiny.yaml on this fixture (a soft token per 8 values, LoRA on the LM's
-  // attention, rows of 80 tokens), 16 samples per step in micro-batches of 8.
+  // configs/temporal-tiny.yaml on this fixture (a soft token per 4 values and a summary, LoRA on
+  // the LM's attention and MLP, rows of 96 tokens), 16 samples per step in micro-batches of 8.
   static std::string flags(const std::string& run, int64_t steps) {
     return " --config " + source_dir() + "/configs/temporal-tiny.yaml --model.init_from=" + lm_ +
            "/checkpoints/latest --data.temporal.dir=" + samples_ +
@@ -76,8 +66,8 @@ class TemporalTrain : public ::testing::Test {
     return run_command(lmtrain_binary() + " train" + flags(run, steps) + extra);
   }
 
-  static constexpr int64_t kSamples = 3000, kLmSteps = 400, kAlignSteps = 1500;
-  static constexpr double kMargin = 0.15;
+  static constexpr int64_t kSamples = 3000, kAlignSteps = 1500;  // kSamples: qa_scale()'s
+  static constexpr double kMargin = 0.15, kSpikeMargin = 0.10;
   static TemporalFixture* fixture_;
   static TempDir* dir_;
   static std::string samples_, lm_, lm_hash_;
@@ -135,12 +125,12 @@ TEST_F(TemporalTrain, AnswersComeFromTheCurve) {
                  shuffled = t["shuffled"]["likelihood_accuracy"];
     // Another sample's curve says nothing about this question's answer.
     EXPECT_LE(shuffled, chance + 0.15);
-    // Counting spikes is not learned in this budget (README, "Time-series encoders"): only
-    // the trend and the seasonality are held to the margin.
-    if (task == "spikes") continue;
-    EXPECT_GE(curve, chance + kMargin);
-    EXPECT_GE(curve, text_only + kMargin);
-    EXPECT_GE(curve, shuffled + kMargin);
+    // Counting spikes is the hardest of the three in this budget (README, "Time-series
+    // encoders"): held to a smaller margin.
+    const double margin = task == "spikes" ? kSpikeMargin : kMargin;
+    EXPECT_GE(curve, chance + margin);
+    EXPECT_GE(curve, text_only + margin);
+    EXPECT_GE(curve, shuffled + margin);
   }
 }
 
@@ -192,6 +182,13 @@ TEST_F(TemporalTrain, OnlineGenerationEqualsTheCachedSamples) {
   EXPECT_EQ(
       checkpoint_meta(cached + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"],
       checkpoint_meta(online + "/checkpoints/latest")["files"]["objective.safetensors"]["sha256"]);
+  // Without data.temporal.tasks (configs/pretrain_temporal.yaml) every task is asked, as by
+  // temporal-data without --tasks (it was read as one task named '' and refused); the captions
+  // fit the LM's 96 positions with one pooled soft token.
+  r = train(dir_->file("online_all"), 2,
+            " --data.temporal.dir= --data.temporal.online=true --data.temporal.num_samples=400"
+            " --data.temporal.lengths=48,64 --model.temporal.num_tokens=1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(TemporalTrain, BadSettingsAreRefusedNamingTheKey) {

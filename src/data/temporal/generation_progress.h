@@ -1,11 +1,11 @@
 // Progress of a long generation (`lmtrain temporal-data`), reported through a callback so the
-// command decides how to show it: today a throttled progress line (progress_line), later a
-// progress bar, without touching the generator. The callback runs on the calling thread only
-// (never on a worker), after each batch of samples, with `done` rising to `total`.
+// command decides how to show it (cli/cmd_temporal_data.cpp: core::Progress, the display every
+// long command uses) without the generator knowing about stderr. The callback runs on the
+// calling thread only (never on a worker), after each batch of samples, with `done` rising to
+// `total`.
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <string>
 
 namespace lmtrain::data::temporal {
 
@@ -16,8 +16,5 @@ struct GenerationProgress {
 };
 
 using ProgressCallback = std::function<void(const GenerationProgress&)>;
-
-// "40000/100000 samples (40%), 12345 samples/s, ETA 5 s"
-std::string progress_line(const GenerationProgress& p);
 
 }  // namespace lmtrain::data::temporal

@@ -8,8 +8,12 @@
 
 namespace lmtrain::model::temporal {
 
+// Features per patch: each channel's values, their local deviations (x_t minus the mean of its
+// two neighbours, 0 where one is missing: what makes a spike stand out), and the masks.
+inline constexpr int64_t kPatchFeatureGroups = 3;
+
 struct Patches {
-  torch::Tensor features;  // (B, P, 2 C patch_len): the C channels' values, then their masks
+  torch::Tensor features;  // (B, P, 3 C patch_len): values, local deviations, masks
   torch::Tensor valid;     // (B, P) bool: the patch holds at least one valid value
 };
 
@@ -19,8 +23,8 @@ Patches make_patches(const torch::Tensor& values, const torch::Tensor& valid,
 
 // The soft tokens the encoder gives one series whose values are `valid` (C, L) bool, L <=
 // options.max_length, in a batch padded to options.max_length: options.num_tokens when pooled,
-// else its patches (of the padded series) holding a valid value. Computed by make_patches
-// itself, so a prompt's slot count always equals the encoder's valid tokens.
+// else its patches (of the padded series) holding a valid value and the summary token. Computed by
+// make_patches itself, so a prompt's slot count always equals the encoder's valid tokens.
 int64_t soft_token_count(const torch::Tensor& valid, const TemporalEncoderOptions& options);
 
 }  // namespace lmtrain::model::temporal

@@ -70,7 +70,8 @@ torch::Tensor SeriesEncoderBlockImpl::forward(const torch::Tensor& x,
 TemporalEncoderImpl::TemporalEncoderImpl(const TemporalEncoderOptions& o, bool init) : options_(o) {
   check_temporal_options(o);
   const int64_t W = o.width, D = o.lm_width, C = o.channels;
-  patch_embed = register_module("patch_embed", Linear(2 * C * o.patch_len, W, true));
+  patch_embed =
+      register_module("patch_embed", Linear(kPatchFeatureGroups * C * o.patch_len, W, true));
   stats_embed = register_module("stats_embed", Linear(2 * C, W, true));
   pos = register_module("pos", Embedding(o.max_patches() + 1, W));
   blocks = register_module("blocks", torch::nn::ModuleList());
@@ -120,8 +121,11 @@ EncodedSeries TemporalEncoderImpl::forward(const torch::Tensor& values,
     x = pool_proj(series_attention(q, kv[0], kv[1], key_valid, o.heads));  // (B, S, W)
     out.valid = torch::ones({B, o.num_tokens}, patches.valid.options());
   } else {
-    x = x.narrow(1, 1, P);  // the patch tokens
-    out.valid = patches.valid;
+    // The patch tokens, then the stats token as it left the blocks: one token that attended to
+    // every patch, where whole-series attributes (how many spikes, the trend) can be gathered
+    // once instead of by the LM over P tokens.                           (B, P + 1, W)
+    x = torch::cat({x.narrow(1, 1, P), x.narrow(1, 0, 1)}, 1);
+    out.valid = torch::cat({patches.valid, torch::ones({B, 1}, patches.valid.options())}, 1);
   }
   out.tokens = proj_norm(proj_fc2(torch::gelu(proj_fc1(x))));
   return out;

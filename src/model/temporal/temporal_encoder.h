@@ -4,13 +4,15 @@
 //
 //   values (B, C, L), valid (B, C, L)
 //     -> normalise_series (series_norm.h): shape, plus each channel's mean and std
-//     -> make_patches (patching.h): (B, P, 2 C patch_len) tokens, valid (B, P)
+//     -> make_patches (patching.h): (B, P, 3 C patch_len) tokens (values, local deviations,
+//        masks), valid (B, P)
 //     -> patch_embed, and one "stats" token first from [slog(mean), log(std)] (B, 2C): the
 //        encoder knows the series' level and scale, which normalisation removed
 //     -> + learned positions, `layers` pre-norm transformer blocks (bidirectional attention,
 //        padding patches masked as keys), ln_f                          (B, 1 + P, width)
-//     -> the P patch tokens, or with num_tokens > 0 that many learned queries attending over
-//        all 1 + P tokens (attention pooling)                           (B, S, width)
+//     -> the P patch tokens and then the stats token (the series' summary: S = P + 1), or with
+//        num_tokens > 0 that many learned queries attending over all 1 + P tokens (attention
+//        pooling)                                                       (B, S, width)
 //     -> projector: fc1, GELU, fc2, RMSNorm whose gain starts at the LM's token-embedding RMS,
 //        so the soft tokens start at the scale the LM expects         (B, S, lm_width)
 //
@@ -41,7 +43,7 @@ TORCH_MODULE(SeriesEncoderBlock);
 
 struct EncodedSeries {
   torch::Tensor tokens;  // (B, S, lm_width): the soft tokens
-  torch::Tensor valid;   // (B, S) bool: false for the tokens of padding patches (S = P only)
+  torch::Tensor valid;   // (B, S) bool: false for the tokens of padding patches (per patch only)
 };
 
 class TemporalEncoderImpl : public TaggedModule {

@@ -63,10 +63,6 @@ TEST(TemporalCache, TheBytesDoNotDependOnThreadsAndTheCacheEqualsOnlineGeneratio
   for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(seen[i].done, seen[i - 1].done);
   EXPECT_EQ(seen.back().done, 700);
   EXPECT_EQ(seen.back().total, 700);
-  EXPECT_NE(progress_line(seen.back()).find("700/700 samples (100%)"), std::string::npos);
-  EXPECT_NE(progress_line({350, 700, 2.0}).find("350/700 samples (50%), 175 samples/s, ETA 2 s"),
-            std::string::npos)
-      << progress_line({350, 700, 2.0});
 
   // The manifest.
   const TemporalManifest m = read_temporal_manifest(dir.file("one"));

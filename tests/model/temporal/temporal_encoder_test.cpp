@@ -54,16 +54,26 @@ TEST(Patching, PadsTheShortLastPatchAndMarksItsMask) {
   EXPECT_EQ(o.patches_for(4), 1);
   EXPECT_EQ(o.patches_for(2), 1);
   auto values = torch::arange(18, torch::kFloat).reshape({1, 2, 9});
+  values.index_put_({0, 0, 4}, 14.0f);  // a spike of +10 on channel 0's ramp
   auto valid = torch::ones({1, 2, 9}, torch::kBool);
   auto p = make_patches(values, valid, o);
-  ASSERT_EQ(p.features.sizes(), (std::vector<int64_t>{1, 3, 2 * 2 * 4}));
-  // Patch 1: channel 0 values 3..6, channel 1 values 12..15, then both masks all ones.
-  auto expect = torch::tensor(
-      {3.f, 4.f, 5.f, 6.f, 12.f, 13.f, 14.f, 15.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f});
-  EXPECT_TRUE(torch::equal(p.features[0][1], expect));
-  // Patch 2: the padded position has value 0 and mask 0.
+  ASSERT_EQ(p.features.sizes(), (std::vector<int64_t>{1, 3, 3 * 2 * 4}));
+  // Patch 1: channel 0 values 3..6 (the spike at 4), channel 1 values 12..15; then the local
+  // deviations (the ramp's are 0; the spike's +10 and half of it off each neighbour); then
+  // both masks all ones.
+  auto expect = torch::tensor({3.f,  14.f, 5.f,  6.f, 12.f, 13.f, 14.f, 15.f,  //
+                               -5.f, 10.f, -5.f, 0.f, 0.f,  0.f,  0.f,  0.f,   //
+                               1.f,  1.f,  1.f,  1.f, 1.f,  1.f,  1.f,  1.f});
+  EXPECT_TRUE(torch::equal(p.features[0][1], expect)) << p.features[0][1];
+  // The first and last values have one neighbour: deviation 0.
+  EXPECT_EQ(p.features[0][0][8].item<float>(), 0.0f);
+  // Patch 2 (values 6..8, then padding): the last value and the padded position have
+  // deviation 0, the padded position value 0 and mask 0.
+  EXPECT_EQ(p.features[0][2][2].item<float>(), 8.0f);
+  EXPECT_EQ(p.features[0][2][8 + 2].item<float>(), 0.0f);
   EXPECT_EQ(p.features[0][2][3].item<float>(), 0.0f);
   EXPECT_EQ(p.features[0][2][8 + 3].item<float>(), 0.0f);
+  EXPECT_EQ(p.features[0][2][16 + 3].item<float>(), 0.0f);
   // A series valid only in its first 3 values: patch 0 valid, patches 1 and 2 not.
   valid.index_put_({0, torch::indexing::Slice(), torch::indexing::Slice(3)}, false);
   EXPECT_TRUE(torch::equal(make_patches(values, valid, o).valid,
@@ -131,10 +141,11 @@ TEST(TemporalEncoder, SoftTokensStartAtTheLmEmbeddingRms) {
     auto valid = torch::ones({3, 2, 40}, torch::kBool);
     valid.index_put_({2, torch::indexing::Slice(), torch::indexing::Slice(17)}, false);
     auto out = enc->forward(values, valid);
-    const int64_t S = pooled ? pooled : o.patches_for(40);
+    const int64_t S = pooled ? pooled : o.patches_for(40) + 1;  // patches and the summary
     ASSERT_EQ(out.tokens.sizes(), (std::vector<int64_t>{3, S, 24}));
     ASSERT_EQ(out.valid.sizes(), (std::vector<int64_t>{3, S}));
-    EXPECT_EQ(out.valid[2].sum().item<int64_t>(), pooled ? pooled : 3);  // 17 values: 3 patches
+    // 17 values: 3 patches and the summary token.
+    EXPECT_EQ(out.valid[2].sum().item<int64_t>(), pooled ? pooled : 4);
     // Within 5%: the RMSNorm's epsilon (1e-5) against the projector's mean square (1e-4..1e-2).
     auto token_rms = out.tokens.pow(2).mean(-1).sqrt();  // (3, S)
     EXPECT_TRUE(torch::allclose(token_rms, torch::full_like(token_rms, rms), 0.05, 0)) << token_rms;
