@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/dist_setup.h"
 #include "cli/run_config.h"
+#include "cli/run_options.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "train/benchmark.h"
@@ -55,7 +56,9 @@ int cmd_bench(const Args& argv) {
     return 0;
   }
   auto dist = setup_distributed(config);
-  const auto r = train::run_benchmark(config, *dist.group, dist.runtime, dist.env.local_world_size);
+  const auto options = read_bench_options(config, dist.group->size(), dist.runtime);
+  const auto r =
+      train::run_benchmark(options, *dist.group, dist.runtime, dist.env.local_world_size);
   if (dist.env.rank != 0) return 0;
   std::cout << "model: " << r.model << "\n"
             << "world_size: " << r.world_size << "\n"

@@ -10,6 +10,7 @@
 #include "cli/launcher_flags.h"
 #include "cli/model_presets.h"
 #include "cli/run_config.h"
+#include "cli/run_options.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -185,21 +186,23 @@ int cmd_train(const Args& argv) {
   }
   const bool overwrite = args.get_bool("overwrite");
   // The student's run dir is claimed first: a teacher trained first lives inside it.
-  const auto run =
-      train::start_run(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  const auto options = read_run_options(config, dist.group->size(), dist.runtime);
+  const auto run = train::start_run(config, options, *dist.group, dist.runtime,
+                                    dist.env.local_world_size, overwrite);
   if (const auto teacher = train::teacher_training_run(config)) {
     // An ordinary run of its own in RUN_DIR/teacher: a rerun resumes it or finds it complete.
-    const auto teacher_run =
-        train::start_run(*teacher, *dist.group, dist.runtime, dist.env.local_world_size);
-    const auto trained =
-        train::run_training_recorded(*teacher, *dist.group, dist.runtime, teacher_run);
+    const auto teacher_options = read_run_options(*teacher, dist.group->size(), dist.runtime);
+    const auto teacher_run = train::start_run(*teacher, teacher_options, *dist.group, dist.runtime,
+                                              dist.env.local_world_size);
+    const auto trained = train::run_training_recorded(*teacher, teacher_options, *dist.group,
+                                                      dist.runtime, teacher_run);
     if (trained.stop_signal) {
       log::warn("stopped while training the teacher: rerun the command to continue");
       return 128 + trained.stop_signal;
     }
     config.set("distill.teacher", teacher->get_string("run.dir"), "the teacher trained first");
   }
-  const auto result = train::run_training_recorded(config, *dist.group, dist.runtime, run);
+  const auto result = train::run_training_recorded(config, options, *dist.group, dist.runtime, run);
   if (args.has("save_checkpoint") && !result.stop_signal && !result.last_checkpoint.empty()) {
     train::export_checkpoint_copy(result.last_checkpoint, args.get("save_checkpoint"));
     log::info("copied " + result.last_checkpoint + " to " + args.get("save_checkpoint"));

@@ -72,10 +72,9 @@ void refuse_run_dir_holding_init_from(const core::Config& cfg, const std::string
 
 }  // namespace
 
-StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Runtime& rt,
-                     int local_world_size, bool overwrite) {
+StartedRun start_run(const core::Config& cfg, const RunOptions& options, dist::Group& group,
+                     const core::Runtime& rt, int local_world_size, bool overwrite) {
   const int rank = group.rank();
-  if (cfg.get_bool("train.cuda_graphs")) check_cuda_graphs_config(cfg, rt, group.size());
   if (cfg.get_bool("model.temporal.enabled") && cfg.get_bool("distill.enabled")) {
     throw UsageError(
         "model.temporal.enabled and distill.enabled: a temporal run trains an encoder for a "
@@ -91,20 +90,19 @@ StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Ru
   run.log_path =
       run_dir + (rank == 0 ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
   log::set_file(run.log_path);
-  run.threads =
-      core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
+  run.threads = core::configure_threads(options.threads, local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
                         group.size(), run.threads, run_dir.c_str()));
   log::info(rt.describe());
   return run;
 }
 
-TrainResult run_training(core::Config config, dist::Group& group, const core::Runtime& rt,
-                         const StartedRun& run) {
+TrainResult run_training(core::Config config, const RunOptions& options, dist::Group& group,
+                         const core::Runtime& rt, const StartedRun& run) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
   log::set_file(run.log_path);
-  auto setup = set_up_run(std::move(config), group, rt);
+  auto setup = set_up_run(std::move(config), options, group, rt);
   RunSetup& s = *setup;
   if (!s.complete_checkpoint.empty()) {
     TrainResult done;
@@ -125,7 +123,7 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
   const BatchPlan& plan = s.plan;
   const int64_t max_steps = s.max_steps;
   const int64_t stop_at = cfg.get_int("train.stop_at_step");
-  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  const uint64_t seed = options.seed;
   ExpertParallel& ep = s.ep;
   model::Gpt& model = s.model;
   const auto& dispatcher = s.dispatcher;
@@ -144,7 +142,7 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
   const int64_t eval_batches = cfg.get_int("train.eval_batches");
   const int64_t ckpt_every = cfg.get_int("checkpoint.every");
   const bool ckpt_every_epoch = cfg.get_bool("checkpoint.every_epoch");
-  const double grad_clip = cfg.get_float("train.grad_clip");
+  const double grad_clip = options.grad_clip;
   const double timeout_s = cfg.get_float("dist.timeout_s");
 
   core::install_stop_handlers();
@@ -152,19 +150,17 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
   double train_seconds = 0;
   StepInterval interval;  // the steps since the last log line
   const int64_t start_step = state.step;
-  const int workers = resolve_workers(cfg.get_int("train.workers"), run.threads, plan.micro_batch);
+  const int workers = resolve_workers(options.workers, run.threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
-  const auto bucket_bytes = static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20));
-  TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, bucket_bytes,
+  TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, options.bucket_bytes(),
                        LossScaler(rt.loss_scaling(), cfg.get_float("train.loss_scale"),
                                   cfg.get_int("train.loss_scale_window")),
                        &ep);
   stepper.set_objective(objective);
   stepper.set_masked_targets(temporal);  // only a temporal row's answer tokens are targets
   std::unique_ptr<CudaGraphStep> graphed;
-  if (cfg.get_bool("train.cuda_graphs")) {
-    graphed =
-        std::make_unique<CudaGraphStep>(stepper, optimizer, cfg.get_int("train.cuda_graph_warmup"));
+  if (options.cuda_graphs.enabled) {
+    graphed = std::make_unique<CudaGraphStep>(stepper, optimizer, options.cuda_graphs.warmup);
   }
   const auto metric_names = stepper.objective().metric_names();
   // A resumed fp16 run continues with its saved scale; anything else starts at
@@ -205,7 +201,7 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
       log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
   if (group.size() > 1) {
     log::info(log::format("gradient sync: %zu bucket(s) of <= %.3g MiB over %s, %d ranks",
-                          stepper.grad_sync().buckets().size(), cfg.get_float("dist.bucket_mb"),
+                          stepper.grad_sync().buckets().size(), options.bucket_mb,
                           group.backend().c_str(), group.size()));
   }
   std::vector<int64_t> moe_layer_index;  // block index of each MoE layer, for the metrics
