@@ -9,7 +9,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -41,7 +40,7 @@ Runtime Runtime::for_device(const std::string& device, const std::string& flag, 
 Runtime Runtime::for_device(DeviceChoice device, const std::string& flag, int local_rank) {
   Runtime rt;
   // Exact fp32 for eval and generate (PyTorch's default too): their losses and greedy tokens
-  // then match the CPU's. Training turns TF32 on with train.tf32 (from_config).
+  // then match the CPU's. Training turns TF32 on with train.tf32 (cli::read_runtime).
   rt.tf32 = false;
   if (device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && cuda_available())) {
     if (!built_with_cuda()) {
@@ -66,23 +65,6 @@ Runtime Runtime::for_device(DeviceChoice device, const std::string& flag, int lo
     }
     rt.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
-  return rt;
-}
-
-Runtime Runtime::from_config(const Config& cfg, int local_rank) {
-  Runtime rt = for_device(get_choice<DeviceChoice>(cfg), "train.device", local_rank);
-  rt.precision = get_choice<Precision>(cfg);
-  if (rt.precision == Precision::kFp16 && !rt.cuda()) {
-    throw UsageError(
-        "train.precision=fp16 needs CUDA (fp16 matmuls on CPU are emulated and loss scaling "
-        "exists for GPUs); use train.precision=bf16 or fp32 on CPU");
-  }
-  rt.compute_dtype = rt.precision == Precision::kBf16   ? at::kBFloat16
-                     : rt.precision == Precision::kFp16 ? at::kHalf
-                                                        : at::kFloat;
-  rt.reduce_dtype =
-      get_choice<ReducePrecision>(cfg) == ReducePrecision::kBf16 ? at::kBFloat16 : at::kFloat;
-  rt.tf32 = cfg.get_bool("train.tf32");
   return rt;
 }
 

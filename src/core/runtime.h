@@ -1,5 +1,6 @@
 // The runtime a run computes with: device and the three dtypes of mixed precision. Made once
-// from the config (train.device, train.precision, train.grad_reduce_dtype, train.tf32) and
+// from the config (train.device, train.precision, train.grad_reduce_dtype, train.tf32) by the
+// command (cli::read_runtime, cli/dist_setup.h) and
 // passed to whatever creates tensors: the model builder, batches, dist::Group, the optimizer.
 // Nothing below cli/ asks "are we on CUDA?" by itself.
 //
@@ -38,9 +39,6 @@ struct Runtime {
   bool autocast() const { return compute_dtype != param_dtype; }
   bool loss_scaling() const { return precision == Precision::kFp16; }
 
-  // Throws UsageError naming the key: train.device=cuda without a visible GPU or in a build
-  // without CUDA, fp16 on CPU. `local_rank` picks cuda:LOCAL_RANK.
-  static Runtime from_config(const Config& cfg, int local_rank);
   // The CPU fp32 runtime (tools that only read weights: export, counting).
   static Runtime cpu() { return Runtime{}; }
   // fp32 on `device` (generate, eval), TF32 off; errors name `flag`.
