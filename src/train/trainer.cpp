@@ -220,14 +220,18 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
                      : stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     ++state.step;
     core::maybe_inject_fault(rank, state.step);
-    state.position.cursor += plan.global_windows;
     bool epoch_ended = false;
     if (stream) {
+      // A stream's position is the loader's, per rank (state.stream at a save); there is no
+      // global window cursor (meta.json's data_cursor stays 0).
       state.position.epoch = stream->position().epoch;  // this rank's (the logs' epoch)
-    } else if (state.position.cursor + plan.global_windows > data->train_samples()) {
-      ++state.position.epoch;  // the remainder of this epoch's order is dropped
-      state.position.cursor = 0;
-      epoch_ended = true;
+    } else {
+      state.position.cursor += plan.global_windows;
+      if (state.position.cursor + plan.global_windows > data->train_samples()) {
+        ++state.position.epoch;  // the remainder of this epoch's order is dropped
+        state.position.cursor = 0;
+        epoch_ended = true;
+      }
     }
     // checkpoint.every_epoch: the step that ends an epoch is evaluated (so that best can be
     // decided) and saved, linked as epoch_N_step_M with N = the epoch just finished (from 1).
