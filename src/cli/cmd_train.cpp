@@ -134,27 +134,24 @@ int cmd_train(const Args& argv) {
                    "PATH"});
   for (auto& f : launcher_flags()) flags.push_back(std::move(f));
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
-           "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
-           "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops\n"
-           "(exit code 128+signal: 130, or 143 for SIGTERM); --resume=auto continues from the\n"
-           "latest checkpoint. One job at a time per run dir (RUN_DIR/.lock); a fresh run into a\n"
-           "run dir with checkpoints is refused unless --resume=auto or --overwrite.\n\n"
-           "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
-           "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
-           "SLURM_*). Each rank logs to RUN_DIR/train.rankN.log; rank 0 writes the rest.\n\n"
-           "Devices and precision: --train.device=auto|cpu|cuda (auto: a GPU when visible;\n"
-           "rank r uses cuda:LOCAL_RANK), --train.precision=fp32|bf16|fp16 (16-bit compute,\n"
-           "fp32 master weights; fp16 adds dynamic loss scaling and needs CUDA; bf16 on a CPU\n"
-           "is correct but slow), --train.activation_checkpointing=none|block|every:K.\n\n"
-           "Flags:\n"
-        << flags_help(flags)
-        << "  --section.key=VALUE         override any config key (see --help-config)\n\n"
-           "Flat aliases (the flags of nanochat, the Qwen3 trainer, the temporal-encoder and\n"
-           "PiKV trainers; README \"Coming from ...\"), each setting one config key:\n"
-        << aliases_help();
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
+          "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
+          "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops\n"
+          "(exit code 128+signal: 130, or 143 for SIGTERM); --resume=auto continues from the\n"
+          "latest checkpoint. One job at a time per run dir (RUN_DIR/.lock); a fresh run into a\n"
+          "run dir with checkpoints is refused unless --resume=auto or --overwrite.\n\n"
+          "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
+          "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
+          "SLURM_*). Each rank logs to RUN_DIR/train.rankN.log; rank 0 writes the rest.\n\n"
+          "Devices and precision: --train.device=auto|cpu|cuda (auto: a GPU when visible;\n"
+          "rank r uses cuda:LOCAL_RANK), --train.precision=fp32|bf16|fp16 (16-bit compute,\n"
+          "fp32 master weights; fp16 adds dynamic loss scaling and needs CUDA; bf16 on a CPU\n"
+          "is correct but slow), --train.activation_checkpointing=none|block|every:K.\n\n"
+          "Flat aliases (the flags of nanochat, the Qwen3 trainer, the temporal-encoder and\n"
+          "PiKV trainers; README \"Coming from ...\"), each setting one config key:\n" +
+              aliases_help() + "\n")) {
     return 0;
   }
   if (args.has("help-models")) {
@@ -162,10 +159,6 @@ int cmd_train(const Args& argv) {
     if (dir.empty()) throw UsageError("--help-models: no configs/ directory found");
     std::cout << "Presets in " << dir << "/ (parameters counted from the built model):\n"
               << describe_presets(dir);
-    return 0;
-  }
-  if (args.has("help-config")) {
-    std::cout << core::config_reference();
     return 0;
   }
   if (!args.positional.empty()) {
