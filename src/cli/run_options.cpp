@@ -102,6 +102,7 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
   o.bucket_mb = cfg.get_float("dist.bucket_mb");
   o.cuda_graphs.enabled = cfg.get_bool("train.cuda_graphs");
   o.cuda_graphs.warmup = cfg.get_int("train.cuda_graph_warmup");
+  o.resume = train::CheckpointRequest::parse(cfg.get_string("checkpoint.resume"));
   if (o.cuda_graphs.enabled) check_cuda_graphs_config(cfg, rt, world_size);
   check_lora_run(cfg, o.optimizer);
   return o;

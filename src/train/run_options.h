@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "checkpoint/checkpoint_store.h"
 #include "model/build_model.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
@@ -28,6 +29,7 @@ struct RunOptions {
   double grad_clip = 0;               // train.grad_clip (0 = off)
   double bucket_mb = 0;               // dist.bucket_mb: gradient buckets' size
   CudaGraphOptions cuda_graphs;
+  CheckpointRequest resume;  // checkpoint.resume
 
   int64_t bucket_bytes() const { return static_cast<int64_t>(bucket_mb * (1 << 20)); }
 };

@@ -244,14 +244,16 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
 void resume_or_init(RunSetup& s, dist::Group& group) {
   const core::Config& cfg = s.cfg;
   const std::string run_dir = cfg.get_string("run.dir");
-  const std::string resume = cfg.get_string("checkpoint.resume");
+  const CheckpointRequest& resume = s.options.resume;
   const std::string data_dir =
       s.temporal ? cfg.get_string("data.temporal.dir") : cfg.get_string("data.dir");
   const std::string& tokenizer_hash = s.tokenizer->hash();
-  if (!resume.empty() && resume != "none") {
+  if (resume.any()) {
     auto dir = CheckpointStore::resolve(resume, run_dir);
     if (!dir) {
-      if (resume != "auto") throw UsageError("checkpoint.resume = '" + resume + "': not found");
+      if (resume.kind != CheckpointRequest::Kind::kAuto) {
+        throw UsageError("checkpoint.resume = '" + resume.text + "': not found");
+      }
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);

@@ -82,11 +82,11 @@ StartedRun start_run(const core::Config& cfg, const RunOptions& options, dist::G
   }
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
-  const std::string resume = cfg.get_string("checkpoint.resume");
-  refuse_run_dir_holding_init_from(cfg, run_dir, !resume.empty() && resume != "none");
+  const bool resuming = options.resume.any();
+  refuse_run_dir_holding_init_from(cfg, run_dir, resuming);
   StartedRun run;
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
-  run.lock = claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
+  run.lock = claim_run_dir(run_dir, resuming, overwrite, group);
   run.log_path =
       run_dir + (rank == 0 ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
   log::set_file(run.log_path);
