@@ -46,7 +46,7 @@ int cmd_bench(const Args& argv) {
   }
   const auto config = load_run_config(args);
   if (args.has("loader")) {
-    const auto r = train::run_loader_benchmark(config);
+    const auto r = train::run_loader_benchmark(config, read_batch_plan(config, 1));
     std::cout << "tokenizer_threads: " << r.tokenizer_threads << "\n"
               << "batches: " << r.batches << "\n"
               << "tokens: " << r.tokens << "\n"

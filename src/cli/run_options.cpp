@@ -35,6 +35,15 @@ optim::LrSchedule read_lr_schedule(const core::Config& cfg) {
   return s;
 }
 
+train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size) {
+  train::BatchSizes sizes;
+  sizes.micro_batch = cfg.get_int("train.micro_batch_size");
+  sizes.seq_len = cfg.get_int("data.seq_len");
+  sizes.total_tokens = cfg.get_int("train.total_batch_size");
+  sizes.accum_steps = cfg.get_int("train.grad_accum_steps");
+  return train::BatchPlan::make(sizes, world_size);
+}
+
 namespace {
 
 // What LoRA needs of the optimizer and of expert parallelism (the model's own checks are
@@ -94,7 +103,7 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
   train::RunOptions o;
   o.optimizer = read_optimizer_options(cfg);
   o.schedule = read_lr_schedule(cfg);
-  o.batch = train::BatchPlan::from_config(cfg, world_size);
+  o.batch = read_batch_plan(cfg, world_size);
   o.seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
   o.threads = static_cast<int>(cfg.get_int("train.threads"));
   o.workers = cfg.get_int("train.workers");

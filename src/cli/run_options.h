@@ -12,6 +12,10 @@ optim::OptimizerOptions read_optimizer_options(const core::Config& cfg);
 // optim.schedule and its keys, over one step until the run knows its length (LrSchedule::over).
 optim::LrSchedule read_lr_schedule(const core::Config& cfg);
 
+// train.micro_batch_size, data.seq_len, train.total_batch_size and train.grad_accum_steps at
+// `world_size` ranks (BatchPlan::make's refusals name them).
+train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size);
+
 // Throws UsageError naming the key when train.cuda_graphs=true cannot work with this config
 // and runtime in a world of `world_size` ranks (train/cuda_graph_step.h: a captured step
 // replays the host's decisions). The config checks come before the device check, so they hold
