@@ -15,7 +15,7 @@ class Config;
 
 namespace lmtrain::model {
 
-// What build_model makes, typed: a run's command reads it once (cli/run_options.cpp); a
+// What build_model makes, typed: a run's command reads it once (cli/read_options.cpp); a
 // checkpoint's or an import's config snapshot through model_options_from_config.
 struct ModelOptions {
   GptConfig shape;                 // model.* (vocab_size filled in)

@@ -38,7 +38,7 @@ struct LoraOptions {
   double scaling() const { return alpha / static_cast<double>(rank); }
   bool targets_contain(LoraTarget t) const;
   // The lora.* keys, validated against the model; errors name the key. (What LoRA needs of the
-  // optimizer and of expert parallelism the command checks: cli/run_options.cpp.)
+  // optimizer and of expert parallelism the command checks: cli/read_options.cpp.)
   static LoraOptions from_config(const core::Config& cfg);
 };
 

@@ -17,7 +17,7 @@ enum class OptimizerName { kAdamW, kMuon };
 constexpr core::ChoiceKey choice_key(OptimizerName) { return {"optim.name", 2}; }
 
 // The optimizer of a run, typed (read from optim.* and dist.zero by the command,
-// cli/run_options.cpp).
+// cli/read_options.cpp).
 struct OptimizerOptions {
   OptimizerName name = OptimizerName::kAdamW;
   int zero = 0;        // dist.zero: 0 replicated, 1 / 2 sharded AdamW state (and gradients)

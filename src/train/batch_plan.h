@@ -10,7 +10,7 @@
 
 namespace lmtrain::train {
 
-// The batch keys as given (read by the command, cli/run_options.cpp).
+// The batch keys as given (read by the command, cli/read_options.cpp).
 struct BatchSizes {
   int64_t micro_batch = 0;   // train.micro_batch_size
   int64_t seq_len = 0;       // data.seq_len

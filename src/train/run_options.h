@@ -1,5 +1,5 @@
 // A run's options, typed. The command reads them once from the resolved config
-// (cli/run_options.cpp) and hands each part down to the module it is for, so the modules below
+// (cli/read_options.cpp) and hands each part down to the module it is for, so the modules below
 // the commands take typed options instead of looking keys up in the config themselves.
 #pragma once
 #include <cstdint>

@@ -32,7 +32,7 @@ namespace lmtrain::train {
 
 struct RunSetup {
   core::Config cfg;    // resolved, with model.vocab_size (and a temporal run's LM shape) filled in
-  RunOptions options;  // what the command read from it (cli/run_options.h)
+  RunOptions options;  // what the command read from it (cli/read_options.h)
   bool temporal = false;  // model.temporal.enabled: an encoder aligned to a frozen LM
 
   std::unique_ptr<TrainingData> data;

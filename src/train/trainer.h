@@ -39,7 +39,7 @@ StartedRun start_run(const core::Config& config, const RunOptions& options, dist
                      const core::Runtime& rt, int local_world_size, bool overwrite = false);
 
 // `config` is the resolved config (defaults < file < overrides), `options` what the command read
-// from it (cli/run_options.h), `run` its started run dir. A distillation run with an online
+// from it (cli/read_options.h), `run` its started run dir. A distillation run with an online
 // teacher needs distill.teacher set: a teacher to train first is trained by the caller, as a run
 // of its own (distill/teacher.h, teacher_training_run).
 TrainResult run_training(core::Config config, const RunOptions& options, dist::Group& group,

@@ -2,7 +2,7 @@
 // (the equivalence of graphed and eager steps needs a GPU: tests/cuda/cuda_training_test.cpp).
 #include <gtest/gtest.h>
 
-#include "cli/run_options.h"
+#include "cli/read_options.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/runtime.h"

@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "cli/run_options.h"
+#include "cli/read_options.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "model/build_model.h"

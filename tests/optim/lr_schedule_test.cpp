@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "cli/run_options.h"
+#include "cli/read_options.h"
 #include "core/config.h"
 
 namespace lmtrain::optim {

@@ -1,4 +1,4 @@
-#include "cli/run_options.h"
+#include "cli/read_options.h"
 
 #include "core/config_choice.h"
 #include "core/error.h"
