@@ -112,6 +112,17 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
   o.cuda_graphs.enabled = cfg.get_bool("train.cuda_graphs");
   o.cuda_graphs.warmup = cfg.get_int("train.cuda_graph_warmup");
   o.resume = train::CheckpointRequest::parse(cfg.get_string("checkpoint.resume"));
+  o.loss_scale = cfg.get_float("train.loss_scale");
+  o.loss_scale_window = cfg.get_int("train.loss_scale_window");
+  o.collective_timeout_s = cfg.get_float("dist.timeout_s");
+  o.loop.log_every = cfg.get_int("log.every");
+  o.loop.tensorboard = cfg.get_bool("log.tensorboard");
+  o.loop.eval_every = cfg.get_int("train.eval_every");
+  o.loop.eval_batches = cfg.get_int("train.eval_batches");
+  o.loop.checkpoint_every = cfg.get_int("checkpoint.every");
+  o.loop.checkpoint_every_epoch = cfg.get_bool("checkpoint.every_epoch");
+  o.loop.keep_last = static_cast<int>(cfg.get_int("checkpoint.keep_last"));
+  o.loop.stop_at_step = cfg.get_int("train.stop_at_step");
   if (o.cuda_graphs.enabled) check_cuda_graphs_config(cfg, rt, world_size);
   check_lora_run(cfg, o.optimizer);
   return o;

@@ -18,6 +18,18 @@ struct CudaGraphOptions {
   int64_t warmup = 0;  // eager steps before the capture
 };
 
+// When the training loop logs, evaluates, saves and stops.
+struct LoopOptions {
+  int64_t log_every = 0;                // log.every
+  bool tensorboard = false;             // log.tensorboard
+  int64_t eval_every = 0;               // train.eval_every
+  int64_t eval_batches = 0;             // train.eval_batches (micro-batches of every rank)
+  int64_t checkpoint_every = 0;         // checkpoint.every
+  bool checkpoint_every_epoch = false;  // checkpoint.every_epoch
+  int keep_last = 0;                    // checkpoint.keep_last
+  int64_t stop_at_step = 0;             // train.stop_at_step (0 = train.max_steps)
+};
+
 // What every training-like run steps with: train, bench (and a teacher trained first).
 struct RunOptions {
   optim::OptimizerOptions optimizer;  // optim.*, dist.zero
@@ -29,7 +41,11 @@ struct RunOptions {
   double grad_clip = 0;               // train.grad_clip (0 = off)
   double bucket_mb = 0;               // dist.bucket_mb: gradient buckets' size
   CudaGraphOptions cuda_graphs;
-  CheckpointRequest resume;  // checkpoint.resume
+  CheckpointRequest resume;         // checkpoint.resume
+  double loss_scale = 0;            // train.loss_scale: fp16's first scale
+  int64_t loss_scale_window = 0;    // train.loss_scale_window
+  double collective_timeout_s = 0;  // dist.timeout_s
+  LoopOptions loop;                 // train only
 
   int64_t bucket_bytes() const { return static_cast<int64_t>(bucket_mb * (1 << 20)); }
 };

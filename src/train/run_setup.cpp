@@ -310,7 +310,7 @@ void start_stream(RunSetup& s, dist::Group& group) {
   const auto start = s.resumed ? StreamData::resume_position(s.state.stream, group.rank())
                                : s.stream->fresh_position();
   s.stream->start(start, s.plan.micro_batch,
-                  s.cfg.get_int("train.eval_batches") * s.plan.micro_batch * group.size());
+                  s.options.loop.eval_batches * s.plan.micro_batch * group.size());
   log::info("data: " + s.stream->describe() + log::format("; %lld steps", (long long)s.max_steps));
   if (s.stream->val_samples() == 0) {
     log::warn(

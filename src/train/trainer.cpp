@@ -122,7 +122,8 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
   const model::GptConfig& mcfg = s.mcfg;
   const BatchPlan& plan = s.plan;
   const int64_t max_steps = s.max_steps;
-  const int64_t stop_at = cfg.get_int("train.stop_at_step");
+  const LoopOptions& loop = options.loop;
+  const int64_t stop_at = loop.stop_at_step;
   const uint64_t seed = options.seed;
   ExpertParallel& ep = s.ep;
   model::Gpt& model = s.model;
@@ -132,18 +133,18 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
   optim::Optimizer& optimizer = *s.optimizer;
   TrainingState& state = s.state;
   if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
-  CheckpointStore store(run_dir, static_cast<int>(cfg.get_int("checkpoint.keep_last")));
-  MetricsLogger metrics(run_dir, is_main, cfg.get_bool("log.tensorboard"), max_steps);
+  CheckpointStore store(run_dir, loop.keep_last);
+  MetricsLogger metrics(run_dir, is_main, loop.tensorboard, max_steps);
   const std::string tokenizer_json = core::read_file(s.tokenizer_path);
 
   TrainResult result;
-  const int64_t log_every = cfg.get_int("log.every");
-  const int64_t eval_every = cfg.get_int("train.eval_every");
-  const int64_t eval_batches = cfg.get_int("train.eval_batches");
-  const int64_t ckpt_every = cfg.get_int("checkpoint.every");
-  const bool ckpt_every_epoch = cfg.get_bool("checkpoint.every_epoch");
+  const int64_t log_every = loop.log_every;
+  const int64_t eval_every = loop.eval_every;
+  const int64_t eval_batches = loop.eval_batches;
+  const int64_t ckpt_every = loop.checkpoint_every;
+  const bool ckpt_every_epoch = loop.checkpoint_every_epoch;
   const double grad_clip = options.grad_clip;
-  const double timeout_s = cfg.get_float("dist.timeout_s");
+  const double timeout_s = options.collective_timeout_s;
 
   core::install_stop_handlers();
   model->train();
@@ -153,8 +154,7 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
   const int workers = resolve_workers(options.workers, run.threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
   TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, options.bucket_bytes(),
-                       LossScaler(rt.loss_scaling(), cfg.get_float("train.loss_scale"),
-                                  cfg.get_int("train.loss_scale_window")),
+                       LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
                        &ep);
   stepper.set_objective(objective);
   stepper.set_masked_targets(temporal);  // only a temporal row's answer tokens are targets
@@ -168,8 +168,7 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
   if (rt.loss_scaling()) {
     log::info(log::format("fp16 loss scale %.6g (doubles after %lld clean steps)",
-                          stepper.loss_scaler().scale(),
-                          (long long)cfg.get_int("train.loss_scale_window")));
+                          stepper.loss_scaler().scale(), (long long)options.loss_scale_window));
   }
 
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
