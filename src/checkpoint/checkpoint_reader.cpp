@@ -110,20 +110,36 @@ std::vector<CheckpointEntry> CheckpointStore::list(const std::string& checkpoint
   return out;
 }
 
-std::optional<std::string> CheckpointStore::resolve(const std::string& spec,
+CheckpointRequest CheckpointRequest::parse(const std::string& text) {
+  using K = Kind;
+  static const std::pair<const char*, Kind> kKeywords[] = {{"", K::kNone},
+                                                           {"none", K::kNone},
+                                                           {"auto", K::kAuto},
+                                                           {"latest", K::kLatest},
+                                                           {"best", K::kBest}};
+  for (const auto& [word, kind] : kKeywords) {
+    if (text == word) return {kind, text};
+  }
+  return {Kind::kPath, text};
+}
+
+std::optional<std::string> CheckpointStore::resolve(const CheckpointRequest& request,
                                                     const std::string& run_dir) {
+  using Kind = CheckpointRequest::Kind;
   std::error_code ec;
-  if (spec.empty() || spec == "none") return std::nullopt;
-  if (spec == "auto" || spec == "latest" || spec == "best") {
+  if (request.kind == Kind::kNone) return std::nullopt;
+  if (request.kind != Kind::kPath) {
+    const bool best = request.kind == Kind::kBest;
     const std::string root = normalize(run_dir) + "/checkpoints";
-    const std::string link = root + "/" + (spec == "best" ? "best" : "latest");
+    const std::string link = root + "/" + (best ? "best" : "latest");
     if (auto target = link_target(link); target && fs::is_directory(*target, ec)) return target;
-    if (spec == "best") return std::nullopt;
+    if (best) return std::nullopt;
     // No usable `latest` (e.g. a crash between the rename and the link update): newest complete.
     auto entries = list(root);
     if (entries.empty()) return std::nullopt;
     return entries.back().dir;
   }
+  const std::string& spec = request.text;
   // A bare checkpoint name (step_00000125, epoch_1_step_00000125) that is no path from here:
   // the run dir's checkpoint of that name.
   if (spec.find('/') == std::string::npos && !fs::exists(spec, ec) &&
@@ -142,7 +158,7 @@ std::optional<std::string> CheckpointStore::resolve(const std::string& spec,
   if (fs::exists(path + "/" + kMetaFile, ec)) return path;
   if (fs::is_directory(path + "/checkpoints", ec) || base_name(path) == "checkpoints") {
     const std::string run = base_name(path) == "checkpoints" ? core::parent_dir(path) : path;
-    if (auto r = resolve("latest", run)) return r;
+    if (auto r = resolve(CheckpointRequest{Kind::kLatest, "latest"}, run)) return r;
     throw UsageError("run dir " + run + " has no checkpoints to resume from");
   }
   // An incomplete step dir: let load() report it (and fall back if allowed).

@@ -28,6 +28,18 @@
 
 namespace lmtrain::train {
 
+// Which checkpoint a run asks for (checkpoint.resume, or a checkpoint flag), parsed once: its
+// keywords, or a path / checkpoint name (CheckpointStore::resolve says what each finds).
+struct CheckpointRequest {
+  enum class Kind { kNone, kAuto, kLatest, kBest, kPath };
+  Kind kind = Kind::kNone;
+  std::string text;  // as given (the path, for kPath), for messages
+
+  // "" / "none", "auto", "latest", "best", else a path.
+  static CheckpointRequest parse(const std::string& text);
+  bool any() const { return kind != Kind::kNone; }
+};
+
 using TensorList = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct CheckpointFiles {
@@ -93,7 +105,11 @@ class CheckpointStore {
   //                      UsageError when it does not exist or is none of these.
   //   a bare name:       step_XXXXXXXX or epoch_N_step_M that is no path from here: that
   //                      checkpoint of RUN_DIR/checkpoints/.
-  static std::optional<std::string> resolve(const std::string& spec, const std::string& run_dir);
+  static std::optional<std::string> resolve(const CheckpointRequest& request,
+                                            const std::string& run_dir);
+  static std::optional<std::string> resolve(const std::string& spec, const std::string& run_dir) {
+    return resolve(CheckpointRequest::parse(spec), run_dir);
+  }
 
   // Checks meta.json and every listed file's size and sha256. Throws lmtrain::Error naming the
   // checkpoint and the offending file.

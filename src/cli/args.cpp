@@ -178,7 +178,9 @@ bool print_help_if_asked(const ParsedArgs& args, const std::vector<FlagSpec>& fl
                          const std::string& usage) {
   if (args.help) {
     std::cout << usage << "Flags:\n" << flags_help(flags);
-    if (args.accepts_config) std::cout << "  --section.key=VALUE         override any config key\n";
+    if (args.accepts_config) {
+      std::cout << "  --section.key=VALUE         override any config key (see --help-config)\n";
+    }
     return true;
   }
   if (args.has("help-config")) {

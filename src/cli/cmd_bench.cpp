@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/dist_setup.h"
+#include "cli/read_options.h"
 #include "cli/run_config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -47,7 +48,7 @@ int cmd_bench(const Args& argv) {
   }
   const auto config = load_run_config(args);
   if (args.has("loader")) {
-    const auto r = train::run_loader_benchmark(config);
+    const auto r = train::run_loader_benchmark(config, read_batch_plan(config, 1));
     std::cout << "tokenizer_threads: " << r.tokenizer_threads << "\n"
               << "batches: " << r.batches << "\n"
               << "tokens: " << r.tokens << "\n"
@@ -57,7 +58,9 @@ int cmd_bench(const Args& argv) {
     return 0;
   }
   auto dist = setup_distributed(config);
-  const auto r = train::run_benchmark(config, *dist.group, dist.runtime, dist.env.local_world_size);
+  const auto options = read_bench_options(config, dist.group->size(), dist.runtime);
+  const auto r =
+      train::run_benchmark(options, *dist.group, dist.runtime, dist.env.local_world_size);
   if (dist.env.rank != 0) return 0;
   std::cout << "model: " << r.model << "\n"
             << "world_size: " << r.world_size << "\n"

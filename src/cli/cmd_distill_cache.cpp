@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/dist_setup.h"
 #include "cli/run_config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -74,7 +75,7 @@ int cmd_distill_cache(const Args& argv) {
   core::check_output_file(output, {"distill-cache", inputs, args.get_bool("overwrite")});
   core::install_stop_handlers();
   core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), 1);
-  const auto rt = core::Runtime::from_config(cfg, 0);
+  const auto rt = read_runtime(cfg, 0);
   rt.activate();
 
   const auto tokenizer =

@@ -9,6 +9,7 @@
 #include "cli/dist_setup.h"
 #include "cli/launcher_flags.h"
 #include "cli/model_presets.h"
+#include "cli/read_options.h"
 #include "cli/run_config.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -133,27 +134,24 @@ int cmd_train(const Args& argv) {
                    "PATH"});
   for (auto& f : launcher_flags()) flags.push_back(std::move(f));
   const auto args = parse_args("train", argv, flags, /*accept_config=*/true);
-  if (args.help) {
-    std::cout
-        << "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
-           "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
-           "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops\n"
-           "(exit code 128+signal: 130, or 143 for SIGTERM); --resume=auto continues from the\n"
-           "latest checkpoint. One job at a time per run dir (RUN_DIR/.lock); a fresh run into a\n"
-           "run dir with checkpoints is refused unless --resume=auto or --overwrite.\n\n"
-           "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
-           "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
-           "SLURM_*). Each rank logs to RUN_DIR/train.rankN.log; rank 0 writes the rest.\n\n"
-           "Devices and precision: --train.device=auto|cpu|cuda (auto: a GPU when visible;\n"
-           "rank r uses cuda:LOCAL_RANK), --train.precision=fp32|bf16|fp16 (16-bit compute,\n"
-           "fp32 master weights; fp16 adds dynamic loss scaling and needs CUDA; bf16 on a CPU\n"
-           "is correct but slow), --train.activation_checkpointing=none|block|every:K.\n\n"
-           "Flags:\n"
-        << flags_help(flags)
-        << "  --section.key=VALUE         override any config key (see --help-config)\n\n"
-           "Flat aliases (the flags of nanochat, the Qwen3 trainer, the temporal-encoder and\n"
-           "PiKV trainers; README \"Coming from ...\"), each setting one config key:\n"
-        << aliases_help();
+  if (print_help_if_asked(
+          args, flags,
+          "Usage: lmtrain train [--config FILE] [--section.key=VALUE ...]\n\n"
+          "Trains a model. Writes RUN_DIR/{config.yaml, train.log, metrics.jsonl,\n"
+          "events.out.tfevents.*, checkpoints/}. Ctrl-C saves a checkpoint and stops\n"
+          "(exit code 128+signal: 130, or 143 for SIGTERM); --resume=auto continues from the\n"
+          "latest checkpoint. One job at a time per run dir (RUN_DIR/.lock); a fresh run into a\n"
+          "run dir with checkpoints is refused unless --resume=auto or --overwrite.\n\n"
+          "Distributed: run under `lmtrain launch`, torchrun, mpirun or srun; the rank comes\n"
+          "from the environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, OMPI_COMM_WORLD_*,\n"
+          "SLURM_*). Each rank logs to RUN_DIR/train.rankN.log; rank 0 writes the rest.\n\n"
+          "Devices and precision: --train.device=auto|cpu|cuda (auto: a GPU when visible;\n"
+          "rank r uses cuda:LOCAL_RANK), --train.precision=fp32|bf16|fp16 (16-bit compute,\n"
+          "fp32 master weights; fp16 adds dynamic loss scaling and needs CUDA; bf16 on a CPU\n"
+          "is correct but slow), --train.activation_checkpointing=none|block|every:K.\n\n"
+          "Flat aliases (the flags of nanochat, the Qwen3 trainer, the temporal-encoder and\n"
+          "PiKV trainers; README \"Coming from ...\"), each setting one config key:\n" +
+              aliases_help() + "\n")) {
     return 0;
   }
   if (args.has("help-models")) {
@@ -161,10 +159,6 @@ int cmd_train(const Args& argv) {
     if (dir.empty()) throw UsageError("--help-models: no configs/ directory found");
     std::cout << "Presets in " << dir << "/ (parameters counted from the built model):\n"
               << describe_presets(dir);
-    return 0;
-  }
-  if (args.has("help-config")) {
-    std::cout << core::config_reference();
     return 0;
   }
   if (!args.positional.empty()) {
@@ -185,21 +179,23 @@ int cmd_train(const Args& argv) {
   }
   const bool overwrite = args.get_bool("overwrite");
   // The student's run dir is claimed first: a teacher trained first lives inside it.
-  const auto run =
-      train::start_run(config, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  const auto options = read_run_options(config, dist.group->size(), dist.runtime);
+  const auto run = train::start_run(config, options, *dist.group, dist.runtime,
+                                    dist.env.local_world_size, overwrite);
   if (const auto teacher = train::teacher_training_run(config)) {
     // An ordinary run of its own in RUN_DIR/teacher: a rerun resumes it or finds it complete.
-    const auto teacher_run =
-        train::start_run(*teacher, *dist.group, dist.runtime, dist.env.local_world_size);
-    const auto trained =
-        train::run_training_recorded(*teacher, *dist.group, dist.runtime, teacher_run);
+    const auto teacher_options = read_run_options(*teacher, dist.group->size(), dist.runtime);
+    const auto teacher_run = train::start_run(*teacher, teacher_options, *dist.group, dist.runtime,
+                                              dist.env.local_world_size);
+    const auto trained = train::run_training_recorded(*teacher, teacher_options, *dist.group,
+                                                      dist.runtime, teacher_run);
     if (trained.stop_signal) {
       log::warn("stopped while training the teacher: rerun the command to continue");
       return 128 + trained.stop_signal;
     }
     config.set("distill.teacher", teacher->get_string("run.dir"), "the teacher trained first");
   }
-  const auto result = train::run_training_recorded(config, *dist.group, dist.runtime, run);
+  const auto result = train::run_training_recorded(config, options, *dist.group, dist.runtime, run);
   if (args.has("save_checkpoint") && !result.stop_signal && !result.last_checkpoint.empty()) {
     train::export_checkpoint_copy(result.last_checkpoint, args.get("save_checkpoint"));
     log::info("copied " + result.last_checkpoint + " to " + args.get("save_checkpoint"));

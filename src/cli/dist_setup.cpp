@@ -1,5 +1,7 @@
 #include "cli/dist_setup.h"
 
+#include "core/config_choice.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "distributed/debug_level.h"
 #include "distributed/process_group.h"
@@ -20,7 +22,42 @@ kernels::FusedKernelMode kernel_mode(core::FusedKernels choice) {
   return kernels::FusedKernelMode::kAuto;
 }
 
+dist::GroupOptions read_group_options(const core::Config& cfg) {
+  dist::GroupOptions o;
+  o.backend = core::get_choice<dist::BackendChoice>(cfg);
+  o.init_timeout_s = cfg.get_float("dist.init_timeout_s");
+  o.timeout_s = cfg.get_float("dist.timeout_s");
+  return o;
+}
+
 }  // namespace
+
+core::Runtime read_runtime(const core::Config& cfg, int local_rank) {
+  auto rt = core::Runtime::for_device(core::get_choice<core::DeviceChoice>(cfg), "train.device",
+                                      local_rank);
+  rt.precision = core::get_choice<core::Precision>(cfg);
+  if (rt.precision == core::Precision::kFp16 && !rt.cuda()) {
+    throw UsageError(
+        "train.precision=fp16 needs CUDA (fp16 matmuls on CPU are emulated and loss scaling "
+        "exists for GPUs); use train.precision=bf16 or fp32 on CPU");
+  }
+  if (rt.precision == core::Precision::kFp8 && rt.cuda() && !core::device_has_fp8(rt.device)) {
+    throw UsageError(log::format(
+        "train.precision=fp8 needs a GPU with fp8 tensor cores (compute capability 8.9 or newer: "
+        "H100, L40S, RTX 4090); %s has %s. Use train.precision=bf16",
+        rt.device.str().c_str(), core::cuda_capability(rt.device).c_str()));
+  }
+  rt.compute_dtype = rt.precision == core::Precision::kFp16   ? at::kHalf
+                     : rt.precision == core::Precision::kFp32 ? at::kFloat
+                                                              : at::kBFloat16;  // bf16 and fp8
+  rt.reduce_dtype = core::get_choice<core::ReducePrecision>(cfg) == core::ReducePrecision::kBf16
+                        ? at::kBFloat16
+                        : at::kFloat;
+  rt.tf32 = cfg.get_bool("train.tf32");
+  rt.fused_kernels = core::get_choice<core::FusedKernels>(cfg);
+  rt.attention = core::get_choice<core::AttentionBackend>(cfg);
+  return rt;
+}
 
 DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& environment) {
   DistSetup s;
@@ -35,12 +72,12 @@ DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& envi
     if (s.env.rank != 0) log::set_quiet(true);
     log::info(s.env.describe());
   }
-  s.runtime = core::Runtime::from_config(cfg, s.env.local_rank);
+  s.runtime = read_runtime(cfg, s.env.local_rank);
   s.runtime.activate();
   // LMTRAIN_FUSED_KERNELS=0 in the environment (the benchmarks' A/B switch) keeps them off.
   if (kernels::fused_kernel_mode() != kernels::FusedKernelMode::kOff)
     kernels::set_fused_kernel_mode(kernel_mode(s.runtime.fused_kernels));
-  auto options = dist::GroupOptions::from_config(cfg);
+  auto options = read_group_options(cfg);
   options.cuda = s.runtime.cuda();
   options.device = s.runtime.device;
   s.group = dist::make_group(s.env, options);

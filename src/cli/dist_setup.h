@@ -16,6 +16,11 @@ struct DistSetup {
   std::unique_ptr<dist::Group> group;
 };
 
+// This rank's runtime from train.device, train.precision, train.grad_reduce_dtype and train.tf32.
+// Throws UsageError naming the key: train.device=cuda without a visible GPU or in a build without
+// CUDA, fp16 on CPU. `local_rank` picks cuda:LOCAL_RANK.
+core::Runtime read_runtime(const core::Config& cfg, int local_rank);
+
 // `environment`: where rank variables are read (default: the process environment; `train`
 // passes one with its --local_rank / --world_size flags filled in, cli/launcher_flags.h).
 DistSetup setup_distributed(const core::Config& cfg, const dist::EnvLookup& environment = {});

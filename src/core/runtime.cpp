@@ -13,7 +13,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -49,7 +48,8 @@ namespace {
   ctx.setSDPPriorityOrder(order);
 }
 
-// "8.9" for a CUDA device, "" elsewhere.
+}  // namespace
+
 std::string cuda_capability(const c10::Device& device) {
 #ifdef LMTRAIN_CUDA
   if (device.is_cuda()) {
@@ -68,7 +68,6 @@ bool device_has_fp8(const c10::Device& device) {
   return std::stoi(cap.substr(0, dot)) * 10 + std::stoi(cap.substr(dot + 1)) >= 89;
 }
 
-}  // namespace
 
 bool built_with_cuda() {
 #ifdef LMTRAIN_CUDA
@@ -96,7 +95,7 @@ Runtime Runtime::for_device(const std::string& device, const std::string& flag, 
 Runtime Runtime::for_device(DeviceChoice device, const std::string& flag, int local_rank) {
   Runtime rt;
   // Exact fp32 for eval and generate (PyTorch's default too): their losses and greedy tokens
-  // then match the CPU's. Training turns TF32 on with train.tf32 (from_config).
+  // then match the CPU's. Training turns TF32 on with train.tf32 (cli::read_runtime).
   rt.tf32 = false;
   if (device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && cuda_available())) {
     if (!built_with_cuda()) {
@@ -121,31 +120,6 @@ Runtime Runtime::for_device(DeviceChoice device, const std::string& flag, int lo
     }
     rt.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
-  return rt;
-}
-
-Runtime Runtime::from_config(const Config& cfg, int local_rank) {
-  Runtime rt = for_device(get_choice<DeviceChoice>(cfg), "train.device", local_rank);
-  rt.precision = get_choice<Precision>(cfg);
-  if (rt.precision == Precision::kFp16 && !rt.cuda()) {
-    throw UsageError(
-        "train.precision=fp16 needs CUDA (fp16 matmuls on CPU are emulated and loss scaling "
-        "exists for GPUs); use train.precision=bf16 or fp32 on CPU");
-  }
-  if (rt.precision == Precision::kFp8 && rt.cuda() && !device_has_fp8(rt.device)) {
-    throw UsageError(log::format(
-        "train.precision=fp8 needs a GPU with fp8 tensor cores (compute capability 8.9 or newer: "
-        "H100, L40S, RTX 4090); %s has %s. Use train.precision=bf16",
-        rt.device.str().c_str(), cuda_capability(rt.device).c_str()));
-  }
-  rt.compute_dtype = rt.precision == Precision::kFp16   ? at::kHalf
-                     : rt.precision == Precision::kFp32 ? at::kFloat
-                                                        : at::kBFloat16;  // bf16 and fp8
-  rt.reduce_dtype =
-      get_choice<ReducePrecision>(cfg) == ReducePrecision::kBf16 ? at::kBFloat16 : at::kFloat;
-  rt.tf32 = cfg.get_bool("train.tf32");
-  rt.fused_kernels = get_choice<FusedKernels>(cfg);
-  rt.attention = get_choice<AttentionBackend>(cfg);
   return rt;
 }
 

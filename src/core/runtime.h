@@ -1,5 +1,6 @@
 // The runtime a run computes with: device and the three dtypes of mixed precision. Made once
-// from the config (train.device, train.precision, train.grad_reduce_dtype, train.tf32) and
+// from the config (train.device, train.precision, train.grad_reduce_dtype, train.tf32) by the
+// command (cli::read_runtime, cli/dist_setup.h) and
 // passed to whatever creates tensors: the model builder, batches, dist::Group, the optimizer.
 // Nothing below cli/ asks "are we on CUDA?" by itself.
 //
@@ -47,9 +48,6 @@ struct Runtime {
   bool autocast() const { return compute_dtype != param_dtype; }
   bool loss_scaling() const { return precision == Precision::kFp16; }
 
-  // Throws UsageError naming the key: train.device=cuda without a visible GPU or in a build
-  // without CUDA, fp16 on CPU. `local_rank` picks cuda:LOCAL_RANK.
-  static Runtime from_config(const Config& cfg, int local_rank);
   // The CPU fp32 runtime (tools that only read weights: export, counting).
   static Runtime cpu() { return Runtime{}; }
   // fp32 on `device` (generate, eval), TF32 off; errors name `flag`.
@@ -65,6 +63,10 @@ struct Runtime {
 // True when this build has CUDA and at least one GPU is visible (CUDA_VISIBLE_DEVICES applies).
 bool cuda_available();
 int cuda_device_count();
+// A CUDA device's compute capability ("9.0"), "" for another device or a build without CUDA.
+std::string cuda_capability(const c10::Device& device);
+// Whether `device` has fp8 tensor cores (compute capability 8.9 or newer).
+bool device_has_fp8(const c10::Device& device);
 bool built_with_cuda();
 // The GPU a rank with `local_rank` uses among `visible` GPUs: cuda:LOCAL_RANK, or cuda:0 when
 // exactly one is visible (the launcher gave each process its own: srun --gpus-per-task=1, or

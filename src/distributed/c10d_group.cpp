@@ -9,7 +9,6 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "distributed/c10d_error.h"
@@ -335,14 +334,6 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const DistEnv& env) {
 }
 
 }  // namespace
-
-GroupOptions GroupOptions::from_config(const core::Config& cfg) {
-  GroupOptions o;
-  o.backend = core::get_choice<BackendChoice>(cfg);
-  o.init_timeout_s = cfg.get_float("dist.init_timeout_s");
-  o.timeout_s = cfg.get_float("dist.timeout_s");
-  return o;
-}
 
 std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& options) {
   BackendChoice backend = options.backend;

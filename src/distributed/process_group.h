@@ -18,14 +18,13 @@ namespace lmtrain::dist {
 enum class BackendChoice { kAuto, kGloo, kNccl };
 constexpr core::ChoiceKey choice_key(BackendChoice) { return {"dist.backend", 3}; }
 
+// dist.backend, dist.init_timeout_s, dist.timeout_s (read by the command, cli/dist_setup.cpp).
 struct GroupOptions {
   BackendChoice backend = BackendChoice::kAuto;
   double init_timeout_s = 120;    // rendezvous
   double timeout_s = 600;         // any one collective
   bool cuda = false;              // tensors live on the GPU (auto picks nccl)
   c10::Device device{c10::kCPU};  // this rank's device (NCCL binds the group to it)
-
-  static GroupOptions from_config(const core::Config& cfg);
 };
 
 std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& options);

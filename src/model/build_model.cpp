@@ -7,23 +7,33 @@
 
 namespace lmtrain::model {
 
+ModelOptions model_options_from_config(const core::Config& cfg, int64_t tokenizer_vocab) {
+  ModelOptions m;
+  m.shape = GptConfig::from_config(cfg, tokenizer_vocab);
+  m.lora = LoraOptions::from_config(cfg);
+  m.freeze_base = cfg.get_bool("model.temporal.enabled");
+  m.checkpointing = CheckpointPolicy::parse(cfg.get_string("train.activation_checkpointing"));
+  return m;
+}
+
 Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts) {
-  const auto mcfg = GptConfig::from_config(cfg, opts.tokenizer_vocab);
-  Gpt model(mcfg, opts.init, opts.experts);
+  return build_model(model_options_from_config(cfg, opts.tokenizer_vocab), rt, opts);
+}
+
+Gpt build_model(const ModelOptions& m, const core::Runtime& rt, const BuildOptions& opts) {
+  Gpt model(m.shape, opts.init, opts.experts);
   // LoRA: freeze the base, attach adapters (initialised after the base, from the same seed).
-  const auto lora = LoraOptions::from_config(cfg);
-  if (lora.enabled()) {
-    apply_lora(*model, lora, opts.init);
-  } else if (cfg.get_bool("model.temporal.enabled")) {
+  if (m.lora.enabled()) {
+    apply_lora(*model, m.lora, opts.init);
+  } else if (m.freeze_base) {
     // A temporal run aligns an encoder to a frozen LM (its second stage may add LoRA above).
-    for (auto& m : model->modules(/*include_self=*/true)) {
-      if (auto* t = dynamic_cast<TaggedModule*>(m.get())) t->freeze();
+    for (auto& module : model->modules(/*include_self=*/true)) {
+      if (auto* t = dynamic_cast<TaggedModule*>(module.get())) t->freeze();
     }
     model->refresh_param_tags();
   }
   if (rt.precision == core::Precision::kFp8) use_fp8_block_linears(*model);
-  model->set_checkpointing(
-      CheckpointPolicy::parse(cfg.get_string("train.activation_checkpointing")));
+  model->set_checkpointing(m.checkpointing);
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
     model->to(rt.device, rt.param_dtype);
   }

@@ -5,7 +5,9 @@
 #include <cstdint>
 
 #include "core/runtime.h"
+#include "model/activation_checkpoint.h"
 #include "model/gpt.h"
+#include "model/lora.h"
 
 namespace lmtrain::core {
 class Config;
@@ -13,21 +15,37 @@ class Config;
 
 namespace lmtrain::model {
 
+// What build_model makes, typed: a run's command reads it once (cli/read_options.cpp); a
+// checkpoint's or an import's config snapshot through model_options_from_config.
+struct ModelOptions {
+  GptConfig shape;                 // model.* (vocab_size filled in)
+  LoraOptions lora;                // lora.*: rank 0 = none
+  bool freeze_base = false;        // model.temporal.enabled: the decoder is frozen (without LoRA)
+  CheckpointPolicy checkpointing;  // train.activation_checkpointing
+};
+
+// The model options of a config snapshot; `tokenizer_vocab` fills model.vocab_size = 0 (see
+// GptConfig::from_config).
+ModelOptions model_options_from_config(const core::Config& cfg, int64_t tokenizer_vocab);
+
 struct BuildOptions {
   // false: weights are left unwritten (never-touched memory), for counting, shape checks and
   // models about to be loaded from a checkpoint.
   bool init = true;
-  // Fills model.vocab_size = 0 (see GptConfig::from_config); 0 = the config must set it.
+  // Fills model.vocab_size = 0 of a config (see GptConfig::from_config); 0 = the config must set
+  // it. Typed ModelOptions already hold their vocabulary size.
   int64_t tokenizer_vocab = 0;
   // The routed experts this process holds (expert parallelism); default: all.
   ExpertPlacement experts;
 };
 
-// Builds the `model` section of `cfg` and places it on rt.device in rt.param_dtype.
+// Builds the model `model` describes and places it on rt.device in rt.param_dtype.
 // Initialisation runs on the CPU with the global CPU generator (seed it first), so the same
-// seed gives the same initial weights on every device. Applies train.activation_checkpointing
-// and, with lora.rank > 0, LoRA (model/lora.h: the base frozen, adapters attached); without
-// LoRA, model.temporal.enabled freezes the whole decoder (the encoder is the objective's).
+// seed gives the same initial weights on every device. Applies the activation checkpointing
+// and, with a LoRA rank > 0, LoRA (model/lora.h: the base frozen, adapters attached); without
+// LoRA, freeze_base freezes the whole decoder (a temporal run: the encoder is the objective's).
+Gpt build_model(const ModelOptions& model, const core::Runtime& rt, const BuildOptions& opts = {});
+// The same for the model of a config snapshot (a checkpoint's, an import's).
 Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts = {});
 
 }  // namespace lmtrain::model

@@ -5,12 +5,10 @@
 
 #include <string>
 
+#include "core/runtime.h"
 #include "model/gpt.h"
 #include "model/layers.h"
 
-#ifdef LMTRAIN_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
 
 namespace lmtrain::model {
 namespace {
@@ -71,17 +69,6 @@ class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
   }
 };
 
-bool device_has_fp8(const at::Device& device) {
-  if (device.is_cpu()) return true;
-#ifdef LMTRAIN_CUDA
-  if (device.is_cuda()) {
-    const auto* props = at::cuda::getDeviceProperties(device.index());
-    return props->major * 10 + props->minor >= 89;
-  }
-#endif
-  return false;
-}
-
 }  // namespace
 
 Fp8Tensor quantize_fp8(const at::Tensor& t, at::ScalarType fp8_type) {
@@ -98,7 +85,7 @@ bool fp8_linear_supported(const at::Tensor& x, const at::Tensor& w) {
   return w.dim() == 2 && x.dim() >= 1 && x.numel() > 0 && x.size(-1) == w.size(1) &&
          w.size(0) % kAlign == 0 && w.size(1) % kAlign == 0 &&
          at::isFloatingType(x.scalar_type()) && x.device() == w.device() &&
-         device_has_fp8(x.device());
+         (x.device().is_cpu() || core::device_has_fp8(x.device()));
 }
 
 at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {

@@ -118,15 +118,6 @@ LoraOptions LoraOptions::from_config(const core::Config& cfg) {
         "config key 'lora.targets': mlp_in / mlp_out have no LoRA support on MoE models "
         "(model.moe.num_experts > 0); adapt attention (q, k, v, o) instead");
   }
-  if (cfg.get_string("optim.name") != "adamw") {
-    throw UsageError(
-        "config key 'lora.rank' > 0 trains the adapters with AdamW: set "
-        "optim.name=adamw (Muon's orthogonalised updates are not defined for "
-        "rank-r factors here)");
-  }
-  if (cfg.get_int("dist.ep") > 1) {
-    throw UsageError("config key 'lora.rank' > 0 does not combine with dist.ep > 1 yet");
-  }
   return o;
 }
 

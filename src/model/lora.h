@@ -37,7 +37,8 @@ struct LoraOptions {
   bool enabled() const { return rank > 0; }
   double scaling() const { return alpha / static_cast<double>(rank); }
   bool targets_contain(LoraTarget t) const;
-  // The lora.* keys, validated against the model and the optimizer; errors name the key.
+  // The lora.* keys, validated against the model; errors name the key. (What LoRA needs of the
+  // optimizer and of expert parallelism the command checks: cli/read_options.cpp.)
   static LoraOptions from_config(const core::Config& cfg);
 };
 

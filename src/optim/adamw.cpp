@@ -5,22 +5,12 @@
 #include <cmath>
 #include <map>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/kernel_switch.h"
 #include "optim/adam_state.h"
 
 namespace lmtrain::optim {
-
-AdamWOptions AdamWOptions::from_config(const core::Config& cfg) {
-  AdamWOptions o;
-  o.beta1 = cfg.get_float("optim.beta1");
-  o.beta2 = cfg.get_float("optim.beta2");
-  o.eps = cfg.get_float("optim.eps");
-  o.weight_decay = cfg.get_float("optim.weight_decay");
-  return o;
-}
 
 AdamW::AdamW(FlatParams& params, AdamWOptions opts, dist::Group* expert_group)
     : params_(params), opts_(opts), expert_group_(expert_group) {

@@ -13,10 +13,6 @@
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::optim {
 
 struct AdamWOptions {
@@ -24,9 +20,6 @@ struct AdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
-
-  // optim.beta1, optim.beta2, optim.eps, optim.weight_decay.
-  static AdamWOptions from_config(const core::Config& cfg);
 };
 
 // The Adam moment update and parameter step (no weight decay) for equally shaped p, g, m, v,

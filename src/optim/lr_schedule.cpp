@@ -3,21 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/config.h"
 #include "core/error.h"
 
 namespace lmtrain::optim {
-
-LrSchedule LrSchedule::from_config(const core::Config& cfg, int64_t total_steps) {
-  LrSchedule s;
-  s.kind = core::get_choice<LrScheduleKind>(cfg);
-  s.peak = cfg.get_float("optim.lr");
-  s.min_ratio = cfg.get_float("optim.min_lr_ratio");
-  s.warmup_steps = cfg.get_int("optim.warmup_steps");
-  s.decay_fraction = cfg.get_float("optim.decay_fraction");
-  s.total_steps = std::max<int64_t>(1, total_steps);
-  return s;
-}
 
 double LrSchedule::at(int64_t step) const {
   if (step < warmup_steps) return peak * static_cast<double>(step + 1) / warmup_steps;

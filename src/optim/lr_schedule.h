@@ -1,6 +1,7 @@
 // Learning-rate schedules: linear warmup, then constant / cosine / linear / WSD
 // (warmup-stable-decay) down to min_lr_ratio * peak at the last step.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "core/config_choice.h"
@@ -19,7 +20,13 @@ struct LrSchedule {
   int64_t total_steps = 1;
   double decay_fraction = 0.2;  // wsd only
 
-  static LrSchedule from_config(const core::Config& cfg, int64_t total_steps);
+  // This schedule over `steps` optimizer steps (at least 1): a run knows its length only once
+  // its data is open.
+  LrSchedule over(int64_t steps) const {
+    LrSchedule s = *this;
+    s.total_steps = std::max<int64_t>(1, steps);
+    return s;
+  }
   // lr for optimizer step `step` (0-based).
   double at(int64_t step) const;
 };

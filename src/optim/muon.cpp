@@ -4,22 +4,10 @@
 #include <cmath>
 #include <map>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace lmtrain::optim {
-
-MuonOptions MuonOptions::from_config(const core::Config& cfg) {
-  MuonOptions o;
-  o.lr = cfg.get_float("optim.muon_lr");
-  o.momentum = cfg.get_float("optim.muon_momentum");
-  o.momentum_start = cfg.get_float("optim.muon_momentum_start");
-  o.momentum_warmup = cfg.get_int("optim.muon_momentum_warmup");
-  o.embedding_lr = cfg.get_float("optim.embedding_lr");
-  o.head_lr = cfg.get_float("optim.head_lr");
-  return o;
-}
 
 double MuonOptions::momentum_at(int64_t step) const {
   if (momentum_warmup <= 0) return momentum;

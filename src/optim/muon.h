@@ -21,10 +21,6 @@
 #include "distributed/group.h"
 #include "optim/adamw.h"
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::optim {
 
 struct MuonOptions {
@@ -39,7 +35,6 @@ struct MuonOptions {
   double embedding_lr = 0;
   double head_lr = 0;
 
-  static MuonOptions from_config(const core::Config& cfg);
   double momentum_at(int64_t step) const;  // step = updates done before this one
 };
 

@@ -1,25 +1,20 @@
 #include "optim/optimizer_factory.h"
 
-#include "core/config.h"
 #include "core/error.h"
-#include "optim/adamw.h"
-#include "optim/muon.h"
 #include "optim/zero_adamw.h"
 
 namespace lmtrain::optim {
 
-int64_t flat_pad_multiple(const core::Config& cfg, int world_size) {
-  return cfg.get_int("dist.zero") > 0 ? 16 * static_cast<int64_t>(world_size) : 16;
+int64_t flat_pad_multiple(const OptimizerOptions& opts, int world_size) {
+  return opts.zero > 0 ? 16 * static_cast<int64_t>(world_size) : 16;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& flat,
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, FlatParams& flat,
                                           dist::Group& group, dist::Group* expert_group) {
-  const auto name = core::get_choice<OptimizerName>(cfg);
-  const auto zero = static_cast<int>(cfg.get_int("dist.zero"));
-  if (name == OptimizerName::kAdamW) {
-    const auto opts = AdamWOptions::from_config(cfg);
-    if (zero == 0) return std::make_unique<AdamW>(flat, opts, expert_group);
-    return std::make_unique<ZeroAdamW>(flat, opts, group, zero, expert_group);
+  const int zero = opts.zero;
+  if (opts.name == OptimizerName::kAdamW) {
+    if (zero == 0) return std::make_unique<AdamW>(flat, opts.adamw, expert_group);
+    return std::make_unique<ZeroAdamW>(flat, opts.adamw, group, zero, expert_group);
   }
   // OptimizerName::kMuon
   if (expert_group) {
@@ -36,8 +31,7 @@ std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& f
   auto is_muon = [&flat](const std::string& n, const std::vector<int64_t>& shape) {
     return shape.size() == 2 && flat.segment(n).block_matrix;
   };
-  return std::make_unique<Muon>(flat, AdamWOptions::from_config(cfg), MuonOptions::from_config(cfg),
-                                cfg.get_float("optim.lr"), group, is_muon);
+  return std::make_unique<Muon>(flat, opts.adamw, opts.muon, opts.lr, group, is_muon);
 }
 
 }  // namespace lmtrain::optim

@@ -1,11 +1,13 @@
-// Picks the optimizer for a config and world size: optim.name (adamw) and dist.zero (0, 1, 2).
+// Picks the optimizer for its options and world size: optim.name (adamw) and dist.zero (0, 1, 2).
 // The same config runs at any world size, single process included.
 #pragma once
 #include <memory>
 
 #include "core/config_choice.h"
 #include "distributed/group.h"
+#include "optim/adamw.h"
 #include "optim/flat_params.h"
+#include "optim/muon.h"
 #include "optim/optimizer.h"
 
 namespace lmtrain::optim {
@@ -14,13 +16,23 @@ namespace lmtrain::optim {
 enum class OptimizerName { kAdamW, kMuon };
 constexpr core::ChoiceKey choice_key(OptimizerName) { return {"optim.name", 2}; }
 
-// FlatParams padding for this config: 16 * world size when the optimizer shards the flat
+// The optimizer of a run, typed (read from optim.* and dist.zero by the command,
+// cli/read_options.cpp).
+struct OptimizerOptions {
+  OptimizerName name = OptimizerName::kAdamW;
+  int zero = 0;        // dist.zero: 0 replicated, 1 / 2 sharded AdamW state (and gradients)
+  double lr = 0;       // optim.lr: the base peak rate (Muon scales its groups' rates from it)
+  AdamWOptions adamw;  // AdamW, and Muon's AdamW group
+  MuonOptions muon;    // optim.name = muon only
+};
+
+// FlatParams padding for these options: 16 * world size when the optimizer shards the flat
 // buffers (so they split evenly into aligned shards), else 16.
-int64_t flat_pad_multiple(const core::Config& cfg, int world_size);
+int64_t flat_pad_multiple(const OptimizerOptions& opts, int world_size);
 
 // expert_group: the EP group under expert parallelism (dist.ep > 1), else null: the flat
 // buffers' expert region then holds this rank's experts (AdamW and ZeroAdamW; Muon refuses).
-std::unique_ptr<Optimizer> make_optimizer(const core::Config& cfg, FlatParams& flat,
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, FlatParams& flat,
                                           dist::Group& group, dist::Group* expert_group = nullptr);
 
 }  // namespace lmtrain::optim

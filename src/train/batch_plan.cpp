@@ -1,19 +1,18 @@
 #include "train/batch_plan.h"
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace lmtrain::train {
 
-BatchPlan BatchPlan::from_config(const core::Config& cfg, int world_size) {
+BatchPlan BatchPlan::make(const BatchSizes& sizes, int world_size) {
   BatchPlan p;
-  p.micro_batch = cfg.get_int("train.micro_batch_size");
-  p.seq_len = cfg.get_int("data.seq_len");
+  p.micro_batch = sizes.micro_batch;
+  p.seq_len = sizes.seq_len;
   p.world_size = world_size;
   const int64_t per_micro_step = p.micro_batch * p.seq_len * world_size;
-  int64_t total = cfg.get_int("train.total_batch_size");
-  const int64_t accum = cfg.get_int("train.grad_accum_steps");
+  int64_t total = sizes.total_tokens;
+  const int64_t accum = sizes.accum_steps;
   // Each number is named by its key and by the flags users bring from nanochat
   // (--total_batch_size, --device_batch_size, --max_seq_len) and the HF-style trainers.
   const std::string per_micro_text = log::format(

@@ -8,11 +8,15 @@
 #include <string>
 #include <vector>
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::train {
+
+// The batch keys as given (read by the command, cli/read_options.cpp).
+struct BatchSizes {
+  int64_t micro_batch = 0;   // train.micro_batch_size
+  int64_t seq_len = 0;       // data.seq_len
+  int64_t total_tokens = 0;  // train.total_batch_size (0 = one micro-step of every rank)
+  int64_t accum_steps = 0;   // train.grad_accum_steps (0 = from total_tokens)
+};
 
 struct BatchPlan {
   int64_t micro_batch = 0;     // B
@@ -21,7 +25,9 @@ struct BatchPlan {
   int64_t accum_steps = 1;     // A
   int64_t global_windows = 0;  // G = A * B * W
 
-  static BatchPlan from_config(const core::Config& cfg, int world_size);
+  // Throws UsageError naming the keys (and their flags) when the sizes contradict each other or
+  // do not split into whole micro-steps.
+  static BatchPlan make(const BatchSizes& sizes, int world_size);
   int64_t tokens_per_step() const { return global_windows * seq_len; }
   // Positions within the step's global batch for (rank, micro) — B of them.
   std::vector<int64_t> slots(int rank, int64_t micro) const;

@@ -14,7 +14,6 @@
 #include "observe/step_profiler.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer_factory.h"
-#include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
 #include "train/train_step.h"
 
@@ -42,30 +41,27 @@ double measure_gemm_peak_gflops(int64_t n, int reps, const c10::Device& device,
   return best;
 }
 
-BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runtime& rt,
+BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const core::Runtime& rt,
                           int local_world_size) {
+  const RunOptions& run = opts.run;
   BenchResult r;
   r.runtime = rt.describe();
   r.world_size = group.size();
-  r.threads =
-      core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
-  if (cfg.get_int("model.vocab_size") == 0) {
-    cfg.set("model.vocab_size", "8192", "bench default (no tokenizer)");
-    log::info("bench: model.vocab_size=0, using 8192 (set --model.vocab_size to change)");
-  }
-  const auto mcfg = model::GptConfig::from_config(cfg, 0);
-  const auto plan = BatchPlan::from_config(cfg, group.size());
-  torch::manual_seed(cfg.get_int("train.seed"));
-  auto model = model::build_model(cfg, rt, {/*init=*/true, mcfg.vocab_size, {}});
-  optim::FlatParams flat(*model, model->param_tags(), optim::flat_pad_multiple(cfg, group.size()));
-  auto opt_ptr = optim::make_optimizer(cfg, flat, group);
+  r.threads = core::configure_threads(run.threads, local_world_size);
+  const auto& mcfg = opts.model.shape;
+  const auto& plan = run.batch;
+  torch::manual_seed(run.seed);
+  auto model = model::build_model(opts.model, rt);
+  optim::FlatParams flat(*model, model->param_tags(),
+                         optim::flat_pad_multiple(run.optimizer, group.size()));
+  auto opt_ptr = optim::make_optimizer(run.optimizer, flat, group);
   auto& opt = *opt_ptr;
   r.optimizer = opt.name();
   r.state_bytes = opt.state_bytes();
   model->train();
 
   // A fixed pool of random batches per rank, generated before timing.
-  torch::manual_seed(cfg.get_int("train.seed") + 1 + group.rank());
+  torch::manual_seed(run.seed + 1 + group.rank());
   const int64_t pool = 8;
   std::vector<torch::Tensor> batches;
   for (int64_t i = 0; i < pool; ++i) {
@@ -78,27 +74,24 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
     auto& b = batches[counter++ % pool];
     return Batch::lm(b.narrow(1, 0, plan.seq_len), b.narrow(1, 1, plan.seq_len));
   };
-  const double lr = cfg.get_float("optim.lr"), clip = cfg.get_float("train.grad_clip");
-  const int64_t warmup = cfg.get_int("bench.warmup"), steps = cfg.get_int("bench.steps");
+  const double lr = run.optimizer.lr, clip = run.grad_clip;
+  const int64_t warmup = opts.warmup, steps = opts.steps;
   log::info(mcfg.describe());
   log::info(plan.describe());
-  r.workers = resolve_workers(cfg.get_int("train.workers"), r.threads, plan.micro_batch);
-  TrainStepper stepper(*model, flat, opt, group, rt, r.workers,
-                       static_cast<uint64_t>(cfg.get_int("train.seed")),
-                       static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20)));
-  // train.cuda_graphs: the warm-up also covers the graph's eager steps and its capture.
+  r.workers = resolve_workers(run.workers, r.threads, plan.micro_batch);
+  TrainStepper stepper(*model, flat, opt, group, rt, r.workers, run.seed, run.bucket_bytes());
+  // train.cuda_graphs (checked by the command): the warm-up also covers the graph's eager steps
+  // and its capture.
   std::unique_ptr<CudaGraphStep> graphed;
-  if (cfg.get_bool("train.cuda_graphs")) {
-    check_cuda_graphs_config(cfg, rt, group.size());
-    graphed = std::make_unique<CudaGraphStep>(stepper, opt, cfg.get_int("train.cuda_graph_warmup"));
+  if (run.cuda_graphs.enabled) {
+    graphed = std::make_unique<CudaGraphStep>(stepper, opt, run.cuda_graphs.warmup);
   }
   auto one_step = [&] {
     return graphed ? graphed->step(plan.accum_steps, next, lr, clip)
                    : stepper.step(plan.accum_steps, next, lr, clip);
   };
   // With a graph, the untimed steps cover its eager steps, the capture and one replay.
-  const int64_t untimed =
-      graphed ? std::max<int64_t>(warmup, cfg.get_int("train.cuda_graph_warmup") + 2) : warmup;
+  const int64_t untimed = graphed ? std::max<int64_t>(warmup, run.cuda_graphs.warmup + 2) : warmup;
   for (int64_t i = 0; i < untimed; ++i) one_step();
   if (graphed) {
     log::info(log::format("bench: CUDA graph captured; %lld untimed steps", (long long)untimed));
@@ -131,7 +124,7 @@ BenchResult run_benchmark(core::Config cfg, dist::Group& group, const core::Runt
   getrusage(RUSAGE_SELF, &usage);
   r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
   r.peak_device_bytes = core::peak_device_memory(rt.device);
-  const double nominal_tflops = cfg.get_float("bench.peak_tflops");
+  const double nominal_tflops = opts.peak_tflops;
   const double my_peak =
       rt.cuda() && nominal_tflops > 0
           ? nominal_tflops * 1e3

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "core/config.h"
 #include "core/runtime.h"
 #include "distributed/group.h"
+#include "train/run_options.h"
 
 namespace lmtrain::train {
 
@@ -37,7 +37,7 @@ struct BenchResult {
 // global (tokens of all ranks; peak = sum of the ranks' GEMM peaks, measured concurrently).
 // On a GPU the peak is bench.peak_tflops when set (e.g. 989 for an H100's dense bf16), else the
 // measured GEMM peak in the run's compute dtype.
-BenchResult run_benchmark(core::Config config, dist::Group& group, const core::Runtime& rt,
+BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const core::Runtime& rt,
                           int local_world_size);
 
 // Best GFLOP/s of a square matmul (n x n) @ (n x n) of `dtype` on `device` over a few

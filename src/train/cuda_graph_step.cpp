@@ -5,12 +5,8 @@
 #include <chrono>
 #include <thread>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/runtime.h"
-#include "distributed/process_group.h"
-#include "optim/optimizer_factory.h"
 
 #ifdef LMTRAIN_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -21,41 +17,6 @@
 #endif
 
 namespace lmtrain::train {
-
-void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size) {
-  auto refuse = [](const std::string& why) {
-    throw UsageError("train.cuda_graphs=true " + why +
-                     " (a captured step replays the host's decisions of its capture)");
-  };
-  if (core::get_choice<optim::OptimizerName>(cfg) != optim::OptimizerName::kAdamW) {
-    refuse("needs optim.name=adamw: Muon's update is not captured");
-  }
-  if (cfg.get_float("model.dropout") > 0) {
-    refuse("needs model.dropout=0: dropout masks are seeded on the host per step");
-  }
-  if (cfg.get_int("lora.rank") > 0 && cfg.get_float("lora.dropout") > 0) {
-    refuse("needs lora.dropout=0: dropout masks are seeded on the host per step");
-  }
-  if (cfg.get_int("model.moe.num_experts") > 0) {
-    refuse(
-        "does not work with MoE (model.moe.num_experts > 0): routing sizes the expert "
-        "exchanges on the host");
-  }
-  if (rt.loss_scaling()) {
-    refuse(
-        "does not work with train.precision=fp16: the loss scaler decides on the host "
-        "whether to skip a step; use bf16");
-  }
-  if (world_size > 1 && core::get_choice<dist::BackendChoice>(cfg) == dist::BackendChoice::kGloo) {
-    refuse(
-        "needs dist.backend=nccl (or auto) between several ranks: Gloo copies CUDA tensors "
-        "through host memory on its own threads, which a graph cannot capture");
-  }
-  if (!rt.cuda()) {
-    throw UsageError("train.cuda_graphs=true needs train.device=cuda (this run computes on " +
-                     rt.device.str() + ")");
-  }
-}
 
 #ifdef LMTRAIN_CUDA
 

@@ -9,10 +9,11 @@
 // - the learning rate is written into the optimizer's device scalar (Optimizer::hold_lr), and
 //   the step count advances on the device;
 // - loss, metrics and gradient norm come back in static tensors, copied out after each replay;
-// - nothing the host decides may change between steps. check_cuda_graphs_config() refuses what
-//   does: dropout (masks seeded on the host per step), MoE (routing sizes the exchanges on the
-//   host), fp16 (the loss scaler decides on the host to skip a step), Muon, and Gloo between
-//   several ranks (it moves CUDA tensors through the host, outside any graph).
+// - nothing the host decides may change between steps. The command refuses what does
+//   (cli::check_cuda_graphs_config): dropout (masks seeded on the host per step), MoE (routing
+//   sizes the exchanges on the host), fp16 (the loss scaler decides on the host to skip a step),
+//   Muon, and Gloo between several ranks (it moves CUDA tensors through the host, outside any
+//   graph).
 // The first train.cuda_graph_warmup steps run eagerly on the graph's side stream (cuBLAS
 // workspaces, NCCL communicators and the allocator settle, as capture requires); the next step
 // is captured and replayed, and every later one replays. Results equal eager steps:
@@ -24,17 +25,7 @@
 #include "optim/optimizer.h"
 #include "train/train_step.h"
 
-namespace lmtrain::core {
-class Config;
-struct Runtime;
-}  // namespace lmtrain::core
-
 namespace lmtrain::train {
-
-// Throws UsageError naming the key when train.cuda_graphs=true cannot work with this config
-// and runtime in a world of `world_size` ranks. The config checks come before the device
-// check, so they hold on any machine.
-void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size);
 
 class CudaGraphStep {
  public:

@@ -3,19 +3,17 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "train/batch_plan.h"
 #include "train/stream_data.h"
 
 namespace lmtrain::train {
 
-LoaderBenchResult run_loader_benchmark(const core::Config& config) {
+LoaderBenchResult run_loader_benchmark(const core::Config& config, const BatchPlan& plan) {
   if (core::get_choice<DataSource>(config) != DataSource::kStream) {
     throw UsageError(
         "lmtrain bench --loader times a streaming loader: set data.source = stream and "
         "data.stream.inputs (a prepared corpus is memory-mapped, there is nothing to time)");
   }
   using Clock = std::chrono::steady_clock;
-  const auto plan = BatchPlan::from_config(config, 1);
   const auto t0 = Clock::now();
   StreamData data(config, /*rank=*/0, /*world=*/1);
   data.start(data.fresh_position(), plan.micro_batch, /*max_val_windows=*/0);

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/config.h"
+#include "train/batch_plan.h"
 
 namespace lmtrain::train {
 
@@ -18,7 +19,8 @@ struct LoaderBenchResult {
   int tokenizer_threads = 1;
 };
 
-// One process, rank 0 of 1: the training units of the whole corpus, in the run's order.
-LoaderBenchResult run_loader_benchmark(const core::Config& config);
+// One process, rank 0 of 1: the training units of the whole corpus, in the run's order, in
+// micro-batches of `plan` (the config's at world size 1).
+LoaderBenchResult run_loader_benchmark(const core::Config& config, const BatchPlan& plan);
 
 }  // namespace lmtrain::train

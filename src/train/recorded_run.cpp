@@ -11,7 +11,6 @@
 #include "core/file_lock.h"
 #include "core/log.h"
 #include "report/run_report.h"
-#include "train/batch_plan.h"
 
 namespace lmtrain::train {
 namespace {
@@ -28,8 +27,9 @@ void record_run_state(const std::string& run_dir, const RunState& state) {
 
 }  // namespace
 
-TrainResult run_training_recorded(const core::Config& config, dist::Group& group,
-                                  const core::Runtime& rt, const StartedRun& run) {
+TrainResult run_training_recorded(const core::Config& config, const RunOptions& options,
+                                  dist::Group& group, const core::Runtime& rt,
+                                  const StartedRun& run) {
   const bool is_main = group.rank() == 0;
   const std::string run_dir = config.get_string("run.dir");
   RunState state;
@@ -39,16 +39,12 @@ TrainResult run_training_recorded(const core::Config& config, dist::Group& group
   state.world_size = group.size();
   state.device = rt.device.str();
   state.precision = config.get_string("train.precision");
-  try {
-    state.tokens_per_step = BatchPlan::from_config(config, group.size()).tokens_per_step();
-  } catch (const Error&) {
-    // run_training refuses the same config with its own message.
-  }
+  state.tokens_per_step = options.batch.tokens_per_step();
   state.started_unix = unix_now();
   if (is_main) record_run_state(run_dir, state);
   TrainResult result;
   try {
-    result = run_training(config, group, rt, run);
+    result = run_training(config, options, group, rt, run);
   } catch (const std::exception& e) {
     if (is_main) {
       state.state = "failed";

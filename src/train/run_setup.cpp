@@ -137,7 +137,7 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, dist::Group& group) {
 
   s.mcfg = model::GptConfig::from_config(cfg, static_cast<int64_t>(s.tokenizer->vocab_size()));
   cfg.set("model.vocab_size", std::to_string(s.mcfg.vocab_size), "tokenizer");
-  s.plan = BatchPlan::from_config(cfg, group.size());
+  s.plan = s.options.batch;
   const int64_t steps_per_epoch = s.data->train_samples() / s.plan.global_windows;
   if (steps_per_epoch == 0 && !streaming) {
     throw UsageError(log::format(
@@ -179,7 +179,7 @@ void set_up_teacher(RunSetup& s) {
 void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint>& temporal_lm,
                                dist::Group& group, const core::Runtime& rt) {
   core::Config& cfg = s.cfg;
-  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  const uint64_t seed = s.options.seed;
   s.ep = make_expert_parallel(group, cfg.get_int("dist.ep"), s.mcfg.moe.num_experts);
   s.lora = model::LoraOptions::from_config(cfg);
   const auto& lora = s.lora;
@@ -221,12 +221,13 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   // Validation scores the run's loss without training-only terms: the LM loss for LM and
   // distillation runs, the answer loss for a temporal run.
   s.val_objective = s.temporal ? s.objective : std::make_shared<LmObjective>();
-  s.flat = std::make_unique<optim::FlatParams>(trained_param_sources(*s.model, s.objective.get()),
-                                               optim::flat_pad_multiple(cfg, group.size()));
+  s.flat = std::make_unique<optim::FlatParams>(
+      trained_param_sources(*s.model, s.objective.get()),
+      optim::flat_pad_multiple(s.options.optimizer, group.size()));
   s.flat->set_expert_first(s.ep.placement.first);
-  s.optimizer =
-      optim::make_optimizer(cfg, *s.flat, group, s.ep.active() ? s.ep.ep_group.get() : nullptr);
-  s.schedule = optim::LrSchedule::from_config(cfg, s.max_steps);
+  s.optimizer = optim::make_optimizer(s.options.optimizer, *s.flat, group,
+                                      s.ep.active() ? s.ep.ep_group.get() : nullptr);
+  s.schedule = s.options.schedule.over(s.max_steps);
 
   log::info(s.mcfg.describe());
   if (lora.enabled()) {
@@ -243,14 +244,16 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
 void resume_or_init(RunSetup& s, dist::Group& group) {
   const core::Config& cfg = s.cfg;
   const std::string run_dir = cfg.get_string("run.dir");
-  const std::string resume = cfg.get_string("checkpoint.resume");
+  const CheckpointRequest& resume = s.options.resume;
   const std::string data_dir =
       s.temporal ? cfg.get_string("data.temporal.dir") : cfg.get_string("data.dir");
   const std::string& tokenizer_hash = s.tokenizer->hash();
-  if (!resume.empty() && resume != "none") {
+  if (resume.any()) {
     auto dir = CheckpointStore::resolve(resume, run_dir);
     if (!dir) {
-      if (resume != "auto") throw UsageError("checkpoint.resume = '" + resume + "': not found");
+      if (resume.kind != CheckpointRequest::Kind::kAuto) {
+        throw UsageError("checkpoint.resume = '" + resume.text + "': not found");
+      }
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
@@ -307,7 +310,7 @@ void start_stream(RunSetup& s, dist::Group& group) {
   const auto start = s.resumed ? StreamData::resume_position(s.state.stream, group.rank())
                                : s.stream->fresh_position();
   s.stream->start(start, s.plan.micro_batch,
-                  s.cfg.get_int("train.eval_batches") * s.plan.micro_batch * group.size());
+                  s.options.loop.eval_batches * s.plan.micro_batch * group.size());
   log::info("data: " + s.stream->describe() + log::format("; %lld steps", (long long)s.max_steps));
   if (s.stream->val_samples() == 0) {
     log::warn(
@@ -318,10 +321,11 @@ void start_stream(RunSetup& s, dist::Group& group) {
 
 }  // namespace
 
-std::unique_ptr<RunSetup> set_up_run(core::Config cfg, dist::Group& group,
-                                     const core::Runtime& rt) {
+std::unique_ptr<RunSetup> set_up_run(core::Config cfg, const RunOptions& options,
+                                     dist::Group& group, const core::Runtime& rt) {
   auto s = std::make_unique<RunSetup>();
   s->cfg = std::move(cfg);
+  s->options = options;
   s->temporal = s->cfg.get_bool("model.temporal.enabled");
   const auto temporal_lm = open_data(*s, group);
   set_up_teacher(*s);

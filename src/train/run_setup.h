@@ -23,6 +23,7 @@
 #include "optim/optimizer.h"
 #include "parallel/expert_parallel.h"
 #include "train/batch_plan.h"
+#include "train/run_options.h"
 #include "train/stream_data.h"
 #include "train/token_window_data.h"
 #include "train/training_data.h"
@@ -30,7 +31,8 @@
 namespace lmtrain::train {
 
 struct RunSetup {
-  core::Config cfg;  // resolved, with model.vocab_size (and a temporal run's LM shape) filled in
+  core::Config cfg;    // resolved, with model.vocab_size (and a temporal run's LM shape) filled in
+  RunOptions options;  // what the command read from it (cli/read_options.h)
   bool temporal = false;  // model.temporal.enabled: an encoder aligned to a frozen LM
 
   std::unique_ptr<TrainingData> data;
@@ -41,7 +43,7 @@ struct RunSetup {
 
   model::GptConfig mcfg;
   model::LoraOptions lora;  // lora.rank > 0: adapters on a frozen base
-  BatchPlan plan;
+  BatchPlan plan;           // options.batch
   int64_t max_steps = 0;
   ExpertParallel ep;
   model::Gpt model{nullptr};
@@ -60,6 +62,7 @@ struct RunSetup {
 
 // Collective (expert-parallel groups, a resumed optimizer's shards). Throws UsageError naming
 // the key for what a run cannot be (e.g. a stream with train.epochs, LoRA without a base).
-std::unique_ptr<RunSetup> set_up_run(core::Config cfg, dist::Group& group, const core::Runtime& rt);
+std::unique_ptr<RunSetup> set_up_run(core::Config cfg, const RunOptions& options,
+                                     dist::Group& group, const core::Runtime& rt);
 
 }  // namespace lmtrain::train

@@ -161,19 +161,10 @@ Batch StreamData::val_batch(const std::vector<int64_t>& indices, const c10::Devi
 }
 
 nlohmann::json StreamData::checkpoint_state(dist::Group& group) const {
-  const std::vector<int64_t> mine = {position_.epoch, position_.unit, position_.document,
-                                     position_.token, position_.rank, position_.world};
-  const auto all = dist::all_gather_values(group, mine);
+  const auto all = dist::all_gather_values(group, position_.to_values());
   nlohmann::json positions = nlohmann::json::array();
-  for (size_t r = 0; r < all.size(); r += mine.size()) {
-    data::StreamPosition p;
-    p.epoch = all[r];
-    p.unit = all[r + 1];
-    p.document = all[r + 2];
-    p.token = all[r + 3];
-    p.rank = static_cast<int>(all[r + 4]);
-    p.world = static_cast<int>(all[r + 5]);
-    positions.push_back(p.to_json());
+  for (size_t r = 0; r < all.size(); r += data::StreamPosition::kValues) {
+    positions.push_back(data::StreamPosition::from_values(&all[r]).to_json());
   }
   return {{"positions", positions}, {"corpus", fingerprint_}};
 }

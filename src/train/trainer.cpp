@@ -72,10 +72,9 @@ void refuse_run_dir_holding_init_from(const core::Config& cfg, const std::string
 
 }  // namespace
 
-StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Runtime& rt,
-                     int local_world_size, bool overwrite) {
+StartedRun start_run(const core::Config& cfg, const RunOptions& options, dist::Group& group,
+                     const core::Runtime& rt, int local_world_size, bool overwrite) {
   const int rank = group.rank();
-  if (cfg.get_bool("train.cuda_graphs")) check_cuda_graphs_config(cfg, rt, group.size());
   if (cfg.get_bool("model.temporal.enabled") && cfg.get_bool("distill.enabled")) {
     throw UsageError(
         "model.temporal.enabled and distill.enabled: a temporal run trains an encoder for a "
@@ -83,28 +82,27 @@ StartedRun start_run(const core::Config& cfg, dist::Group& group, const core::Ru
   }
   const std::string run_dir = cfg.get_string("run.dir");
   core::ensure_dir(run_dir);
-  const std::string resume = cfg.get_string("checkpoint.resume");
-  refuse_run_dir_holding_init_from(cfg, run_dir, !resume.empty() && resume != "none");
+  const bool resuming = options.resume.any();
+  refuse_run_dir_holding_init_from(cfg, run_dir, resuming);
   StartedRun run;
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
-  run.lock = claim_run_dir(run_dir, !resume.empty() && resume != "none", overwrite, group);
+  run.lock = claim_run_dir(run_dir, resuming, overwrite, group);
   run.log_path =
       run_dir + (rank == 0 ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
   log::set_file(run.log_path);
-  run.threads =
-      core::configure_threads(static_cast<int>(cfg.get_int("train.threads")), local_world_size);
+  run.threads = core::configure_threads(options.threads, local_world_size);
   log::info(log::format("lmtrain train: rank %d of %d, %d intra-op thread(s), run dir %s", rank,
                         group.size(), run.threads, run_dir.c_str()));
   log::info(rt.describe());
   return run;
 }
 
-TrainResult run_training(core::Config config, dist::Group& group, const core::Runtime& rt,
-                         const StartedRun& run) {
+TrainResult run_training(core::Config config, const RunOptions& options, dist::Group& group,
+                         const core::Runtime& rt, const StartedRun& run) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
   log::set_file(run.log_path);
-  auto setup = set_up_run(std::move(config), group, rt);
+  auto setup = set_up_run(std::move(config), options, group, rt);
   RunSetup& s = *setup;
   if (!s.complete_checkpoint.empty()) {
     TrainResult done;
@@ -124,8 +122,9 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
   const model::GptConfig& mcfg = s.mcfg;
   const BatchPlan& plan = s.plan;
   const int64_t max_steps = s.max_steps;
-  const int64_t stop_at = cfg.get_int("train.stop_at_step");
-  const auto seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  const LoopOptions& loop = options.loop;
+  const int64_t stop_at = loop.stop_at_step;
+  const uint64_t seed = options.seed;
   ExpertParallel& ep = s.ep;
   model::Gpt& model = s.model;
   const auto& dispatcher = s.dispatcher;
@@ -134,37 +133,34 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
   optim::Optimizer& optimizer = *s.optimizer;
   TrainingState& state = s.state;
   if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
-  CheckpointStore store(run_dir, static_cast<int>(cfg.get_int("checkpoint.keep_last")));
-  MetricsLogger metrics(run_dir, is_main, cfg.get_bool("log.tensorboard"), max_steps);
+  CheckpointStore store(run_dir, loop.keep_last);
+  MetricsLogger metrics(run_dir, is_main, loop.tensorboard, max_steps);
   const std::string tokenizer_json = core::read_file(s.tokenizer_path);
 
   TrainResult result;
-  const int64_t log_every = cfg.get_int("log.every");
-  const int64_t eval_every = cfg.get_int("train.eval_every");
-  const int64_t eval_batches = cfg.get_int("train.eval_batches");
-  const int64_t ckpt_every = cfg.get_int("checkpoint.every");
-  const bool ckpt_every_epoch = cfg.get_bool("checkpoint.every_epoch");
-  const double grad_clip = cfg.get_float("train.grad_clip");
-  const double timeout_s = cfg.get_float("dist.timeout_s");
+  const int64_t log_every = loop.log_every;
+  const int64_t eval_every = loop.eval_every;
+  const int64_t eval_batches = loop.eval_batches;
+  const int64_t ckpt_every = loop.checkpoint_every;
+  const bool ckpt_every_epoch = loop.checkpoint_every_epoch;
+  const double grad_clip = options.grad_clip;
+  const double timeout_s = options.collective_timeout_s;
 
   core::install_stop_handlers();
   model->train();
   double train_seconds = 0;
   StepInterval interval;  // the steps since the last log line
   const int64_t start_step = state.step;
-  const int workers = resolve_workers(cfg.get_int("train.workers"), run.threads, plan.micro_batch);
+  const int workers = resolve_workers(options.workers, run.threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
-  const auto bucket_bytes = static_cast<int64_t>(cfg.get_float("dist.bucket_mb") * (1 << 20));
-  TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, bucket_bytes,
-                       LossScaler(rt.loss_scaling(), cfg.get_float("train.loss_scale"),
-                                  cfg.get_int("train.loss_scale_window")),
+  TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, options.bucket_bytes(),
+                       LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
                        &ep);
   stepper.set_objective(objective);
   stepper.set_masked_targets(temporal);  // only a temporal row's answer tokens are targets
   std::unique_ptr<CudaGraphStep> graphed;
-  if (cfg.get_bool("train.cuda_graphs")) {
-    graphed =
-        std::make_unique<CudaGraphStep>(stepper, optimizer, cfg.get_int("train.cuda_graph_warmup"));
+  if (options.cuda_graphs.enabled) {
+    graphed = std::make_unique<CudaGraphStep>(stepper, optimizer, options.cuda_graphs.warmup);
   }
   const auto metric_names = stepper.objective().metric_names();
   // A resumed fp16 run continues with its saved scale; anything else starts at
@@ -172,8 +168,7 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
   if (rt.loss_scaling()) {
     log::info(log::format("fp16 loss scale %.6g (doubles after %lld clean steps)",
-                          stepper.loss_scaler().scale(),
-                          (long long)cfg.get_int("train.loss_scale_window")));
+                          stepper.loss_scaler().scale(), (long long)options.loss_scale_window));
   }
 
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
@@ -205,7 +200,7 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
       log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
   if (group.size() > 1) {
     log::info(log::format("gradient sync: %zu bucket(s) of <= %.3g MiB over %s, %d ranks",
-                          stepper.grad_sync().buckets().size(), cfg.get_float("dist.bucket_mb"),
+                          stepper.grad_sync().buckets().size(), options.bucket_mb,
                           group.backend().c_str(), group.size()));
   }
   std::vector<int64_t> moe_layer_index;  // block index of each MoE layer, for the metrics
@@ -224,14 +219,18 @@ TrainResult run_training(core::Config config, dist::Group& group, const core::Ru
                      : stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     ++state.step;
     core::maybe_inject_fault(rank, state.step);
-    state.position.cursor += plan.global_windows;
     bool epoch_ended = false;
     if (stream) {
+      // A stream's position is the loader's, per rank (state.stream at a save); there is no
+      // global window cursor (meta.json's data_cursor stays 0).
       state.position.epoch = stream->position().epoch;  // this rank's (the logs' epoch)
-    } else if (state.position.cursor + plan.global_windows > data->train_samples()) {
-      ++state.position.epoch;  // the remainder of this epoch's order is dropped
-      state.position.cursor = 0;
-      epoch_ended = true;
+    } else {
+      state.position.cursor += plan.global_windows;
+      if (state.position.cursor + plan.global_windows > data->train_samples()) {
+        ++state.position.epoch;  // the remainder of this epoch's order is dropped
+        state.position.cursor = 0;
+        epoch_ended = true;
+      }
     }
     // checkpoint.every_epoch: the step that ends an epoch is evaluated (so that best can be
     // decided) and saved, linked as epoch_N_step_M with N = the epoch just finished (from 1).

@@ -202,6 +202,21 @@ TEST(CheckpointStoreTest, LoadFallsBackToPreviousValidStep) {
   EXPECT_NE(msg.find("no valid older checkpoint"), std::string::npos) << msg;
 }
 
+TEST(CheckpointStoreTest, RequestsAreParsedOnce) {
+  using Kind = CheckpointRequest::Kind;
+  EXPECT_EQ(CheckpointRequest::parse("").kind, Kind::kNone);
+  EXPECT_EQ(CheckpointRequest::parse("none").kind, Kind::kNone);
+  EXPECT_EQ(CheckpointRequest::parse("auto").kind, Kind::kAuto);
+  EXPECT_EQ(CheckpointRequest::parse("latest").kind, Kind::kLatest);
+  EXPECT_EQ(CheckpointRequest::parse("best").kind, Kind::kBest);
+  const auto path = CheckpointRequest::parse("runs/a/checkpoints/best");
+  EXPECT_EQ(path.kind, Kind::kPath);
+  EXPECT_EQ(path.text, "runs/a/checkpoints/best");
+  EXPECT_EQ(CheckpointRequest::parse("Auto").kind, Kind::kPath);  // keywords are lower case
+  EXPECT_FALSE(CheckpointRequest::parse("none").any());
+  EXPECT_TRUE(CheckpointRequest::parse("auto").any());
+}
+
 TEST(CheckpointStoreTest, ResolveSpecs) {
   testing::TempDir run;
   const std::string ck = run.path() + "/checkpoints";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "cli/dist_setup.h"
 #include "core/config.h"
 #include "core/error.h"
 
@@ -13,7 +14,7 @@ namespace {
 
 std::string runtime_usage_error(Config cfg) {
   try {
-    Runtime::from_config(cfg, 0);
+    cli::read_runtime(cfg, 0);
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -22,7 +23,7 @@ std::string runtime_usage_error(Config cfg) {
 
 TEST(Runtime, AutoIsCpuWithoutAGpuAndFp32ByDefault) {
   ASSERT_FALSE(cuda_available());
-  const auto rt = Runtime::from_config(Config::defaults(), 0);
+  const auto rt = cli::read_runtime(Config::defaults(), 0);
   EXPECT_TRUE(rt.device.is_cpu());
   EXPECT_EQ(rt.compute_dtype, at::kFloat);
   EXPECT_EQ(rt.param_dtype, at::kFloat);
@@ -50,7 +51,7 @@ TEST(Runtime, Bf16KeepsFp32MasterWeightsAndComputesInBf16) {
   auto cfg = Config::defaults();
   cfg.set("train.precision", "bf16", "test");
   cfg.set("train.grad_reduce_dtype", "bf16", "test");
-  const auto rt = Runtime::from_config(cfg, 0);
+  const auto rt = cli::read_runtime(cfg, 0);
   EXPECT_EQ(rt.param_dtype, at::kFloat);
   EXPECT_EQ(rt.compute_dtype, at::kBFloat16);
   EXPECT_EQ(rt.reduce_dtype, at::kBFloat16);

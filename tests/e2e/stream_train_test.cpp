@@ -89,6 +89,8 @@ class StreamTrain : public ::testing::Test {
     for (int r = 0; r < nproc; ++r) {
       EXPECT_EQ(j["stream"]["positions"][static_cast<size_t>(r)]["rank"].get<int>(), r);
     }
+    // There is no global window cursor in a stream: the positions above are the run's place.
+    EXPECT_EQ(j["data_cursor"].get<int64_t>(), 0) << j.dump();
   }
 
   static TempDir* dir_;

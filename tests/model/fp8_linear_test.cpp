@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "cli/dist_setup.h"
 #include "core/config.h"
 #include "core/runtime.h"
 #include "fused_op_checks.h"
@@ -102,11 +103,11 @@ core::Config fp8_config(const std::string& precision) {
 }
 
 TEST(Fp8Training, BuildModelSwitchesTheBlocksLinearsOnlyAndTracksBf16) {
-  const auto rt8 = core::Runtime::from_config(fp8_config("fp8"), 0);
+  const auto rt8 = cli::read_runtime(fp8_config("fp8"), 0);
   EXPECT_EQ(rt8.compute_dtype, at::kBFloat16);
   EXPECT_TRUE(rt8.autocast());
   EXPECT_NE(rt8.describe().find("fp8"), std::string::npos) << rt8.describe();
-  const auto rt16 = core::Runtime::from_config(fp8_config("bf16"), 0);
+  const auto rt16 = cli::read_runtime(fp8_config("bf16"), 0);
 
   auto train = [&](const core::Runtime& rt, const std::string& precision) {
     torch::manual_seed(4);

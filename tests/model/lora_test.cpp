@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "cli/read_options.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "model/build_model.h"
@@ -120,7 +121,7 @@ TEST(Lora, TrainingTouchesOnlyAdaptersAndStateIsAdapterSized) {
   std::map<std::string, torch::Tensor> before;
   for (const auto& item : m->named_parameters()) before[item.key()] = item.value().detach().clone();
   optim::FlatParams flat(*m, m->param_tags());
-  optim::AdamW opt(flat, optim::AdamWOptions::from_config(cfg));
+  optim::AdamW opt(flat, cli::read_optimizer_options(cfg).adamw);
   // Expected flat size from the adapter shapes alone: each segment 16-aligned.
   int64_t adapter_elems = 0, padded = 0;
   for (const auto& s : lora_sites(*m)) {
@@ -206,6 +207,8 @@ TEST(Lora, ConfigErrorsNameTheKey) {
   auto expect_error = [](core::Config cfg, const std::string& part) {
     try {
       LoraOptions::from_config(cfg);
+      // What LoRA needs of the optimizer, the command checks reading the run's options.
+      cli::read_run_options(cfg, 1, core::Runtime::cpu());
       FAIL() << "no error for " << part;
     } catch (const UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();

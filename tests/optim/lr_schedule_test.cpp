@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cli/read_options.h"
 #include "core/config.h"
 
 namespace lmtrain::optim {
@@ -58,7 +59,7 @@ TEST(LrSchedule, FromConfig) {
   cfg.set("optim.lr", "0.01", "test");
   cfg.set("optim.schedule", "linear", "test");
   cfg.set("optim.warmup_steps", "5", "test");
-  auto s = LrSchedule::from_config(cfg, 50);
+  auto s = cli::read_lr_schedule(cfg).over(50);
   EXPECT_EQ(s.kind, LrScheduleKind::kLinear);
   EXPECT_DOUBLE_EQ(s.at(4), 0.01);
   EXPECT_NEAR(s.at(49), 0.001, 1e-12);

@@ -10,6 +10,7 @@
 // A position belongs to one (rank, world size): another world size is refused.
 #pragma once
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -40,6 +41,13 @@ struct StreamPosition {
   nlohmann::json to_json() const;
   // Throws lmtrain::Error naming what is missing.
   static StreamPosition from_json(const nlohmann::json& j);
+  // As kValues numbers (epoch, unit, document, token, rank, world), e.g. for a collective that
+  // gathers every rank's position; from_values reads kValues of them from `v`.
+  static constexpr size_t kValues = 6;
+  std::vector<int64_t> to_values() const { return {epoch, unit, document, token, rank, world}; }
+  static StreamPosition from_values(const int64_t* v) {
+    return {v[0], v[1], v[2], v[3], static_cast<int>(v[4]), static_cast<int>(v[5])};
+  }
 };
 
 struct StreamOptions {

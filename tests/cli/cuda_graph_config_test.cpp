@@ -2,12 +2,12 @@
 // (the equivalence of graphed and eager steps needs a GPU: tests/cuda/cuda_training_test.cpp).
 #include <gtest/gtest.h>
 
+#include "cli/read_options.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/runtime.h"
-#include "train/cuda_graph_step.h"
 
-namespace lmtrain::train {
+namespace lmtrain::cli {
 namespace {
 
 // The message check_cuda_graphs_config throws for `cfg` on `rt` in a world of `world_size`
@@ -68,4 +68,4 @@ TEST(CudaGraphConfig, NeedsACudaDevice) {
 }
 
 }  // namespace
-}  // namespace lmtrain::train
+}  // namespace lmtrain::cli

@@ -1,0 +1,147 @@
+#include "cli/read_options.h"
+
+#include "core/config_choice.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "distributed/process_group.h"
+
+namespace lmtrain::cli {
+
+optim::OptimizerOptions read_optimizer_options(const core::Config& cfg) {
+  optim::OptimizerOptions o;
+  o.name = core::get_choice<optim::OptimizerName>(cfg);
+  o.zero = static_cast<int>(cfg.get_int("dist.zero"));
+  o.lr = cfg.get_float("optim.lr");
+  o.adamw.beta1 = cfg.get_float("optim.beta1");
+  o.adamw.beta2 = cfg.get_float("optim.beta2");
+  o.adamw.eps = cfg.get_float("optim.eps");
+  o.adamw.weight_decay = cfg.get_float("optim.weight_decay");
+  o.muon.lr = cfg.get_float("optim.muon_lr");
+  o.muon.momentum = cfg.get_float("optim.muon_momentum");
+  o.muon.momentum_start = cfg.get_float("optim.muon_momentum_start");
+  o.muon.momentum_warmup = cfg.get_int("optim.muon_momentum_warmup");
+  o.muon.embedding_lr = cfg.get_float("optim.embedding_lr");
+  o.muon.head_lr = cfg.get_float("optim.head_lr");
+  return o;
+}
+
+optim::LrSchedule read_lr_schedule(const core::Config& cfg) {
+  optim::LrSchedule s;
+  s.kind = core::get_choice<optim::LrScheduleKind>(cfg);
+  s.peak = cfg.get_float("optim.lr");
+  s.min_ratio = cfg.get_float("optim.min_lr_ratio");
+  s.warmup_steps = cfg.get_int("optim.warmup_steps");
+  s.decay_fraction = cfg.get_float("optim.decay_fraction");
+  return s;
+}
+
+train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size) {
+  train::BatchSizes sizes;
+  sizes.micro_batch = cfg.get_int("train.micro_batch_size");
+  sizes.seq_len = cfg.get_int("data.seq_len");
+  sizes.total_tokens = cfg.get_int("train.total_batch_size");
+  sizes.accum_steps = cfg.get_int("train.grad_accum_steps");
+  return train::BatchPlan::make(sizes, world_size);
+}
+
+namespace {
+
+// What LoRA needs of the optimizer and of expert parallelism (the model's own checks are
+// LoraOptions::from_config's).
+void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& optimizer) {
+  if (cfg.get_int("lora.rank") <= 0) return;
+  if (optimizer.name != optim::OptimizerName::kAdamW) {
+    throw UsageError(
+        "config key 'lora.rank' > 0 trains the adapters with AdamW: set "
+        "optim.name=adamw (Muon's orthogonalised updates are not defined for "
+        "rank-r factors here)");
+  }
+  if (cfg.get_int("dist.ep") > 1) {
+    throw UsageError("config key 'lora.rank' > 0 does not combine with dist.ep > 1 yet");
+  }
+}
+
+}  // namespace
+
+void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size) {
+  auto refuse = [](const std::string& why) {
+    throw UsageError("train.cuda_graphs=true " + why +
+                     " (a captured step replays the host's decisions of its capture)");
+  };
+  if (core::get_choice<optim::OptimizerName>(cfg) != optim::OptimizerName::kAdamW) {
+    refuse("needs optim.name=adamw: Muon's update is not captured");
+  }
+  if (cfg.get_float("model.dropout") > 0) {
+    refuse("needs model.dropout=0: dropout masks are seeded on the host per step");
+  }
+  if (cfg.get_int("lora.rank") > 0 && cfg.get_float("lora.dropout") > 0) {
+    refuse("needs lora.dropout=0: dropout masks are seeded on the host per step");
+  }
+  if (cfg.get_int("model.moe.num_experts") > 0) {
+    refuse(
+        "does not work with MoE (model.moe.num_experts > 0): routing sizes the expert "
+        "exchanges on the host");
+  }
+  if (rt.loss_scaling()) {
+    refuse(
+        "does not work with train.precision=fp16: the loss scaler decides on the host "
+        "whether to skip a step; use bf16");
+  }
+  if (world_size > 1 && core::get_choice<dist::BackendChoice>(cfg) == dist::BackendChoice::kGloo) {
+    refuse(
+        "needs dist.backend=nccl (or auto) between several ranks: Gloo copies CUDA tensors "
+        "through host memory on its own threads, which a graph cannot capture");
+  }
+  if (!rt.cuda()) {
+    throw UsageError("train.cuda_graphs=true needs train.device=cuda (this run computes on " +
+                     rt.device.str() + ")");
+  }
+}
+
+train::RunOptions read_run_options(const core::Config& cfg, int world_size,
+                                   const core::Runtime& rt) {
+  train::RunOptions o;
+  o.optimizer = read_optimizer_options(cfg);
+  o.schedule = read_lr_schedule(cfg);
+  o.batch = read_batch_plan(cfg, world_size);
+  o.seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
+  o.threads = static_cast<int>(cfg.get_int("train.threads"));
+  o.workers = cfg.get_int("train.workers");
+  o.grad_clip = cfg.get_float("train.grad_clip");
+  o.bucket_mb = cfg.get_float("dist.bucket_mb");
+  o.cuda_graphs.enabled = cfg.get_bool("train.cuda_graphs");
+  o.cuda_graphs.warmup = cfg.get_int("train.cuda_graph_warmup");
+  o.resume = train::CheckpointRequest::parse(cfg.get_string("checkpoint.resume"));
+  o.loss_scale = cfg.get_float("train.loss_scale");
+  o.loss_scale_window = cfg.get_int("train.loss_scale_window");
+  o.collective_timeout_s = cfg.get_float("dist.timeout_s");
+  o.loop.log_every = cfg.get_int("log.every");
+  o.loop.tensorboard = cfg.get_bool("log.tensorboard");
+  o.loop.eval_every = cfg.get_int("train.eval_every");
+  o.loop.eval_batches = cfg.get_int("train.eval_batches");
+  o.loop.checkpoint_every = cfg.get_int("checkpoint.every");
+  o.loop.checkpoint_every_epoch = cfg.get_bool("checkpoint.every_epoch");
+  o.loop.keep_last = static_cast<int>(cfg.get_int("checkpoint.keep_last"));
+  o.loop.stop_at_step = cfg.get_int("train.stop_at_step");
+  if (o.cuda_graphs.enabled) check_cuda_graphs_config(cfg, rt, world_size);
+  check_lora_run(cfg, o.optimizer);
+  return o;
+}
+
+train::BenchOptions read_bench_options(const core::Config& cfg, int world_size,
+                                       const core::Runtime& rt) {
+  train::BenchOptions o;
+  core::Config model_cfg = cfg;
+  if (model_cfg.get_int("model.vocab_size") == 0) {
+    model_cfg.set("model.vocab_size", "8192", "bench default (no tokenizer)");
+    log::info("bench: model.vocab_size=0, using 8192 (set --model.vocab_size to change)");
+  }
+  o.model = model::model_options_from_config(model_cfg, 0);
+  o.run = read_run_options(cfg, world_size, rt);
+  o.warmup = cfg.get_int("bench.warmup");
+  o.steps = cfg.get_int("bench.steps");
+  o.peak_tflops = cfg.get_float("bench.peak_tflops");
+  return o;
+}
+
+}  // namespace lmtrain::cli

@@ -1,0 +1,36 @@
+// The edge where the string-keyed config ends for `train` and `bench`: the resolved config read
+// once into typed options (train/run_options.h), each part then handed to its module.
+#pragma once
+#include "core/config.h"
+#include "core/runtime.h"
+#include "train/run_options.h"
+
+namespace lmtrain::cli {
+
+// optim.* and dist.zero.
+optim::OptimizerOptions read_optimizer_options(const core::Config& cfg);
+// optim.schedule and its keys, over one step until the run knows its length (LrSchedule::over).
+optim::LrSchedule read_lr_schedule(const core::Config& cfg);
+
+// train.micro_batch_size, data.seq_len, train.total_batch_size and train.grad_accum_steps at
+// `world_size` ranks (BatchPlan::make's refusals name them).
+train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size);
+
+// Throws UsageError naming the key when train.cuda_graphs=true cannot work with this config
+// and runtime in a world of `world_size` ranks (train/cuda_graph_step.h: a captured step
+// replays the host's decisions). The config checks come before the device check, so they hold
+// on any machine.
+void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size);
+
+// The run's options at `world_size` ranks on `rt`. Throws UsageError naming the key for what
+// the run cannot be: a batch that does not split, LoRA with Muon or expert parallelism, and
+// (train.cuda_graphs) what a captured step cannot replay, before anything is written.
+train::RunOptions read_run_options(const core::Config& cfg, int world_size,
+                                   const core::Runtime& rt);
+
+// `lmtrain bench`'s options: the run's, its model (model.vocab_size 0 = 8192: random tokens
+// need no tokenizer) and bench.*.
+train::BenchOptions read_bench_options(const core::Config& cfg, int world_size,
+                                       const core::Runtime& rt);
+
+}  // namespace lmtrain::cli
