@@ -68,7 +68,6 @@ bool device_has_fp8(const c10::Device& device) {
   return std::stoi(cap.substr(0, dot)) * 10 + std::stoi(cap.substr(dot + 1)) >= 89;
 }
 
-
 bool built_with_cuda() {
 #ifdef LMTRAIN_CUDA
   return true;

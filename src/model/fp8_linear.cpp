@@ -9,7 +9,6 @@
 #include "model/gpt.h"
 #include "model/layers.h"
 
-
 namespace lmtrain::model {
 namespace {
 
