@@ -106,6 +106,10 @@ const std::vector<KeySpec>& config_schema() {
       I("model.temporal.num_tokens", 0, 0, 1 << 16,
         "soft tokens per series: 0 = one per patch and a summary token, > 0 = pooled to this "
         "many"),
+      S("model.temporal.projector", "mlp", {"mlp", "vocab_mix"},
+        "time-series encoder's projector: mlp (fc1, GELU, fc2, RMSNorm at the LM's embedding "
+        "RMS) or vocab_mix (softmax over the LM's vocabulary @ its token embeddings: each soft "
+        "token a mix of the LM's own word embeddings, Time-LLM's reprogramming)"),
 
       S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
       I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),

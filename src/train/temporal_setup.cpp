@@ -67,6 +67,8 @@ model::temporal::TemporalEncoderOptions temporal_encoder_options(const core::Con
   o.mlp_ratio = cfg.get_int("model.temporal.mlp_ratio");
   o.num_tokens = cfg.get_int("model.temporal.num_tokens");
   o.lm_width = lm_width;
+  o.projector = model::temporal::parse_projector_kind(cfg.get_string("model.temporal.projector"));
+  o.lm_vocab = cfg.get_int("model.vocab_size");
   model::temporal::check_temporal_options(o);
   return o;
 }
@@ -146,6 +148,7 @@ std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(const core::
     encoder->set_output_rms(model::temporal::token_embedding_rms(
         lm.transformer->wte->weight.detach().to(torch::kFloat).cpu()));
   }
+  encoder->set_vocab_table(lm.transformer->wte->weight);
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
     encoder->to(rt.device, rt.param_dtype);
   }
@@ -173,6 +176,7 @@ TemporalInference load_temporal_inference(const std::string& spec, const core::R
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
     out.encoder->to(rt.device, rt.param_dtype);
   }
+  out.encoder->set_vocab_table(out.lm.model->transformer->wte->weight);
   out.encoder->eval();
   return out;
 }

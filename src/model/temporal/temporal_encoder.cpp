@@ -48,6 +48,15 @@ void check_temporal_options(const TemporalEncoderOptions& o) {
                                    std::to_string(o.heads));
   need(o.num_tokens >= 0, "num_tokens must be >= 0 (0: one soft token per patch)");
   need(o.lm_width >= 1, "lm_width (the decoder's n_embd) must be >= 1");
+  need(o.projector != ProjectorKind::kVocabMix || o.lm_vocab >= 1,
+       "projector vocab_mix needs lm_vocab (the decoder's vocab_size) >= 1");
+}
+
+ProjectorKind parse_projector_kind(const std::string& name) {
+  if (name == "mlp") return ProjectorKind::kMlp;
+  if (name == "vocab_mix") return ProjectorKind::kVocabMix;
+  throw UsageError("model.temporal.projector: unknown projector '" + name +
+                   "' (choose mlp or vocab_mix)");
 }
 
 SeriesEncoderBlockImpl::SeriesEncoderBlockImpl(const TemporalEncoderOptions& o) : heads(o.heads) {
@@ -84,8 +93,12 @@ TemporalEncoderImpl::TemporalEncoderImpl(const TemporalEncoderOptions& o, bool i
     pool_proj = register_module("pool_proj", Linear(W, W, true, fan_in_tag()));
   }
   proj_fc1 = register_module("proj_fc1", Linear(W, D, true, fan_in_tag()));
-  proj_fc2 = register_module("proj_fc2", Linear(D, D, true, fan_in_tag()));
-  proj_norm = register_module("proj_norm", LayerNorm(D, false, /*rms=*/true, o.norm_eps));
+  if (o.projector == ProjectorKind::kVocabMix) {
+    proj_vocab = register_module("proj_vocab", Linear(D, o.lm_vocab, true, fan_in_tag()));
+  } else {
+    proj_fc2 = register_module("proj_fc2", Linear(D, D, true, fan_in_tag()));
+    proj_norm = register_module("proj_norm", LayerNorm(D, false, /*rms=*/true, o.norm_eps));
+  }
   tags_ = collect_param_tags(*this);
   if (!init) return;
   torch::NoGradGuard no_grad;
@@ -127,13 +140,37 @@ EncodedSeries TemporalEncoderImpl::forward(const torch::Tensor& values,
     x = torch::cat({x.narrow(1, 1, P), x.narrow(1, 0, 1)}, 1);
     out.valid = torch::cat({patches.valid, torch::ones({B, 1}, patches.valid.options())}, 1);
   }
-  out.tokens = proj_norm(proj_fc2(torch::gelu(proj_fc1(x))));
+  auto h = torch::gelu(proj_fc1(x));  // (B, S, lm_width)
+  if (o.projector == ProjectorKind::kVocabMix) {
+    if (!vocab_table_.defined()) {
+      throw Error(
+          "temporal encoder: projector vocab_mix has no token-embedding table "
+          "(set_vocab_table was not called)");
+    }
+    // (B, S, V) weights over the LM's words, softmax in fp32, then (B, S, V) @ (V, lm_width).
+    auto weights = torch::softmax(proj_vocab(h).to(torch::kFloat), -1);
+    out.tokens =
+        torch::matmul(weights.to(vocab_table_.scalar_type()), vocab_table_).to(h.scalar_type());
+  } else {
+    out.tokens = proj_norm(proj_fc2(h));
+  }
   return out;
 }
 
 void TemporalEncoderImpl::set_output_rms(double rms) {
+  // vocab_mix's soft tokens are mixes of the LM's embeddings: at its scale by construction.
+  if (!proj_norm) return;
   torch::NoGradGuard no_grad;
   proj_norm->weight.fill_(rms);
+}
+
+void TemporalEncoderImpl::set_vocab_table(const torch::Tensor& wte) {
+  if (wte.dim() != 2 || wte.size(0) != options_.lm_vocab || wte.size(1) != options_.lm_width) {
+    throw Error("temporal encoder: the token-embedding table must be (" +
+                std::to_string(options_.lm_vocab) + ", " + std::to_string(options_.lm_width) +
+                "), got " + std::to_string(wte.dim()) + "-d");
+  }
+  vocab_table_ = wte.detach();
 }
 
 double token_embedding_rms(const torch::Tensor& wte) {

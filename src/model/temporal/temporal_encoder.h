@@ -15,12 +15,18 @@
 //        pooling)                                                       (B, S, width)
 //     -> projector: fc1, GELU, fc2, RMSNorm whose gain starts at the LM's token-embedding RMS,
 //        so the soft tokens start at the scale the LM expects         (B, S, lm_width)
+//        or (projector vocab_mix) fc1, GELU, proj_vocab to logits over the LM's vocabulary
+//        (B, S, V), softmax, @ the LM's token-embedding table (V, lm_width): each soft token is
+//        a mix of the LM's own word embeddings (Time-LLM's reprogramming); the table is the
+//        frozen LM's, lent by set_vocab_table, never a parameter of the encoder
 //
 // slog(m) = sign(m) log(1 + |m|). bench/reference/temporal_encoder.py is the same computation in
 // PyTorch (parameter names alike) for the parity test.
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
+
+#include <string>
 
 #include "model/layers.h"
 #include "model/param_tags.h"
@@ -60,6 +66,10 @@ class TemporalEncoderImpl : public TaggedModule {
   // token_embedding_rms below), so that every soft token starts with that RMS.
   void set_output_rms(double rms);
 
+  // projector vocab_mix: the LM's token-embedding table (lm_vocab, lm_width) the soft tokens
+  // mix; held by reference (the LM's frozen wte, detached), not saved with the encoder.
+  void set_vocab_table(const torch::Tensor& wte);
+
   const TemporalEncoderOptions& options() const { return options_; }
   // Tags of every parameter (param_tags.h): the optimizer's decay and groups read them.
   const ParamTags& param_tags() const { return tags_; }
@@ -70,12 +80,14 @@ class TemporalEncoderImpl : public TaggedModule {
   LayerNorm ln_f{nullptr};
   Embedding pool_queries{nullptr};  // (num_tokens, W), only with num_tokens > 0
   Linear pool_q{nullptr}, pool_kv{nullptr}, pool_proj{nullptr};
-  Linear proj_fc1{nullptr}, proj_fc2{nullptr};
+  Linear proj_fc1{nullptr}, proj_fc2{nullptr};  // proj_fc2 and proj_norm: projector mlp
   LayerNorm proj_norm{nullptr};
+  Linear proj_vocab{nullptr};  // projector vocab_mix: (lm_width -> lm_vocab) logits
 
  private:
   TemporalEncoderOptions options_;
   ParamTags tags_;
+  torch::Tensor vocab_table_;  // (lm_vocab, lm_width), projector vocab_mix only
 };
 TORCH_MODULE(TemporalEncoder);
 
@@ -84,5 +96,8 @@ double token_embedding_rms(const torch::Tensor& wte);
 
 // Throws UsageError naming the option when `o` is not a valid encoder shape.
 void check_temporal_options(const TemporalEncoderOptions& o);
+
+// "mlp" or "vocab_mix" (model.temporal.projector); another name is a UsageError listing both.
+ProjectorKind parse_projector_kind(const std::string& name);
 
 }  // namespace lmtrain::model::temporal

@@ -5,6 +5,14 @@
 
 namespace lmtrain::model::temporal {
 
+// How the encoder's tokens become soft tokens (model.temporal.projector).
+enum class ProjectorKind {
+  kMlp,       // fc1, GELU, fc2, RMSNorm: anywhere in the LM's width (LLaVA)
+  kVocabMix,  // fc1, GELU, logits over the LM's vocabulary, softmax @ its token-embedding table:
+              // each soft token is a mix of the LM's own word embeddings (Time-LLM's
+              // reprogramming), which a frozen LM already knows how to read
+};
+
 struct TemporalEncoderOptions {
   int64_t channels = 1;       // C: variables per series (1 = univariate)
   int64_t max_length = 1024;  // L_max: the longest series accepted (sizes the position table)
@@ -16,8 +24,10 @@ struct TemporalEncoderOptions {
   int64_t mlp_ratio = 4;      // encoder MLP hidden = mlp_ratio * width
   int64_t num_tokens = 0;     // soft tokens per series: 0 = one per patch, else pooled to this
   int64_t lm_width = 0;       // the decoder's embedding width the projector maps to
-  double norm_eps = 1e-5;     // LayerNorm / RMSNorm epsilon
-  double init_std = 0.02;     // N(0, init_std) weights at initialisation
+  ProjectorKind projector = ProjectorKind::kMlp;
+  int64_t lm_vocab = 0;    // the decoder's vocabulary size (rows of its wte): vocab_mix's logits
+  double norm_eps = 1e-5;  // LayerNorm / RMSNorm epsilon
+  double init_std = 0.02;  // N(0, init_std) weights at initialisation
 
   // Patches of a series of `length` values: 1 + ceil((length - patch_len) / stride), at least 1.
   int64_t patches_for(int64_t length) const {

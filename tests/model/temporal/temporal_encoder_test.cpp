@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "core/error.h"
 #include "model/gpt.h"
@@ -150,6 +152,65 @@ TEST(TemporalEncoder, SoftTokensStartAtTheLmEmbeddingRms) {
     auto token_rms = out.tokens.pow(2).mean(-1).sqrt();  // (3, S)
     EXPECT_TRUE(torch::allclose(token_rms, torch::full_like(token_rms, rms), 0.05, 0)) << token_rms;
   }
+}
+
+// projector vocab_mix: each soft token is softmax(logits over the LM's vocabulary) @ its
+// token-embedding table, so it lies in the convex hull of the LM's word embeddings; logits that
+// favour one word make the soft token that word's embedding. The table is lent, not saved.
+TEST(TemporalEncoder, VocabMixSoftTokensAreMixesOfTheLmWordEmbeddings) {
+  torch::manual_seed(0);
+  TemporalEncoderOptions o;
+  o.max_length = 32;
+  o.patch_len = 8;
+  o.stride = 8;
+  o.layers = 1;
+  o.width = 16;
+  o.heads = 2;
+  o.num_tokens = 3;
+  o.lm_width = 12;
+  o.lm_vocab = 20;
+  o.projector = ProjectorKind::kVocabMix;
+  TemporalEncoder enc(o);
+  const auto names = enc->named_parameters().keys();
+  EXPECT_NE(std::find(names.begin(), names.end(), "proj_vocab.weight"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "proj_fc2.weight"), names.end());
+  EXPECT_EQ(enc->buffers().size(), 0u);  // the LM's table is no state of the encoder
+  auto values = torch::randn({2, 1, 32});
+  auto valid = torch::ones({2, 1, 32}, torch::kBool);
+  EXPECT_THROW(enc->forward(values, valid), Error);  // no table lent yet
+  EXPECT_THROW(enc->set_vocab_table(torch::randn({21, 12})), Error);
+  auto wte = torch::randn({20, 12});
+  enc->set_vocab_table(wte);
+  auto out = enc->forward(values, valid);
+  ASSERT_EQ(out.tokens.sizes(), (std::vector<int64_t>{2, 3, 12}));
+  {
+    // Equal logits: every soft token is the table's mean embedding.
+    torch::NoGradGuard no_grad;
+    enc->proj_vocab->weight.zero_();
+    enc->proj_vocab->bias.zero_();
+  }
+  out = enc->forward(values, valid);
+  EXPECT_TRUE(torch::allclose(out.tokens, wte.mean(0).expand({2, 3, 12}), 1e-5, 1e-6));
+  {
+    // A bias that dominates the logits picks word 7 for every soft token.
+    torch::NoGradGuard no_grad;
+    enc->proj_vocab->bias.zero_();
+    enc->proj_vocab->bias[7] = 1e4;
+  }
+  out = enc->forward(values, valid);
+  EXPECT_TRUE(torch::allclose(out.tokens, wte[7].expand({2, 3, 12}), 1e-5, 1e-6));
+  // Gradients reach the logits through the table (the table itself is detached).
+  {
+    torch::NoGradGuard no_grad;
+    enc->proj_vocab->bias[7] = 0.0;
+  }
+  auto loss = enc->forward(values, valid).tokens.pow(2).sum();
+  loss.backward();
+  EXPECT_TRUE(enc->proj_vocab->bias.grad().defined());
+  EXPECT_GT(enc->proj_vocab->bias.grad().abs().sum().item<double>(), 0.0);
+  EXPECT_FALSE(wte.grad().defined());
+  EXPECT_THROW(parse_projector_kind("linear"), UsageError);
+  EXPECT_EQ(parse_projector_kind("vocab_mix"), ProjectorKind::kVocabMix);
 }
 
 TEST(TemporalEncoder, RefusesBadShapes) {
