@@ -7,6 +7,15 @@ die() {
   exit 1
 }
 
+# gpu_bench_tools: sets `bin` (lmtrain: $LMTRAIN_BIN, default build/lmtrain) and `python` (the
+# reference's: $PYTHON, default .venv/bin/python, else python3); dies when there is no binary.
+gpu_bench_tools() {
+  bin=${LMTRAIN_BIN:-build/lmtrain}
+  python=${PYTHON:-}
+  [[ -n "$python" ]] || { [[ -x .venv/bin/python ]] && python=.venv/bin/python || python=python3; }
+  [[ -x "$bin" ]] || die "no lmtrain binary at $bin (run scripts/build.sh)"
+}
+
 # field NAME: the number after the last "NAME:" on stdin (a log prefix before it is fine).
 field() {
   sed -n "s/.*$1:[[:space:]]*\([0-9][0-9.eE+-]*\).*/\1/p" | tail -n 1

@@ -28,10 +28,7 @@ while (($#)); do
     *) die "unknown flag $1 (see --help)" ;;
   esac
 done
-bin=${LMTRAIN_BIN:-build/lmtrain}
-python=${PYTHON:-}
-[[ -n "$python" ]] || { [[ -x .venv/bin/python ]] && python=.venv/bin/python || python=python3; }
-[[ -x "$bin" ]] || die "no lmtrain binary at $bin (run scripts/build.sh)"
+gpu_bench_tools
 out=${out:-$(mktemp -d)}
 mkdir -p "$out"
 

@@ -35,10 +35,7 @@ case "$model" in
   qwen3-0.6b|qwen3-moe-bench) ;;
   *) die "--model $model: expected qwen3-0.6b or qwen3-moe-bench" ;;
 esac
-bin=${LMTRAIN_BIN:-build/lmtrain}
-python=${PYTHON:-}
-[[ -n "$python" ]] || { [[ -x .venv/bin/python ]] && python=.venv/bin/python || python=python3; }
-[[ -x "$bin" ]] || die "no lmtrain binary at $bin (run scripts/build.sh)"
+gpu_bench_tools
 out=${out:-$(mktemp -d)}
 mkdir -p "$out"
 

@@ -44,8 +44,9 @@ core::Runtime read_runtime(const core::Config& cfg, int local_rank) {
   if (rt.precision == core::Precision::kFp8 && rt.cuda() && !core::device_has_fp8(rt.device)) {
     throw UsageError(log::format(
         "train.precision=fp8 needs a GPU with fp8 tensor cores (compute capability 8.9 or newer: "
-        "H100, L40S, RTX 4090); %s has %s. Use train.precision=bf16",
-        rt.device.str().c_str(), core::cuda_capability(rt.device).c_str()));
+        "H100, L40S, RTX 4090); %s has %d.%d. Use train.precision=bf16",
+        rt.device.str().c_str(), core::cuda_capability(rt.device) / 10,
+        core::cuda_capability(rt.device) % 10));
   }
   rt.compute_dtype = rt.precision == core::Precision::kFp16   ? at::kHalf
                      : rt.precision == core::Precision::kFp32 ? at::kFloat

@@ -50,23 +50,18 @@ namespace {
 
 }  // namespace
 
-std::string cuda_capability(const c10::Device& device) {
+int cuda_capability(const c10::Device& device) {
 #ifdef LMTRAIN_CUDA
   if (device.is_cuda()) {
-    const auto* p = at::cuda::getDeviceProperties(device.index());
-    return std::to_string(p->major) + "." + std::to_string(p->minor);
+    const auto* p = at::cuda::getDeviceProperties(device.index());  // cached by libtorch
+    return p->major * 10 + p->minor;
   }
 #endif
   (void)device;
-  return "";
+  return 0;
 }
 
-bool device_has_fp8(const c10::Device& device) {
-  const std::string cap = cuda_capability(device);
-  if (cap.empty()) return false;
-  const auto dot = cap.find('.');
-  return std::stoi(cap.substr(0, dot)) * 10 + std::stoi(cap.substr(dot + 1)) >= 89;
-}
+bool device_has_fp8(const c10::Device& device) { return cuda_capability(device) >= 89; }
 
 bool built_with_cuda() {
 #ifdef LMTRAIN_CUDA

@@ -63,8 +63,9 @@ struct Runtime {
 // True when this build has CUDA and at least one GPU is visible (CUDA_VISIBLE_DEVICES applies).
 bool cuda_available();
 int cuda_device_count();
-// A CUDA device's compute capability ("9.0"), "" for another device or a build without CUDA.
-std::string cuda_capability(const c10::Device& device);
+// A CUDA device's compute capability as major * 10 + minor (90 for 9.0), 0 for another device or
+// a build without CUDA. Cheap: libtorch caches the device properties.
+int cuda_capability(const c10::Device& device);
 // Whether `device` has fp8 tensor cores (compute capability 8.9 or newer).
 bool device_has_fp8(const c10::Device& device);
 bool built_with_cuda();

@@ -196,17 +196,37 @@ int elementwise_blocks(int64_t total) {
 // ---- Packed QKV -> q, k, v with QK-norm and RoPE --------------------------------------------
 // One warp per (b, t, slot); lane l holds the pairs (p, p + D/2) for p = l, l + 32, ... < D/2.
 
+// The packed row (b, t, slot j) of this warp and where it goes; invalid past the last row.
+struct QkvWarpRow {
+  bool valid;
+  int lane;
+  int64_t row, t;
+  QkvRow r;
+};
+
+__device__ __forceinline__ QkvWarpRow qkv_warp_row(const QkvShape& s) {
+  const int64_t slots = s.H + 2 * s.K;
+  QkvWarpRow w{};
+  w.row = static_cast<int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / kWarp;
+  w.lane = threadIdx.x % kWarp;
+  w.valid = w.row < s.B * s.T * slots;
+  if (!w.valid) return w;
+  const int64_t j = w.row % slots, b = w.row / (slots * s.T);
+  w.t = (w.row / slots) % s.T;
+  w.r = qkv_row(s, b, w.t, j);
+  return w;
+}
+
 template <class T>
 __global__ void qkv_split_forward_kernel(const T* packed, const float* q_w, const float* k_w,
                                          const float* cos, const float* sin, QkvShape s, float eps,
                                          T* q, T* k, T* v, float* rstd) {
-  const int64_t slots = s.H + 2 * s.K, half = s.D / 2;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (row >= s.B * s.T * slots) return;
-  const int64_t j = row % slots, t = (row / slots) % s.T, b = row / (slots * s.T);
-  const T* src = packed + row * s.D;
-  const QkvRow r = qkv_row(s, b, t, j);
+  const QkvWarpRow wr = qkv_warp_row(s);
+  if (!wr.valid) return;
+  const int64_t half = s.D / 2, t = wr.t;
+  const int lane = wr.lane;
+  const T* src = packed + wr.row * s.D;
+  const QkvRow& r = wr.r;
   T* out = qkv_pick(r.part, q, k, v) + r.offset;
   const float* w = qkv_pick<const float>(r.part, q_w, k_w, nullptr);
   const bool rotate = r.part != QkvPart::kValue && cos;
@@ -247,14 +267,13 @@ __global__ void qkv_split_backward_kernel(const T* packed, const float* q_w, con
                                           const float* cos, const float* sin, QkvShape s,
                                           const float* rstd, const T* dq, const T* dk, const T* dv,
                                           T* dpacked) {
-  const int64_t slots = s.H + 2 * s.K, half = s.D / 2;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerWarpBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
-  if (row >= s.B * s.T * slots) return;
-  const int64_t j = row % slots, t = (row / slots) % s.T, b = row / (slots * s.T);
-  const T* src = packed + row * s.D;
-  T* dsrc = dpacked + row * s.D;
-  const QkvRow r = qkv_row(s, b, t, j);
+  const QkvWarpRow wr = qkv_warp_row(s);
+  if (!wr.valid) return;
+  const int64_t half = s.D / 2, t = wr.t;
+  const int lane = wr.lane;
+  const T* src = packed + wr.row * s.D;
+  T* dsrc = dpacked + wr.row * s.D;
+  const QkvRow& r = wr.r;
   const T* dy = qkv_pick(r.part, dq, dk, dv) + r.offset;
   const float* w = qkv_pick<const float>(r.part, q_w, k_w, nullptr);
   const bool rotate = r.part != QkvPart::kValue && cos;
