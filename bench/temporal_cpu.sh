@@ -47,7 +47,8 @@ run_or_die() {  # log file, command...
 echo "== setup: $samples samples, a tiny LM ($out)"
 run_or_die "$out/td.log" "$bin" temporal-data --num_samples "$samples" --output_dir "$out/td" \
   --seed 5 --length 48 --length 64 --tasks trend --tasks seasonality --tasks spikes --lm_text
-# The LM's corpus: each sample's text (`--lm_text`: its statistics, the question, the answer).
+# The LM's corpus: each sample's text (`--lm_text`: its statistics and attributes in words, the
+# question, the answer).
 run_or_die "$out/prepare.log" "$bin" prepare --input "$out/td/lm_text.jsonl" \
   --output "$out/lm_data" --vocab_size 320
 run_or_die "$out/lm.log" "$bin" train --config configs/gpt2-tiny.yaml --model.n_layer=2 \

@@ -49,9 +49,10 @@ int cmd_temporal_data(const Args& argv) {
        "on it)",
        "N"},
       {"lm_text", FlagKind::kBool,
-       "also write DIR/lm_text.jsonl: each sample as text (the series' statistics at its place, "
-       "then the question and the answer), the warm-up corpus of a small LM (`lmtrain prepare "
-       "--input DIR/lm_text.jsonl`)"},
+       "also write DIR/lm_text.jsonl: each sample as text (at the series' place its statistics "
+       "and its attributes in words, e.g. 'increasing periodic one'; then the question and the "
+       "answer), the warm-up corpus of a small LM that learns to read a description in context "
+       "(`lmtrain prepare --input DIR/lm_text.jsonl`)"},
       overwrite_flag(),
       quiet_flag(),
   };

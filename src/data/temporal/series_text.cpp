@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "data/temporal/qa_templates.h"
+
 namespace lmtrain::data::temporal {
 namespace {
 
@@ -44,14 +46,25 @@ std::string series_stats_text(const SeriesValues& s) {
          stat_list(stdev) + "]";
 }
 
-std::string warmup_text(const TemporalSample& sample) {
+std::string attribute_words(const CurveAttributes& a, const std::vector<std::string>& tasks) {
+  std::string words;
+  for (const std::string& name : tasks) {
+    if (name == "caption") continue;
+    if (name == "period" && !a.periodic) continue;
+    if (name == "spike_position" && a.spike_positions.empty()) continue;
+    words += (words.empty() ? "" : " ") + task_answer(task_spec(name), a);
+  }
+  return words;
+}
+
+std::string warmup_text(const TemporalSample& sample, const std::string& description) {
   const std::string placeholder = kSeriesPlaceholder;
   std::string text;
   size_t from = 0, k = 0;
   for (size_t at = sample.input.find(placeholder); at != std::string::npos;
        at = sample.input.find(placeholder, from), ++k) {
     text += sample.input.substr(from, at - from);
-    if (k < sample.series.size()) text += series_stats_text(sample.series[k]) + " ";
+    if (k < sample.series.size()) text += series_stats_text(sample.series[k]) + " " + description;
     from = at + placeholder.size();
   }
   return text + sample.input.substr(from) + sample.output;

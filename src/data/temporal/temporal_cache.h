@@ -56,7 +56,8 @@ struct TemporalDataOptions {
   int64_t shard_size = 10000;
   int threads = 0;         // generation threads; 0 = every core
   bool overwrite = false;  // core::OutputDir's --overwrite: the earlier content moves aside
-  // Also DIR/lm_text.jsonl: {"text": warmup_text(...)} per sample (series_text.h), the corpus
+  // Also DIR/lm_text.jsonl: {"text": warmup_text(sample, attribute_words(...))} per sample
+  // (series_text.h: the curve described in words at the series' place), the corpus
   // `lmtrain prepare` turns into an LM's warm-up data.
   bool lm_text = false;
 };

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "data/temporal/qa_templates.h"
+#include "data/temporal/series_text.h"
 #include "data/temporal/temporal_jsonl.h"
 
 namespace lmtrain::data::temporal {
@@ -216,6 +217,52 @@ TEST(TemporalGenerator, NumericAnswersAndTheCaptionAgreeWithTheAttributes) {
       EXPECT_NE(c.find(std::to_string(p)), std::string::npos) << c;
   }
   EXPECT_EQ(caption(generate_curve(o, 7).attributes), generate_sample(o, 7).answer);
+}
+
+// The LM's warm-up text (temporal-data --lm_text) holds, where the series goes, its statistics
+// and its attributes in words: the answer of every asked task, so the text alone answers the
+// question, and an LM trained on it learns to read the description where soft tokens will
+// stand.
+TEST(TemporalGenerator, TheWarmUpTextDescribesTheCurveWhereItsSoftTokensWillStand) {
+  GeneratorOptions o = mixed_options(9);
+  o.tasks = {"trend", "seasonality", "spikes", "period", "spike_position", "caption"};
+  int with_period = 0, with_position = 0;
+  for (int64_t i = 0; i < 120; ++i) {
+    const GeneratedCurve g = generate_curve(o, i);
+    const CurveAttributes& a = g.attributes;
+    const std::string words = attribute_words(a, o.tasks);
+    std::string expected = std::string(trend_name(a.trend)) + " " +
+                           (a.periodic ? "periodic" : "not periodic") + " " +
+                           spike_count_name(a.spikes);
+    if (a.periodic) {
+      expected += " " + std::to_string(a.period);
+      ++with_period;
+    }
+    if (!a.spike_positions.empty()) {
+      expected += " " + std::to_string(a.spike_positions[0]);
+      ++with_position;
+    }
+    EXPECT_EQ(words, expected) << "sample " << i;
+
+    const std::string text = warmup_text(g.sample, words);
+    const std::string head = series_stats_text(g.sample.series[0]) + " " + words + "\n";
+    EXPECT_EQ(text.substr(0, head.size()), head) << text;
+    EXPECT_EQ(text.find("<ts>"), std::string::npos) << text;
+    ASSERT_GE(text.size(), g.sample.output.size());
+    EXPECT_EQ(text.substr(text.size() - g.sample.output.size()), g.sample.output) << text;
+    if (g.sample.task != "caption" && !g.sample.choices.empty()) {
+      // The answer is one of the description's words.
+      EXPECT_NE((" " + words + " ").find(" " + g.sample.answer + " "), std::string::npos) << text;
+    }
+  }
+  EXPECT_GT(with_period, 0);
+  EXPECT_GT(with_position, 0);
+  // Tasks that are not asked are not described; no description leaves the statistics alone.
+  EXPECT_EQ(attribute_words(generate_curve(o, 0).attributes, {"trend"}),
+            trend_name(generate_curve(o, 0).attributes.trend));
+  const GeneratedCurve g = generate_curve(o, 1);
+  EXPECT_EQ(warmup_text(g.sample, "").substr(0, series_stats_text(g.sample.series[0]).size() + 2),
+            series_stats_text(g.sample.series[0]) + " \n");
 }
 
 // The trend label is the least-squares slope's: rising or falling by well over the noise's
