@@ -4,6 +4,7 @@
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/read_options.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -31,7 +32,9 @@ int eval_temporal(const ParsedArgs& args, const core::Runtime& rt) {
     cfg.set("data.temporal.dir", args.get("data.temporal.dir"), "--data.temporal.dir");
     cfg.set("data.temporal.online", "false", "--data.temporal.dir");
   }
-  auto data = train::make_temporal_data(cfg, *loaded.lm.tokenizer, cfg.get_int("model.n_embd"));
+  auto data = train::make_temporal_data(read_data_options(cfg), loaded.encoder->options(),
+                                        *loaded.lm.tokenizer,
+                                        static_cast<uint64_t>(cfg.get_int("train.seed")));
   auto group = dist::make_single_rank_group();
   train::TemporalAlignmentObjective objective(loaded.encoder);
   const int64_t B = args.get_int("batch_size", cfg.get_int("train.micro_batch_size"));

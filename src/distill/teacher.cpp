@@ -89,18 +89,16 @@ std::optional<core::Config> teacher_training_run(const core::Config& cfg) {
   return tcfg;
 }
 
-void resolve_teacher(core::Config& cfg) {
-  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
-  cfg.set("distill.teacher", std::filesystem::absolute(dir).lexically_normal().string(),
-          "resolved teacher");
+std::string resolve_teacher(const std::string& teacher) {
+  return std::filesystem::absolute(resolve_teacher_dir(teacher)).lexically_normal().string();
 }
 
-std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
+std::unique_ptr<TeacherCache> open_teacher_cache(const DistillOptions& distill,
                                                  const data::TokenSplit& train_shard,
                                                  const data::WindowStream& train_stream,
                                                  const std::string& tokenizer_hash,
                                                  int64_t vocab_size) {
-  const std::string path = cfg.get_string("distill.cache");
+  const std::string& path = distill.cache;
   auto cache = std::make_unique<TeacherCache>(path);
   const auto& info = cache->info();
   std::string diffs;
@@ -113,20 +111,20 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
   cmp("data.seq_len", std::to_string(info.seq_len), std::to_string(train_stream.seq_len()));
   cmp("windows", std::to_string(info.windows), std::to_string(train_stream.num_windows()));
   cmp("distill.temperature", log::format("%g", info.temperature),
-      log::format("%g", cfg.get_float("distill.temperature")));
+      log::format("%g", distill.temperature));
   if (!diffs.empty()) {
     throw UsageError("distill.cache = " + path +
                      " was written for other data than this run's (rewrite it with `lmtrain "
                      "distill-cache` and the run's config):" +
                      diffs);
   }
-  if (cfg.get_int("distill.top_k") > 0 && cfg.get_int("distill.top_k") != info.top_k) {
+  if (distill.top_k > 0 && distill.top_k != info.top_k) {
     throw UsageError(log::format("distill.top_k = %lld but distill.cache holds the top-%lld",
-                                 (long long)cfg.get_int("distill.top_k"), (long long)info.top_k));
+                                 (long long)distill.top_k, (long long)info.top_k));
   }
   // A teacher named beside the cache must be the cache's: otherwise which one teaches is
   // ambiguous (the cache's would, silently).
-  if (const std::string given = cfg.get_string("distill.teacher"); !given.empty()) {
+  if (const std::string& given = distill.teacher; !given.empty()) {
     std::error_code ec;
     const auto canonical = [&](const std::string& p) {
       return std::filesystem::weakly_canonical(p, ec).string();
@@ -138,15 +136,14 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
                        "cache with this teacher (`lmtrain distill-cache`)");
     }
   }
-  cfg.set("distill.teacher", info.teacher, "distill.cache");
   log::info(log::format("distillation teacher: offline, the top-%lld logits of %s from %s",
                         (long long)info.top_k, info.teacher.c_str(), path.c_str()));
   return cache;
 }
 
-LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
-                           const std::string& tokenizer_hash) {
-  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
+LoadedTeacher load_teacher(const DistillOptions& distill, int64_t seq_len, const core::Runtime& rt,
+                           int64_t student_vocab, const std::string& tokenizer_hash) {
+  const std::string dir = resolve_teacher_dir(distill.teacher);
   auto ckpt = CheckpointStore::load(dir, /*allow_fallback=*/false, {"model.safetensors"});
   if (is_lora_checkpoint(ckpt)) {
     throw UsageError("distill.teacher = " + dir +
@@ -162,12 +159,12 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
                      "): teacher and student must share one vocabulary");
   }
   const auto teacher_shape = model::GptConfig::from_config(tcfg, 0);
-  if (teacher_shape.block_size < cfg.get_int("data.seq_len")) {
+  if (teacher_shape.block_size < seq_len) {
     throw UsageError(log::format(
         "distill.teacher = %s has model.block_size %lld, shorter than the student's "
         "data.seq_len %lld: the teacher cannot see a whole training window; lower data.seq_len "
         "to at most %lld or use a teacher with a longer context",
-        dir.c_str(), (long long)teacher_shape.block_size, (long long)cfg.get_int("data.seq_len"),
+        dir.c_str(), (long long)teacher_shape.block_size, (long long)seq_len,
         (long long)teacher_shape.block_size));
   }
   if (teacher_shape.vocab_size != student_vocab) {
@@ -177,7 +174,7 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
         dir.c_str(), (long long)teacher_shape.vocab_size, (long long)student_vocab));
   }
   core::Runtime trt = rt;
-  const auto dtype = core::get_choice<TeacherDtype>(cfg);
+  const TeacherDtype dtype = distill.teacher_dtype;
   if (dtype == TeacherDtype::kBf16) {
     trt.param_dtype = at::kBFloat16;
     trt.compute_dtype = at::kBFloat16;

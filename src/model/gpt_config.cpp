@@ -57,19 +57,7 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
                     "'model.n_head' = %lld",
                     (long long)c.n_embd, (long long)c.n_head));
   }
-  if (c.vocab_size == 0) {
-    if (tokenizer_vocab <= 0) {
-      throw UsageError(
-          "config key 'model.vocab_size' is 0 (take it from the tokenizer) but no "
-          "tokenizer is available: set model.vocab_size or data.dir");
-    }
-    c.vocab_size = (tokenizer_vocab + 63) / 64 * 64;
-  } else if (tokenizer_vocab > c.vocab_size) {
-    throw UsageError(
-        log::format("config key 'model.vocab_size' = %lld is smaller than the "
-                    "tokenizer's vocabulary (%lld tokens)",
-                    (long long)c.vocab_size, (long long)tokenizer_vocab));
-  }
+  if (tokenizer_vocab != kTokenizerLater) c.fill_vocab_size(tokenizer_vocab);
   const int64_t seq_len = cfg.get_int("data.seq_len");
   if (seq_len > c.block_size) {
     throw UsageError(
@@ -78,6 +66,22 @@ GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_voca
                     (long long)seq_len, (long long)c.block_size));
   }
   return c;
+}
+
+void GptConfig::fill_vocab_size(int64_t tokenizer_vocab) {
+  if (vocab_size == 0) {
+    if (tokenizer_vocab <= 0) {
+      throw UsageError(
+          "config key 'model.vocab_size' is 0 (take it from the tokenizer) but no "
+          "tokenizer is available: set model.vocab_size or data.dir");
+    }
+    vocab_size = (tokenizer_vocab + 63) / 64 * 64;
+  } else if (tokenizer_vocab > vocab_size) {
+    throw UsageError(
+        log::format("config key 'model.vocab_size' = %lld is smaller than the "
+                    "tokenizer's vocabulary (%lld tokens)",
+                    (long long)vocab_size, (long long)tokenizer_vocab));
+  }
 }
 
 namespace {

@@ -40,9 +40,16 @@ struct GptConfig {
   int64_t hidden_dim() const { return mlp_hidden > 0 ? mlp_hidden : 4 * n_embd; }
   bool learned_pos() const { return pos == PosEncoding::kLearned; }  // else RoPE
 
-  // `tokenizer_vocab` fills model.vocab_size=0 (rounded up to a multiple of 64, which keeps
-  // the output GEMM well shaped). Throws UsageError naming the key for inconsistent shapes.
+  // tokenizer_vocab for a model whose tokenizer is opened later: vocab_size stays as set (0
+  // until fill_vocab_size).
+  static constexpr int64_t kTokenizerLater = -1;
+  // `tokenizer_vocab` fills model.vocab_size=0 (fill_vocab_size). Throws UsageError naming the
+  // key for inconsistent shapes.
   static GptConfig from_config(const core::Config& cfg, int64_t tokenizer_vocab);
+  // vocab_size 0 becomes the tokenizer's vocabulary rounded up to a multiple of 64 (which keeps
+  // the output GEMM well shaped); a set one smaller than the tokenizer's, or 0 without a
+  // tokenizer (tokenizer_vocab 0), is a UsageError naming model.vocab_size.
+  void fill_vocab_size(int64_t tokenizer_vocab);
   // Parameter count computed from the shapes (tied embedding counted once), and the count one
   // token uses (MoE: top_k of the routed experts, plus everything else).
   int64_t num_params() const;

@@ -54,6 +54,12 @@ std::string lora_target_name(LoraTarget t) {
   return "?";
 }
 
+std::string lora_target_list(const std::vector<LoraTarget>& targets) {
+  std::string out;
+  for (const auto t : targets) out += (out.empty() ? "" : ",") + lora_target_name(t);
+  return out;
+}
+
 std::vector<LoraTarget> parse_lora_targets(const std::string& text) {
   std::vector<LoraTarget> out;
   for (const auto& piece : core::split_list(text)) {

@@ -45,6 +45,8 @@ struct LoraOptions {
 // Parses lora.targets ("q,v" or "q, k, v, o, mlp_in, mlp_out, head"); errors name the key.
 std::vector<LoraTarget> parse_lora_targets(const std::string& text);
 std::string lora_target_name(LoraTarget t);
+// "q,v": the targets' names, comma-separated, as lora.targets spells them.
+std::string lora_target_list(const std::vector<LoraTarget>& targets);
 
 // Freezes the model and attaches the adapters. init: A ~ kaiming-uniform(a=sqrt(5)) from the
 // global generator (seed it first), B = 0; otherwise zeros (about to be loaded).

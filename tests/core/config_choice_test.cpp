@@ -13,7 +13,7 @@
 #include "model/moe_config.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
-#include "train/training_data.h"
+#include "train/data_options.h"
 
 namespace lmtrain::core {
 namespace {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/read_options.h"
 #include "core/runtime.h"
 #include "data/temporal/temporal_cache.h"
 #include "data/temporal/temporal_jsonl.h"
@@ -137,7 +138,9 @@ EvalAnswers eval_greedy_answers(const std::string& run, int64_t n) {
   at::set_num_threads(1);  // as generate --threads 1
   auto loaded = train::load_temporal_inference(run, core::Runtime::cpu());
   const auto& cfg = *loaded.lm.config;
-  auto data = train::make_temporal_data(cfg, *loaded.lm.tokenizer, cfg.get_int("model.n_embd"));
+  auto data = train::make_temporal_data(cli::read_data_options(cfg), loaded.encoder->options(),
+                                        *loaded.lm.tokenizer,
+                                        static_cast<uint64_t>(cfg.get_int("train.seed")));
   EvalAnswers out;
   out.eot = static_cast<int64_t>(loaded.lm.tokenizer->eot_id());
   for (int64_t i = 0; i < n; ++i) {
