@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -108,19 +109,6 @@ void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
                           {{"format", "pt"}});
 }
 
-core::Config checkpoint_config(const LoadedCheckpoint& ckpt) {
-  if (!ckpt.meta.contains("config") || !ckpt.meta["config"].is_string()) {
-    throw Error("checkpoint " + ckpt.dir + " has no config in meta.json");
-  }
-  core::Config cfg = core::Config::defaults();
-  cfg.merge_yaml_text(ckpt.meta["config"].get<std::string>(), ckpt.dir + "/meta.json config");
-  return cfg;
-}
-
-int64_t checkpoint_seq_len(const LoadedCheckpoint& ckpt) {
-  return checkpoint_config(ckpt).get_int("data.seq_len");
-}
-
 namespace {
 
 // "4 on q,v (unfreeze: norms)": what the adapters' shapes and the trained base groups depend on.
@@ -141,7 +129,7 @@ std::string lora_shape(const model::LoraOptions& lora) {
 void check_model_compatible(const LoadedCheckpoint& ckpt, const model::ModelOptions& model) {
   // Compare the architectures the two resolve to (so mlp_hidden 0 and 4 * n_embd, or a
   // depth-sized nanochat and its explicit shape, agree); dropout, init and init_from may differ.
-  const auto saved = model::model_options_from_config(checkpoint_config(ckpt), 0);
+  const auto saved = checkpoint_model_options(ckpt);
   const auto& a = saved.shape;
   auto b = model.shape;
   if (b.vocab_size == 0) b.vocab_size = a.vocab_size;

@@ -22,7 +22,6 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
-#include "core/config.h"
 #include "data/window_stream.h"
 #include "model/build_model.h"
 #include "model/gpt.h"
@@ -76,6 +75,8 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const model::ModelOpti
 
 // data.seq_len of the run that saved the checkpoint: the unit of its data position.
 int64_t checkpoint_seq_len(const LoadedCheckpoint& ckpt);
+// The model the checkpoint's recorded config describes (vocab_size as recorded).
+model::ModelOptions checkpoint_model_options(const LoadedCheckpoint& ckpt);
 
 // Restores parameters (the model's, and the objective's when it trains any), optimizer state,
 // RNG and returns the training state.
@@ -96,8 +97,5 @@ enum class ModelTensors { kAll, kBase, kCheckpointed };
 // the right shape (errors name the tensor).
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
                         const std::string& origin, ModelTensors which = ModelTensors::kAll);
-
-// The resolved config stored in a checkpoint's meta.json.
-core::Config checkpoint_config(const LoadedCheckpoint& ckpt);
 
 }  // namespace lmtrain::train

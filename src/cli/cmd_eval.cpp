@@ -1,6 +1,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -27,7 +28,7 @@ namespace {
 // accuracy per attribute against chance and the two baselines (train/temporal_qa.h).
 int eval_temporal(const ParsedArgs& args, const core::Runtime& rt) {
   auto loaded = train::load_temporal_inference(args.get("checkpoint"), rt);
-  core::Config cfg = *loaded.lm.config;
+  core::Config cfg = train::checkpoint_config(loaded.lm);
   if (args.has("data.temporal.dir")) {
     cfg.set("data.temporal.dir", args.get("data.temporal.dir"), "--data.temporal.dir");
     cfg.set("data.temporal.online", "false", "--data.temporal.dir");
@@ -109,8 +110,8 @@ int cmd_eval(const Args& argv) {
   rt.activate();
   if (args.get_bool("temporal_qa") || args.has("data.temporal.dir")) return eval_temporal(args, rt);
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
-  const auto& cfg = *loaded.config;
-  if (cfg.get_bool("model.temporal.enabled")) return eval_temporal(args, rt);
+  if (loaded.temporal) return eval_temporal(args, rt);
+  const core::Config cfg = train::checkpoint_config(loaded);
   const std::string data_dir =
       args.get("data_dir", args.get("data.dir", cfg.get_string("data.dir")));
   if (data_dir.empty()) {

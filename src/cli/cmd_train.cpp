@@ -12,10 +12,10 @@
 #include "cli/model_presets.h"
 #include "cli/read_options.h"
 #include "cli/run_config.h"
+#include "cli/teacher_run.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "distill/teacher.h"
 #include "train/recorded_run.h"
 #include "train/trainer.h"
 
@@ -184,7 +184,7 @@ int cmd_train(const Args& argv) {
   auto setup = read_setup_options(config);
   const auto run =
       train::start_run(options, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
-  if (const auto teacher = train::teacher_training_run(config)) {
+  if (const auto teacher = teacher_training_run(config)) {
     // An ordinary run of its own in RUN_DIR/teacher: a rerun resumes it or finds it complete.
     const auto teacher_options = read_run_options(*teacher, dist.group->size(), dist.runtime);
     const auto teacher_setup = read_setup_options(*teacher);

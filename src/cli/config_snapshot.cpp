@@ -1,7 +1,8 @@
 #include "cli/config_snapshot.h"
 
-#include "checkpoint/training_checkpoint.h"
+#include "checkpoint/checkpoint_config.h"
 #include "core/error.h"
+#include "options/read_model.h"
 
 namespace lmtrain::cli {
 
@@ -28,7 +29,7 @@ model::ModelOptions RunConfigSnapshot::adopt_lm_shape(const train::LoadedCheckpo
     }
     config_.set(path, value, "model.init_from " + lm.dir);
   }
-  return model::model_options_from_config(config_, model::GptConfig::kTokenizerLater);
+  return options::read_model_options(config_, options::kTokenizerLater);
 }
 
 }  // namespace lmtrain::cli

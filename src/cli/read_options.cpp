@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "distributed/process_group.h"
-#include "train/temporal_setup.h"
+#include "options/read_model.h"
 
 namespace lmtrain::cli {
 
@@ -48,7 +48,7 @@ train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size) {
 namespace {
 
 // What LoRA needs of the optimizer and of expert parallelism (the model's own checks are
-// LoraOptions::from_config's).
+// options::read_lora_options's).
 void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& optimizer) {
   if (cfg.get_int("lora.rank") <= 0) return;
   if (optimizer.name != optim::OptimizerName::kAdamW) {
@@ -182,9 +182,9 @@ train::SetupOptions read_setup_options(const core::Config& cfg) {
   o.temporal = cfg.get_bool("model.temporal.enabled");
   // A temporal run's model is its LM's, read once set-up has loaded it (adopt_lm_shape).
   if (!o.temporal) {
-    o.model = model::model_options_from_config(cfg, model::GptConfig::kTokenizerLater);
+    o.model = options::read_model_options(cfg, options::kTokenizerLater);
   }
-  o.encoder = train::read_temporal_encoder(cfg);
+  o.encoder = options::read_temporal_encoder(cfg);
   o.data = read_data_options(cfg);
   o.distill = read_distill_options(cfg);
   o.max_steps = cfg.get_int("train.max_steps");
@@ -201,7 +201,7 @@ train::BenchOptions read_bench_options(const core::Config& cfg, int world_size,
     model_cfg.set("model.vocab_size", "8192", "bench default (no tokenizer)");
     log::info("bench: model.vocab_size=0, using 8192 (set --model.vocab_size to change)");
   }
-  o.model = model::model_options_from_config(model_cfg, 0);
+  o.model = options::read_model_options(model_cfg, 0);
   o.run = read_run_options(cfg, world_size, rt);
   o.warmup = cfg.get_int("bench.warmup");
   o.steps = cfg.get_int("bench.steps");

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config_choice.h"
+
 namespace YAML {
 class Node;
 }
@@ -82,5 +84,13 @@ std::string canonicalize_value(const KeySpec& spec, const std::string& text,
 
 // Human-readable reference of every key (for `--help-config` and the README).
 std::string config_reference();
+
+// The value of E's key (core/config_choice.h) in `cfg` (already one of the choices: Config
+// validates on set).
+template <class E, class = ChoiceEnum<E>>
+E get_choice(const Config& cfg) {
+  const ChoiceKey key = choice_key(E{});
+  return parse_choice<E>(cfg.get_string(key.path), std::string("config key '") + key.path + "'");
+}
 
 }  // namespace lmtrain::core

@@ -3,14 +3,14 @@
 //                            output of `lmtrain import hf`
 //   distill.teacher = ""     a teacher is trained first, in this command, into RUN_DIR/teacher:
 //                            the student's config at width distill.teacher_hidden_size (default
-//                            twice the student's), for distill.teacher_steps steps. Rerunning the
-//                            command resumes or reuses it (it is an ordinary run dir).
+//                            twice the student's), for distill.teacher_steps steps
+//                            (cli/teacher_run.h). Rerunning the command resumes or reuses it (it
+//                            is an ordinary run dir).
 #pragma once
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "core/config.h"
 #include "core/runtime.h"
 #include "data/token_split.h"
 #include "data/window_stream.h"
@@ -19,15 +19,6 @@
 #include "model/gpt.h"
 
 namespace lmtrain::train {
-
-// The teacher's config for a teacher trained first: `student` (resolved) at the teacher width.
-core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg);
-
-// The run that trains the teacher first, or none: a config when `cfg` distils from an online
-// teacher and distill.teacher is empty (teacher_training_config of the student's shape, which
-// takes the vocabulary from data.dir's tokenizer), and says so in the log. The command runs it
-// as a run of its own (all ranks take part), then sets distill.teacher to its run.dir.
-std::optional<core::Config> teacher_training_run(const core::Config& cfg);
 
 // distill.teacher = `teacher` resolved to the teacher's checkpoint dir (absolute), so the
 // student's saved config records which teacher it learned from; a UsageError when there is none.

@@ -1,4 +1,5 @@
-// Shape and options of a decoder-only transformer, read from the `model` config section: GPT-2
+// Shape and options of a decoder-only transformer (the `model` config section, read by
+// options/read_model.h): GPT-2
 // (LayerNorm, learned positions, GELU) and the Llama / Qwen3 / nanochat family (RMSNorm, RoPE,
 // SwiGLU or relu², grouped-query attention, per-head QK-norm, logit soft-capping).
 #pragma once
@@ -40,12 +41,6 @@ struct GptConfig {
   int64_t hidden_dim() const { return mlp_hidden > 0 ? mlp_hidden : 4 * n_embd; }
   bool learned_pos() const { return pos == PosEncoding::kLearned; }  // else RoPE
 
-  // tokenizer_vocab for a model whose tokenizer is opened later: vocab_size stays as set (0
-  // until fill_vocab_size).
-  static constexpr int64_t kTokenizerLater = -1;
-  // `tokenizer_vocab` fills model.vocab_size=0 (fill_vocab_size). Throws UsageError naming the
-  // key for inconsistent shapes.
-  static GptConfig from_config(const core::Config& cfg, int64_t tokenizer_vocab);
   // vocab_size 0 becomes the tokenizer's vocabulary rounded up to a multiple of 64 (which keeps
   // the output GEMM well shaped); a set one smaller than the tokenizer's, or 0 without a
   // tokenizer (tokenizer_vocab 0), is a UsageError naming model.vocab_size.

@@ -18,10 +18,6 @@
 
 #include "model/gpt.h"
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::model {
 
 enum class LoraTarget { kQ, kK, kV, kO, kMlpIn, kMlpOut, kHead };
@@ -37,13 +33,12 @@ struct LoraOptions {
   bool enabled() const { return rank > 0; }
   double scaling() const { return alpha / static_cast<double>(rank); }
   bool targets_contain(LoraTarget t) const;
-  // The lora.* keys, validated against the model; errors name the key. (What LoRA needs of the
-  // optimizer and of expert parallelism the command checks: cli/read_options.cpp.)
-  static LoraOptions from_config(const core::Config& cfg);
 };
 
 // Parses lora.targets ("q,v" or "q, k, v, o, mlp_in, mlp_out, head"); errors name the key.
 std::vector<LoraTarget> parse_lora_targets(const std::string& text);
+// Parses lora.unfreeze ("norms, embeddings, head") into o's unfreeze_* flags; errors name the key.
+void parse_lora_unfreeze(const std::string& text, LoraOptions& o);
 std::string lora_target_name(LoraTarget t);
 // "q,v": the targets' names, comma-separated, as lora.targets spells them.
 std::string lora_target_list(const std::vector<LoraTarget>& targets);

@@ -1,5 +1,6 @@
-// Mixture-of-Experts options (`model.moe.*`): which blocks get an MoE feed-forward, its sizes,
-// the router, capacity and load balancing. num_experts = 0 is the dense model.
+// Mixture-of-Experts options (`model.moe.*`, read by options/read_model.h): which blocks get an MoE
+// feed-forward, its sizes, the router, capacity and load balancing. num_experts = 0 is the dense
+// model.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,8 +30,6 @@ struct MoeConfig {
   bool enabled() const { return num_experts > 0; }
   bool is_moe_layer(int64_t layer) const;
   int64_t moe_layers(int64_t n_layer) const;
-  // Parses model.moe.*; `dense_hidden` fills expert_hidden = 0. Throws UsageError naming the key.
-  static MoeConfig from_config(const core::Config& cfg, int64_t n_layer, int64_t dense_hidden);
   std::string describe() const;
 };
 

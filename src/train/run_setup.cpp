@@ -204,8 +204,8 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
   // adapters (its second stage).
-  s.model = model::build_model(setup.model, rt,
-                               {/*init=*/!s.temporal || lora.enabled(), 0, s.ep.placement});
+  s.model =
+      model::build_model(setup.model, rt, {/*init=*/!s.temporal || lora.enabled(), s.ep.placement});
   if (s.temporal) {
     // Before the encoder: its projector starts at the scale of the LM's token embeddings.
     s.state.lora_base = load_init_weights(*s.model, *temporal_lm);

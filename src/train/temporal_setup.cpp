@@ -36,21 +36,6 @@ LoadedCheckpoint temporal_lm_checkpoint(const std::string& init_from) {
   return lm;
 }
 
-model::temporal::TemporalEncoderOptions read_temporal_encoder(const core::Config& cfg) {
-  model::temporal::TemporalEncoderOptions o;
-  o.channels = cfg.get_int("model.temporal.channels");
-  o.max_length = cfg.get_int("model.temporal.max_length");
-  o.patch_len = cfg.get_int("model.temporal.patch_len");
-  o.stride = cfg.get_int("model.temporal.stride");
-  o.layers = cfg.get_int("model.temporal.layers");
-  o.width = cfg.get_int("model.temporal.width");
-  o.heads = cfg.get_int("model.temporal.heads");
-  o.mlp_ratio = cfg.get_int("model.temporal.mlp_ratio");
-  o.num_tokens = cfg.get_int("model.temporal.num_tokens");
-  o.projector = model::temporal::parse_projector_kind(cfg.get_string("model.temporal.projector"));
-  return o;
-}
-
 model::temporal::TemporalEncoderOptions encoder_for_lm(
     model::temporal::TemporalEncoderOptions encoder, const model::GptConfig& lm) {
   encoder.lm_width = lm.n_embd;
@@ -143,8 +128,7 @@ TemporalInference load_temporal_inference(const std::string& spec, const core::R
   TemporalInference out;
   // The encoder's tensors are read (and the checkpoint verified) in the same load as the LM's.
   out.lm = load_inference_model(spec, rt, {"objective.safetensors"});
-  const auto& cfg = *out.lm.config;
-  if (!cfg.get_bool("model.temporal.enabled")) {
+  if (!out.lm.temporal) {
     throw UsageError("checkpoint " + out.lm.checkpoint_dir +
                      " is not a temporal-encoder run's (model.temporal.enabled is false)");
   }
@@ -155,7 +139,7 @@ TemporalInference load_temporal_inference(const std::string& spec, const core::R
   ckpt.dir = out.lm.checkpoint_dir;
   ckpt.files = std::move(out.lm.extra_files);
   out.encoder = model::temporal::TemporalEncoder(
-      encoder_for_lm(read_temporal_encoder(cfg), out.lm.model->config()), /*init=*/false);
+      encoder_for_lm(out.lm.encoder, out.lm.model->config()), /*init=*/false);
   load_objective_tensors(ckpt, *out.encoder);
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
     out.encoder->to(rt.device, rt.param_dtype);

@@ -7,7 +7,6 @@
 
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_store.h"
-#include "core/config.h"
 #include "core/runtime.h"
 #include "data/bpe_tokenizer.h"
 #include "model/gpt.h"
@@ -21,9 +20,6 @@ namespace lmtrain::train {
 // model.init_from's checkpoint (`init_from`; meta.json only): the LM a temporal run aligns to.
 // UsageErrors name what is missing (no init_from, a LoRA checkpoint, no tokenizer.json).
 LoadedCheckpoint temporal_lm_checkpoint(const std::string& init_from);
-
-// model.temporal.* as `cfg` sets them; lm_width and lm_vocab are left 0 (encoder_for_lm).
-model::temporal::TemporalEncoderOptions read_temporal_encoder(const core::Config& cfg);
 
 // `encoder` for the decoder `lm`: lm_width its n_embd, lm_vocab its vocab_size. Throws
 // UsageError naming a bad key.
