@@ -5,15 +5,15 @@
 #pragma once
 #include <string>
 
-#include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_store.h"
 #include "core/config.h"
 
 namespace lmtrain::train {
 
-// Schema defaults < the recorded YAML; throws Error when meta.json holds no config.
+// Schema defaults < `yaml`, the config a checkpoint in `checkpoint_dir` records (errors name its
+// meta.json); e.g. an InferenceModel's config_yaml.
+core::Config recorded_config(const std::string& yaml, const std::string& checkpoint_dir);
+// The config ckpt's meta.json records; throws Error when it holds none.
 core::Config checkpoint_config(const LoadedCheckpoint& ckpt);
-// The same for a checkpoint loaded for inference (its config_yaml).
-core::Config checkpoint_config(const InferenceModel& loaded);
 
 }  // namespace lmtrain::train

@@ -17,7 +17,7 @@ struct InferenceModel {
   model::Gpt model{nullptr};
   std::unique_ptr<data::BpeTokenizer> tokenizer;
   // The config it was trained with, as resolved (meta.json "config"): checkpoint_config.h reads
-  // it back for the commands.
+  // it back for the commands (recorded_config).
   std::string config_yaml;
   bool temporal = false;  // model.temporal.enabled: the frozen LM of a temporal-encoder run
   // That run's model.temporal.* (lm_width and lm_vocab left 0: train::encoder_for_lm).

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "options/read_model.h"
 
 namespace lmtrain::train {
 namespace {
@@ -107,6 +108,14 @@ void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
   core::ensure_dir(staging);
   core::write_safetensors(staging + "/" + optim_file_name(rank), optimizer.state_tensors(),
                           {{"format", "pt"}});
+}
+
+int64_t checkpoint_seq_len(const LoadedCheckpoint& ckpt) {
+  return checkpoint_config(ckpt).get_int("data.seq_len");
+}
+
+model::ModelOptions checkpoint_model_options(const LoadedCheckpoint& ckpt) {
+  return options::read_model_options(checkpoint_config(ckpt), 0);
 }
 
 namespace {

@@ -28,7 +28,7 @@ namespace {
 // accuracy per attribute against chance and the two baselines (train/temporal_qa.h).
 int eval_temporal(const ParsedArgs& args, const core::Runtime& rt) {
   auto loaded = train::load_temporal_inference(args.get("checkpoint"), rt);
-  core::Config cfg = train::checkpoint_config(loaded.lm);
+  core::Config cfg = train::recorded_config(loaded.lm.config_yaml, loaded.lm.checkpoint_dir);
   if (args.has("data.temporal.dir")) {
     cfg.set("data.temporal.dir", args.get("data.temporal.dir"), "--data.temporal.dir");
     cfg.set("data.temporal.online", "false", "--data.temporal.dir");
@@ -111,7 +111,7 @@ int cmd_eval(const Args& argv) {
   if (args.get_bool("temporal_qa") || args.has("data.temporal.dir")) return eval_temporal(args, rt);
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   if (loaded.temporal) return eval_temporal(args, rt);
-  const core::Config cfg = train::checkpoint_config(loaded);
+  const core::Config cfg = train::recorded_config(loaded.config_yaml, loaded.checkpoint_dir);
   const std::string data_dir =
       args.get("data_dir", args.get("data.dir", cfg.get_string("data.dir")));
   if (data_dir.empty()) {

@@ -1,7 +1,7 @@
 // The run's resolved config as it is recorded: RUN_DIR/config.yaml and every checkpoint's
 // meta.json ("config"), which later commands read back (resume checks, eval, generate, export).
-// The command that read the config holds it (cli/config_snapshot.h, the one place that knows the
-// keys); set-up tells it, in typed form, what it finds out on the way (the tokenizer's
+// The command that read the config holds it (cli/run_config_snapshot.h, the one place that knows
+// the keys); set-up tells it, in typed form, what it finds out on the way (the tokenizer's
 // vocabulary, the teacher, a temporal run's LM), and no module reads its options from it.
 #pragma once
 #include <cstdint>

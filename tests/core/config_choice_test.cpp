@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/runtime.h"
 #include "distill/teacher.h"

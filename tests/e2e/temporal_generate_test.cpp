@@ -138,7 +138,7 @@ struct EvalAnswers {
 EvalAnswers eval_greedy_answers(const std::string& run, int64_t n) {
   at::set_num_threads(1);  // as generate --threads 1
   auto loaded = train::load_temporal_inference(run, core::Runtime::cpu());
-  const auto cfg = train::checkpoint_config(loaded.lm);
+  const auto cfg = train::recorded_config(loaded.lm.config_yaml, loaded.lm.checkpoint_dir);
   auto data = train::make_temporal_data(cli::read_data_options(cfg), loaded.encoder->options(),
                                         *loaded.lm.tokenizer,
                                         static_cast<uint64_t>(cfg.get_int("train.seed")));

@@ -1,4 +1,4 @@
-#include "cli/config_snapshot.h"
+#include "cli/run_config_snapshot.h"
 
 #include "checkpoint/checkpoint_config.h"
 #include "core/error.h"
