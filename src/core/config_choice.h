@@ -42,6 +42,16 @@ E parse_choice(const std::string& text, const std::string& origin) {
   return static_cast<E>(choice_index(choice_key(E{}), text, origin));
 }
 
+// The schema default of `key` (its index among the choices).
+size_t default_choice_index(const ChoiceKey& key);
+
+// E's key's schema default: what an option struct's enum member starts as
+// (core/config_schema.h).
+template <class E, class = ChoiceEnum<E>>
+E default_choice() {
+  return static_cast<E>(default_choice_index(choice_key(E{})));
+}
+
 // The option's name as the config spells it ("rmsnorm"), for logs, describe() and messages.
 template <class E, class = ChoiceEnum<E>>
 const std::string& to_string(E value) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/config_choice.h"
+#include "core/config_schema.h"
 
 namespace lmtrain::train {
 
@@ -14,18 +15,22 @@ namespace lmtrain::train {
 enum class TeacherDtype { kAuto, kFp32, kBf16 };
 constexpr core::ChoiceKey choice_key(TeacherDtype) { return {"distill.teacher_dtype", 3}; }
 
+// Each member starts at its key's schema default (core/config_schema.h).
 struct DistillOptions {
-  bool enabled = false;      // distill.enabled
-  std::string teacher;       // distill.teacher: a checkpoint, run dir or link
-  std::string cache;         // distill.cache: an offline teacher's top-k logits
-  double temperature = 0;    // distill.temperature
-  double alpha = 0;          // distill.alpha
-  int64_t chunk_tokens = 0;  // distill.chunk_tokens (0 = full logits)
-  TeacherDtype teacher_dtype = TeacherDtype::kAuto;  // distill.teacher_dtype
-  int64_t top_k = 0;                                 // distill.top_k (0 = the full distribution)
-  std::string feature_layers;  // distill.feature_layers ("S" or "S:T", comma-separated)
-  double feature_weight = 0;   // distill.feature_weight
-  double expert_weight = 0;    // distill.expert_weight
+  bool enabled = core::default_bool("distill.enabled");
+  // A checkpoint, run dir or link.
+  std::string teacher = core::default_string("distill.teacher");
+  // An offline teacher's top-k logits.
+  std::string cache = core::default_string("distill.cache");
+  double temperature = core::default_float("distill.temperature");
+  double alpha = core::default_float("distill.alpha");
+  int64_t chunk_tokens = core::default_int("distill.chunk_tokens");  // 0 = full logits
+  TeacherDtype teacher_dtype = core::default_choice<TeacherDtype>();
+  int64_t top_k = core::default_int("distill.top_k");  // 0 = the full distribution
+  // "S" or "S:T", comma-separated.
+  std::string feature_layers = core::default_string("distill.feature_layers");
+  double feature_weight = core::default_float("distill.feature_weight");
+  double expert_weight = core::default_float("distill.expert_weight");
 };
 
 }  // namespace lmtrain::train

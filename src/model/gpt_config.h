@@ -6,35 +6,40 @@
 #include <cstdint>
 #include <string>
 
+#include "core/config_schema.h"
 #include "model/decoder_options.h"
 #include "model/moe_config.h"
 
 namespace lmtrain::model {
 
+// Each member starts at its key's schema default (core/config_schema.h).
 struct GptConfig {
-  int64_t n_layer = 4;
-  int64_t n_head = 4;
-  int64_t n_embd = 128;
-  int64_t vocab_size = 0;
-  int64_t block_size = 1024;
-  double dropout = 0.0;
-  bool bias = true;
-  bool tie_embeddings = true;
-  double init_std = 0.02;
+  int64_t n_layer = core::default_int("model.n_layer");
+  int64_t n_head = core::default_int("model.n_head");
+  int64_t n_embd = core::default_int("model.n_embd");
+  int64_t vocab_size = core::default_int("model.vocab_size");
+  int64_t block_size = core::default_int("model.block_size");
+  double dropout = core::default_float("model.dropout");
+  bool bias = core::default_bool("model.bias");
+  bool tie_embeddings = core::default_bool("model.tie_embeddings");
+  double init_std = core::default_float("model.init_std");
   // Decoder-family options (GPT-2 defaults; decoder_options.h). See configs/ for the presets.
-  Arch arch = Arch::kGpt2;  // the family's name for HF I/O
-  Norm norm = Norm::kLayerNorm;
-  double norm_eps = 1e-5;
-  PosEncoding pos = PosEncoding::kLearned;
-  double rope_theta = 10000.0;
-  MlpKind mlp = MlpKind::kGelu;
-  int64_t mlp_hidden = 0;    // 0: 4 * n_embd
-  int64_t n_kv_head = 0;     // 0: n_head (grouped-query attention when fewer)
-  int64_t head_dim_ = 0;     // 0: n_embd / n_head
-  bool qk_norm = false;      // RMSNorm on each head's q and k (Qwen3)
-  bool qkv_bias = false;     // biases on q, k, v even when `bias` is off (Qwen2)
-  double logit_softcap = 0;  // > 0: logits = cap * tanh(logits / cap) (nanochat)
-  MoeConfig moe;             // model.moe.*: MoE feed-forward in some or all blocks
+  Arch arch = core::default_choice<Arch>();  // the family's name for HF I/O
+  Norm norm = core::default_choice<Norm>();
+  double norm_eps = core::default_float("model.norm_eps");
+  PosEncoding pos = core::default_choice<PosEncoding>();
+  double rope_theta = core::default_float("model.rope_theta");
+  MlpKind mlp = core::default_choice<MlpKind>();
+  int64_t mlp_hidden = core::default_int("model.mlp_hidden");  // 0: 4 * n_embd
+  // 0: n_head (grouped-query attention when fewer)
+  int64_t n_kv_head = core::default_int("model.n_kv_head");
+  int64_t head_dim_ = core::default_int("model.head_dim");  // 0: n_embd / n_head
+  bool qk_norm = core::default_bool("model.qk_norm");       // RMSNorm on each head's q and k
+  // Biases on q, k, v even when `bias` is off (Qwen2).
+  bool qkv_bias = core::default_bool("model.qkv_bias");
+  // > 0: logits = cap * tanh(logits / cap) (nanochat).
+  double logit_softcap = core::default_float("model.logit_softcap");
+  MoeConfig moe;  // model.moe.*: MoE feed-forward in some or all blocks
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/config_choice.h"
+#include "core/config_schema.h"
 
 namespace lmtrain::train {
 
@@ -13,36 +14,41 @@ namespace lmtrain::train {
 enum class DataSource { kPrepared, kStream };
 constexpr core::ChoiceKey choice_key(DataSource) { return {"data.source", 2}; }
 
+// Each member starts at its key's schema default (core/config_schema.h).
+
 // data.source = stream (stream_data.h): raw files tokenized on the fly.
 struct StreamOptions {
-  std::string inputs;         // data.stream.inputs: files or directories, comma-separated
-  std::string tokenizer;      // data.stream.tokenizer (empty: data.dir's tokenizer.json)
-  std::string text_column;    // data.stream.text_column
-  std::string doc_separator;  // data.stream.doc_separator
-  double val_fraction = 0;    // data.stream.val_fraction
-  double block_mb = 0;        // data.stream.block_mb
-  int64_t queue_batches = 0;  // data.stream.queue_batches
-  int tokenizer_threads = 0;  // data.tokenizer_threads
+  // Files or directories, comma-separated.
+  std::string inputs = core::default_string("data.stream.inputs");
+  // Empty: data.dir's tokenizer.json.
+  std::string tokenizer = core::default_string("data.stream.tokenizer");
+  std::string text_column = core::default_string("data.stream.text_column");
+  std::string doc_separator = core::default_string("data.stream.doc_separator");
+  double val_fraction = core::default_float("data.stream.val_fraction");
+  double block_mb = core::default_float("data.stream.block_mb");
+  int64_t queue_batches = core::default_int("data.stream.queue_batches");
+  int tokenizer_threads = static_cast<int>(core::default_int("data.tokenizer_threads"));
 };
 
 // model.temporal.enabled: time-series QA samples (data.temporal.*, temporal_setup.h).
-struct TemporalDataOptions {
-  std::string dir;          // data.temporal.dir
-  bool online = false;      // data.temporal.online
-  int64_t num_samples = 0;  // data.temporal.num_samples
-  int64_t seed = 0;         // data.temporal.seed
-  std::string lengths;      // data.temporal.lengths (comma-separated)
-  std::string tasks;        // data.temporal.tasks (comma-separated; empty = all)
-  double val_fraction = 0;  // data.temporal.val_fraction
+struct TemporalSampleOptions {
+  std::string dir = core::default_string("data.temporal.dir");
+  bool online = core::default_bool("data.temporal.online");
+  int64_t num_samples = core::default_int("data.temporal.num_samples");
+  int64_t seed = core::default_int("data.temporal.seed");
+  std::string lengths = core::default_string("data.temporal.lengths");  // comma-separated
+  // Comma-separated; empty = all.
+  std::string tasks = core::default_string("data.temporal.tasks");
+  double val_fraction = core::default_float("data.temporal.val_fraction");
 };
 
 struct DataOptions {
-  DataSource source = DataSource::kPrepared;  // data.source
-  std::string dir;                            // data.dir
-  int64_t seq_len = 0;                        // data.seq_len
-  bool shuffle = false;                       // data.shuffle
+  DataSource source = core::default_choice<DataSource>();
+  std::string dir = core::default_string("data.dir");
+  int64_t seq_len = core::default_int("data.seq_len");
+  bool shuffle = core::default_bool("data.shuffle");
   StreamOptions stream;
-  TemporalDataOptions temporal;
+  TemporalSampleOptions temporal;
 };
 
 }  // namespace lmtrain::train

@@ -44,7 +44,7 @@ model::temporal::TemporalEncoderOptions encoder_for_lm(
   return encoder;
 }
 
-TemporalSampleSource temporal_sample_source(const TemporalDataOptions& temporal,
+TemporalSampleSource temporal_sample_source(const TemporalSampleOptions& temporal,
                                             const model::temporal::TemporalEncoderOptions& encoder,
                                             std::string* origin) {
   TemporalSampleSource source;

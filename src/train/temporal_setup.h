@@ -28,7 +28,7 @@ model::temporal::TemporalEncoderOptions encoder_for_lm(
 
 // The samples of data.temporal.dir, or the generator's (data.temporal.online); series of
 // encoder.channels variables, at most encoder.max_length long.
-TemporalSampleSource temporal_sample_source(const TemporalDataOptions& temporal,
+TemporalSampleSource temporal_sample_source(const TemporalSampleOptions& temporal,
                                             const model::temporal::TemporalEncoderOptions& encoder,
                                             std::string* origin);
 
