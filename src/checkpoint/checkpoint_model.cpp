@@ -2,11 +2,13 @@
 
 #include <filesystem>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "model/build_model.h"
+#include "options/read_model.h"
 
 namespace lmtrain::train {
 
@@ -18,8 +20,11 @@ InferenceModel load_inference_model(const std::string& spec, const core::Runtime
   files.insert(files.end(), extra_files.begin(), extra_files.end());
   auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, files);
   InferenceModel out;
-  out.config = std::make_unique<core::Config>(checkpoint_config(ckpt));
-  out.model = model::build_model(*out.config, rt, {/*init=*/false, 0, {}});
+  const core::Config cfg = checkpoint_config(ckpt);
+  out.config_yaml = ckpt.meta["config"].get<std::string>();
+  out.temporal = cfg.get_bool("model.temporal.enabled");
+  out.encoder = options::read_temporal_encoder(cfg);
+  out.model = model::build_model(options::read_model_options(cfg, 0), rt, {/*init=*/false, {}});
   load_checkpoint_weights(ckpt, *out.model);  // a LoRA checkpoint: its base + the adapters
   out.model->eval();
   // Imported Hugging Face models may come without a tokenizer: usable on token ids only.

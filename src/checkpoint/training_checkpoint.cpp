@@ -6,10 +6,12 @@
 #include <map>
 #include <mutex>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "options/read_model.h"
 
 namespace lmtrain::train {
 namespace {
@@ -84,7 +86,7 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
         {"layout", in.optimizer.state_layout()}}},
       {"tokenizer_hash", in.tokenizer_hash},
       {"train_loss", train_loss},
-      {"config", in.config.to_yaml()},
+      {"config", in.config_yaml},
       {"model", in.model.config().describe()},
   };
   if (!in.state.lora_base.is_null()) meta["lora_base"] = in.state.lora_base;
@@ -108,21 +110,38 @@ void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
                           {{"format", "pt"}});
 }
 
-core::Config checkpoint_config(const LoadedCheckpoint& ckpt) {
-  if (!ckpt.meta.contains("config") || !ckpt.meta["config"].is_string()) {
-    throw Error("checkpoint " + ckpt.dir + " has no config in meta.json");
-  }
-  core::Config cfg = core::Config::defaults();
-  cfg.merge_yaml_text(ckpt.meta["config"].get<std::string>(), ckpt.dir + "/meta.json config");
-  return cfg;
+int64_t checkpoint_seq_len(const LoadedCheckpoint& ckpt) {
+  return checkpoint_config(ckpt).get_int("data.seq_len");
 }
 
-void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config) {
-  // Compare the architectures the two configs resolve to (so mlp_hidden 0 and 4 * n_embd, or a
+model::ModelOptions checkpoint_model_options(const LoadedCheckpoint& ckpt) {
+  return options::read_model_options(checkpoint_config(ckpt), 0);
+}
+
+namespace {
+
+// "4 on q,v (unfreeze: norms)": what the adapters' shapes and the trained base groups depend on.
+std::string lora_shape(const model::LoraOptions& lora) {
+  std::string unfreeze;
+  const std::pair<bool, const char*> groups[] = {{lora.unfreeze_norms, "norms"},
+                                                 {lora.unfreeze_embeddings, "embeddings"},
+                                                 {lora.unfreeze_head, "head"}};
+  for (const auto& [on, name] : groups) {
+    if (on) unfreeze += (unfreeze.empty() ? "" : ",") + std::string(name);
+  }
+  return std::to_string(lora.rank) + " on " + model::lora_target_list(lora.targets) +
+         " (unfreeze: " + unfreeze + ")";
+}
+
+}  // namespace
+
+void check_model_compatible(const LoadedCheckpoint& ckpt, const model::ModelOptions& model) {
+  // Compare the architectures the two resolve to (so mlp_hidden 0 and 4 * n_embd, or a
   // depth-sized nanochat and its explicit shape, agree); dropout, init and init_from may differ.
-  const auto a = model::GptConfig::from_config(checkpoint_config(ckpt), 0);
-  const int64_t vocab = config.get_int("model.vocab_size");
-  const auto b = model::GptConfig::from_config(config, vocab > 0 ? 0 : a.vocab_size);
+  const auto saved = checkpoint_model_options(ckpt);
+  const auto& a = saved.shape;
+  auto b = model.shape;
+  if (b.vocab_size == 0) b.vocab_size = a.vocab_size;
   std::string diffs;
   auto cmp = [&](const char* key, const std::string& x, const std::string& y) {
     if (x != y)
@@ -155,16 +174,9 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& co
   }
   // LoRA: the adapters must have the shapes the checkpoint holds (a fresh run from a base
   // compares only the model; the base has no lora keys set).
-  const auto ckpt_cfg = checkpoint_config(ckpt);
-  if (ckpt_cfg.get_int("lora.rank") > 0) {
-    auto lora = [](const core::Config& c) {
-      return std::to_string(c.get_int("lora.rank")) + " on " + c.get_string("lora.targets") +
-             " (unfreeze: " + c.get_string("lora.unfreeze") + ")";
-    };
-    if (lora(ckpt_cfg) != lora(config)) {
-      diffs += "\n  lora.rank on lora.targets (lora.unfreeze): checkpoint has " + lora(ckpt_cfg) +
-               ", config has " + lora(config);
-    }
+  if (saved.lora.enabled() && lora_shape(saved.lora) != lora_shape(model.lora)) {
+    diffs += "\n  lora.rank on lora.targets (lora.unfreeze): checkpoint has " +
+             lora_shape(saved.lora) + ", config has " + lora_shape(model.lora);
   }
   if (!diffs.empty()) {
     throw UsageError("checkpoint " + ckpt.dir +

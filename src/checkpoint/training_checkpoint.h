@@ -22,8 +22,8 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
-#include "core/config.h"
 #include "data/window_stream.h"
+#include "model/build_model.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 #include "optim/loss_scaler.h"
@@ -44,7 +44,7 @@ struct TrainingState {
 };
 
 struct CheckpointInputs {
-  const core::Config& config;
+  const std::string& config_yaml;  // the run's resolved config, recorded in meta.json
   model::GptImpl& model;
   const optim::Optimizer& optimizer;
   const TrainingState& state;
@@ -69,8 +69,14 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
 void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
                            const optim::Optimizer& optimizer);
 
-// Refuses checkpoints whose model shape differs from `config`'s (naming every differing key).
-void check_model_compatible(const LoadedCheckpoint& ckpt, const core::Config& config);
+// Refuses checkpoints whose model shape differs from `model`'s (naming every differing key), and
+// a LoRA checkpoint whose adapters differ from model.lora.
+void check_model_compatible(const LoadedCheckpoint& ckpt, const model::ModelOptions& model);
+
+// data.seq_len of the run that saved the checkpoint: the unit of its data position.
+int64_t checkpoint_seq_len(const LoadedCheckpoint& ckpt);
+// The model the checkpoint's recorded config describes (vocab_size as recorded).
+model::ModelOptions checkpoint_model_options(const LoadedCheckpoint& ckpt);
 
 // Restores parameters (the model's, and the objective's when it trains any), optimizer state,
 // RNG and returns the training state.
@@ -91,8 +97,5 @@ enum class ModelTensors { kAll, kBase, kCheckpointed };
 // the right shape (errors name the tensor).
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
                         const std::string& origin, ModelTensors which = ModelTensors::kAll);
-
-// The resolved config stored in a checkpoint's meta.json.
-core::Config checkpoint_config(const LoadedCheckpoint& ckpt);
 
 }  // namespace lmtrain::train

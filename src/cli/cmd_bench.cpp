@@ -48,7 +48,9 @@ int cmd_bench(const Args& argv) {
   }
   const auto config = load_run_config(args);
   if (args.has("loader")) {
-    const auto r = train::run_loader_benchmark(config, read_batch_plan(config, 1));
+    const auto r = train::run_loader_benchmark(
+        read_data_options(config), static_cast<uint64_t>(config.get_int("train.seed")),
+        read_batch_plan(config, 1), config.get_int("bench.warmup") + config.get_int("bench.steps"));
     std::cout << "tokenizer_threads: " << r.tokenizer_threads << "\n"
               << "batches: " << r.batches << "\n"
               << "tokens: " << r.tokens << "\n"

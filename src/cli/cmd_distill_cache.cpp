@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/dist_setup.h"
+#include "cli/read_options.h"
 #include "cli/run_config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -20,6 +21,7 @@
 #include "distill/teacher.h"
 #include "distill/teacher_cache.h"
 #include "model/gpt_config.h"
+#include "options/read_model.h"
 
 namespace lmtrain::cli {
 
@@ -83,11 +85,11 @@ int cmd_distill_cache(const Args& argv) {
   auto shard = data::TokenSplit::open(data_dir, "train");
   data::check_shard_hash(shard, tokenizer.hash());
   shard.set_vocab_size(tokenizer.vocab_size());
-  const auto student =
-      model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
+  const auto student = options::read_gpt_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
   data::WindowStream stream(shard, cfg.get_int("data.seq_len"), 0, /*shuffle=*/false);
 
-  auto teacher = train::load_teacher(cfg, rt, student.vocab_size, tokenizer.hash());
+  auto teacher = train::load_teacher(read_distill_options(cfg), cfg.get_int("data.seq_len"), rt,
+                                     student.vocab_size, tokenizer.hash());
   train::TeacherCacheInfo info;
   info.top_k = top_k;
   info.temperature = cfg.get_float("distill.temperature");

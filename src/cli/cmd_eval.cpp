@@ -1,9 +1,11 @@
 #include <cmath>
 #include <iostream>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/read_options.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -26,12 +28,14 @@ namespace {
 // accuracy per attribute against chance and the two baselines (train/temporal_qa.h).
 int eval_temporal(const ParsedArgs& args, const core::Runtime& rt) {
   auto loaded = train::load_temporal_inference(args.get("checkpoint"), rt);
-  core::Config cfg = *loaded.lm.config;
+  core::Config cfg = train::recorded_config(loaded.lm.config_yaml, loaded.lm.checkpoint_dir);
   if (args.has("data.temporal.dir")) {
     cfg.set("data.temporal.dir", args.get("data.temporal.dir"), "--data.temporal.dir");
     cfg.set("data.temporal.online", "false", "--data.temporal.dir");
   }
-  auto data = train::make_temporal_data(cfg, *loaded.lm.tokenizer, cfg.get_int("model.n_embd"));
+  auto data = train::make_temporal_data(read_data_options(cfg), loaded.encoder->options(),
+                                        *loaded.lm.tokenizer,
+                                        static_cast<uint64_t>(cfg.get_int("train.seed")));
   auto group = dist::make_single_rank_group();
   train::TemporalAlignmentObjective objective(loaded.encoder);
   const int64_t B = args.get_int("batch_size", cfg.get_int("train.micro_batch_size"));
@@ -106,8 +110,8 @@ int cmd_eval(const Args& argv) {
   rt.activate();
   if (args.get_bool("temporal_qa") || args.has("data.temporal.dir")) return eval_temporal(args, rt);
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
-  const auto& cfg = *loaded.config;
-  if (cfg.get_bool("model.temporal.enabled")) return eval_temporal(args, rt);
+  if (loaded.temporal) return eval_temporal(args, rt);
+  const core::Config cfg = train::recorded_config(loaded.config_yaml, loaded.checkpoint_dir);
   const std::string data_dir =
       args.get("data_dir", args.get("data.dir", cfg.get_string("data.dir")));
   if (data_dir.empty()) {

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -224,7 +225,7 @@ int cmd_generate(const Args& argv) {
   auto loaded = train::load_inference_model(spec, rt);
   if (args.get_bool("use_teacher")) {
     // The student's config names its teacher's checkpoint (resolved when training started).
-    const auto& cfg = *loaded.config;
+    const core::Config cfg = train::recorded_config(loaded.config_yaml, loaded.checkpoint_dir);
     if (!cfg.get_bool("distill.enabled") || cfg.get_string("distill.teacher").empty()) {
       throw UsageError("--use_teacher: checkpoint " + loaded.checkpoint_dir +
                        " is not from a distillation run (distill.enabled is false)");

@@ -11,10 +11,11 @@
 #include "cli/model_presets.h"
 #include "cli/read_options.h"
 #include "cli/run_config.h"
+#include "cli/run_config_snapshot.h"
+#include "cli/teacher_run.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "distill/teacher.h"
 #include "train/recorded_run.h"
 #include "train/trainer.h"
 
@@ -180,22 +181,28 @@ int cmd_train(const Args& argv) {
   const bool overwrite = args.get_bool("overwrite");
   // The student's run dir is claimed first: a teacher trained first lives inside it.
   const auto options = read_run_options(config, dist.group->size(), dist.runtime);
-  const auto run = train::start_run(config, options, *dist.group, dist.runtime,
-                                    dist.env.local_world_size, overwrite);
-  if (const auto teacher = train::teacher_training_run(config)) {
+  auto setup = read_setup_options(config);
+  const auto run =
+      train::start_run(options, *dist.group, dist.runtime, dist.env.local_world_size, overwrite);
+  if (const auto teacher = teacher_training_run(config)) {
     // An ordinary run of its own in RUN_DIR/teacher: a rerun resumes it or finds it complete.
     const auto teacher_options = read_run_options(*teacher, dist.group->size(), dist.runtime);
-    const auto teacher_run = train::start_run(*teacher, teacher_options, *dist.group, dist.runtime,
-                                              dist.env.local_world_size);
-    const auto trained = train::run_training_recorded(*teacher, teacher_options, *dist.group,
-                                                      dist.runtime, teacher_run);
+    const auto teacher_setup = read_setup_options(*teacher);
+    const auto teacher_run =
+        train::start_run(teacher_options, *dist.group, dist.runtime, dist.env.local_world_size);
+    RunConfigSnapshot teacher_snapshot(*teacher);
+    const auto trained = train::run_training_recorded(
+        teacher_options, teacher_setup, teacher_snapshot, *dist.group, dist.runtime, teacher_run);
     if (trained.stop_signal) {
       log::warn("stopped while training the teacher: rerun the command to continue");
       return 128 + trained.stop_signal;
     }
-    config.set("distill.teacher", teacher->get_string("run.dir"), "the teacher trained first");
+    config.set("distill.teacher", teacher_options.run_dir, "the teacher trained first");
+    setup.distill = read_distill_options(config);
   }
-  const auto result = train::run_training_recorded(config, options, *dist.group, dist.runtime, run);
+  RunConfigSnapshot snapshot(config);
+  const auto result =
+      train::run_training_recorded(options, setup, snapshot, *dist.group, dist.runtime, run);
   if (args.has("save_checkpoint") && !result.stop_signal && !result.last_checkpoint.empty()) {
     train::export_checkpoint_copy(result.last_checkpoint, args.get("save_checkpoint"));
     log::info("copied " + result.last_checkpoint + " to " + args.get("save_checkpoint"));

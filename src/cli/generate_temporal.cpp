@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
@@ -158,8 +159,7 @@ std::string normalize_series_placeholders(const std::string& prompt) {
 
 void generate_with_series(const SeriesGenerateOptions& o, const core::Runtime& rt) {
   auto run = train::load_temporal_inference(o.checkpoint, rt);
-  const auto& cfg = *run.lm.config;
-  const auto enc = train::temporal_encoder_options(cfg, cfg.get_int("model.n_embd"));
+  const auto& enc = run.encoder->options();
   const auto prompts = series_prompts(o, dt::ReadOptions{enc.max_length, enc.channels});
   const auto& tok = *run.lm.tokenizer;
   const int64_t eot = static_cast<int64_t>(tok.eot_id());

@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "model/build_model.h"
+#include "options/read_model.h"
 
 namespace fs = std::filesystem;
 
@@ -39,10 +40,11 @@ std::string describe_presets(const std::string& configs_dir) {
     cfg.merge_yaml_file(file);
     const bool vocab_assumed = cfg.get_int("model.vocab_size") == 0;
     if (vocab_assumed) cfg.set("model.vocab_size", "50304", "--help-models");
-    auto mcfg = model::GptConfig::from_config(cfg, 0);
+    auto mcfg = options::read_gpt_config(cfg, 0);
     // Built, not estimated: the count is the sum of the module's parameter sizes. Without init
     // the weights are never written, so even multi-billion-parameter presets cost no memory.
-    auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false, 0, {}});
+    auto m = model::build_model(options::read_model_options(cfg, 0), core::Runtime::cpu(),
+                                {/*init=*/false, {}});
     int64_t count = 0;
     for (const auto& p : m->parameters()) count += p.numel();
     out += log::format("%-22s %9.2fM  %s%s\n", fs::path(file).filename().c_str(), count / 1e6,

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "distributed/process_group.h"
+#include "options/read_model.h"
 
 namespace lmtrain::cli {
 
@@ -47,7 +48,7 @@ train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size) {
 namespace {
 
 // What LoRA needs of the optimizer and of expert parallelism (the model's own checks are
-// LoraOptions::from_config's).
+// options::read_lora_options's).
 void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& optimizer) {
   if (cfg.get_int("lora.rank") <= 0) return;
   if (optimizer.name != optim::OptimizerName::kAdamW) {
@@ -111,7 +112,9 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
   o.bucket_mb = cfg.get_float("dist.bucket_mb");
   o.cuda_graphs.enabled = cfg.get_bool("train.cuda_graphs");
   o.cuda_graphs.warmup = cfg.get_int("train.cuda_graph_warmup");
+  o.run_dir = cfg.get_string("run.dir");
   o.resume = train::CheckpointRequest::parse(cfg.get_string("checkpoint.resume"));
+  o.init_from = cfg.get_string("model.init_from");
   o.loss_scale = cfg.get_float("train.loss_scale");
   o.loss_scale_window = cfg.get_int("train.loss_scale_window");
   o.collective_timeout_s = cfg.get_float("dist.timeout_s");
@@ -123,8 +126,70 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
   o.loop.checkpoint_every_epoch = cfg.get_bool("checkpoint.every_epoch");
   o.loop.keep_last = static_cast<int>(cfg.get_int("checkpoint.keep_last"));
   o.loop.stop_at_step = cfg.get_int("train.stop_at_step");
+  o.loop.report = cfg.get_bool("log.report");
+  if (cfg.get_bool("model.temporal.enabled") && cfg.get_bool("distill.enabled")) {
+    throw UsageError(
+        "model.temporal.enabled and distill.enabled: a temporal run trains an encoder for a "
+        "frozen LM, there is no student to distil into (turn one of them off)");
+  }
   if (o.cuda_graphs.enabled) check_cuda_graphs_config(cfg, rt, world_size);
   check_lora_run(cfg, o.optimizer);
+  return o;
+}
+
+train::DataOptions read_data_options(const core::Config& cfg) {
+  train::DataOptions o;
+  o.source = core::get_choice<train::DataSource>(cfg);
+  o.dir = cfg.get_string("data.dir");
+  o.seq_len = cfg.get_int("data.seq_len");
+  o.shuffle = cfg.get_bool("data.shuffle");
+  o.stream.inputs = cfg.get_string("data.stream.inputs");
+  o.stream.tokenizer = cfg.get_string("data.stream.tokenizer");
+  o.stream.text_column = cfg.get_string("data.stream.text_column");
+  o.stream.doc_separator = cfg.get_string("data.stream.doc_separator");
+  o.stream.val_fraction = cfg.get_float("data.stream.val_fraction");
+  o.stream.block_mb = cfg.get_float("data.stream.block_mb");
+  o.stream.queue_batches = cfg.get_int("data.stream.queue_batches");
+  o.stream.tokenizer_threads = static_cast<int>(cfg.get_int("data.tokenizer_threads"));
+  o.temporal.dir = cfg.get_string("data.temporal.dir");
+  o.temporal.online = cfg.get_bool("data.temporal.online");
+  o.temporal.num_samples = cfg.get_int("data.temporal.num_samples");
+  o.temporal.seed = cfg.get_int("data.temporal.seed");
+  o.temporal.lengths = cfg.get_string("data.temporal.lengths");
+  o.temporal.tasks = cfg.get_string("data.temporal.tasks");
+  o.temporal.val_fraction = cfg.get_float("data.temporal.val_fraction");
+  return o;
+}
+
+train::DistillOptions read_distill_options(const core::Config& cfg) {
+  train::DistillOptions o;
+  o.enabled = cfg.get_bool("distill.enabled");
+  o.teacher = cfg.get_string("distill.teacher");
+  o.cache = cfg.get_string("distill.cache");
+  o.temperature = cfg.get_float("distill.temperature");
+  o.alpha = cfg.get_float("distill.alpha");
+  o.chunk_tokens = cfg.get_int("distill.chunk_tokens");
+  o.teacher_dtype = core::get_choice<train::TeacherDtype>(cfg);
+  o.top_k = cfg.get_int("distill.top_k");
+  o.feature_layers = cfg.get_string("distill.feature_layers");
+  o.feature_weight = cfg.get_float("distill.feature_weight");
+  o.expert_weight = cfg.get_float("distill.expert_weight");
+  return o;
+}
+
+train::SetupOptions read_setup_options(const core::Config& cfg) {
+  train::SetupOptions o;
+  o.temporal = cfg.get_bool("model.temporal.enabled");
+  // A temporal run's model is its LM's, read once set-up has loaded it (adopt_lm_shape).
+  if (!o.temporal) {
+    o.model = options::read_model_options(cfg, options::kTokenizerLater);
+  }
+  o.encoder = options::read_temporal_encoder(cfg);
+  o.data = read_data_options(cfg);
+  o.distill = read_distill_options(cfg);
+  o.max_steps = cfg.get_int("train.max_steps");
+  o.epochs = cfg.get_int("train.epochs");
+  o.ep = static_cast<int>(cfg.get_int("dist.ep"));
   return o;
 }
 
@@ -136,7 +201,7 @@ train::BenchOptions read_bench_options(const core::Config& cfg, int world_size,
     model_cfg.set("model.vocab_size", "8192", "bench default (no tokenizer)");
     log::info("bench: model.vocab_size=0, using 8192 (set --model.vocab_size to change)");
   }
-  o.model = model::model_options_from_config(model_cfg, 0);
+  o.model = options::read_model_options(model_cfg, 0);
   o.run = read_run_options(cfg, world_size, rt);
   o.warmup = cfg.get_int("bench.warmup");
   o.steps = cfg.get_int("bench.steps");

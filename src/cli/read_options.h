@@ -23,10 +23,20 @@ train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size);
 void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size);
 
 // The run's options at `world_size` ranks on `rt`. Throws UsageError naming the key for what
-// the run cannot be: a batch that does not split, LoRA with Muon or expert parallelism, and
-// (train.cuda_graphs) what a captured step cannot replay, before anything is written.
+// the run cannot be: a batch that does not split, LoRA with Muon or expert parallelism, a
+// temporal run that distils, and (train.cuda_graphs) what a captured step cannot replay, before
+// anything is written.
 train::RunOptions read_run_options(const core::Config& cfg, int world_size,
                                    const core::Runtime& rt);
+
+// data.* (data.source, the prepared dir, a stream's inputs, time-series samples).
+train::DataOptions read_data_options(const core::Config& cfg);
+// distill.*.
+train::DistillOptions read_distill_options(const core::Config& cfg);
+// What set_up_run builds a training run from: the model (its vocabulary left to the tokenizer
+// when model.vocab_size is 0), the temporal encoder, data, distillation, the run's length and
+// expert parallelism. Throws UsageError naming the key for an inconsistent model shape.
+train::SetupOptions read_setup_options(const core::Config& cfg);
 
 // `lmtrain bench`'s options: the run's, its model (model.vocab_size 0 = 8192: random tokens
 // need no tokenizer) and bench.*.

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "core/config_choice.h"
+#include "core/config_schema.h"
+
 namespace YAML {
 class Node;
 }
@@ -17,28 +20,6 @@ class Node;
 namespace lmtrain::core {
 
 struct SeedYamlKey;
-
-enum class ValueType { kInt, kFloat, kBool, kString };
-
-struct KeySpec {
-  std::string path;  // "train.max_steps"
-  ValueType type;
-  std::string default_value;  // canonical text form
-  std::optional<double> min;  // inclusive bounds for numbers
-  std::optional<double> max;
-  std::vector<std::string> choices;  // allowed strings (empty: any)
-  std::string help;
-};
-
-// All known keys, in display order.
-const std::vector<KeySpec>& config_schema();
-const KeySpec* find_key(const std::string& path);
-// Flat command-line aliases (`--lr` -> "optim.lr"); nullptr if `name` is not one.
-const char* alias_target(const std::string& name);
-const std::vector<std::pair<std::string, std::string>>& config_aliases();
-// The keys model.depth = `depth` > 0 sets (nanochat's depth scaling: one block per unit of
-// depth, width 64 * depth, heads of 128), as (path, value) pairs.
-std::vector<std::pair<std::string, int64_t>> depth_scaled_keys(int64_t depth);
 
 class Config {
  public:
@@ -82,5 +63,13 @@ std::string canonicalize_value(const KeySpec& spec, const std::string& text,
 
 // Human-readable reference of every key (for `--help-config` and the README).
 std::string config_reference();
+
+// The value of E's key (core/config_choice.h) in `cfg` (already one of the choices: Config
+// validates on set).
+template <class E, class = ChoiceEnum<E>>
+E get_choice(const Config& cfg) {
+  const ChoiceKey key = choice_key(E{});
+  return parse_choice<E>(cfg.get_string(key.path), std::string("config key '") + key.path + "'");
+}
 
 }  // namespace lmtrain::core

@@ -1,5 +1,6 @@
 #include "core/config_choice.h"
 
+#include "core/config_schema.h"
 #include "core/error.h"
 
 namespace lmtrain::core {
@@ -22,6 +23,11 @@ size_t choice_index(const ChoiceKey& key, const std::string& text, const std::st
     if (choices[i] == text) return i;
   }
   throw UsageError(origin + " = '" + text + "': expected " + choice_list(key));
+}
+
+size_t default_choice_index(const ChoiceKey& key) {
+  choices_of(key);  // the schema lists the enum's choices
+  return choice_index(key, find_key(key.path)->default_value, "the schema default");
 }
 
 const std::string& choice_name(const ChoiceKey& key, size_t index) {

@@ -7,15 +7,14 @@
 // The folder that owns an option declares its enum and, beside it, the key it reads:
 //   enum class Norm { kLayerNorm, kRmsNorm };  // in the order of model.norm's choices
 //   constexpr core::ChoiceKey choice_key(Norm) { return {"model.norm", 2}; }
-// then reads it with core::get_choice<Norm>(cfg) and names it with core::to_string(norm).
+// then a reader (cli/, options/) reads it with core::get_choice<Norm>(cfg) (core/config.h) and
+// everyone names it with core::to_string(norm). Declaring the enum needs no Config.
 // `count` is the number of enumerators: an enum and a schema list that drifted apart throw on
 // the first read (and tests/core/config_choice_test.cpp reads them all).
 #pragma once
 #include <cstddef>
 #include <string>
 #include <type_traits>
-
-#include "core/config.h"
 
 namespace lmtrain::core {
 
@@ -43,11 +42,14 @@ E parse_choice(const std::string& text, const std::string& origin) {
   return static_cast<E>(choice_index(choice_key(E{}), text, origin));
 }
 
-// The value of E's key in `cfg` (already one of the choices: Config validates on set).
+// The schema default of `key` (its index among the choices).
+size_t default_choice_index(const ChoiceKey& key);
+
+// E's key's schema default: what an option struct's enum member starts as
+// (core/config_schema.h).
 template <class E, class = ChoiceEnum<E>>
-E get_choice(const Config& cfg) {
-  const ChoiceKey key = choice_key(E{});
-  return parse_choice<E>(cfg.get_string(key.path), std::string("config key '") + key.path + "'");
+E default_choice() {
+  return static_cast<E>(default_choice_index(choice_key(E{})));
 }
 
 // The option's name as the config spells it ("rmsnorm"), for logs, describe() and messages.

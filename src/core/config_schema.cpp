@@ -1,9 +1,12 @@
 // Every configuration key lmtrain knows, with type, default, range and help text.
 // This table is the single source of truth: validation, `--help-config`, the resolved
 // config.yaml and the README's config reference all come from it.
+#include "core/config_schema.h"
+
+#include <cstdlib>
 #include <limits>
 
-#include "core/config.h"
+#include "core/error.h"
 
 namespace lmtrain::core {
 namespace {
@@ -362,6 +365,35 @@ const std::vector<std::pair<std::string, std::string>>& config_aliases() {
       {"load_checkpoint", "checkpoint.resume"},
   };
   return aliases;
+}
+
+namespace {
+
+const std::string& typed_default(const char* path, ValueType type, const char* type_name) {
+  const KeySpec* spec = find_key(path);
+  if (!spec || spec->type != type) {
+    throw Error(std::string("internal: no ") + type_name + " config key '" + path +
+                "' in the schema (core/config_schema.cpp) for an option's default");
+  }
+  return spec->default_value;
+}
+
+}  // namespace
+
+int64_t default_int(const char* path) {
+  return std::strtoll(typed_default(path, ValueType::kInt, "integer").c_str(), nullptr, 10);
+}
+
+double default_float(const char* path) {
+  return std::strtod(typed_default(path, ValueType::kFloat, "float").c_str(), nullptr);
+}
+
+bool default_bool(const char* path) {
+  return typed_default(path, ValueType::kBool, "boolean") == "true";
+}
+
+const std::string& default_string(const char* path) {
+  return typed_default(path, ValueType::kString, "string");
 }
 
 }  // namespace lmtrain::core

@@ -18,23 +18,22 @@ std::string describe_pairs(const std::vector<LayerPair>& pairs) {
 
 }  // namespace
 
-std::shared_ptr<DistillObjective> make_distill_objective(const core::Config& cfg,
-                                                         const core::Runtime& rt,
+std::shared_ptr<DistillObjective> make_distill_objective(const DistillOptions& distill,
+                                                         int64_t seq_len, const core::Runtime& rt,
                                                          const model::GptConfig& student,
                                                          const std::string& tokenizer_hash,
                                                          const TeacherCache* cache, uint64_t seed) {
   model::DistillLossSpec spec;
-  spec.temperature = cfg.get_float("distill.temperature");
-  spec.alpha = cfg.get_float("distill.alpha");
-  const int64_t chunk = cfg.get_int("distill.chunk_tokens");
+  spec.temperature = distill.temperature;
+  spec.alpha = distill.alpha;
+  const int64_t chunk = distill.chunk_tokens;
   if (chunk > 0) spec.chunk_rows = chunk;  // 0: full logits online (the cache is always chunked)
-  spec.top_k = cfg.get_int("distill.top_k");
+  spec.top_k = distill.top_k;
   std::shared_ptr<DistillObjective> objective;
   std::string how;
   if (cache) {
-    if (cfg.get_float("distill.expert_weight") > 0 ||
-        (cfg.get_float("distill.feature_weight") > 0 &&
-         !cfg.get_string("distill.feature_layers").empty())) {
+    if (distill.expert_weight > 0 ||
+        (distill.feature_weight > 0 && !distill.feature_layers.empty())) {
       throw UsageError(
           "distill.feature_layers and distill.expert_weight compare the teacher's hidden states, "
           "which distill.cache does not hold: leave distill.cache empty (online teacher) or turn "
@@ -44,8 +43,8 @@ std::shared_ptr<DistillObjective> make_distill_objective(const core::Config& cfg
     how = log::format("teacher's top-%lld read from %s", (long long)cache->info().top_k,
                       cache->path().c_str());
   } else {
-    auto teacher = load_teacher(cfg, rt, student.vocab_size, tokenizer_hash).model;
-    auto features = FeatureDistillSpec::from_config(cfg, student, teacher->config());
+    auto teacher = load_teacher(distill, seq_len, rt, student.vocab_size, tokenizer_hash).model;
+    auto features = FeatureDistillSpec::make(distill, student, teacher->config());
     objective = std::make_shared<DistillObjective>(std::move(teacher), spec, chunk > 0, features,
                                                    core::mix_seed(seed, 0x6665617475726573ULL));
     how = chunk > 0 ? log::format("in chunks of %lld tokens", (long long)chunk)

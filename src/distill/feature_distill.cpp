@@ -64,17 +64,17 @@ std::vector<LayerPair> parse_layer_pairs(const std::string& text, int64_t studen
   return pairs;
 }
 
-FeatureDistillSpec FeatureDistillSpec::from_config(const core::Config& cfg,
-                                                   const model::GptConfig& student,
-                                                   const model::GptConfig& teacher) {
+FeatureDistillSpec FeatureDistillSpec::make(const DistillOptions& distill,
+                                            const model::GptConfig& student,
+                                            const model::GptConfig& teacher) {
   FeatureDistillSpec spec;
   spec.student_width = student.n_embd;
   spec.teacher_width = teacher.n_embd;
-  spec.feature_weight = cfg.get_float("distill.feature_weight");
-  spec.expert_weight = cfg.get_float("distill.expert_weight");
+  spec.feature_weight = distill.feature_weight;
+  spec.expert_weight = distill.expert_weight;
   if (spec.feature_weight > 0) {
-    spec.features = parse_layer_pairs(cfg.get_string("distill.feature_layers"), student.n_layer,
-                                      teacher.n_layer, "distill.feature_layers");
+    spec.features = parse_layer_pairs(distill.feature_layers, student.n_layer, teacher.n_layer,
+                                      "distill.feature_layers");
   }
   if (spec.expert_weight > 0) {
     const int64_t ms = moe_layer_count(student), mt = moe_layer_count(teacher);

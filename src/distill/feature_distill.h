@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "distill/distill_options.h"
 #include "model/gpt_config.h"
 #include "model/param_tags.h"
 
@@ -46,8 +46,8 @@ struct FeatureDistillSpec {
   // From distill.feature_layers, distill.feature_weight and distill.expert_weight, checked
   // against both models: expert distillation needs MoE layers in both; every student MoE layer
   // is paired with the teacher's at its relative depth among the teacher's MoE layers.
-  static FeatureDistillSpec from_config(const core::Config& cfg, const model::GptConfig& student,
-                                        const model::GptConfig& teacher);
+  static FeatureDistillSpec make(const DistillOptions& distill, const model::GptConfig& student,
+                                 const model::GptConfig& teacher);
 };
 
 // The learned projections, "feature_<i>" and "expert_<i>" (teacher width, student width), one per

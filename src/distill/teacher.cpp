@@ -8,7 +8,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "data/bpe_tokenizer.h"
-#include "data/prepared_data.h"
 #include "model/build_model.h"
 
 namespace lmtrain::train {
@@ -29,78 +28,16 @@ std::string resolve_teacher_dir(const std::string& spec) {
 
 }  // namespace
 
-core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg) {
-  core::Config t = student;
-  const int64_t width = student.get_int("distill.teacher_hidden_size") > 0
-                            ? student.get_int("distill.teacher_hidden_size")
-                            : 2 * mcfg.n_embd;
-  const int64_t head_dim = mcfg.head_dim();
-  if (width % head_dim != 0) {
-    throw UsageError(log::format(
-        "config key 'distill.teacher_hidden_size' = %lld must be a multiple of the student's "
-        "head width %lld (the teacher keeps it and gets %lld / %lld heads)",
-        (long long)width, (long long)head_dim, (long long)width, (long long)head_dim));
-  }
-  const int64_t heads = width / head_dim;
-  const std::string why = "distill.teacher_hidden_size";
-  // The student's resolved shape at the teacher's width (a nanochat depth becomes explicit).
-  t.set("model.depth", "0", why);
-  t.set("model.n_layer", std::to_string(mcfg.n_layer), why);
-  t.set("model.n_embd", std::to_string(width), why);
-  t.set("model.n_head", std::to_string(heads), why);
-  t.set("model.head_dim", std::to_string(mcfg.head_dim_ > 0 ? head_dim : 0), why);
-  if (mcfg.n_kv_head > 0) {
-    // Keep the grouped-query ratio.
-    t.set("model.n_kv_head",
-          std::to_string(std::max<int64_t>(1, heads * mcfg.n_kv_head / mcfg.n_head)), why);
-  }
-  if (mcfg.mlp_hidden > 0) {
-    t.set("model.mlp_hidden", std::to_string(mcfg.mlp_hidden * width / mcfg.n_embd), why);
-  }
-  t.set("model.init_from", "", why);
-  const std::string run_dir = student.get_string("run.dir");
-  t.set("run.dir", run_dir + "/teacher", why);
-  t.set("distill.enabled", "false", why);
-  t.set("distill.teacher", "", why);
-  // An ordinary run dir: a rerun resumes it, or finds it complete and trains nothing.
-  t.set("checkpoint.resume", "auto", why);
-  t.set("train.stop_at_step", "0", why);
-  if (const int64_t steps = student.get_int("distill.teacher_steps"); steps > 0) {
-    t.set("train.max_steps", std::to_string(steps), "distill.teacher_steps");
-  }
-  return t;
+std::string resolve_teacher(const std::string& teacher) {
+  return std::filesystem::absolute(resolve_teacher_dir(teacher)).lexically_normal().string();
 }
 
-std::optional<core::Config> teacher_training_run(const core::Config& cfg) {
-  if (!cfg.get_bool("distill.enabled") || !cfg.get_string("distill.cache").empty() ||
-      !cfg.get_string("distill.teacher").empty()) {
-    return std::nullopt;
-  }
-  const auto tokenizer = data::BpeTokenizer::load_hf(
-      data::require_data_file(cfg.get_string("data.dir"), "tokenizer.json"));
-  const auto mcfg =
-      model::GptConfig::from_config(cfg, static_cast<int64_t>(tokenizer.vocab_size()));
-  core::Config tcfg = teacher_training_config(cfg, mcfg);
-  log::info(log::format(
-      "distillation: the teacher is trained first (n_embd %lld, %lld steps; resumed or reused "
-      "when already there) in %s",
-      (long long)tcfg.get_int("model.n_embd"), (long long)tcfg.get_int("train.max_steps"),
-      tcfg.get_string("run.dir").c_str()));
-  return tcfg;
-}
-
-void resolve_teacher(core::Config& cfg) {
-  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
-  cfg.set("distill.teacher", std::filesystem::absolute(dir).lexically_normal().string(),
-          "resolved teacher");
-}
-
-std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
+std::unique_ptr<TeacherCache> open_teacher_cache(const DistillOptions& distill,
                                                  const data::TokenSplit& train_shard,
                                                  const data::WindowStream& train_stream,
                                                  const std::string& tokenizer_hash,
                                                  int64_t vocab_size) {
-  const std::string path = cfg.get_string("distill.cache");
+  const std::string& path = distill.cache;
   auto cache = std::make_unique<TeacherCache>(path);
   const auto& info = cache->info();
   std::string diffs;
@@ -113,20 +50,20 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
   cmp("data.seq_len", std::to_string(info.seq_len), std::to_string(train_stream.seq_len()));
   cmp("windows", std::to_string(info.windows), std::to_string(train_stream.num_windows()));
   cmp("distill.temperature", log::format("%g", info.temperature),
-      log::format("%g", cfg.get_float("distill.temperature")));
+      log::format("%g", distill.temperature));
   if (!diffs.empty()) {
     throw UsageError("distill.cache = " + path +
                      " was written for other data than this run's (rewrite it with `lmtrain "
                      "distill-cache` and the run's config):" +
                      diffs);
   }
-  if (cfg.get_int("distill.top_k") > 0 && cfg.get_int("distill.top_k") != info.top_k) {
+  if (distill.top_k > 0 && distill.top_k != info.top_k) {
     throw UsageError(log::format("distill.top_k = %lld but distill.cache holds the top-%lld",
-                                 (long long)cfg.get_int("distill.top_k"), (long long)info.top_k));
+                                 (long long)distill.top_k, (long long)info.top_k));
   }
   // A teacher named beside the cache must be the cache's: otherwise which one teaches is
   // ambiguous (the cache's would, silently).
-  if (const std::string given = cfg.get_string("distill.teacher"); !given.empty()) {
+  if (const std::string& given = distill.teacher; !given.empty()) {
     std::error_code ec;
     const auto canonical = [&](const std::string& p) {
       return std::filesystem::weakly_canonical(p, ec).string();
@@ -138,15 +75,14 @@ std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
                        "cache with this teacher (`lmtrain distill-cache`)");
     }
   }
-  cfg.set("distill.teacher", info.teacher, "distill.cache");
   log::info(log::format("distillation teacher: offline, the top-%lld logits of %s from %s",
                         (long long)info.top_k, info.teacher.c_str(), path.c_str()));
   return cache;
 }
 
-LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
-                           const std::string& tokenizer_hash) {
-  const std::string dir = resolve_teacher_dir(cfg.get_string("distill.teacher"));
+LoadedTeacher load_teacher(const DistillOptions& distill, int64_t seq_len, const core::Runtime& rt,
+                           int64_t student_vocab, const std::string& tokenizer_hash) {
+  const std::string dir = resolve_teacher_dir(distill.teacher);
   auto ckpt = CheckpointStore::load(dir, /*allow_fallback=*/false, {"model.safetensors"});
   if (is_lora_checkpoint(ckpt)) {
     throw UsageError("distill.teacher = " + dir +
@@ -154,20 +90,20 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
                      "model: fold the adapters in first with `lmtrain lora merge --checkpoint " +
                      dir + " --output MERGED_RUN` and give distill.teacher=MERGED_RUN");
   }
-  const core::Config tcfg = checkpoint_config(ckpt);
+  const model::ModelOptions teacher_model = checkpoint_model_options(ckpt);
   const std::string saved_hash = ckpt.meta.value("tokenizer_hash", "");
   if (!saved_hash.empty() && saved_hash != tokenizer_hash) {
     throw UsageError("distill.teacher = " + dir + " was trained with another tokenizer (" +
                      saved_hash + ") than data.dir (" + tokenizer_hash +
                      "): teacher and student must share one vocabulary");
   }
-  const auto teacher_shape = model::GptConfig::from_config(tcfg, 0);
-  if (teacher_shape.block_size < cfg.get_int("data.seq_len")) {
+  const model::GptConfig& teacher_shape = teacher_model.shape;
+  if (teacher_shape.block_size < seq_len) {
     throw UsageError(log::format(
         "distill.teacher = %s has model.block_size %lld, shorter than the student's "
         "data.seq_len %lld: the teacher cannot see a whole training window; lower data.seq_len "
         "to at most %lld or use a teacher with a longer context",
-        dir.c_str(), (long long)teacher_shape.block_size, (long long)cfg.get_int("data.seq_len"),
+        dir.c_str(), (long long)teacher_shape.block_size, (long long)seq_len,
         (long long)teacher_shape.block_size));
   }
   if (teacher_shape.vocab_size != student_vocab) {
@@ -177,7 +113,7 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
         dir.c_str(), (long long)teacher_shape.vocab_size, (long long)student_vocab));
   }
   core::Runtime trt = rt;
-  const auto dtype = core::get_choice<TeacherDtype>(cfg);
+  const TeacherDtype dtype = distill.teacher_dtype;
   if (dtype == TeacherDtype::kBf16) {
     trt.param_dtype = at::kBFloat16;
     trt.compute_dtype = at::kBFloat16;
@@ -190,7 +126,7 @@ LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int
     trt.param_dtype = at::kFloat;
   }
   LoadedTeacher teacher;
-  teacher.model = model::build_model(tcfg, trt, {/*init=*/false, 0, {}});
+  teacher.model = model::build_model(teacher_model, trt, {/*init=*/false, {}});
   load_model_tensors(*teacher.model, ckpt.files.at("model.safetensors"),
                      ckpt.dir + "/model.safetensors");
   teacher.dir = ckpt.dir;

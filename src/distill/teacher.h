@@ -3,49 +3,36 @@
 //                            output of `lmtrain import hf`
 //   distill.teacher = ""     a teacher is trained first, in this command, into RUN_DIR/teacher:
 //                            the student's config at width distill.teacher_hidden_size (default
-//                            twice the student's), for distill.teacher_steps steps. Rerunning the
-//                            command resumes or reuses it (it is an ordinary run dir).
+//                            twice the student's), for distill.teacher_steps steps
+//                            (cli/teacher_run.h). Rerunning the command resumes or reuses it (it
+//                            is an ordinary run dir).
 #pragma once
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "core/config.h"
-#include "core/config_choice.h"
 #include "core/runtime.h"
 #include "data/token_split.h"
 #include "data/window_stream.h"
+#include "distill/distill_options.h"
 #include "distill/teacher_cache.h"
 #include "model/gpt.h"
 
 namespace lmtrain::train {
 
-// The teacher's config for a teacher trained first: `student` (resolved) at the teacher width.
-core::Config teacher_training_config(const core::Config& student, const model::GptConfig& mcfg);
-
-// The run that trains the teacher first, or none: a config when `cfg` distils from an online
-// teacher and distill.teacher is empty (teacher_training_config of the student's shape, which
-// takes the vocabulary from data.dir's tokenizer), and says so in the log. The command runs it
-// as a run of its own (all ranks take part), then sets distill.teacher to its run.dir.
-std::optional<core::Config> teacher_training_run(const core::Config& cfg);
-
-// Resolves distill.teacher in `cfg` to the teacher's checkpoint dir (absolute), so the student's
-// saved config records which teacher it learned from; a UsageError when there is none.
-void resolve_teacher(core::Config& cfg);
+// distill.teacher = `teacher` resolved to the teacher's checkpoint dir (absolute), so the
+// student's saved config records which teacher it learned from; a UsageError when there is none.
+std::string resolve_teacher(const std::string& teacher);
 
 // Opens distill.cache and checks that it was made for this run's data: the same train shard
-// (token count), windows of data.seq_len, tokenizer and vocabulary (errors name both sides).
-// Records the cache's teacher as distill.teacher in `cfg` (for generate --use_teacher).
-std::unique_ptr<TeacherCache> open_teacher_cache(core::Config& cfg,
+// (token count), windows of data.seq_len, tokenizer and vocabulary (errors name both sides). The
+// cache's teacher (info().teacher) is what the run records as distill.teacher (for generate
+// --use_teacher).
+std::unique_ptr<TeacherCache> open_teacher_cache(const DistillOptions& distill,
                                                  const data::TokenSplit& train_shard,
                                                  const data::WindowStream& train_stream,
                                                  const std::string& tokenizer_hash,
                                                  int64_t vocab_size);
-
-// distill.teacher_dtype, in the order of its choices (core/config_choice.h). auto: the runtime's
-// compute dtype on CUDA, fp32 on a CPU.
-enum class TeacherDtype { kAuto, kFp32, kBf16 };
-constexpr core::ChoiceKey choice_key(TeacherDtype) { return {"distill.teacher_dtype", 3}; }
 
 // A teacher loaded from its checkpoint: the model (weights in distill.teacher_dtype, on rt's
 // device; DistillObjective puts it in eval mode and freezes it), the checkpoint dir it came from
@@ -58,8 +45,9 @@ struct LoadedTeacher {
 
 // Loads distill.teacher (a checkpoint, run dir or link). Refuses a teacher whose vocabulary or
 // tokenizer differs from the student's (tokenizer_hash: data.dir's; a teacher that records
-// none, e.g. an HF import, is not checked).
-LoadedTeacher load_teacher(const core::Config& cfg, const core::Runtime& rt, int64_t student_vocab,
-                           const std::string& tokenizer_hash);
+// none, e.g. an HF import, is not checked), or whose context is shorter than `seq_len`
+// (data.seq_len).
+LoadedTeacher load_teacher(const DistillOptions& distill, int64_t seq_len, const core::Runtime& rt,
+                           int64_t student_vocab, const std::string& tokenizer_hash);
 
 }  // namespace lmtrain::train

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/run_output.h"
@@ -20,6 +21,7 @@
 #include "data/bpe_tokenizer.h"
 #include "interop/hf_format.h"
 #include "model/build_model.h"
+#include "options/read_model.h"
 
 namespace fs = std::filesystem;
 
@@ -117,10 +119,11 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir, bo
   const int64_t block = cfg.get_int("model.block_size");
   if (cfg.get_int("data.seq_len") > block) cfg.set("data.seq_len", std::to_string(block), "import");
   set_finetune_defaults(cfg, run_dir, "import hf");
-  const auto mcfg = model::GptConfig::from_config(cfg, 0);
+  const auto model_options = options::read_model_options(cfg, 0);
+  const auto& mcfg = model_options.shape;
 
   auto tensors = model::hf::import_tensors(mcfg, read_hf_tensors(hf_dir));
-  auto m = model::build_model(cfg, core::Runtime::cpu(), {/*init=*/false, 0, {}});
+  auto m = model::build_model(model_options, core::Runtime::cpu(), {/*init=*/false, {}});
   TensorList model_tensors;
   for (auto& [name, t] : m->state_tensors()) {
     auto it = tensors.find(name);
@@ -174,7 +177,7 @@ void export_hf(const std::string& spec, const std::string& out_dir, bool overwri
                      "checkpoint that `lmtrain export hf` takes");
   }
   const auto cfg = checkpoint_config(ckpt);
-  const auto mcfg = model::hf::with_hf_family(model::GptConfig::from_config(cfg, 0));
+  const auto mcfg = model::hf::with_hf_family(options::read_gpt_config(cfg, 0));
   auto hf_config = model::hf::hf_config(mcfg);  // validates before writing anything
   const auto& stored = ckpt.files.at("model.safetensors").tensors;
   model::hf::Tensors ours(stored.begin(), stored.end());

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/run_output.h"
@@ -19,6 +20,7 @@
 #include "interop/hf_format.h"
 #include "model/build_model.h"
 #include "model/lora.h"
+#include "options/read_model.h"
 
 namespace fs = std::filesystem;
 
@@ -52,7 +54,8 @@ LoadedLora load_lora(const std::string& spec, const char* command,
   }
   out.emplace(out_dir, core::OutputDirOptions{command, inputs, overwrite});
   in.config = checkpoint_config(in.ckpt);
-  in.model = model::build_model(in.config, core::Runtime::cpu(), {/*init=*/false, 0, {}});
+  in.model = model::build_model(options::read_model_options(in.config, 0), core::Runtime::cpu(),
+                                {/*init=*/false, {}});
   load_checkpoint_weights(in.ckpt, *in.model);
   in.model->eval();
   return in;
@@ -94,7 +97,7 @@ void export_peft(const std::string& spec, const std::string& out_dir, bool overw
   auto in = load_lora(spec, "export peft", out_files, out_dir, overwrite);
   const auto mcfg = model::hf::with_hf_family(in.model->config());
   model::hf::hf_config(mcfg);  // UsageError unless transformers computes this model exactly
-  const auto lora = model::LoraOptions::from_config(in.config);
+  const auto lora = options::read_lora_options(in.config);
   if (lora.unfreeze_norms || lora.unfreeze_embeddings || lora.unfreeze_head) {
     throw UsageError("export peft: the run also trained base parameters (lora.unfreeze = " +
                      in.config.get_string("lora.unfreeze") +

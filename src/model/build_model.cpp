@@ -1,24 +1,10 @@
 #include "model/build_model.h"
 
-#include "core/config.h"
 #include "model/activation_checkpoint.h"
 #include "model/fp8_linear.h"
 #include "model/lora.h"
 
 namespace lmtrain::model {
-
-ModelOptions model_options_from_config(const core::Config& cfg, int64_t tokenizer_vocab) {
-  ModelOptions m;
-  m.shape = GptConfig::from_config(cfg, tokenizer_vocab);
-  m.lora = LoraOptions::from_config(cfg);
-  m.freeze_base = cfg.get_bool("model.temporal.enabled");
-  m.checkpointing = CheckpointPolicy::parse(cfg.get_string("train.activation_checkpointing"));
-  return m;
-}
-
-Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts) {
-  return build_model(model_options_from_config(cfg, opts.tokenizer_vocab), rt, opts);
-}
 
 Gpt build_model(const ModelOptions& m, const core::Runtime& rt, const BuildOptions& opts) {
   Gpt model(m.shape, opts.init, opts.experts);

@@ -9,14 +9,10 @@
 #include "model/gpt.h"
 #include "model/lora.h"
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::model {
 
-// What build_model makes, typed: a run's command reads it once (cli/read_options.cpp); a
-// checkpoint's or an import's config snapshot through model_options_from_config.
+// What build_model makes, typed: read from a run's config or a checkpoint's config snapshot by
+// options/read_model.h.
 struct ModelOptions {
   GptConfig shape;                 // model.* (vocab_size filled in)
   LoraOptions lora;                // lora.*: rank 0 = none
@@ -24,17 +20,10 @@ struct ModelOptions {
   CheckpointPolicy checkpointing;  // train.activation_checkpointing
 };
 
-// The model options of a config snapshot; `tokenizer_vocab` fills model.vocab_size = 0 (see
-// GptConfig::from_config).
-ModelOptions model_options_from_config(const core::Config& cfg, int64_t tokenizer_vocab);
-
 struct BuildOptions {
   // false: weights are left unwritten (never-touched memory), for counting, shape checks and
   // models about to be loaded from a checkpoint.
   bool init = true;
-  // Fills model.vocab_size = 0 of a config (see GptConfig::from_config); 0 = the config must set
-  // it. Typed ModelOptions already hold their vocabulary size.
-  int64_t tokenizer_vocab = 0;
   // The routed experts this process holds (expert parallelism); default: all.
   ExpertPlacement experts;
 };
@@ -45,7 +34,5 @@ struct BuildOptions {
 // and, with a LoRA rank > 0, LoRA (model/lora.h: the base frozen, adapters attached); without
 // LoRA, freeze_base freezes the whole decoder (a temporal run: the encoder is the objective's).
 Gpt build_model(const ModelOptions& model, const core::Runtime& rt, const BuildOptions& opts = {});
-// The same for the model of a config snapshot (a checkpoint's, an import's).
-Gpt build_model(const core::Config& cfg, const core::Runtime& rt, const BuildOptions& opts = {});
 
 }  // namespace lmtrain::model

@@ -1,5 +1,5 @@
 // The decoder's string-valued options (model.arch, model.norm, model.pos, model.mlp) as enums,
-// read once by GptConfig::from_config. Each enum lists its enumerators in the order of the key's
+// read once by options::read_gpt_config. Each enum lists its enumerators in the order of the key's
 // choices in core/config_schema.cpp, which stays the one place that spells them
 // (core/config_choice.h: core::get_choice reads one, core::to_string names it).
 #pragma once

@@ -1,83 +1,25 @@
 #include "model/gpt_config.h"
 
-#include "core/config.h"
 #include "core/config_choice.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace lmtrain::model {
 
-GptConfig GptConfig::from_config(const core::Config& cfg, int64_t tokenizer_vocab) {
-  GptConfig c;
-  c.n_layer = cfg.get_int("model.n_layer");
-  c.n_head = cfg.get_int("model.n_head");
-  c.n_embd = cfg.get_int("model.n_embd");
-  c.vocab_size = cfg.get_int("model.vocab_size");
-  c.block_size = cfg.get_int("model.block_size");
-  c.dropout = cfg.get_float("model.dropout");
-  c.bias = cfg.get_bool("model.bias");
-  c.tie_embeddings = cfg.get_bool("model.tie_embeddings");
-  c.init_std = cfg.get_float("model.init_std");
-  c.arch = core::get_choice<Arch>(cfg);
-  c.norm = core::get_choice<Norm>(cfg);
-  c.norm_eps = cfg.get_float("model.norm_eps");
-  c.pos = core::get_choice<PosEncoding>(cfg);
-  c.rope_theta = cfg.get_float("model.rope_theta");
-  c.mlp = core::get_choice<MlpKind>(cfg);
-  c.mlp_hidden = cfg.get_int("model.mlp_hidden");
-  c.n_kv_head = cfg.get_int("model.n_kv_head");
-  c.head_dim_ = cfg.get_int("model.head_dim");
-  c.qk_norm = cfg.get_bool("model.qk_norm");
-  c.qkv_bias = cfg.get_bool("model.qkv_bias");
-  c.logit_softcap = cfg.get_float("model.logit_softcap");
-  if (const int64_t depth = cfg.get_int("model.depth"); depth > 0) {
-    // nanochat's depth scaling (a run's config already holds these keys, cli/run_config.cpp;
-    // older checkpoints' configs may not).
-    for (const auto& [key, value] : core::depth_scaled_keys(depth)) {
-      if (key == "model.n_layer") c.n_layer = value;
-      if (key == "model.n_embd") c.n_embd = value;
-      if (key == "model.n_head") c.n_head = value;
-      if (key == "model.head_dim") c.head_dim_ = value;
-    }
-  }
-  c.moe = MoeConfig::from_config(cfg, c.n_layer, c.hidden_dim());
-  if (c.n_kv_head > 0 && c.n_head % c.n_kv_head != 0) {
-    throw UsageError(
-        log::format("config key 'model.n_kv_head' = %lld must divide 'model.n_head' "
-                    "= %lld (each kv head serves a group of query heads)",
-                    (long long)c.n_kv_head, (long long)c.n_head));
-  }
-  if (c.pos == PosEncoding::kRope && c.head_dim() % 2 != 0) {
-    throw UsageError(
-        log::format("model.pos = rope needs an even head_dim (got %lld)", (long long)c.head_dim()));
-  }
-  if (c.head_dim_ == 0 && c.n_embd % c.n_head != 0) {
-    throw UsageError(
-        log::format("config key 'model.n_embd' = %lld must be divisible by "
-                    "'model.n_head' = %lld",
-                    (long long)c.n_embd, (long long)c.n_head));
-  }
-  if (c.vocab_size == 0) {
+void GptConfig::fill_vocab_size(int64_t tokenizer_vocab) {
+  if (vocab_size == 0) {
     if (tokenizer_vocab <= 0) {
       throw UsageError(
           "config key 'model.vocab_size' is 0 (take it from the tokenizer) but no "
           "tokenizer is available: set model.vocab_size or data.dir");
     }
-    c.vocab_size = (tokenizer_vocab + 63) / 64 * 64;
-  } else if (tokenizer_vocab > c.vocab_size) {
+    vocab_size = (tokenizer_vocab + 63) / 64 * 64;
+  } else if (tokenizer_vocab > vocab_size) {
     throw UsageError(
         log::format("config key 'model.vocab_size' = %lld is smaller than the "
                     "tokenizer's vocabulary (%lld tokens)",
-                    (long long)c.vocab_size, (long long)tokenizer_vocab));
+                    (long long)vocab_size, (long long)tokenizer_vocab));
   }
-  const int64_t seq_len = cfg.get_int("data.seq_len");
-  if (seq_len > c.block_size) {
-    throw UsageError(
-        log::format("config key 'data.seq_len' = %lld exceeds 'model.block_size' = "
-                    "%lld (the model has no positions beyond it)",
-                    (long long)seq_len, (long long)c.block_size));
-  }
-  return c;
 }
 
 namespace {

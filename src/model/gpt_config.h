@@ -1,48 +1,55 @@
-// Shape and options of a decoder-only transformer, read from the `model` config section: GPT-2
+// Shape and options of a decoder-only transformer (the `model` config section, read by
+// options/read_model.h): GPT-2
 // (LayerNorm, learned positions, GELU) and the Llama / Qwen3 / nanochat family (RMSNorm, RoPE,
 // SwiGLU or relu², grouped-query attention, per-head QK-norm, logit soft-capping).
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "core/config_schema.h"
 #include "model/decoder_options.h"
 #include "model/moe_config.h"
 
 namespace lmtrain::model {
 
+// Each member starts at its key's schema default (core/config_schema.h).
 struct GptConfig {
-  int64_t n_layer = 4;
-  int64_t n_head = 4;
-  int64_t n_embd = 128;
-  int64_t vocab_size = 0;
-  int64_t block_size = 1024;
-  double dropout = 0.0;
-  bool bias = true;
-  bool tie_embeddings = true;
-  double init_std = 0.02;
+  int64_t n_layer = core::default_int("model.n_layer");
+  int64_t n_head = core::default_int("model.n_head");
+  int64_t n_embd = core::default_int("model.n_embd");
+  int64_t vocab_size = core::default_int("model.vocab_size");
+  int64_t block_size = core::default_int("model.block_size");
+  double dropout = core::default_float("model.dropout");
+  bool bias = core::default_bool("model.bias");
+  bool tie_embeddings = core::default_bool("model.tie_embeddings");
+  double init_std = core::default_float("model.init_std");
   // Decoder-family options (GPT-2 defaults; decoder_options.h). See configs/ for the presets.
-  Arch arch = Arch::kGpt2;  // the family's name for HF I/O
-  Norm norm = Norm::kLayerNorm;
-  double norm_eps = 1e-5;
-  PosEncoding pos = PosEncoding::kLearned;
-  double rope_theta = 10000.0;
-  MlpKind mlp = MlpKind::kGelu;
-  int64_t mlp_hidden = 0;    // 0: 4 * n_embd
-  int64_t n_kv_head = 0;     // 0: n_head (grouped-query attention when fewer)
-  int64_t head_dim_ = 0;     // 0: n_embd / n_head
-  bool qk_norm = false;      // RMSNorm on each head's q and k (Qwen3)
-  bool qkv_bias = false;     // biases on q, k, v even when `bias` is off (Qwen2)
-  double logit_softcap = 0;  // > 0: logits = cap * tanh(logits / cap) (nanochat)
-  MoeConfig moe;             // model.moe.*: MoE feed-forward in some or all blocks
+  Arch arch = core::default_choice<Arch>();  // the family's name for HF I/O
+  Norm norm = core::default_choice<Norm>();
+  double norm_eps = core::default_float("model.norm_eps");
+  PosEncoding pos = core::default_choice<PosEncoding>();
+  double rope_theta = core::default_float("model.rope_theta");
+  MlpKind mlp = core::default_choice<MlpKind>();
+  int64_t mlp_hidden = core::default_int("model.mlp_hidden");  // 0: 4 * n_embd
+  // 0: n_head (grouped-query attention when fewer)
+  int64_t n_kv_head = core::default_int("model.n_kv_head");
+  int64_t head_dim_ = core::default_int("model.head_dim");  // 0: n_embd / n_head
+  bool qk_norm = core::default_bool("model.qk_norm");       // RMSNorm on each head's q and k
+  // Biases on q, k, v even when `bias` is off (Qwen2).
+  bool qkv_bias = core::default_bool("model.qkv_bias");
+  // > 0: logits = cap * tanh(logits / cap) (nanochat).
+  double logit_softcap = core::default_float("model.logit_softcap");
+  MoeConfig moe;  // model.moe.*: MoE feed-forward in some or all blocks
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t hidden_dim() const { return mlp_hidden > 0 ? mlp_hidden : 4 * n_embd; }
   bool learned_pos() const { return pos == PosEncoding::kLearned; }  // else RoPE
 
-  // `tokenizer_vocab` fills model.vocab_size=0 (rounded up to a multiple of 64, which keeps
-  // the output GEMM well shaped). Throws UsageError naming the key for inconsistent shapes.
-  static GptConfig from_config(const core::Config& cfg, int64_t tokenizer_vocab);
+  // vocab_size 0 becomes the tokenizer's vocabulary rounded up to a multiple of 64 (which keeps
+  // the output GEMM well shaped); a set one smaller than the tokenizer's, or 0 without a
+  // tokenizer (tokenizer_vocab 0), is a UsageError naming model.vocab_size.
+  void fill_vocab_size(int64_t tokenizer_vocab);
   // Parameter count computed from the shapes (tied embedding counted once), and the count one
   // token uses (MoE: top_k of the routed experts, plus everything else).
   int64_t num_params() const;

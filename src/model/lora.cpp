@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/text_list.h"
@@ -54,6 +53,12 @@ std::string lora_target_name(LoraTarget t) {
   return "?";
 }
 
+std::string lora_target_list(const std::vector<LoraTarget>& targets) {
+  std::string out;
+  for (const auto t : targets) out += (out.empty() ? "" : ",") + lora_target_name(t);
+  return out;
+}
+
 std::vector<LoraTarget> parse_lora_targets(const std::string& text) {
   std::vector<LoraTarget> out;
   for (const auto& piece : core::split_list(text)) {
@@ -77,15 +82,8 @@ bool LoraOptions::targets_contain(LoraTarget t) const {
   return std::find(targets.begin(), targets.end(), t) != targets.end();
 }
 
-LoraOptions LoraOptions::from_config(const core::Config& cfg) {
-  LoraOptions o;
-  o.rank = cfg.get_int("lora.rank");
-  o.alpha = cfg.get_float("lora.alpha");
-  o.dropout = cfg.get_float("lora.dropout");
-  o.decay = cfg.get_bool("lora.decay");
-  o.targets = parse_lora_targets(cfg.get_string("lora.targets"));
-  const std::string unfreeze = cfg.get_string("lora.unfreeze");
-  for (const auto& piece : core::split_list(unfreeze)) {
+void parse_lora_unfreeze(const std::string& text, LoraOptions& o) {
+  for (const auto& piece : core::split_list(text)) {
     const std::string item = strip_list_marks(piece);
     if (item == "norms") {
       o.unfreeze_norms = true;
@@ -94,31 +92,10 @@ LoraOptions LoraOptions::from_config(const core::Config& cfg) {
     } else if (item == "head") {
       o.unfreeze_head = true;
     } else if (!item.empty()) {
-      throw UsageError("config key 'lora.unfreeze' = '" + unfreeze + "': unknown group '" + item +
+      throw UsageError("config key 'lora.unfreeze' = '" + text + "': unknown group '" + item +
                        "' (one of: norms embeddings head)");
     }
   }
-  if (!o.enabled()) return o;
-  if (o.unfreeze_head && cfg.get_bool("model.tie_embeddings")) {
-    throw UsageError(
-        "config key 'lora.unfreeze' has 'head', but model.tie_embeddings is true: the head is "
-        "the token embedding (unfreeze 'embeddings' instead)");
-  }
-  if (o.targets.empty()) {
-    throw UsageError("config key 'lora.targets' is empty: name the layers to adapt (e.g. q,v)");
-  }
-  if (o.targets_contain(LoraTarget::kHead) && cfg.get_bool("model.tie_embeddings")) {
-    throw UsageError(
-        "config key 'lora.targets' has 'head', but model.tie_embeddings is true: the head is the "
-        "token embedding, which has no LoRA adapter (drop 'head' from lora.targets)");
-  }
-  if ((o.targets_contain(LoraTarget::kMlpIn) || o.targets_contain(LoraTarget::kMlpOut)) &&
-      cfg.get_int("model.moe.num_experts") > 0) {
-    throw UsageError(
-        "config key 'lora.targets': mlp_in / mlp_out have no LoRA support on MoE models "
-        "(model.moe.num_experts > 0); adapt attention (q, k, v, o) instead");
-  }
-  return o;
 }
 
 void apply_lora(GptImpl& model, const LoraOptions& o, bool init) {

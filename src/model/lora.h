@@ -16,35 +16,36 @@
 #include <utility>
 #include <vector>
 
+#include "core/config_schema.h"
 #include "model/gpt.h"
-
-namespace lmtrain::core {
-class Config;
-}
 
 namespace lmtrain::model {
 
 enum class LoraTarget { kQ, kK, kV, kO, kMlpIn, kMlpOut, kHead };
 
+// Parses lora.targets ("q,v" or "q, k, v, o, mlp_in, mlp_out, head"); errors name the key.
+std::vector<LoraTarget> parse_lora_targets(const std::string& text);
+
+// Each member starts at its key's schema default (core/config_schema.h).
 struct LoraOptions {
-  int64_t rank = 0;  // 0 = off
-  double alpha = 8;
-  double dropout = 0;
-  bool decay = false;  // optim.weight_decay on the adapters (peft + HF Trainer: none by default)
-  std::vector<LoraTarget> targets;
-  // lora.unfreeze: parameter groups trained fully beside the adapters.
+  int64_t rank = core::default_int("lora.rank");  // 0 = off
+  double alpha = core::default_float("lora.alpha");
+  double dropout = core::default_float("lora.dropout");
+  // optim.weight_decay on the adapters (peft + HF Trainer: none by default).
+  bool decay = core::default_bool("lora.decay");
+  std::vector<LoraTarget> targets = parse_lora_targets(core::default_string("lora.targets"));
+  // lora.unfreeze: parameter groups trained fully beside the adapters (none by default).
   bool unfreeze_norms = false, unfreeze_embeddings = false, unfreeze_head = false;
   bool enabled() const { return rank > 0; }
   double scaling() const { return alpha / static_cast<double>(rank); }
   bool targets_contain(LoraTarget t) const;
-  // The lora.* keys, validated against the model; errors name the key. (What LoRA needs of the
-  // optimizer and of expert parallelism the command checks: cli/read_options.cpp.)
-  static LoraOptions from_config(const core::Config& cfg);
 };
 
-// Parses lora.targets ("q,v" or "q, k, v, o, mlp_in, mlp_out, head"); errors name the key.
-std::vector<LoraTarget> parse_lora_targets(const std::string& text);
+// Parses lora.unfreeze ("norms, embeddings, head") into o's unfreeze_* flags; errors name the key.
+void parse_lora_unfreeze(const std::string& text, LoraOptions& o);
 std::string lora_target_name(LoraTarget t);
+// "q,v": the targets' names, comma-separated, as lora.targets spells them.
+std::string lora_target_list(const std::vector<LoraTarget>& targets);
 
 // Freezes the model and attaches the adapters. init: A ~ kaiming-uniform(a=sqrt(5)) from the
 // global generator (seed it first), B = 0; otherwise zeros (about to be loaded).

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/config_schema.h"
 #include "distributed/group.h"
 #include "optim/device_step_scalars.h"
 #include "optim/flat_params.h"
@@ -15,11 +16,12 @@
 
 namespace lmtrain::optim {
 
+// Each member starts at its key's schema default (core/config_schema.h).
 struct AdamWOptions {
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double eps = 1e-8;
-  double weight_decay = 0.1;
+  double beta1 = core::default_float("optim.beta1");
+  double beta2 = core::default_float("optim.beta2");
+  double eps = core::default_float("optim.eps");
+  double weight_decay = core::default_float("optim.weight_decay");
 };
 
 // The Adam moment update and parameter step (no weight decay) for equally shaped p, g, m, v,

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/config_choice.h"
+#include "core/config_schema.h"
 
 namespace lmtrain::optim {
 
@@ -12,13 +13,14 @@ namespace lmtrain::optim {
 enum class LrScheduleKind { kConstant, kCosine, kLinear, kWsd };
 constexpr core::ChoiceKey choice_key(LrScheduleKind) { return {"optim.schedule", 4}; }
 
+// The keyed members start at their schema defaults (core/config_schema.h).
 struct LrSchedule {
-  LrScheduleKind kind = LrScheduleKind::kCosine;
-  double peak = 6e-4;
-  double min_ratio = 0.1;
-  int64_t warmup_steps = 0;
-  int64_t total_steps = 1;
-  double decay_fraction = 0.2;  // wsd only
+  LrScheduleKind kind = core::default_choice<LrScheduleKind>();
+  double peak = core::default_float("optim.lr");
+  double min_ratio = core::default_float("optim.min_lr_ratio");
+  int64_t warmup_steps = core::default_int("optim.warmup_steps");
+  int64_t total_steps = 1;                                              // the run's length (over())
+  double decay_fraction = core::default_float("optim.decay_fraction");  // wsd only
 
   // This schedule over `steps` optimizer steps (at least 1): a run knows its length only once
   // its data is open.

@@ -18,22 +18,24 @@
 #pragma once
 #include <functional>
 
+#include "core/config_schema.h"
 #include "distributed/group.h"
 #include "optim/adamw.h"
 
 namespace lmtrain::optim {
 
+// The keyed members start at their schema defaults (core/config_schema.h).
 struct MuonOptions {
-  double lr = 0.02;              // Muon group's peak lr (scheduled like optim.lr)
-  double momentum = 0.95;        // after warm-up
-  double momentum_start = 0.85;  // at step 0
-  int64_t momentum_warmup = 300;
+  double lr = core::default_float("optim.muon_lr");  // peak lr (scheduled like optim.lr)
+  double momentum = core::default_float("optim.muon_momentum");              // after warm-up
+  double momentum_start = core::default_float("optim.muon_momentum_start");  // at step 0
+  int64_t momentum_warmup = core::default_int("optim.muon_momentum_warmup");
   bool nesterov = true;
   int ns_steps = 5;
   // Peak lrs of the AdamW groups (0 = the base optim.lr): token/position embeddings, the
   // untied output head; norms and biases always use the base lr.
-  double embedding_lr = 0;
-  double head_lr = 0;
+  double embedding_lr = core::default_float("optim.embedding_lr");
+  double head_lr = core::default_float("optim.head_lr");
 
   double momentum_at(int64_t step) const;  // step = updates done before this one
 };

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/config_choice.h"
+#include "core/config_schema.h"
 #include "distributed/group.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"
@@ -19,9 +20,11 @@ constexpr core::ChoiceKey choice_key(OptimizerName) { return {"optim.name", 2}; 
 // The optimizer of a run, typed (read from optim.* and dist.zero by the command,
 // cli/read_options.cpp).
 struct OptimizerOptions {
-  OptimizerName name = OptimizerName::kAdamW;
-  int zero = 0;        // dist.zero: 0 replicated, 1 / 2 sharded AdamW state (and gradients)
-  double lr = 0;       // optim.lr: the base peak rate (Muon scales its groups' rates from it)
+  OptimizerName name = core::default_choice<OptimizerName>();
+  // dist.zero: 0 replicated, 1 / 2 sharded AdamW state (and gradients).
+  int zero = static_cast<int>(core::default_int("dist.zero"));
+  // optim.lr: the base peak rate (Muon scales its groups' rates from it).
+  double lr = core::default_float("optim.lr");
   AdamWOptions adamw;  // AdamW, and Muon's AdamW group
   MuonOptions muon;    // optim.name = muon only
 };

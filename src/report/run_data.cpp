@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/run_dir_lock.h"
 #include "model/gpt_config.h"
+#include "options/read_model.h"
 
 namespace fs = std::filesystem;
 
@@ -197,7 +198,7 @@ RunData read_run(const std::string& dir, const RunMetrics* metrics) {
     try {
       core::Config cfg = core::Config::defaults();
       cfg.merge_yaml_text(text, config_path);
-      const auto mcfg = model::GptConfig::from_config(cfg, 0);
+      const auto mcfg = options::read_gpt_config(cfg, 0);
       run.model = mcfg.describe();
       run.parameters = mcfg.num_params();
       if (cfg.get_int("lora.rank") > 0) {

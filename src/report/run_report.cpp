@@ -11,7 +11,6 @@
 #include <mutex>
 #include <set>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -89,9 +88,7 @@ std::string render_report(const std::vector<std::string>& run_dirs, ReportFormat
   return render_runs(runs, format);
 }
 
-void refresh_run_report(const core::Config& cfg) {
-  if (!cfg.get_bool("log.report")) return;
-  const std::string dir = cfg.get_string("run.dir");
+void refresh_run_report(const std::string& dir) {
   auto& live = live_reports();
   std::lock_guard<std::mutex> lock(live.mu);
   try {

@@ -5,10 +5,6 @@
 #include <string>
 #include <vector>
 
-namespace lmtrain::core {
-class Config;
-}
-
 namespace lmtrain::report {
 
 enum class ReportFormat { kHtml, kMarkdown };
@@ -21,11 +17,11 @@ std::string report_timestamp();
 
 inline constexpr const char* kRunReportFile = "report.html";
 
-// With log.report = true, rewrites RUN_DIR/report.html (RUN_DIR = run.dir). Rank 0 of a training
+// Rewrites RUN_DIR/report.html (RUN_DIR = run.dir). With log.report = true, rank 0 of a training
 // job calls it after every evaluation, and `lmtrain train` once more when the run has ended (so
 // the page shows the final state and checkpoints). It reads only the part of metrics.jsonl
 // written since its previous call (one incremental reader per run dir, kept in this process).
 // Never throws: a failure is logged as a warning (once per run dir) and training goes on.
-void refresh_run_report(const core::Config& cfg);
+void refresh_run_report(const std::string& run_dir);
 
 }  // namespace lmtrain::report

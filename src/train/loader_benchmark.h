@@ -5,8 +5,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/config.h"
 #include "train/batch_plan.h"
+#include "train/data_options.h"
 
 namespace lmtrain::train {
 
@@ -19,8 +19,10 @@ struct LoaderBenchResult {
   int tokenizer_threads = 1;
 };
 
-// One process, rank 0 of 1: the training units of the whole corpus, in the run's order, in
-// micro-batches of `plan` (the config's at world size 1).
-LoaderBenchResult run_loader_benchmark(const core::Config& config, const BatchPlan& plan);
+// One process, rank 0 of 1: the training units of the whole corpus, in the run's order (seed:
+// train.seed), in micro-batches of `plan` (the config's at world size 1), for `steps` optimizer
+// steps (bench.warmup + bench.steps).
+LoaderBenchResult run_loader_benchmark(const DataOptions& data, uint64_t seed,
+                                       const BatchPlan& plan, int64_t steps);
 
 }  // namespace lmtrain::train

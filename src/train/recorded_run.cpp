@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "checkpoint/run_state.h"
+#include "core/config_choice.h"
 #include "core/error.h"
 #include "core/file_lock.h"
 #include "core/log.h"
@@ -27,24 +28,25 @@ void record_run_state(const std::string& run_dir, const RunState& state) {
 
 }  // namespace
 
-TrainResult run_training_recorded(const core::Config& config, const RunOptions& options,
-                                  dist::Group& group, const core::Runtime& rt,
-                                  const StartedRun& run) {
+TrainResult run_training_recorded(const RunOptions& options, const SetupOptions& setup,
+                                  ConfigSnapshot& snapshot, dist::Group& group,
+                                  const core::Runtime& rt, const StartedRun& run) {
   const bool is_main = group.rank() == 0;
-  const std::string run_dir = config.get_string("run.dir");
+  const std::string& run_dir = options.run_dir;
+  const bool report = options.loop.report;
   RunState state;
   state.state = "running";
   state.pid = ::getpid();
   state.host = core::host_name();
   state.world_size = group.size();
   state.device = rt.device.str();
-  state.precision = config.get_string("train.precision");
+  state.precision = core::to_string(rt.precision);
   state.tokens_per_step = options.batch.tokens_per_step();
   state.started_unix = unix_now();
   if (is_main) record_run_state(run_dir, state);
   TrainResult result;
   try {
-    result = run_training(config, options, group, rt, run);
+    result = run_training(options, setup, snapshot, group, rt, run);
   } catch (const std::exception& e) {
     if (is_main) {
       state.state = "failed";
@@ -52,7 +54,9 @@ TrainResult run_training_recorded(const core::Config& config, const RunOptions& 
       state.reason = e.what();
       record_run_state(run_dir, state);
       // A run refused before it wrote its config has no page to draw.
-      if (std::filesystem::exists(run_dir + "/config.yaml")) report::refresh_run_report(config);
+      if (report && std::filesystem::exists(run_dir + "/config.yaml")) {
+        report::refresh_run_report(run_dir);
+      }
     }
     throw;
   }
@@ -71,7 +75,7 @@ TrainResult run_training_recorded(const core::Config& config, const RunOptions& 
       state.state = "finished";
     }
     record_run_state(run_dir, state);
-    report::refresh_run_report(config);
+    if (report) report::refresh_run_report(run_dir);
   }
   return result;
 }

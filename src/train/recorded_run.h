@@ -9,8 +9,8 @@
 namespace lmtrain::train {
 
 // Rethrows whatever run_training throws, after recording it.
-TrainResult run_training_recorded(const core::Config& config, const RunOptions& options,
-                                  dist::Group& group, const core::Runtime& rt,
-                                  const StartedRun& run);
+TrainResult run_training_recorded(const RunOptions& options, const SetupOptions& setup,
+                                  ConfigSnapshot& snapshot, dist::Group& group,
+                                  const core::Runtime& rt, const StartedRun& run);
 
 }  // namespace lmtrain::train

@@ -17,12 +17,12 @@
 namespace lmtrain::train {
 namespace {
 
-// A checkpoint a run starts from must hold this config's model and have been trained on
+// A checkpoint a run starts from must hold this run's model and have been trained on
 // data.dir's tokenizer (when it records one, or always with hash_required).
-void check_start_checkpoint(const LoadedCheckpoint& ckpt, const core::Config& cfg,
+void check_start_checkpoint(const LoadedCheckpoint& ckpt, const model::ModelOptions& model,
                             const std::string& tokenizer_hash, const std::string& data_dir,
                             bool hash_required) {
-  check_model_compatible(ckpt, cfg);
+  check_model_compatible(ckpt, model);
   const std::string saved = ckpt.meta.value("tokenizer_hash", "");
   if ((hash_required || !saved.empty()) && saved != tokenizer_hash) {
     throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer (" +
@@ -31,9 +31,9 @@ void check_start_checkpoint(const LoadedCheckpoint& ckpt, const core::Config& cf
   }
 }
 
-int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch, bool streamed) {
-  int64_t max_steps = cfg.get_int("train.max_steps");
-  const int64_t epochs = cfg.get_int("train.epochs");
+int64_t resolve_max_steps(const SetupOptions& setup, int64_t steps_per_epoch, bool streamed) {
+  int64_t max_steps = setup.max_steps;
+  const int64_t epochs = setup.epochs;
   if (streamed && (max_steps == 0 || epochs != 0)) {
     // Each rank reads units of its own, so the ranks' epochs end at different steps.
     throw UsageError(log::format(
@@ -50,14 +50,21 @@ int64_t resolve_max_steps(const core::Config& cfg, int64_t steps_per_epoch, bool
 }
 
 // What a streaming run cannot be combined with, named (every rank alike).
-void check_stream_config(const core::Config& cfg) {
-  const std::pair<const char*, const char*> refused[] = {
-      {"model.temporal.enabled", "that run reads prepared windows (data.source = prepared)"},
-      {"distill.enabled", "that run reads prepared windows (data.source = prepared)"},
-      {"checkpoint.every_epoch",
+void check_stream_config(const RunSetup& s) {
+  struct Refused {
+    bool set;
+    const char* key;
+    const char* why;
+  };
+  const Refused refused[] = {
+      {s.temporal, "model.temporal.enabled",
+       "that run reads prepared windows (data.source = prepared)"},
+      {s.setup.distill.enabled, "distill.enabled",
+       "that run reads prepared windows (data.source = prepared)"},
+      {s.options.loop.checkpoint_every_epoch, "checkpoint.every_epoch",
        "each rank's epoch of a stream ends at another step (use checkpoint.every)"}};
-  for (const auto& [key, why] : refused) {
-    if (cfg.get_bool(key)) {
+  for (const auto& [set, key, why] : refused) {
+    if (set) {
       throw UsageError(std::string("data.source = stream and ") + key + " = true: " + why);
     }
   }
@@ -105,38 +112,42 @@ void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& stat
 // ---- data: token windows of data.dir, a stream of raw files (data.source = stream), or
 // (model.temporal.enabled) time-series QA rows in the frozen LM's tokenizer, whose shape the run
 // adopts. Returns the frozen LM's checkpoint of a temporal run.
-std::optional<LoadedCheckpoint> open_data(RunSetup& s, dist::Group& group) {
-  core::Config& cfg = s.cfg;
+std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
+                                          dist::Group& group) {
+  SetupOptions& setup = s.setup;
   std::optional<LoadedCheckpoint> temporal_lm;
-  const bool streaming = core::get_choice<DataSource>(cfg) == DataSource::kStream;
-  if (streaming) check_stream_config(cfg);
+  const bool streaming = setup.data.source == DataSource::kStream;
+  if (streaming) check_stream_config(s);
   if (streaming) {
-    auto stream_data = std::make_unique<StreamData>(cfg, group.rank(), group.size());
+    auto stream_data =
+        std::make_unique<StreamData>(setup.data, s.options.seed, group.rank(), group.size());
     s.stream = stream_data.get();
     s.tokenizer_path = stream_data->tokenizer_path();
     s.tokenizer = &stream_data->tokenizer();
     s.data = std::move(stream_data);
   } else if (s.temporal) {
-    temporal_lm = temporal_lm_checkpoint(cfg);
-    adopt_lm_shape(cfg, *temporal_lm);
+    temporal_lm = temporal_lm_checkpoint(s.options.init_from);
+    setup.model = snapshot.adopt_lm_shape(*temporal_lm);
     s.tokenizer_path = temporal_lm->dir + "/tokenizer.json";
     auto tok = data::BpeTokenizer::load_hf(s.tokenizer_path);
-    // model.n_embd is the LM's (adopt_lm_shape above).
-    auto temporal_data = make_temporal_data(cfg, std::move(tok), cfg.get_int("model.n_embd"));
+    // The encoder maps into the LM's width (and, vocab_mix, its vocabulary): adopted above.
+    setup.encoder = encoder_for_lm(setup.encoder, setup.model.shape);
+    auto temporal_data =
+        make_temporal_data(setup.data, setup.encoder, std::move(tok), s.options.seed);
     s.tokenizer = &temporal_data->tokenizer();
     s.data = std::move(temporal_data);
   } else {
-    auto token_data = std::make_unique<TokenWindowData>(
-        cfg.get_string("data.dir"), cfg.get_int("data.seq_len"),
-        static_cast<uint64_t>(cfg.get_int("train.seed")), cfg.get_bool("data.shuffle"));
+    auto token_data = std::make_unique<TokenWindowData>(setup.data.dir, setup.data.seq_len,
+                                                        s.options.seed, setup.data.shuffle);
     s.windows = token_data.get();
     s.tokenizer_path = token_data->tokenizer_path();
     s.tokenizer = &token_data->tokenizer();
     s.data = std::move(token_data);
   }
 
-  s.mcfg = model::GptConfig::from_config(cfg, static_cast<int64_t>(s.tokenizer->vocab_size()));
-  cfg.set("model.vocab_size", std::to_string(s.mcfg.vocab_size), "tokenizer");
+  setup.model.shape.fill_vocab_size(static_cast<int64_t>(s.tokenizer->vocab_size()));
+  snapshot.record_vocab_size(setup.model.shape.vocab_size);
+  s.mcfg = setup.model.shape;
   s.plan = s.options.batch;
   const int64_t steps_per_epoch = s.data->train_samples() / s.plan.global_windows;
   if (steps_per_epoch == 0 && !streaming) {
@@ -146,7 +157,7 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, dist::Group& group) {
         (long long)s.data->train_samples(), s.data->sample_name().c_str(),
         (long long)s.plan.seq_len, (long long)s.plan.global_windows));
   }
-  s.max_steps = resolve_max_steps(cfg, steps_per_epoch, streaming);
+  s.max_steps = resolve_max_steps(setup, steps_per_epoch, streaming);
   if (!streaming) {
     log::info(log::format("data: %lld train %s (%lld steps/epoch), %lld val %s; %lld steps",
                           (long long)s.data->train_samples(), s.data->sample_name().c_str(),
@@ -158,32 +169,34 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, dist::Group& group) {
 
 // ---- distillation: the teacher's logits from a cache, or the teacher's checkpoint (one to
 // train first was trained by the caller, before this run)
-void set_up_teacher(RunSetup& s) {
-  core::Config& cfg = s.cfg;
-  const bool distill = cfg.get_bool("distill.enabled");
-  if (!distill && !cfg.get_string("distill.cache").empty()) {
-    log::warn("distill.cache = " + cfg.get_string("distill.cache") +
+void set_up_teacher(RunSetup& s, ConfigSnapshot& snapshot) {
+  DistillOptions& distill = s.setup.distill;
+  if (!distill.enabled && !distill.cache.empty()) {
+    log::warn("distill.cache = " + distill.cache +
               " is ignored: distill.enabled is false (add --distill.enabled=true to distill from "
               "it)");
   }
-  if (distill && !cfg.get_string("distill.cache").empty()) {
-    s.windows->set_teacher_cache(open_teacher_cache(cfg, s.windows->train_shard(),
+  if (distill.enabled && !distill.cache.empty()) {
+    s.windows->set_teacher_cache(open_teacher_cache(distill, s.windows->train_shard(),
                                                     s.windows->train_stream(), s.tokenizer->hash(),
                                                     s.mcfg.vocab_size));
-  } else if (distill) {
-    resolve_teacher(cfg);
+    distill.teacher = s.windows->teacher_cache()->info().teacher;
+    snapshot.record_teacher(distill.teacher, "distill.cache");
+  } else if (distill.enabled) {
+    distill.teacher = resolve_teacher(distill.teacher);
+    snapshot.record_teacher(distill.teacher, "resolved teacher");
   }
 }
 
 // ---- model (with its experts placed), objective, flat parameters, optimizer and schedule
 void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint>& temporal_lm,
                                dist::Group& group, const core::Runtime& rt) {
-  core::Config& cfg = s.cfg;
+  const SetupOptions& setup = s.setup;
   const uint64_t seed = s.options.seed;
-  s.ep = make_expert_parallel(group, cfg.get_int("dist.ep"), s.mcfg.moe.num_experts);
-  s.lora = model::LoraOptions::from_config(cfg);
+  s.ep = make_expert_parallel(group, setup.ep, s.mcfg.moe.num_experts);
+  s.lora = setup.model.lora;
   const auto& lora = s.lora;
-  if (lora.enabled() && cfg.get_string("model.init_from").empty()) {
+  if (lora.enabled() && s.options.init_from.empty()) {
     throw UsageError(
         "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
         "checkpoint or an `lmtrain import hf` directory");
@@ -191,8 +204,8 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
   // adapters (its second stage).
-  s.model = model::build_model(
-      cfg, rt, {/*init=*/!s.temporal || lora.enabled(), s.mcfg.vocab_size, s.ep.placement});
+  s.model =
+      model::build_model(setup.model, rt, {/*init=*/!s.temporal || lora.enabled(), s.ep.placement});
   if (s.temporal) {
     // Before the encoder: its projector starts at the scale of the LM's token embeddings.
     s.state.lora_base = load_init_weights(*s.model, *temporal_lm);
@@ -212,11 +225,11 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   // What the step optimises: the LM loss, or distillation (whose feature projections, when the
   // widths differ, train beside the model in the same flat buffers).
   s.objective = std::make_shared<LmObjective>();
-  if (cfg.get_bool("distill.enabled")) {
-    s.objective = make_distill_objective(cfg, rt, s.mcfg, s.tokenizer->hash(),
-                                         s.windows->teacher_cache(), seed);
+  if (setup.distill.enabled) {
+    s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.mcfg,
+                                         s.tokenizer->hash(), s.windows->teacher_cache(), seed);
   } else if (s.temporal) {
-    s.objective = make_temporal_objective(cfg, *s.model, rt, seed);
+    s.objective = make_temporal_objective(setup.encoder, *s.model, rt, seed);
   }
   // Validation scores the run's loss without training-only terms: the LM loss for LM and
   // distillation runs, the answer loss for a temporal run.
@@ -232,7 +245,8 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   log::info(s.mcfg.describe());
   if (lora.enabled()) {
     log::info(log::format("LoRA: rank %lld, alpha %g, targets %s: %lld trainable parameters",
-                          (long long)lora.rank, lora.alpha, cfg.get_string("lora.targets").c_str(),
+                          (long long)lora.rank, lora.alpha,
+                          model::lora_target_list(lora.targets).c_str(),
                           (long long)s.flat->num_parameters()));
   }
   log::info(s.plan.describe());
@@ -242,11 +256,9 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
 
 // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
 void resume_or_init(RunSetup& s, dist::Group& group) {
-  const core::Config& cfg = s.cfg;
-  const std::string run_dir = cfg.get_string("run.dir");
+  const std::string& run_dir = s.options.run_dir;
   const CheckpointRequest& resume = s.options.resume;
-  const std::string data_dir =
-      s.temporal ? cfg.get_string("data.temporal.dir") : cfg.get_string("data.dir");
+  const std::string& data_dir = s.temporal ? s.setup.data.temporal.dir : s.setup.data.dir;
   const std::string& tokenizer_hash = s.tokenizer->hash();
   if (resume.any()) {
     auto dir = CheckpointStore::resolve(resume, run_dir);
@@ -257,18 +269,20 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
-      check_start_checkpoint(ckpt, cfg, tokenizer_hash, data_dir, /*hash_required=*/true);
+      check_start_checkpoint(ckpt, s.setup.model, tokenizer_hash, data_dir,
+                             /*hash_required=*/true);
       // The saved data position counts windows of the saved data.seq_len: with another length
       // it would point somewhere else in the epoch, silently.
       // (A stream's position counts documents and tokens: it holds at any length.)
-      const int64_t saved_len = checkpoint_config(ckpt).get_int("data.seq_len");
-      if (saved_len != cfg.get_int("data.seq_len") && !s.stream) {
+      const int64_t saved_len = checkpoint_seq_len(ckpt);
+      const int64_t seq_len = s.setup.data.seq_len;
+      if (saved_len != seq_len && !s.stream) {
         throw UsageError(log::format(
             "checkpoint %s was trained with data.seq_len = %lld, this run has %lld: its data "
             "position (window %lld of epoch %lld) means other tokens at another length; resume "
             "with --data.seq_len=%lld, or start a new run from its weights with "
             "--model.init_from=%s",
-            ckpt.dir.c_str(), (long long)saved_len, (long long)cfg.get_int("data.seq_len"),
+            ckpt.dir.c_str(), (long long)saved_len, (long long)seq_len,
             (long long)ckpt.meta.value("data_cursor", int64_t{0}),
             (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
             ckpt.dir.c_str()));
@@ -290,14 +304,15 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       }
     }
   }
-  const std::string init_from = cfg.get_string("model.init_from");
+  const std::string& init_from = s.options.init_from;
   if (!s.resumed && !init_from.empty() && !s.temporal) {
     auto dir = CheckpointStore::resolve(init_from, init_from);
     if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
     auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
     refuse_lora_init_source(src);
     // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
-    check_start_checkpoint(src, cfg, tokenizer_hash, data_dir, /*hash_required=*/false);
+    check_start_checkpoint(src, s.setup.model, tokenizer_hash, data_dir,
+                           /*hash_required=*/false);
     s.state.lora_base = load_init_weights(*s.model, src);
     log::info((s.lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") + src.dir);
   }
@@ -321,14 +336,16 @@ void start_stream(RunSetup& s, dist::Group& group) {
 
 }  // namespace
 
-std::unique_ptr<RunSetup> set_up_run(core::Config cfg, const RunOptions& options,
-                                     dist::Group& group, const core::Runtime& rt) {
+std::unique_ptr<RunSetup> set_up_run(const RunOptions& options, const SetupOptions& setup,
+                                     ConfigSnapshot& snapshot, dist::Group& group,
+                                     const core::Runtime& rt) {
   auto s = std::make_unique<RunSetup>();
-  s->cfg = std::move(cfg);
   s->options = options;
-  s->temporal = s->cfg.get_bool("model.temporal.enabled");
-  const auto temporal_lm = open_data(*s, group);
-  set_up_teacher(*s);
+  s->setup = setup;
+  s->temporal = setup.temporal;
+  const auto temporal_lm = open_data(*s, snapshot, group);
+  set_up_teacher(*s, snapshot);
+  s->config_snapshot = snapshot.yaml();
   build_model_and_optimizer(*s, temporal_lm, group, rt);
   resume_or_init(*s, group);
   if (s->stream && s->complete_checkpoint.empty()) start_stream(*s, group);

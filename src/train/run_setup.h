@@ -11,7 +11,6 @@
 #include <string>
 
 #include "checkpoint/training_checkpoint.h"
-#include "core/config.h"
 #include "core/runtime.h"
 #include "data/bpe_tokenizer.h"
 #include "distributed/group.h"
@@ -23,6 +22,7 @@
 #include "optim/optimizer.h"
 #include "parallel/expert_parallel.h"
 #include "train/batch_plan.h"
+#include "train/config_snapshot.h"
 #include "train/run_options.h"
 #include "train/stream_data.h"
 #include "train/token_window_data.h"
@@ -31,8 +31,13 @@
 namespace lmtrain::train {
 
 struct RunSetup {
-  core::Config cfg;    // resolved, with model.vocab_size (and a temporal run's LM shape) filled in
-  RunOptions options;  // what the command read from it (cli/read_options.h)
+  RunOptions options;  // what the command read (cli/read_options.h)
+  // The same for set-up, with what it found out filled in: the vocabulary, a temporal run's LM
+  // shape and its encoder's LM width, the teacher's resolved dir.
+  SetupOptions setup;
+  // The resolved config as RUN_DIR/config.yaml and each checkpoint's meta.json record it
+  // (ConfigSnapshot::yaml() once set-up has told it what it found out). Written, never read.
+  std::string config_snapshot;
   bool temporal = false;  // model.temporal.enabled: an encoder aligned to a frozen LM
 
   std::unique_ptr<TrainingData> data;
@@ -41,8 +46,8 @@ struct RunSetup {
   const data::BpeTokenizer* tokenizer = nullptr;
   std::string tokenizer_path;
 
-  model::GptConfig mcfg;
-  model::LoraOptions lora;  // lora.rank > 0: adapters on a frozen base
+  model::GptConfig mcfg;    // setup.model.shape
+  model::LoraOptions lora;  // setup.model.lora: rank > 0 = adapters on a frozen base
   BatchPlan plan;           // options.batch
   int64_t max_steps = 0;
   ExpertParallel ep;
@@ -60,9 +65,11 @@ struct RunSetup {
   std::string complete_checkpoint;
 };
 
-// Collective (expert-parallel groups, a resumed optimizer's shards). Throws UsageError naming
-// the key for what a run cannot be (e.g. a stream with train.epochs, LoRA without a base).
-std::unique_ptr<RunSetup> set_up_run(core::Config cfg, const RunOptions& options,
-                                     dist::Group& group, const core::Runtime& rt);
+// Collective (expert-parallel groups, a resumed optimizer's shards). `snapshot` is told what
+// set-up finds out (config_snapshot.h). Throws UsageError naming the key for what a run cannot
+// be (e.g. a stream with train.epochs, LoRA without a base).
+std::unique_ptr<RunSetup> set_up_run(const RunOptions& options, const SetupOptions& setup,
+                                     ConfigSnapshot& snapshot, dist::Group& group,
+                                     const core::Runtime& rt);
 
 }  // namespace lmtrain::train

@@ -14,10 +14,10 @@
 namespace lmtrain::train {
 namespace {
 
-std::string stream_tokenizer_path(const core::Config& cfg) {
-  const std::string explicit_path = cfg.get_string("data.stream.tokenizer");
+std::string stream_tokenizer_path(const DataOptions& options) {
+  const std::string& explicit_path = options.stream.tokenizer;
   if (!explicit_path.empty()) return explicit_path;
-  const std::string data_dir = cfg.get_string("data.dir");
+  const std::string& data_dir = options.dir;
   if (data_dir.empty()) {
     throw UsageError(
         "data.source = stream needs a tokenizer: set data.stream.tokenizer to a tokenizer.json "
@@ -29,9 +29,9 @@ std::string stream_tokenizer_path(const core::Config& cfg) {
 
 // The inputs a stream reads: every listed file, directories expanded, binary files inside a
 // directory of text skipped (as `lmtrain prepare` does: fortune's *.dat index files).
-std::vector<data::InputFile> stream_input_files(const core::Config& cfg) {
+std::vector<data::InputFile> stream_input_files(const StreamOptions& stream) {
   std::vector<std::string> inputs;
-  for (auto& p : core::split_list(cfg.get_string("data.stream.inputs"))) {
+  for (auto& p : core::split_list(stream.inputs)) {
     if (!p.empty()) inputs.push_back(std::move(p));
   }
   if (inputs.empty()) {
@@ -51,31 +51,29 @@ std::vector<data::InputFile> stream_input_files(const core::Config& cfg) {
     files.push_back(std::move(f));
   }
   if (files.empty()) {
-    throw UsageError("data.stream.inputs = " + cfg.get_string("data.stream.inputs") +
-                     " holds no text file to read");
+    throw UsageError("data.stream.inputs = " + stream.inputs + " holds no text file to read");
   }
   return files;
 }
 
 }  // namespace
 
-StreamData::StreamData(const core::Config& cfg, int rank, int world)
-    : tokenizer_path_(stream_tokenizer_path(cfg)),
+StreamData::StreamData(const DataOptions& options, uint64_t seed, int rank, int world)
+    : tokenizer_path_(stream_tokenizer_path(options)),
       tokenizer_(data::BpeTokenizer::load_hf(tokenizer_path_)),
-      files_(stream_input_files(cfg)),
+      files_(stream_input_files(options.stream)),
       rank_(rank),
       world_(world),
-      seq_len_(cfg.get_int("data.seq_len")),
-      seed_(static_cast<uint64_t>(cfg.get_int("train.seed"))),
-      shuffle_(cfg.get_bool("data.shuffle")),
-      tokenizer_threads_(static_cast<int>(cfg.get_int("data.tokenizer_threads"))),
-      queue_batches_(static_cast<size_t>(cfg.get_int("data.stream.queue_batches"))) {
-  reader_.text_column = cfg.get_string("data.stream.text_column");
-  reader_.doc_separator = cfg.get_string("data.stream.doc_separator");
-  const auto block_bytes =
-      static_cast<uint64_t>(cfg.get_float("data.stream.block_mb") * 1024 * 1024);
+      seq_len_(options.seq_len),
+      seed_(seed),
+      shuffle_(options.shuffle),
+      tokenizer_threads_(options.stream.tokenizer_threads),
+      queue_batches_(static_cast<size_t>(options.stream.queue_batches)) {
+  reader_.text_column = options.stream.text_column;
+  reader_.doc_separator = options.stream.doc_separator;
+  const auto block_bytes = static_cast<uint64_t>(options.stream.block_mb * 1024 * 1024);
   units_ = data::split_stream_units(data::list_stream_units(files_, reader_, block_bytes), files_,
-                                    cfg.get_float("data.stream.val_fraction"), seed_);
+                                    options.stream.val_fraction, seed_);
   if (units_.train.size() < static_cast<size_t>(world)) {
     throw UsageError(log::format(
         "data.stream.inputs has %zu training unit(s) (files and parquet row groups, after "

@@ -14,21 +14,22 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
 #include "data/bpe_tokenizer.h"
 #include "data/corpus/input_files.h"
 #include "data/stream/stream_loader.h"
 #include "data/stream/stream_units.h"
 #include "distributed/group.h"
+#include "train/data_options.h"
 #include "train/training_data.h"
 
 namespace lmtrain::train {
 
 class StreamData : public TrainingData {
  public:
-  // Lists the inputs and opens the tokenizer; the loader starts in start(). Throws UsageError
-  // naming the key when data.stream.inputs or the tokenizer is missing.
-  StreamData(const core::Config& cfg, int rank, int world);
+  // Lists data.stream.inputs and opens the tokenizer; the loader starts in start(). seed:
+  // train.seed (the units' order and validation split). Throws UsageError naming the key when
+  // data.stream.inputs or the tokenizer is missing.
+  StreamData(const DataOptions& options, uint64_t seed, int rank, int world);
   ~StreamData() override;
 
   // The position of a fresh run on this rank.

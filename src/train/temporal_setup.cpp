@@ -18,8 +18,7 @@ namespace lmtrain::train {
 
 namespace dt = data::temporal;
 
-LoadedCheckpoint temporal_lm_checkpoint(const core::Config& cfg) {
-  const std::string init_from = cfg.get_string("model.init_from");
+LoadedCheckpoint temporal_lm_checkpoint(const std::string& init_from) {
   if (init_from.empty()) {
     throw UsageError(
         "model.temporal.enabled trains a time-series encoder for a frozen LM: set "
@@ -37,68 +36,40 @@ LoadedCheckpoint temporal_lm_checkpoint(const core::Config& cfg) {
   return lm;
 }
 
-void adopt_lm_shape(core::Config& cfg, const LoadedCheckpoint& lm) {
-  const auto saved = checkpoint_config(lm).section("model");
-  const auto defaults = core::Config::defaults().section("model");
-  const auto mine = cfg.section("model");
-  for (const auto& [key, value] : saved) {
-    if (key.rfind("temporal.", 0) == 0 || key == "init_from") continue;
-    const std::string path = "model." + key;
-    const std::string& current = mine.at(key);
-    if (current != value && current != defaults.at(key)) {
-      throw UsageError("config key '" + path + "' = " + current +
-                       ", but the LM of model.init_from = " + lm.dir + " has " + value +
-                       ": a temporal run keeps its LM's shape (leave the key unset)");
-    }
-    cfg.set(path, value, "model.init_from " + lm.dir);
-  }
+model::temporal::TemporalEncoderOptions encoder_for_lm(
+    model::temporal::TemporalEncoderOptions encoder, const model::GptConfig& lm) {
+  encoder.lm_width = lm.n_embd;
+  encoder.lm_vocab = lm.vocab_size;
+  model::temporal::check_temporal_options(encoder);
+  return encoder;
 }
 
-model::temporal::TemporalEncoderOptions temporal_encoder_options(const core::Config& cfg,
-                                                                 int64_t lm_width) {
-  model::temporal::TemporalEncoderOptions o;
-  o.channels = cfg.get_int("model.temporal.channels");
-  o.max_length = cfg.get_int("model.temporal.max_length");
-  o.patch_len = cfg.get_int("model.temporal.patch_len");
-  o.stride = cfg.get_int("model.temporal.stride");
-  o.layers = cfg.get_int("model.temporal.layers");
-  o.width = cfg.get_int("model.temporal.width");
-  o.heads = cfg.get_int("model.temporal.heads");
-  o.mlp_ratio = cfg.get_int("model.temporal.mlp_ratio");
-  o.num_tokens = cfg.get_int("model.temporal.num_tokens");
-  o.lm_width = lm_width;
-  o.projector = model::temporal::parse_projector_kind(cfg.get_string("model.temporal.projector"));
-  o.lm_vocab = cfg.get_int("model.vocab_size");
-  model::temporal::check_temporal_options(o);
-  return o;
-}
-
-TemporalSampleSource temporal_sample_source(const core::Config& cfg, std::string* origin) {
+TemporalSampleSource temporal_sample_source(const TemporalSampleOptions& temporal,
+                                            const model::temporal::TemporalEncoderOptions& encoder,
+                                            std::string* origin) {
   TemporalSampleSource source;
-  const std::string dir = cfg.get_string("data.temporal.dir");
-  if (cfg.get_bool("data.temporal.online")) {
+  const std::string& dir = temporal.dir;
+  if (temporal.online) {
     if (!dir.empty()) {
       throw UsageError("data.temporal.online = true generates the samples, data.temporal.dir = " +
                        dir + " reads them: set one of the two");
     }
     dt::GeneratorOptions g;
-    g.seed = static_cast<uint64_t>(cfg.get_int("data.temporal.seed"));
-    g.channels = cfg.get_int("model.temporal.channels");
+    g.seed = static_cast<uint64_t>(temporal.seed);
+    g.channels = encoder.channels;
     g.lengths.clear();
-    for (const auto& piece : core::split_list(cfg.get_string("data.temporal.lengths"))) {
+    for (const auto& piece : core::split_list(temporal.lengths)) {
       const auto n = core::parse_nonnegative_int(piece, int64_t{1} << 30);
       if (!n || *n < 1) {
-        throw UsageError("config key 'data.temporal.lengths' = '" +
-                         cfg.get_string("data.temporal.lengths") +
+        throw UsageError("config key 'data.temporal.lengths' = '" + temporal.lengths +
                          "': expected positive lengths separated by commas");
       }
       g.lengths.push_back(*n);
     }
     // Unset (the default): every task, as temporal-data without --tasks.
-    const std::string tasks = cfg.get_string("data.temporal.tasks");
-    if (!tasks.empty()) g.tasks = core::split_list(tasks);
+    if (!temporal.tasks.empty()) g.tasks = core::split_list(temporal.tasks);
     dt::check_generator_options(g);
-    source.size = cfg.get_int("data.temporal.num_samples");
+    source.size = temporal.num_samples;
     source.max_series = 1;
     source.get = [g](int64_t i) { return dt::generate_sample(g, i); };
     *origin = log::format("the online generator (seed %llu)", (unsigned long long)g.seed);
@@ -110,8 +81,8 @@ TemporalSampleSource temporal_sample_source(const core::Config& cfg, std::string
         "temporal-data` or ChatTS JSONL files) or data.temporal.online = true");
   }
   dt::ReadOptions read;
-  read.max_length = cfg.get_int("model.temporal.max_length");
-  read.channels = cfg.get_int("model.temporal.channels");
+  read.max_length = encoder.max_length;
+  read.channels = encoder.channels;
   auto samples =
       std::make_shared<std::vector<dt::TemporalSample>>(dt::read_temporal_dir(dir, read));
   source.size = static_cast<int64_t>(samples->size());
@@ -123,26 +94,24 @@ TemporalSampleSource temporal_sample_source(const core::Config& cfg, std::string
   return source;
 }
 
-std::unique_ptr<TemporalData> make_temporal_data(const core::Config& cfg,
-                                                 data::BpeTokenizer tokenizer, int64_t lm_width) {
+std::unique_ptr<TemporalData> make_temporal_data(
+    const DataOptions& data, const model::temporal::TemporalEncoderOptions& encoder,
+    data::BpeTokenizer tokenizer, uint64_t seed) {
   std::string origin;
-  auto source = temporal_sample_source(cfg, &origin);
+  auto source = temporal_sample_source(data.temporal, encoder, &origin);
   TemporalBatchShape shape;
-  shape.seq_len = cfg.get_int("data.seq_len");
+  shape.seq_len = data.seq_len;
   shape.max_series = source.max_series;
-  shape.encoder = temporal_encoder_options(cfg, lm_width);
-  return std::make_unique<TemporalData>(
-      std::move(source), std::move(tokenizer), shape, cfg.get_float("data.temporal.val_fraction"),
-      static_cast<uint64_t>(cfg.get_int("train.seed")), cfg.get_bool("data.shuffle"), origin);
+  shape.encoder = encoder;
+  return std::make_unique<TemporalData>(std::move(source), std::move(tokenizer), shape,
+                                        data.temporal.val_fraction, seed, data.shuffle, origin);
 }
 
-std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(const core::Config& cfg,
-                                                                    model::GptImpl& lm,
-                                                                    const core::Runtime& rt,
-                                                                    uint64_t seed) {
+std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(
+    const model::temporal::TemporalEncoderOptions& options, model::GptImpl& lm,
+    const core::Runtime& rt, uint64_t seed) {
   torch::manual_seed(seed);
-  model::temporal::TemporalEncoder encoder(temporal_encoder_options(cfg, lm.config().n_embd),
-                                           /*init=*/true);
+  model::temporal::TemporalEncoder encoder(options, /*init=*/true);
   {
     torch::NoGradGuard no_grad;
     encoder->set_output_rms(model::temporal::token_embedding_rms(
@@ -159,8 +128,7 @@ TemporalInference load_temporal_inference(const std::string& spec, const core::R
   TemporalInference out;
   // The encoder's tensors are read (and the checkpoint verified) in the same load as the LM's.
   out.lm = load_inference_model(spec, rt, {"objective.safetensors"});
-  const auto& cfg = *out.lm.config;
-  if (!cfg.get_bool("model.temporal.enabled")) {
+  if (!out.lm.temporal) {
     throw UsageError("checkpoint " + out.lm.checkpoint_dir +
                      " is not a temporal-encoder run's (model.temporal.enabled is false)");
   }
@@ -171,7 +139,7 @@ TemporalInference load_temporal_inference(const std::string& spec, const core::R
   ckpt.dir = out.lm.checkpoint_dir;
   ckpt.files = std::move(out.lm.extra_files);
   out.encoder = model::temporal::TemporalEncoder(
-      temporal_encoder_options(cfg, cfg.get_int("model.n_embd")), /*init=*/false);
+      encoder_for_lm(out.lm.encoder, out.lm.model->config()), /*init=*/false);
   load_objective_tensors(ckpt, *out.encoder);
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
     out.encoder->to(rt.device, rt.param_dtype);

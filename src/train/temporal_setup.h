@@ -7,42 +7,42 @@
 
 #include "checkpoint/checkpoint_model.h"
 #include "checkpoint/checkpoint_store.h"
-#include "core/config.h"
 #include "core/runtime.h"
 #include "data/bpe_tokenizer.h"
 #include "model/gpt.h"
 #include "model/temporal/temporal_options.h"
 #include "objective/temporal_objective.h"
+#include "train/data_options.h"
 #include "train/temporal_data.h"
 
 namespace lmtrain::train {
 
-// model.init_from's checkpoint (meta.json only): the LM a temporal run aligns to. UsageErrors
-// name what is missing (no init_from, a LoRA checkpoint, no tokenizer.json).
-LoadedCheckpoint temporal_lm_checkpoint(const core::Config& cfg);
+// model.init_from's checkpoint (`init_from`; meta.json only): the LM a temporal run aligns to.
+// UsageErrors name what is missing (no init_from, a LoRA checkpoint, no tokenizer.json).
+LoadedCheckpoint temporal_lm_checkpoint(const std::string& init_from);
 
-// Sets cfg's model.* keys (but model.temporal.* and model.init_from) to the LM's, so the run
-// builds the LM it loads; a key the config sets to another value than the LM has is a
-// UsageError naming both.
-void adopt_lm_shape(core::Config& cfg, const LoadedCheckpoint& lm);
+// `encoder` for the decoder `lm`: lm_width its n_embd, lm_vocab its vocab_size. Throws
+// UsageError naming a bad key.
+model::temporal::TemporalEncoderOptions encoder_for_lm(
+    model::temporal::TemporalEncoderOptions encoder, const model::GptConfig& lm);
 
-// model.temporal.* with lm_width the decoder's n_embd. Throws UsageError naming a bad key.
-model::temporal::TemporalEncoderOptions temporal_encoder_options(const core::Config& cfg,
-                                                                 int64_t lm_width);
+// The samples of data.temporal.dir, or the generator's (data.temporal.online); series of
+// encoder.channels variables, at most encoder.max_length long.
+TemporalSampleSource temporal_sample_source(const TemporalSampleOptions& temporal,
+                                            const model::temporal::TemporalEncoderOptions& encoder,
+                                            std::string* origin);
 
-// The samples of data.temporal.dir, or the generator's (data.temporal.online).
-TemporalSampleSource temporal_sample_source(const core::Config& cfg, std::string* origin);
-
-// The run's data: samples, the LM's tokenizer, rows of data.seq_len tokens.
-std::unique_ptr<TemporalData> make_temporal_data(const core::Config& cfg,
-                                                 data::BpeTokenizer tokenizer, int64_t lm_width);
+// The run's data: samples, the LM's tokenizer, rows of data.seq_len tokens; encoder: the
+// encoder's options for the LM (encoder_for_lm); seed: train.seed.
+std::unique_ptr<TemporalData> make_temporal_data(
+    const DataOptions& data, const model::temporal::TemporalEncoderOptions& encoder,
+    data::BpeTokenizer tokenizer, uint64_t seed);
 
 // A freshly initialised encoder (from `seed`, whatever the LM's init drew) whose soft tokens
 // start at the RMS of the LM's token embeddings, on rt's device, as the run's objective.
-std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(const core::Config& cfg,
-                                                                    model::GptImpl& lm,
-                                                                    const core::Runtime& rt,
-                                                                    uint64_t seed);
+std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(
+    const model::temporal::TemporalEncoderOptions& options, model::GptImpl& lm,
+    const core::Runtime& rt, uint64_t seed);
 
 // A temporal run's checkpoint for inference (generate, eval): the frozen LM with the run's
 // tokenizer and config (checkpoint_model.h: the LM comes from the recorded base, hash checked)

@@ -53,9 +53,8 @@ double seconds_since(Clock::time_point t) {
 // A fresh run whose run.dir holds model.init_from (an import's or a merge's own directory) would
 // write into the run it starts from, and --overwrite would move those weights aside before they
 // are read: refused, naming both, on every rank alike (the config is the same everywhere).
-void refuse_run_dir_holding_init_from(const core::Config& cfg, const std::string& run_dir,
+void refuse_run_dir_holding_init_from(const std::string& init_from, const std::string& run_dir,
                                       bool resuming) {
-  const std::string init_from = cfg.get_string("model.init_from");
   if (resuming || init_from.empty()) return;
   auto normal = [](const std::string& p) {
     std::string s = std::filesystem::weakly_canonical(std::filesystem::absolute(p)).string();
@@ -72,18 +71,13 @@ void refuse_run_dir_holding_init_from(const core::Config& cfg, const std::string
 
 }  // namespace
 
-StartedRun start_run(const core::Config& cfg, const RunOptions& options, dist::Group& group,
-                     const core::Runtime& rt, int local_world_size, bool overwrite) {
+StartedRun start_run(const RunOptions& options, dist::Group& group, const core::Runtime& rt,
+                     int local_world_size, bool overwrite) {
   const int rank = group.rank();
-  if (cfg.get_bool("model.temporal.enabled") && cfg.get_bool("distill.enabled")) {
-    throw UsageError(
-        "model.temporal.enabled and distill.enabled: a temporal run trains an encoder for a "
-        "frozen LM, there is no student to distil into (turn one of them off)");
-  }
-  const std::string run_dir = cfg.get_string("run.dir");
+  const std::string& run_dir = options.run_dir;
   core::ensure_dir(run_dir);
   const bool resuming = options.resume.any();
-  refuse_run_dir_holding_init_from(cfg, run_dir, resuming);
+  refuse_run_dir_holding_init_from(options.init_from, run_dir, resuming);
   StartedRun run;
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
   run.lock = claim_run_dir(run_dir, resuming, overwrite, group);
@@ -97,12 +91,13 @@ StartedRun start_run(const core::Config& cfg, const RunOptions& options, dist::G
   return run;
 }
 
-TrainResult run_training(core::Config config, const RunOptions& options, dist::Group& group,
-                         const core::Runtime& rt, const StartedRun& run) {
+TrainResult run_training(const RunOptions& options, const SetupOptions& setup_options,
+                         ConfigSnapshot& snapshot, dist::Group& group, const core::Runtime& rt,
+                         const StartedRun& run) {
   const int rank = group.rank();
   const bool is_main = rank == 0;
   log::set_file(run.log_path);
-  auto setup = set_up_run(std::move(config), options, group, rt);
+  auto setup = set_up_run(options, setup_options, snapshot, group, rt);
   RunSetup& s = *setup;
   if (!s.complete_checkpoint.empty()) {
     TrainResult done;
@@ -113,8 +108,7 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
     return done;
   }
   // The loop's names for the parts of the run.
-  const core::Config& cfg = s.cfg;
-  const std::string run_dir = cfg.get_string("run.dir");
+  const std::string& run_dir = options.run_dir;
   const bool temporal = s.temporal;
   TrainingData* data = s.data.get();
   StreamData* stream = s.stream;
@@ -132,7 +126,7 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
   optim::FlatParams& flat = *s.flat;
   optim::Optimizer& optimizer = *s.optimizer;
   TrainingState& state = s.state;
-  if (is_main) core::write_file_atomic(run_dir + "/config.yaml", cfg.to_yaml());
+  if (is_main) core::write_file_atomic(run_dir + "/config.yaml", s.config_snapshot);
   CheckpointStore store(run_dir, loop.keep_last);
   MetricsLogger metrics(run_dir, is_main, loop.tensorboard, max_steps);
   const std::string tokenizer_json = core::read_file(s.tokenizer_path);
@@ -182,7 +176,7 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
     // EP: every rank contributes its experts to rank 0's complete checkpoint.
     auto full_experts = gather_expert_state(ep, *model, optimizer);
     if (!is_main) return;
-    CheckpointInputs in{cfg,
+    CheckpointInputs in{s.config_snapshot,
                         *model,
                         optimizer,
                         state,
@@ -289,7 +283,7 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
           evaluate(*model, *s.val_objective, *data, plan.micro_batch, eval_batches, group, rt);
       if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
       metrics.log_eval(state.step, *val_loss);
-      if (is_main) report::refresh_run_report(cfg);  // RUN_DIR/report.html (log.report)
+      if (is_main && loop.report) report::refresh_run_report(run_dir);  // RUN_DIR/report.html
       result.last_val_loss = val_loss;
     }
     if (save_now) {
@@ -323,7 +317,7 @@ TrainResult run_training(core::Config config, const RunOptions& options, dist::G
         "stream loader: the steps waited %.2f s for tokens in %s of training; the queue held up "
         "to %zu of %lld micro-batches",
         stream->wait_seconds(), format_duration(train_seconds).c_str(), stream->max_queued(),
-        (long long)cfg.get_int("data.stream.queue_batches")));
+        (long long)s.setup.data.stream.queue_batches));
   }
   log::info(log::format(
       "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,

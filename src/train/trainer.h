@@ -4,10 +4,10 @@
 #include <optional>
 #include <string>
 
-#include "core/config.h"
 #include "core/file_lock.h"
 #include "core/runtime.h"
 #include "distributed/group.h"
+#include "train/config_snapshot.h"
 #include "train/run_options.h"
 
 namespace lmtrain::train {
@@ -29,20 +29,22 @@ struct StartedRun {
   int threads = 1;       // intra-op threads of this rank (train.threads resolved)
 };
 
-// Collective, before anything else of a run (whose `options` the command read from `config`,
-// refusing there what must be refused before a file is written, e.g. train.cuda_graphs): claims
-// `config`'s run.dir for this job (checkpoint/run_dir_claim.h; `overwrite` = --overwrite moves an
-// earlier run's checkpoints aside, otherwise a fresh run into them is refused), sends the log to
-// this rank's file there and sets the intra-op threads. `rt`: this rank's device and precision
+// Collective, before anything else of a run (whose `options` the command read, refusing there
+// what must be refused before a file is written, e.g. train.cuda_graphs): claims options.run_dir
+// for this job (checkpoint/run_dir_claim.h; `overwrite` = --overwrite moves an earlier run's
+// checkpoints aside, otherwise a fresh run into them is refused), sends the log to this rank's
+// file there and sets the intra-op threads. `rt`: this rank's device and precision
 // (cli::read_runtime).
-StartedRun start_run(const core::Config& config, const RunOptions& options, dist::Group& group,
-                     const core::Runtime& rt, int local_world_size, bool overwrite = false);
+StartedRun start_run(const RunOptions& options, dist::Group& group, const core::Runtime& rt,
+                     int local_world_size, bool overwrite = false);
 
-// `config` is the resolved config (defaults < file < overrides), `options` what the command read
-// from it (cli/read_options.h), `run` its started run dir. A distillation run with an online
-// teacher needs distill.teacher set: a teacher to train first is trained by the caller, as a run
-// of its own (distill/teacher.h, teacher_training_run).
-TrainResult run_training(core::Config config, const RunOptions& options, dist::Group& group,
-                         const core::Runtime& rt, const StartedRun& run);
+// `options` and `setup` are what the command read from the resolved config (defaults < file <
+// overrides; cli/read_options.h), `snapshot` that config as it is recorded (config_snapshot.h),
+// `run` its started run dir. A distillation run with an online teacher needs distill.teacher
+// set: a teacher to train first is trained by the caller, as a run of its own
+// (cli/teacher_run.h).
+TrainResult run_training(const RunOptions& options, const SetupOptions& setup,
+                         ConfigSnapshot& snapshot, dist::Group& group, const core::Runtime& rt,
+                         const StartedRun& run);
 
 }  // namespace lmtrain::train

@@ -11,14 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/config_choice.h"
 #include "objective/objective.h"
 
 namespace lmtrain::train {
-
-// data.source: the token shards of `lmtrain prepare`, or raw files tokenized on the fly.
-enum class DataSource { kPrepared, kStream };
-constexpr core::ChoiceKey choice_key(DataSource) { return {"data.source", 2}; }
 
 class TrainingData {
  public:

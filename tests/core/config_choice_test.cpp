@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/runtime.h"
 #include "distill/teacher.h"
@@ -13,7 +14,7 @@
 #include "model/moe_config.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
-#include "train/training_data.h"
+#include "train/data_options.h"
 
 namespace lmtrain::core {
 namespace {

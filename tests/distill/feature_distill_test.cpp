@@ -201,22 +201,23 @@ TEST(FeatureDistill, LossIsTheLogitLossPlusTheWeightedProjectedMse) {
 }
 
 TEST(FeatureDistill, EqualWidthsNeedNoProjectionAndExpertTermsNeedMoeModels) {
-  core::Config cfg = core::Config::defaults();
-  cfg.set("distill.feature_layers", "1", "test");
+  DistillOptions distill;
+  distill.feature_layers = "1";
+  distill.feature_weight = 1;
   auto dense = moe_student(16);
   dense.moe.num_experts = 0;
-  auto f = FeatureDistillSpec::from_config(cfg, dense, dense);
+  auto f = FeatureDistillSpec::make(distill, dense, dense);
   ASSERT_EQ(f.features.size(), 1u);
   EXPECT_TRUE(f.experts.empty());
   FeatureProjections same(f, 1);
   EXPECT_TRUE(same->parameters().empty());
   auto x = torch::randn({4, 16});
   EXPECT_TRUE(torch::equal(same->feature(0, x), x));
-  cfg.set("distill.feature_weight", "0", "test");  // weight 0: the layers are not used
-  EXPECT_TRUE(FeatureDistillSpec::from_config(cfg, dense, dense).features.empty());
-  cfg.set("distill.expert_weight", "1", "test");
-  EXPECT_THROW(FeatureDistillSpec::from_config(cfg, moe_student(16), dense), UsageError);
-  f = FeatureDistillSpec::from_config(cfg, moe_student(16), moe_student(32));
+  distill.feature_weight = 0;  // weight 0: the layers are not used
+  EXPECT_TRUE(FeatureDistillSpec::make(distill, dense, dense).features.empty());
+  distill.expert_weight = 1;
+  EXPECT_THROW(FeatureDistillSpec::make(distill, moe_student(16), dense), UsageError);
+  f = FeatureDistillSpec::make(distill, moe_student(16), moe_student(32));
   ASSERT_EQ(f.experts.size(), 2u);  // the student's 2 MoE layers
   EXPECT_EQ(f.experts[1].teacher, 1);
 }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_config.h"
+#include "cli/read_options.h"
 #include "core/runtime.h"
 #include "data/temporal/temporal_cache.h"
 #include "data/temporal/temporal_jsonl.h"
@@ -136,8 +138,10 @@ struct EvalAnswers {
 EvalAnswers eval_greedy_answers(const std::string& run, int64_t n) {
   at::set_num_threads(1);  // as generate --threads 1
   auto loaded = train::load_temporal_inference(run, core::Runtime::cpu());
-  const auto& cfg = *loaded.lm.config;
-  auto data = train::make_temporal_data(cfg, *loaded.lm.tokenizer, cfg.get_int("model.n_embd"));
+  const auto cfg = train::recorded_config(loaded.lm.config_yaml, loaded.lm.checkpoint_dir);
+  auto data = train::make_temporal_data(cli::read_data_options(cfg), loaded.encoder->options(),
+                                        *loaded.lm.tokenizer,
+                                        static_cast<uint64_t>(cfg.get_int("train.seed")));
   EvalAnswers out;
   out.eot = static_cast<int64_t>(loaded.lm.tokenizer->eot_id());
   for (int64_t i = 0; i < n; ++i) {

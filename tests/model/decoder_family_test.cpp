@@ -12,6 +12,7 @@
 #include "model/gpt.h"
 #include "model/rope.h"
 #include "model_fixtures.h"
+#include "options/read_model.h"
 #include "test_util.h"
 
 namespace lmtrain::model {
@@ -176,7 +177,7 @@ TEST(Presets, ParameterCountsAndShapes) {
     auto cfg = core::Config::defaults();
     cfg.merge_yaml_file(e.path().string());
     if (cfg.get_int("model.vocab_size") == 0) cfg.set("model.vocab_size", "50304", "test");
-    const auto mcfg = GptConfig::from_config(cfg, 0);
+    const auto mcfg = options::read_gpt_config(cfg, 0);
     Gpt m(mcfg, /*init=*/false);
     int64_t n = 0;
     for (const auto& p : m->parameters()) n += p.numel();
@@ -199,7 +200,7 @@ TEST(Presets, ParameterCountsAndShapes) {
   cfg.merge_yaml_file(testing::source_dir() + "/configs/nanochat-d12.yaml");
   cfg.set("model.vocab_size", "65536", "test");
   cfg.set("model.depth", "20", "test");
-  const auto nc = GptConfig::from_config(cfg, 0);
+  const auto nc = options::read_gpt_config(cfg, 0);
   EXPECT_EQ(nc.n_layer, 20);
   EXPECT_EQ(nc.n_embd, 1280);
   EXPECT_EQ(nc.n_head, 10);  // ceil(1280 / 128)

@@ -14,6 +14,7 @@
 #include "fused_op_checks.h"
 #include "model/build_model.h"
 #include "model/layers.h"
+#include "options/read_model.h"
 
 namespace lmtrain::model {
 namespace {
@@ -111,7 +112,7 @@ TEST(Fp8Training, BuildModelSwitchesTheBlocksLinearsOnlyAndTracksBf16) {
 
   auto train = [&](const core::Runtime& rt, const std::string& precision) {
     torch::manual_seed(4);
-    auto model = build_model(fp8_config(precision), rt);
+    auto model = build_model(options::read_model_options(fp8_config(precision), 0), rt);
     int64_t fp8_layers = 0;
     for (const auto& item : model->named_modules()) {
       if (auto* l = dynamic_cast<LinearImpl*>(item.value().get())) {

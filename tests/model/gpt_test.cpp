@@ -11,6 +11,7 @@
 #include "kernels/kernel_switch.h"
 #include "model/attention.h"
 #include "model_fixtures.h"
+#include "options/read_model.h"
 
 namespace lmtrain::model {
 namespace {
@@ -212,15 +213,15 @@ TEST(GptConfig, ValidatesShapesAgainstConfig) {
   auto cfg = core::Config::defaults();
   cfg.set("model.n_embd", "10", "t");
   cfg.set("model.n_head", "4", "t");
-  EXPECT_THROW(GptConfig::from_config(cfg, 100), UsageError);
+  EXPECT_THROW(options::read_gpt_config(cfg, 100), UsageError);
   cfg.set("model.n_embd", "16", "t");
-  auto c = GptConfig::from_config(cfg, 100);
+  auto c = options::read_gpt_config(cfg, 100);
   EXPECT_EQ(c.vocab_size, 128);  // rounded up to 64
   cfg.set("model.vocab_size", "50", "t");
-  EXPECT_THROW(GptConfig::from_config(cfg, 100), UsageError);
+  EXPECT_THROW(options::read_gpt_config(cfg, 100), UsageError);
   cfg.set("model.vocab_size", "0", "t");
   cfg.set("data.seq_len", "4096", "t");
-  EXPECT_THROW(GptConfig::from_config(cfg, 100), UsageError);
+  EXPECT_THROW(options::read_gpt_config(cfg, 100), UsageError);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "model/build_model.h"
 #include "optim/adamw.h"
 #include "optim/flat_params.h"
+#include "options/read_model.h"
 
 namespace lmtrain::model {
 namespace {
@@ -61,7 +62,8 @@ void randomize_b(GptImpl& m) {
 
 TEST(Lora, OffLeavesTheModelAsItWas) {
   torch::manual_seed(3);
-  auto plain = build_model(tiny_config("gpt2", "q,v", 0), core::Runtime::cpu());
+  auto plain = build_model(options::read_model_options(tiny_config("gpt2", "q,v", 0), 0),
+                           core::Runtime::cpu());
   for (const auto& [name, tag] : plain->param_tags()) {
     EXPECT_TRUE(tag.trainable) << name;
     EXPECT_FALSE(tag.lora) << name;
@@ -72,9 +74,11 @@ TEST(Lora, OffLeavesTheModelAsItWas) {
 TEST(Lora, AdaptersStartAsAnExactNoOpAndFreezeTheBase) {
   for (const std::string arch : {"gpt2", "qwen3"}) {
     torch::manual_seed(3);
-    auto base = build_model(tiny_config(arch, "q", 0), core::Runtime::cpu());
+    auto base = build_model(options::read_model_options(tiny_config(arch, "q", 0), 0),
+                            core::Runtime::cpu());
     torch::manual_seed(3);
-    auto lora = build_model(tiny_config(arch, kAll, 4), core::Runtime::cpu());
+    auto lora = build_model(options::read_model_options(tiny_config(arch, kAll, 4), 0),
+                            core::Runtime::cpu());
     // Same seed: the base draws the same weights (adapters are drawn after it).
     auto base_params = base->named_parameters();
     for (const auto& item : lora->named_parameters()) {
@@ -99,7 +103,8 @@ TEST(Lora, AdaptersStartAsAnExactNoOpAndFreezeTheBase) {
 
 TEST(Lora, QkvAdaptersWriteOnlyTheirRows) {
   torch::manual_seed(5);
-  auto m = build_model(tiny_config("qwen3", "k", 2), core::Runtime::cpu());
+  auto m = build_model(options::read_model_options(tiny_config("qwen3", "k", 2), 0),
+                       core::Runtime::cpu());
   randomize_b(*m);
   auto& c_attn = *m->transformer->blocks[0]->attn->c_attn;
   ASSERT_EQ(c_attn.adapters.size(), 1u);
@@ -117,7 +122,7 @@ TEST(Lora, QkvAdaptersWriteOnlyTheirRows) {
 TEST(Lora, TrainingTouchesOnlyAdaptersAndStateIsAdapterSized) {
   torch::manual_seed(7);
   auto cfg = tiny_config("gpt2", kAll, 4);
-  auto m = build_model(cfg, core::Runtime::cpu());
+  auto m = build_model(options::read_model_options(cfg, 0), core::Runtime::cpu());
   std::map<std::string, torch::Tensor> before;
   for (const auto& item : m->named_parameters()) before[item.key()] = item.value().detach().clone();
   optim::FlatParams flat(*m, m->param_tags());
@@ -160,7 +165,7 @@ TEST(Lora, UnfrozenGroupsTrainBesideTheAdapters) {
   torch::manual_seed(7);
   auto cfg = tiny_config("gpt2", "q", 2);
   cfg.set("lora.unfreeze", "norms,head", "test");
-  auto m = build_model(cfg, core::Runtime::cpu());
+  auto m = build_model(options::read_model_options(cfg, 0), core::Runtime::cpu());
   const auto& tags = m->param_tags();
   EXPECT_TRUE(tags.at("transformer.h.0.ln_1.weight").trainable);
   EXPECT_TRUE(tags.at("transformer.ln_f.bias").trainable);
@@ -173,19 +178,21 @@ TEST(Lora, UnfrozenGroupsTrainBesideTheAdapters) {
   auto tied = tiny_config("gpt2", "q", 2);
   tied.set("model.tie_embeddings", "true", "test");
   tied.set("lora.unfreeze", "head", "test");
-  EXPECT_THROW(LoraOptions::from_config(tied), UsageError);
+  EXPECT_THROW(options::read_lora_options(tied), UsageError);
   tied.set("lora.unfreeze", "norms,bogus", "test");
-  EXPECT_THROW(LoraOptions::from_config(tied), UsageError);
+  EXPECT_THROW(options::read_lora_options(tied), UsageError);
 }
 
 TEST(Lora, MergedWeightsEqualTheAdapterForward) {
   for (const std::string arch : {"gpt2", "qwen3"}) {
     torch::manual_seed(11);
-    auto m = build_model(tiny_config(arch, kAll, 4), core::Runtime::cpu());
+    auto m = build_model(options::read_model_options(tiny_config(arch, kAll, 4), 0),
+                         core::Runtime::cpu());
     randomize_b(*m);
     m->eval();
     auto plain_cfg = tiny_config(arch, kAll, 0);
-    auto merged = build_model(plain_cfg, core::Runtime::cpu(), {/*init=*/false, 0, {}});
+    auto merged = build_model(options::read_model_options(plain_cfg, 0), core::Runtime::cpu(),
+                              {/*init=*/false, {}});
     auto params = merged->named_parameters();
     auto buffers = merged->named_buffers();
     torch::NoGradGuard no_grad;
@@ -206,7 +213,7 @@ TEST(Lora, MergedWeightsEqualTheAdapterForward) {
 TEST(Lora, ConfigErrorsNameTheKey) {
   auto expect_error = [](core::Config cfg, const std::string& part) {
     try {
-      LoraOptions::from_config(cfg);
+      options::read_lora_options(cfg);
       // What LoRA needs of the optimizer, the command checks reading the run's options.
       cli::read_run_options(cfg, 1, core::Runtime::cpu());
       FAIL() << "no error for " << part;

@@ -1,0 +1,39 @@
+// The one place the string-keyed config (core/config.h) becomes the model's typed options: its
+// shape and MoE layers, LoRA, activation checkpointing, the temporal encoder. The commands read a
+// run's config through it (cli/read_options.h), and checkpoint loading the config snapshot a
+// checkpoint records (checkpoint/checkpoint_config.h), so model/ itself never sees a Config.
+// Every error is a UsageError naming the key.
+#pragma once
+#include <cstdint>
+
+#include "model/build_model.h"
+#include "model/gpt_config.h"
+#include "model/lora.h"
+#include "model/moe_config.h"
+#include "model/temporal/temporal_options.h"
+
+namespace lmtrain::core {
+class Config;
+}
+
+namespace lmtrain::options {
+
+// tokenizer_vocab for a model whose tokenizer is opened later: vocab_size stays as set (0 until
+// GptConfig::fill_vocab_size).
+inline constexpr int64_t kTokenizerLater = -1;
+
+// model.* (with model.depth's sizing); `tokenizer_vocab` fills model.vocab_size = 0
+// (GptConfig::fill_vocab_size). Also refuses a data.seq_len beyond model.block_size.
+model::GptConfig read_gpt_config(const core::Config& cfg, int64_t tokenizer_vocab);
+// model.moe.*; `dense_hidden` fills expert_hidden = 0.
+model::MoeConfig read_moe_config(const core::Config& cfg, int64_t n_layer, int64_t dense_hidden);
+// lora.*, validated against the model's keys. (What LoRA needs of the optimizer and of expert
+// parallelism the command checks: cli/read_options.cpp.)
+model::LoraOptions read_lora_options(const core::Config& cfg);
+// What build_model makes: read_gpt_config, read_lora_options, the frozen base of a temporal run
+// (model.temporal.enabled), train.activation_checkpointing.
+model::ModelOptions read_model_options(const core::Config& cfg, int64_t tokenizer_vocab);
+// model.temporal.*; lm_width and lm_vocab are left 0 (the LM's: train::encoder_for_lm).
+model::temporal::TemporalEncoderOptions read_temporal_encoder(const core::Config& cfg);
+
+}  // namespace lmtrain::options
