@@ -68,6 +68,19 @@ TEST(SchemaDefaults, ModelReadersGiveTheDefaultMadeStructs) {
   EXPECT_SAME(l, dl, unfreeze_norms);
   EXPECT_SAME(l, dl, unfreeze_embeddings);
   EXPECT_SAME(l, dl, unfreeze_head);
+
+  const auto t = read_temporal_encoder(cfg);
+  const model::temporal::TemporalEncoderOptions dt;
+  EXPECT_SAME(t, dt, channels);
+  EXPECT_SAME(t, dt, max_length);
+  EXPECT_SAME(t, dt, patch_len);
+  EXPECT_SAME(t, dt, stride);
+  EXPECT_SAME(t, dt, layers);
+  EXPECT_SAME(t, dt, width);
+  EXPECT_SAME(t, dt, heads);
+  EXPECT_SAME(t, dt, mlp_ratio);
+  EXPECT_SAME(t, dt, num_tokens);
+  EXPECT_SAME(t, dt, projector);
 }
 
 TEST(SchemaDefaults, RunReadersGiveTheDefaultMadeStructs) {

@@ -97,7 +97,4 @@ double token_embedding_rms(const torch::Tensor& wte);
 // Throws UsageError naming the option when `o` is not a valid encoder shape.
 void check_temporal_options(const TemporalEncoderOptions& o);
 
-// "mlp" or "vocab_mix" (model.temporal.projector); another name is a UsageError listing both.
-ProjectorKind parse_projector_kind(const std::string& name);
-
 }  // namespace lmtrain::model::temporal

@@ -2,6 +2,9 @@
 // a frozen decoder (model/soft_tokens.h). See temporal_encoder.h for the computation.
 #pragma once
 #include <cstdint>
+#include <string>
+
+#include "core/config_schema.h"
 
 namespace lmtrain::model::temporal {
 
@@ -13,18 +16,28 @@ enum class ProjectorKind {
               // reprogramming), which a frozen LM already knows how to read
 };
 
+// "mlp" or "vocab_mix" (model.temporal.projector); another name is a UsageError listing both.
+ProjectorKind parse_projector_kind(const std::string& name);
+
+// The model.temporal.* readable members start at their keys' schema defaults
+// (core/config_schema.h); lm_width and lm_vocab come from the LM, the last two are fixed.
 struct TemporalEncoderOptions {
-  int64_t channels = 1;       // C: variables per series (1 = univariate)
-  int64_t max_length = 1024;  // L_max: the longest series accepted (sizes the position table)
-  int64_t patch_len = 16;     // values per patch
-  int64_t stride = 16;        // step between patch starts (= patch_len: no overlap)
-  int64_t layers = 2;         // encoder blocks
-  int64_t width = 128;        // encoder width
-  int64_t heads = 4;          // attention heads (width % heads == 0)
-  int64_t mlp_ratio = 4;      // encoder MLP hidden = mlp_ratio * width
-  int64_t num_tokens = 0;     // soft tokens per series: 0 = one per patch, else pooled to this
-  int64_t lm_width = 0;       // the decoder's embedding width the projector maps to
-  ProjectorKind projector = ProjectorKind::kMlp;
+  int64_t channels = core::default_int("model.temporal.channels");  // C: variables per series
+  // L_max: the longest series accepted (sizes the position table).
+  int64_t max_length = core::default_int("model.temporal.max_length");
+  int64_t patch_len = core::default_int("model.temporal.patch_len");  // values per patch
+  // Step between patch starts (= patch_len: no overlap).
+  int64_t stride = core::default_int("model.temporal.stride");
+  int64_t layers = core::default_int("model.temporal.layers");  // encoder blocks
+  int64_t width = core::default_int("model.temporal.width");    // encoder width
+  // Attention heads (width % heads == 0).
+  int64_t heads = core::default_int("model.temporal.heads");
+  // Encoder MLP hidden = mlp_ratio * width.
+  int64_t mlp_ratio = core::default_int("model.temporal.mlp_ratio");
+  // Soft tokens per series: 0 = one per patch, else pooled to this.
+  int64_t num_tokens = core::default_int("model.temporal.num_tokens");
+  int64_t lm_width = 0;  // the decoder's embedding width the projector maps to
+  ProjectorKind projector = parse_projector_kind(core::default_string("model.temporal.projector"));
   int64_t lm_vocab = 0;    // the decoder's vocabulary size (rows of its wte): vocab_mix's logits
   double norm_eps = 1e-5;  // LayerNorm / RMSNorm epsilon
   double init_std = 0.02;  // N(0, init_std) weights at initialisation
