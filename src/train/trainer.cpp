@@ -69,6 +69,96 @@ void refuse_run_dir_holding_init_from(const std::string& init_from, const std::s
                    run + "-finetune)");
 }
 
+// The run's start in the log: the step workers, the gradient buckets of a multi-rank run, and
+// an fp16 run's loss scale.
+void log_loop_start(TrainStepper& stepper, const RunOptions& options, int workers,
+                    const dist::Group& group, const core::Runtime& rt) {
+  if (rt.loss_scaling()) {
+    log::info(log::format("fp16 loss scale %.6g (doubles after %lld clean steps)",
+                          stepper.loss_scaler().scale(), (long long)options.loss_scale_window));
+  }
+  log::info(
+      log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
+  if (group.size() > 1) {
+    log::info(log::format("gradient sync: %zu bucket(s) of <= %.3g MiB over %s, %d ranks",
+                          stepper.grad_sync().buckets().size(), options.bucket_mb,
+                          group.backend().c_str(), group.size()));
+  }
+}
+
+// Moves the data position past the step just taken; true when that step ended an epoch. A
+// stream's position is the loader's, per rank (state.stream at a save): there is no global window
+// cursor (meta.json's data_cursor stays 0). Prepared windows: the remainder of an epoch's order
+// that no longer fills a step is dropped.
+bool advance_data_position(TrainingState& state, const BatchPlan& plan, const TrainingData& data,
+                           StreamData* stream) {
+  if (stream) {
+    state.position.epoch = stream->position().epoch;  // this rank's (the logs' epoch)
+    return false;
+  }
+  state.position.cursor += plan.global_windows;
+  if (state.position.cursor + plan.global_windows <= data.train_samples()) return false;
+  ++state.position.epoch;
+  state.position.cursor = 0;
+  return true;
+}
+
+// Block index of each MoE layer, for the metrics.
+std::vector<int64_t> moe_layer_indices(const model::GptConfig& mcfg) {
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < mcfg.n_layer; ++l) {
+    if (mcfg.moe.is_moe_layer(l)) out.push_back(l);
+  }
+  return out;
+}
+
+// One log line's record (metrics.jsonl, TensorBoard, the progress line) of the step just taken.
+StepMetrics step_metrics(const TrainingState& state, double loss, const StepResult& r,
+                         const std::vector<std::string>& metric_names, double lr,
+                         TrainStepper& stepper, const core::Runtime& rt, double train_seconds,
+                         const std::vector<int64_t>& moe_layers) {
+  StepMetrics m;
+  m.step = state.step;
+  m.epoch = state.position.epoch;
+  m.loss = loss;
+  const auto values = r.metric_values();
+  for (size_t i = 0; i < metric_names.size(); ++i) m.terms.emplace_back(metric_names[i], values[i]);
+  m.lr = lr;
+  m.grad_norm = r.grad_norm_value();
+  m.loss_scale = stepper.loss_scaler().enabled() ? stepper.loss_scaler().scale() : 0;
+  m.skipped_steps = stepper.loss_scaler().state().skipped_steps;
+  m.peak_mem_bytes = core::peak_device_memory(rt.device);
+  m.elapsed_s = train_seconds;
+  m.moe = summarize_moe(r.moe, moe_layers);
+  return m;
+}
+
+// The run's last lines: a run cut short by a signal says so (not "done": the exit code, 128 +
+// signal, and this line tell a scheduler), a stream run how long the steps waited for tokens.
+void log_loop_end(const TrainResult& result, const TrainingState& state, int64_t max_steps,
+                  const StreamData* stream, int64_t queue_batches, double train_seconds) {
+  if (result.stop_signal) {
+    log::warn(log::format(
+        "stopped by signal %d (%s) at step %lld of %lld; checkpoint %s saved: continue with "
+        "--resume=auto",
+        result.stop_signal, ::strsignal(result.stop_signal), (long long)state.step,
+        (long long)max_steps,
+        result.last_checkpoint.empty() ? "(on rank 0)" : result.last_checkpoint.c_str()));
+    return;
+  }
+  if (stream) {
+    log::info(log::format(
+        "stream loader: the steps waited %.2f s for tokens in %s of training; the queue held up "
+        "to %zu of %lld micro-batches",
+        stream->wait_seconds(), format_duration(train_seconds).c_str(), stream->max_queued(),
+        (long long)queue_batches));
+  }
+  log::info(log::format(
+      "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,
+      result.last_val_loss ? log::format(", val loss %.4f", *result.last_val_loss).c_str() : "",
+      format_duration(train_seconds).c_str()));
+}
+
 }  // namespace
 
 StartedRun start_run(const RunOptions& options, dist::Group& group, const core::Runtime& rt,
@@ -160,10 +250,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   // A resumed fp16 run continues with its saved scale; anything else starts at
   // train.loss_scale.
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
-  if (rt.loss_scaling()) {
-    log::info(log::format("fp16 loss scale %.6g (doubles after %lld clean steps)",
-                          stepper.loss_scaler().scale(), (long long)options.loss_scale_window));
-  }
+  log_loop_start(stepper, options, workers, group, rt);
 
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
@@ -190,17 +277,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     log::info("saved checkpoint " + result.last_checkpoint);
   };
 
-  log::info(
-      log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
-  if (group.size() > 1) {
-    log::info(log::format("gradient sync: %zu bucket(s) of <= %.3g MiB over %s, %d ranks",
-                          stepper.grad_sync().buckets().size(), options.bucket_mb,
-                          group.backend().c_str(), group.size()));
-  }
-  std::vector<int64_t> moe_layer_index;  // block index of each MoE layer, for the metrics
-  for (int64_t l = 0; l < mcfg.n_layer; ++l) {
-    if (mcfg.moe.is_moe_layer(l)) moe_layer_index.push_back(l);
-  }
+  const std::vector<int64_t> moe_layers = moe_layer_indices(mcfg);
   while (state.step < max_steps) {
     const auto t0 = Clock::now();
     const double lr = s.schedule.at(state.step);
@@ -213,19 +290,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                      : stepper.step(plan.accum_steps, next_batch, lr, grad_clip);
     ++state.step;
     core::maybe_inject_fault(rank, state.step);
-    bool epoch_ended = false;
-    if (stream) {
-      // A stream's position is the loader's, per rank (state.stream at a save); there is no
-      // global window cursor (meta.json's data_cursor stays 0).
-      state.position.epoch = stream->position().epoch;  // this rank's (the logs' epoch)
-    } else {
-      state.position.cursor += plan.global_windows;
-      if (state.position.cursor + plan.global_windows > data->train_samples()) {
-        ++state.position.epoch;  // the remainder of this epoch's order is dropped
-        state.position.cursor = 0;
-        epoch_ended = true;
-      }
-    }
+    const bool epoch_ended = advance_data_position(state, plan, *data, stream);
     // checkpoint.every_epoch: the step that ends an epoch is evaluated (so that best can be
     // decided) and saved, linked as epoch_N_step_M with N = the epoch just finished (from 1).
     const bool epoch_save = ckpt_every_epoch && epoch_ended;
@@ -258,20 +323,8 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                  dispatcher ? dispatcher->take_comm_seconds() : 0.0);
 
     if (log_now) {
-      StepMetrics m;
-      m.step = state.step;
-      m.epoch = state.position.epoch;
-      m.loss = result.last_loss;
-      const auto values = r.metric_values();
-      for (size_t i = 0; i < metric_names.size(); ++i)
-        m.terms.emplace_back(metric_names[i], values[i]);
-      m.lr = lr;
-      m.grad_norm = r.grad_norm_value();
-      m.loss_scale = stepper.loss_scaler().enabled() ? stepper.loss_scaler().scale() : 0;
-      m.skipped_steps = stepper.loss_scaler().state().skipped_steps;
-      m.peak_mem_bytes = core::peak_device_memory(rt.device);
-      m.elapsed_s = train_seconds;
-      m.moe = summarize_moe(r.moe, moe_layer_index);
+      StepMetrics m = step_metrics(state, result.last_loss, r, metric_names, lr, stepper, rt,
+                                   train_seconds, moe_layers);
       // samples/s for a temporal run (its rows are samples), the loader's wait for a stream
       interval.report(m, temporal, group.size() > 1, dispatcher != nullptr,
                       stream ? std::optional<double>(stream->wait_seconds()) : std::nullopt);
@@ -302,27 +355,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   result.steps_done = state.step;
   // Rank 0 hosts the TCPStore: nobody leaves while another rank may still need it.
   group.barrier();
-  if (result.stop_signal) {
-    // Not "done": the exit code (128 + signal) and this line tell a scheduler it was cut short.
-    log::warn(log::format(
-        "stopped by signal %d (%s) at step %lld of %lld; checkpoint %s saved: continue with "
-        "--resume=auto",
-        result.stop_signal, ::strsignal(result.stop_signal), (long long)state.step,
-        (long long)max_steps,
-        result.last_checkpoint.empty() ? "(on rank 0)" : result.last_checkpoint.c_str()));
-    return result;
-  }
-  if (stream) {
-    log::info(log::format(
-        "stream loader: the steps waited %.2f s for tokens in %s of training; the queue held up "
-        "to %zu of %lld micro-batches",
-        stream->wait_seconds(), format_duration(train_seconds).c_str(), stream->max_queued(),
-        (long long)s.setup.data.stream.queue_batches));
-  }
-  log::info(log::format(
-      "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,
-      result.last_val_loss ? log::format(", val loss %.4f", *result.last_val_loss).c_str() : "",
-      format_duration(train_seconds).c_str()));
+  log_loop_end(result, state, max_steps, stream, s.setup.data.stream.queue_batches, train_seconds);
   return result;
 }
 
