@@ -162,11 +162,10 @@ TemporalDataSummary write_temporal_data(const TemporalDataOptions& o,
   }
   if (o.lm_text) {
     core::AtomicFileWriter writer(out.staging() + "/" + kLmTextFile);
-    const std::vector<std::string> tasks =
-        m.generator.tasks.empty() ? temporal_tasks() : m.generator.tasks;
     for (int64_t i = 0; i < o.num_samples; ++i) {
-      const GeneratedCurve c = generate_curve(m.generator, i);
-      const std::string text = warmup_text(c.sample, attribute_words(c.attributes, tasks));
+      const GeneratedCurve c = generate_curve(m.generator, i);  // tasks resolved above
+      const std::string text =
+          warmup_text(c.sample, attribute_words(c.attributes, m.generator.tasks));
       writer.write(nlohmann::json{{"text", text}}.dump() + "\n");
     }
     writer.commit();
