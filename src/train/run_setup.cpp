@@ -57,7 +57,7 @@ void check_stream_config(const RunSetup& s) {
     const char* why;
   };
   const Refused refused[] = {
-      {s.temporal, "model.temporal.enabled",
+      {s.setup.temporal, "model.temporal.enabled",
        "that run reads prepared windows (data.source = prepared)"},
       {s.setup.distill.enabled, "distill.enabled",
        "that run reads prepared windows (data.source = prepared)"},
@@ -125,7 +125,7 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
     s.tokenizer_path = stream_data->tokenizer_path();
     s.tokenizer = &stream_data->tokenizer();
     s.data = std::move(stream_data);
-  } else if (s.temporal) {
+  } else if (s.setup.temporal) {
     temporal_lm = temporal_lm_checkpoint(s.options.init_from);
     setup.model = snapshot.adopt_lm_shape(*temporal_lm);
     s.tokenizer_path = temporal_lm->dir + "/tokenizer.json";
@@ -147,15 +147,13 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
 
   setup.model.shape.fill_vocab_size(static_cast<int64_t>(s.tokenizer->vocab_size()));
   snapshot.record_vocab_size(setup.model.shape.vocab_size);
-  s.mcfg = setup.model.shape;
-  s.plan = s.options.batch;
-  const int64_t steps_per_epoch = s.data->train_samples() / s.plan.global_windows;
+  const int64_t steps_per_epoch = s.data->train_samples() / s.options.batch.global_windows;
   if (steps_per_epoch == 0 && !streaming) {
     throw UsageError(log::format(
         "the training split has %lld %s of %lld tokens, fewer than one global batch "
         "(%lld rows): lower train.total_batch_size / train.micro_batch_size or data.seq_len",
         (long long)s.data->train_samples(), s.data->sample_name().c_str(),
-        (long long)s.plan.seq_len, (long long)s.plan.global_windows));
+        (long long)s.options.batch.seq_len, (long long)s.options.batch.global_windows));
   }
   s.max_steps = resolve_max_steps(setup, steps_per_epoch, streaming);
   if (!streaming) {
@@ -179,7 +177,7 @@ void set_up_teacher(RunSetup& s, ConfigSnapshot& snapshot) {
   if (distill.enabled && !distill.cache.empty()) {
     s.windows->set_teacher_cache(open_teacher_cache(distill, s.windows->train_shard(),
                                                     s.windows->train_stream(), s.tokenizer->hash(),
-                                                    s.mcfg.vocab_size));
+                                                    s.setup.model.shape.vocab_size));
     distill.teacher = s.windows->teacher_cache()->info().teacher;
     snapshot.record_teacher(distill.teacher, "distill.cache");
   } else if (distill.enabled) {
@@ -193,9 +191,8 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
                                dist::Group& group, const core::Runtime& rt) {
   const SetupOptions& setup = s.setup;
   const uint64_t seed = s.options.seed;
-  s.ep = make_expert_parallel(group, setup.ep, s.mcfg.moe.num_experts);
-  s.lora = setup.model.lora;
-  const auto& lora = s.lora;
+  s.ep = make_expert_parallel(group, setup.ep, s.setup.model.shape.moe.num_experts);
+  const auto& lora = setup.model.lora;
   if (lora.enabled() && s.options.init_from.empty()) {
     throw UsageError(
         "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
@@ -204,36 +201,36 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
   // adapters (its second stage).
-  s.model =
-      model::build_model(setup.model, rt, {/*init=*/!s.temporal || lora.enabled(), s.ep.placement});
-  if (s.temporal) {
+  s.model = model::build_model(setup.model, rt,
+                               {/*init=*/!s.setup.temporal || lora.enabled(), s.ep.placement});
+  if (s.setup.temporal) {
     // Before the encoder: its projector starts at the scale of the LM's token embeddings.
     s.state.lora_base = load_init_weights(*s.model, *temporal_lm);
     log::info("frozen LM from " + temporal_lm->dir);
   }
   if (s.ep.active()) {
-    s.dispatcher =
-        std::make_shared<AllToAllExpertDispatcher>(*s.ep.ep_group, s.mcfg.moe.num_experts);
+    s.dispatcher = std::make_shared<AllToAllExpertDispatcher>(*s.ep.ep_group,
+                                                              s.setup.model.shape.moe.num_experts);
     s.model->set_expert_dispatcher(s.dispatcher);
     log::info(log::format(
         "expert parallelism: ep=%d, this rank holds experts [%lld, %lld) of %lld per MoE layer; "
         "%d replica(s) of each expert",
         s.ep.ep, (long long)s.ep.placement.first,
-        (long long)(s.ep.placement.first + s.ep.placement.count), (long long)s.mcfg.moe.num_experts,
-        group.size() / s.ep.ep));
+        (long long)(s.ep.placement.first + s.ep.placement.count),
+        (long long)s.setup.model.shape.moe.num_experts, group.size() / s.ep.ep));
   }
   // What the step optimises: the LM loss, or distillation (whose feature projections, when the
   // widths differ, train beside the model in the same flat buffers).
   s.objective = std::make_shared<LmObjective>();
   if (setup.distill.enabled) {
-    s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.mcfg,
+    s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
                                          s.tokenizer->hash(), s.windows->teacher_cache(), seed);
-  } else if (s.temporal) {
+  } else if (s.setup.temporal) {
     s.objective = make_temporal_objective(setup.encoder, *s.model, rt, seed);
   }
   // Validation scores the run's loss without training-only terms: the LM loss for LM and
   // distillation runs, the answer loss for a temporal run.
-  s.val_objective = s.temporal ? s.objective : std::make_shared<LmObjective>();
+  s.val_objective = s.setup.temporal ? s.objective : std::make_shared<LmObjective>();
   s.flat = std::make_unique<optim::FlatParams>(
       trained_param_sources(*s.model, s.objective.get()),
       optim::flat_pad_multiple(s.options.optimizer, group.size()));
@@ -242,14 +239,14 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
                                       s.ep.active() ? s.ep.ep_group.get() : nullptr);
   s.schedule = s.options.schedule.over(s.max_steps);
 
-  log::info(s.mcfg.describe());
+  log::info(s.setup.model.shape.describe());
   if (lora.enabled()) {
     log::info(log::format("LoRA: rank %lld, alpha %g, targets %s: %lld trainable parameters",
                           (long long)lora.rank, lora.alpha,
                           model::lora_target_list(lora.targets).c_str(),
                           (long long)s.flat->num_parameters()));
   }
-  log::info(s.plan.describe());
+  log::info(s.options.batch.describe());
   log::info(log::format("optimizer: %s, %.1f MiB of state on this rank",
                         s.optimizer->name().c_str(), s.optimizer->state_bytes() / 1048576.0));
 }
@@ -258,7 +255,7 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
 void resume_or_init(RunSetup& s, dist::Group& group) {
   const std::string& run_dir = s.options.run_dir;
   const CheckpointRequest& resume = s.options.resume;
-  const std::string& data_dir = s.temporal ? s.setup.data.temporal.dir : s.setup.data.dir;
+  const std::string& data_dir = s.setup.temporal ? s.setup.data.temporal.dir : s.setup.data.dir;
   const std::string& tokenizer_hash = s.tokenizer->hash();
   if (resume.any()) {
     auto dir = CheckpointStore::resolve(resume, run_dir);
@@ -305,7 +302,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     }
   }
   const std::string& init_from = s.options.init_from;
-  if (!s.resumed && !init_from.empty() && !s.temporal) {
+  if (!s.resumed && !init_from.empty() && !s.setup.temporal) {
     auto dir = CheckpointStore::resolve(init_from, init_from);
     if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
     auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
@@ -314,7 +311,9 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     check_start_checkpoint(src, s.setup.model, tokenizer_hash, data_dir,
                            /*hash_required=*/false);
     s.state.lora_base = load_init_weights(*s.model, src);
-    log::info((s.lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") + src.dir);
+    log::info(
+        (s.setup.model.lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") +
+        src.dir);
   }
 }
 
@@ -324,8 +323,8 @@ void start_stream(RunSetup& s, dist::Group& group) {
   // rank).
   const auto start = s.resumed ? StreamData::resume_position(s.state.stream, group.rank())
                                : s.stream->fresh_position();
-  s.stream->start(start, s.plan.micro_batch,
-                  s.options.loop.eval_batches * s.plan.micro_batch * group.size());
+  s.stream->start(start, s.options.batch.micro_batch,
+                  s.options.loop.eval_batches * s.options.batch.micro_batch * group.size());
   log::info("data: " + s.stream->describe() + log::format("; %lld steps", (long long)s.max_steps));
   if (s.stream->val_samples() == 0) {
     log::warn(
@@ -342,7 +341,6 @@ std::unique_ptr<RunSetup> set_up_run(const RunOptions& options, const SetupOptio
   auto s = std::make_unique<RunSetup>();
   s->options = options;
   s->setup = setup;
-  s->temporal = setup.temporal;
   const auto temporal_lm = open_data(*s, snapshot, group);
   set_up_teacher(*s, snapshot);
   s->config_snapshot = snapshot.yaml();

@@ -38,7 +38,6 @@ struct RunSetup {
   // The resolved config as RUN_DIR/config.yaml and each checkpoint's meta.json record it
   // (ConfigSnapshot::yaml() once set-up has told it what it found out). Written, never read.
   std::string config_snapshot;
-  bool temporal = false;  // model.temporal.enabled: an encoder aligned to a frozen LM
 
   std::unique_ptr<TrainingData> data;
   TokenWindowData* windows = nullptr;  // the same, when it is prepared LM data
@@ -46,9 +45,6 @@ struct RunSetup {
   const data::BpeTokenizer* tokenizer = nullptr;
   std::string tokenizer_path;
 
-  model::GptConfig mcfg;    // setup.model.shape
-  model::LoraOptions lora;  // setup.model.lora: rank > 0 = adapters on a frozen base
-  BatchPlan plan;           // options.batch
   int64_t max_steps = 0;
   ExpertParallel ep;
   model::Gpt model{nullptr};

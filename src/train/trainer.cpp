@@ -199,12 +199,12 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   }
   // The loop's names for the parts of the run.
   const std::string& run_dir = options.run_dir;
-  const bool temporal = s.temporal;
+  const bool temporal = s.setup.temporal;
   TrainingData* data = s.data.get();
   StreamData* stream = s.stream;
   const data::BpeTokenizer& tokenizer = *s.tokenizer;
-  const model::GptConfig& mcfg = s.mcfg;
-  const BatchPlan& plan = s.plan;
+  const model::GptConfig& mcfg = s.setup.model.shape;
+  const BatchPlan& plan = s.options.batch;
   const int64_t max_steps = s.max_steps;
   const LoopOptions& loop = options.loop;
   const int64_t stop_at = loop.stop_at_step;
