@@ -1,18 +1,22 @@
-// The checks of the fused ops (model/fused_add_norm.h, fused_swiglu.h, fused_qkv_split.h), run on
-// any device: the fused path (train.fused_kernels=on: the CPU reference on the CPU, the CUDA
-// kernel on a GPU) against libtorch's ops (off), forward and backward through autograd. The CPU
-// suite runs them on the references (tests/model/fused_gpu_ops_reference_test.cpp), the GPU suite
-// on the kernels (tests/cuda/cuda_fused_kernels_test.cpp).
+// The checks of the fused ops (model/fused_add_norm.h, fused_swiglu.h, fused_qkv_split.h and
+// the classifier of chunked_cross_entropy.h), run on any device: the fused path
+// (train.fused_kernels=on: the CPU reference on the CPU, the CUDA kernel on a GPU) against
+// libtorch's ops (off), forward and backward through autograd. The CPU suite runs them on the
+// references (tests/model/fused_gpu_ops_reference_test.cpp), the GPU suite on the kernels
+// (tests/cuda/cuda_fused_kernels_test.cpp).
 #pragma once
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/runtime.h"
 #include "kernels/kernel_switch.h"
+#include "model/chunked_cross_entropy.h"
 #include "model/fused_add_norm.h"
 #include "model/fused_qkv_split.h"
 #include "model/fused_swiglu.h"
@@ -180,6 +184,35 @@ inline void check_qkv_split(const QkvCase& c, c10::Device dev, int64_t T = 6, in
   const char* names[] = {"packed", "q_norm", "k_norm"};
   for (size_t i = 0; i < ref_grads.size(); ++i)
     EXPECT_LE(relative_error(got_grads[i], ref_grads[i]), backward_tolerance(c.dtype)) << names[i];
+}
+
+// ---- the LM head's classifier (chunked cross-entropy) -------------------------------------
+// chunked_linear_cross_entropy with the classifier kernel (on) against libtorch's softmax ops
+// (off): loss, dx and dW, with every fourth row ignored, chunks that do not divide the rows,
+// in fp32 or under bf16 autocast, with or without a soft cap.
+inline void check_classifier(at::ScalarType dtype, double cap, c10::Device dev, int64_t N = 37,
+                             int64_t C = 24, int64_t V = 301, int64_t chunk = 16) {
+  torch::manual_seed(8);
+  auto x = draw(torch::randn({N, C}), at::kFloat, dev);
+  auto w = draw(torch::randn({V, C}) * 0.7, at::kFloat, dev);
+  auto t = torch::randint(V, {N}, torch::kLong);
+  t.index_put_({torch::arange(0, N, 4)}, model::kIgnoreIndex);
+  t = t.to(dev);
+  auto run = [&](kernels::FusedKernelMode mode) {
+    KernelModeScope scope(mode);
+    auto xx = x.clone().requires_grad_(true), ww = w.clone().requires_grad_(true);
+    core::AutocastScope autocast(dev.type(), dtype == at::kBFloat16, at::kBFloat16);
+    auto loss = model::chunked_linear_cross_entropy(xx, ww, t, cap, chunk);
+    auto grads = torch::autograd::grad({loss * 0.37}, {xx, ww});
+    return std::make_tuple(loss.item<double>(), grads[0], grads[1]);
+  };
+  auto [ref_loss, ref_dx, ref_dw] = run(kernels::FusedKernelMode::kOff);
+  auto [got_loss, got_dx, got_dw] = run(kernels::FusedKernelMode::kOn);
+  EXPECT_NEAR(got_loss, ref_loss, 1e-5 * std::abs(ref_loss));
+  // Both sides round dlogits to bf16 under autocast, at different points.
+  EXPECT_LE(relative_error(got_dx, ref_dx), backward_tolerance(dtype));
+  EXPECT_LE(relative_error(got_dw, ref_dw), backward_tolerance(dtype));
+  EXPECT_EQ(got_dx.narrow(0, 0, 1).abs().max().item<double>(), 0.0);  // an ignored row
 }
 
 // ---- a few training steps ------------------------------------------------------------------

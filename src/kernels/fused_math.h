@@ -106,4 +106,46 @@ LMTRAIN_HD T* qkv_pick(QkvPart part, T* q, T* k, T* v) {
   return part == QkvPart::kQuery ? q : part == QkvPart::kKey ? k : v;
 }
 
+// ---- Classifier: the cross-entropy of one row of V logits, with its gradient ----------------
+// The LM head's loss (model/chunked_cross_entropy.cpp) on the logits l of a chunk of rows, as
+// llm.c's fused classifier: with the soft cap (nanochat, Gemma) z = cap tanh(l / cap), else
+// z = l; loss = log(sum exp z) - z[target]; and in place of l the gradient
+// scale (softmax(z) - onehot(target)) dz/dl, with dz/dl = 1 - (z / cap)^2 under the cap.
+// Two reads of the row and one write, where the unfused ops make about ten passes over
+// (rows, V) in fp32.
+LMTRAIN_HD float classifier_logit(float l, float cap) { return cap > 0 ? cap * tanhf(l / cap) : l; }
+
+// Softmax statistics of the values seen so far: their max and sum exp(z - max) ("online
+// softmax"). Start from {-inf, 0}; partial statistics of disjoint parts merge in any grouping.
+struct SoftmaxStats {
+  float max;
+  float sum;
+};
+
+LMTRAIN_HD SoftmaxStats softmax_stats_merge(SoftmaxStats a, SoftmaxStats b) {
+  if (a.sum == 0.0f) return b;  // nothing seen on one side (also keeps -inf - -inf out)
+  if (b.sum == 0.0f) return a;
+  const float m = a.max > b.max ? a.max : b.max;
+  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+}
+
+// One more value: one exp, rescaling the sum when the max moves.
+LMTRAIN_HD SoftmaxStats softmax_stats_add(SoftmaxStats a, float z) {
+  if (z > a.max) return {z, a.sum * expf(a.max - z) + 1.0f};
+  return {a.max, a.sum + expf(z - a.max)};
+}
+
+// -log softmax(z)[target] from the row's statistics and the target's z.
+LMTRAIN_HD float classifier_loss(SoftmaxStats st, float z_target) {
+  return logf(st.sum) + st.max - z_target;
+}
+
+// d(scale * loss) / dl for one logit.
+LMTRAIN_HD float classifier_logit_grad(float z, SoftmaxStats st, bool is_target, float scale,
+                                       float cap) {
+  float d = expf(z - st.max) / st.sum - (is_target ? 1.0f : 0.0f);
+  if (cap > 0) d *= 1.0f - (z / cap) * (z / cap);
+  return d * scale;
+}
+
 }  // namespace lmtrain::kernels

@@ -1,5 +1,6 @@
 #include "kernels/fused_reference.h"
 
+#include <cmath>
 #include <vector>
 
 #include "kernels/fused_math.h"
@@ -150,6 +151,23 @@ void qkv_split_backward_reference(const float* packed, const float* q_w, const f
           dw[i] += dn[i] * xhat;
         }
       }
+    }
+  }
+}
+
+void classifier_reference(float* logits, const int64_t* targets, const float* row_scale, int64_t n,
+                          int64_t V, float cap, bool bf16, bool write_grad, float* loss) {
+  for (int64_t r = 0; r < n; ++r) {
+    float* lr = logits + r * V;
+    SoftmaxStats st{-INFINITY, 0.0f};
+    for (int64_t i = 0; i < V; ++i) st = softmax_stats_add(st, classifier_logit(lr[i], cap));
+    const int64_t t = targets[r];
+    const bool in_range = t >= 0 && t < V;  // out of range: a NaN loss, as the kernel gives
+    loss[r] = in_range ? classifier_loss(st, classifier_logit(lr[t], cap)) : NAN;
+    if (!write_grad) continue;
+    for (int64_t i = 0; i < V; ++i) {
+      const float z = classifier_logit(lr[i], cap);
+      lr[i] = store_round(classifier_logit_grad(z, st, i == t, row_scale[r], cap), bf16);
     }
   }
 }

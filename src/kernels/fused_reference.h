@@ -53,4 +53,13 @@ void qkv_split_backward_reference(const float* packed, const float* q_w, const f
                                   const float* dv, bool bf16, float* dpacked, float* dq_w,
                                   float* dk_w);
 
+// ---- Classifier: cross-entropy over rows of V logits, the gradient in place ---------------
+// logits: (n, V); targets: (n), each in [0, V) (a row without a target has any index in range
+// and row_scale 0); row_scale: (n), the factor of each row's loss in the caller's total (1 /
+// the count of rows with a target, 0 for the rest). cap: the soft cap, or <= 0 for none.
+// Writes loss (n) = -log softmax(z)[target], unscaled, and with `write_grad` replaces the
+// logits by d(sum_r row_scale_r loss_r) / dlogits, stored with bf16 rounding when `bf16`.
+void classifier_reference(float* logits, const int64_t* targets, const float* row_scale, int64_t n,
+                          int64_t V, float cap, bool bf16, bool write_grad, float* loss);
+
 }  // namespace lmtrain::kernels

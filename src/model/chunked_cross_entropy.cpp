@@ -7,16 +7,40 @@
 
 #include <algorithm>
 
+#include "model/fused_classifier.h"
 #include "model/gpt.h"
 #include "model/soft_cap.h"
 
 namespace lmtrain::model {
 namespace {
 
-int64_t rows_per_chunk(int64_t requested, int64_t vocab) {
+// `logit_bytes`: the size of the widest (rows, V) element a chunk holds: fp32 on libtorch's
+// path, the GEMM dtype's with the fused classifier (its only (rows, V) tensor).
+int64_t rows_per_chunk(int64_t requested, int64_t vocab, int64_t logit_bytes) {
   if (requested > 0) return requested;
-  // 2^26 fp32 logits = 256 MiB per chunk; whole multiples of 64 rows keep the GEMMs tiled.
-  return std::max<int64_t>(64, (int64_t{1} << 26) / std::max<int64_t>(vocab, 1) / 64 * 64);
+  // 256 MiB of logits per chunk; whole multiples of 64 rows keep the GEMMs tiled.
+  const int64_t budget = (int64_t{1} << 28) / logit_bytes;
+  return std::max<int64_t>(64, budget / std::max<int64_t>(vocab, 1) / 64 * 64);
+}
+
+// out (fp32) = a b, or += a b with `accumulate`. On a GPU cuBLAS writes (or adds) the fp32
+// result of bf16 operands directly (mm/addmm's out_dtype); elsewhere the product is made in
+// the operands' dtype, then added.
+void mm_into_fp32(at::Tensor out, const at::Tensor& a, const at::Tensor& b, bool accumulate) {
+  if (out.is_cuda() && a.scalar_type() == at::kBFloat16) {
+    if (accumulate) {
+      at::addmm_out(out, out, a, b, at::kFloat);
+    } else {
+      at::mm_out(out, a, b, at::kFloat);
+    }
+    return;
+  }
+  const at::Tensor product = at::mm(a, b);
+  if (accumulate) {
+    out.add_(product);
+  } else {
+    out.copy_(product);
+  }
 }
 
 // The dtype the head's GEMMs run in: autocast's where it is on for x's device (the unfused
@@ -41,12 +65,22 @@ at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at:
   const at::Tensor count = valid.sum().to(at::kFloat);  // device scalar: no host read
   const at::Tensor inv_count = count.clamp_min(1).reciprocal();
   at::Tensor loss_sum = at::zeros({}, x.options().dtype(at::kFloat));
+  const bool fused = classifier_fused(x.is_cuda(), gemm);
   for (int64_t lo = 0; lo < N; lo += chunk) {
     const int64_t n = std::min(chunk, N - lo);
     const at::Tensor xc = x.narrow(0, lo, n).to(gemm);            // (n, C)
     const at::Tensor tc = index.narrow(0, lo, n).unsqueeze(1);    // (n, 1)
     const at::Tensor vc = valid.narrow(0, lo, n).to(at::kFloat);  // (n,)
     at::Tensor logits = at::mm(xc, w.t());  // (n, V) in the GEMM dtype; fp32 once capped
+    if (fused) {
+      // The kernel turns the logits into dlogits / count in place (rows without a target: 0).
+      const bool grad = dx != nullptr || dw != nullptr;
+      const at::Tensor row_loss = classifier_(logits, tc.squeeze(1), vc * inv_count, softcap, grad);
+      loss_sum.add_((row_loss * vc).sum());
+      if (dx) mm_into_fp32(dx->narrow(0, lo, n), logits, w, false);  // (n, C)
+      if (dw) mm_into_fp32(*dw, logits.t(), xc, true);               // (V, C)
+      continue;
+    }
     if (softcap > 0) logits = soft_cap_(logits.to(at::kFloat), softcap);
     at::Tensor logp = at::log_softmax(logits, 1, at::kFloat);  // (n, V) fp32
     loss_sum.sub_((logp.gather(1, tc).squeeze(1) * vc).sum());
@@ -107,8 +141,9 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,
                                         const at::Tensor& targets, double softcap,
                                         int64_t chunk_rows) {
-  const int64_t chunk = rows_per_chunk(chunk_rows, weight.size(0));
   const at::ScalarType gemm = gemm_dtype(x);
+  const int64_t logit_bytes = classifier_fused(x.is_cuda(), gemm) ? at::elementSize(gemm) : 4;
+  const int64_t chunk = rows_per_chunk(chunk_rows, weight.size(0), logit_bytes);
   if (at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad())) {
     return ChunkedLinearCrossEntropy::apply(x, weight, targets, softcap, chunk, gemm);
   }

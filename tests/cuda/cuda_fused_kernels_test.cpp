@@ -10,6 +10,7 @@
 #include "core/runtime.h"
 #include "fused_op_checks.h"
 #include "kernels/fused_cuda.h"
+#include "model/fused_classifier.h"
 #include "model/gpt.h"
 #include "model_fixtures.h"
 
@@ -67,6 +68,19 @@ TEST(CudaFusedKernels, QkvSplitMatchesLibtorch) {
   }
 }
 
+TEST(CudaFusedKernels, ClassifierMatchesLibtorch) {
+  SKIP_WITHOUT_KERNELS();
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (double cap : {0.0, 15.0}) {
+      SCOPED_TRACE(testing::dtype_name(dtype) + " cap " + std::to_string(cap));
+      testing::check_classifier(dtype, cap, kGpu);
+      // GPT-2's head at 4 rows of 1024 tokens: ragged chunks of an odd vocabulary.
+      testing::check_classifier(dtype, cap, kGpu, /*N=*/4096, /*C=*/768, /*V=*/50257,
+                                /*chunk=*/1000);
+    }
+  }
+}
+
 // The same kernels on the CPU reference and the GPU give the same numbers in fp32 (up to the
 // order of the row sums): the shared math (kernels/fused_math.h) is what both run.
 TEST(CudaFusedKernels, KernelsAgreeWithTheirCpuReferences) {
@@ -95,6 +109,13 @@ TEST(CudaFusedKernels, KernelsAgreeWithTheirCpuReferences) {
   EXPECT_LE(testing::relative_error(heads_gpu.q, heads_cpu.q), 1e-5);
   EXPECT_LE(testing::relative_error(heads_gpu.k, heads_cpu.k), 1e-5);
   EXPECT_LE(testing::relative_error(heads_gpu.v, heads_cpu.v), 0.0);
+  auto logits = torch::randn({7, 1000}) * 4, targets = torch::randint(1000, {7}, torch::kLong);
+  auto scale = torch::rand({7});
+  auto grad_cpu = logits.clone(), grad_gpu = logits.to(kGpu);
+  auto loss_cpu = classifier_(grad_cpu, targets, scale, 3.0, true);
+  auto loss_gpu = classifier_(grad_gpu, targets.to(kGpu), scale.to(kGpu), 3.0, true);
+  EXPECT_LE(testing::relative_error(loss_gpu, loss_cpu), 1e-6);
+  EXPECT_LE(testing::relative_error(grad_gpu, grad_cpu), 1e-6);
 }
 
 // A few SGD steps of bf16-autocast training: the loss curves with the kernels on and

@@ -1,6 +1,8 @@
 // The chunked LM head + loss (the GPU's path) against libtorch's linear + cross_entropy, forward
 // and backward, in fp32 and under bf16 autocast, with rows ignored (-100) and chunks that do
-// not divide the rows. The ops are device-generic, so the CPU checks the arithmetic.
+// not divide the rows. The ops are device-generic, so the CPU checks the arithmetic. Each test
+// runs twice: with libtorch's softmax ops (`auto` on the CPU) and with the fused classifier
+// (`on`: the kernel's CPU reference, kernels/fused_reference.h).
 #include "model/chunked_cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,9 @@
 #include <cmath>
 
 #include "core/runtime.h"
+#include "fused_op_checks.h"
+#include "kernels/kernel_switch.h"
+#include "model/fused_classifier.h"
 
 namespace lmtrain::model {
 namespace {
@@ -33,7 +38,14 @@ Grads loss_and_grads(const at::Tensor& x0, const at::Tensor& w0, F&& f) {
   return {loss.item<double>(), x.grad(), w.grad()};
 }
 
-TEST(ChunkedCrossEntropy, Fp32MatchesLinearPlusCrossEntropyWithIgnoredRows) {
+using kernels::FusedKernelMode;
+
+class ChunkedCrossEntropy : public ::testing::TestWithParam<FusedKernelMode> {
+ protected:
+  testing::KernelModeScope mode_{GetParam()};
+};
+
+TEST_P(ChunkedCrossEntropy, Fp32MatchesLinearPlusCrossEntropyWithIgnoredRows) {
   for (int64_t chunk : {5, 64, 0}) {  // uneven chunks, one chunk, the automatic size
     torch::manual_seed(11);
     const int64_t N = 23, C = 16, V = 301;
@@ -56,7 +68,7 @@ TEST(ChunkedCrossEntropy, Fp32MatchesLinearPlusCrossEntropyWithIgnoredRows) {
 // Under autocast the GEMMs run in bf16 and the softmax in fp32, as the unfused head's linear
 // (cast to bf16) and cross_entropy (on the logits upcast to fp32) do. Gradients differ by bf16
 // rounding only: the unfused path rounds dlogits / count, this one dlogits.
-TEST(ChunkedCrossEntropy, Bf16AutocastMatchesTheUnfusedHeadUpToRounding) {
+TEST_P(ChunkedCrossEntropy, Bf16AutocastMatchesTheUnfusedHeadUpToRounding) {
   torch::manual_seed(12);
   const int64_t N = 40, C = 32, V = 500;
   auto x = torch::randn({N, C});
@@ -90,7 +102,7 @@ TEST(ChunkedCrossEntropy, Bf16AutocastMatchesTheUnfusedHeadUpToRounding) {
 
 // A soft cap (nanochat's logit_softcap) bends the logits into cap * tanh(z / cap) before the
 // loss: fp32, and under bf16 autocast against the capped fp32 upcast of the bf16 GEMM.
-TEST(ChunkedCrossEntropy, SoftCappedLogitsMatchTanhThenCrossEntropy) {
+TEST_P(ChunkedCrossEntropy, SoftCappedLogitsMatchTanhThenCrossEntropy) {
   torch::manual_seed(14);
   const int64_t N = 30, C = 16, V = 200;
   const double cap = 3.0;  // small against the logits' spread, so the cap bends them
@@ -125,7 +137,7 @@ TEST(ChunkedCrossEntropy, SoftCappedLogitsMatchTanhThenCrossEntropy) {
   EXPECT_LT(rel_diff(got16.dw, want16.dw), 2e-2);
 }
 
-TEST(ChunkedCrossEntropy, NoGradGivesTheSameLossAndAllIgnoredGivesZero) {
+TEST_P(ChunkedCrossEntropy, NoGradGivesTheSameLossAndAllIgnoredGivesZero) {
   torch::manual_seed(13);
   auto x = torch::randn({9, 8});
   auto w = torch::randn({30, 8});
@@ -143,6 +155,26 @@ TEST(ChunkedCrossEntropy, NoGradGivesTheSameLossAndAllIgnoredGivesZero) {
   EXPECT_EQ(g.loss, 0.0);
   EXPECT_EQ(g.dx.abs().max().item<double>(), 0.0);
   EXPECT_EQ(g.dw.abs().max().item<double>(), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Softmax, ChunkedCrossEntropy,
+                         ::testing::Values(FusedKernelMode::kAuto, FusedKernelMode::kOn),
+                         [](const auto& info) {
+                           return info.param == FusedKernelMode::kOn ? "ClassifierKernel"
+                                                                     : "Libtorch";
+                         });
+
+// The switch reaches the chunked path: `on` runs the classifier on the CPU (its reference) for
+// fp32 and bf16 logits, `auto` only on a GPU that proved it, fp16 never.
+TEST(ChunkedCrossEntropySwitch, OnRunsTheClassifierForFp32AndBf16Logits) {
+  {
+    testing::KernelModeScope on(FusedKernelMode::kOn);
+    EXPECT_TRUE(classifier_fused(false, at::kFloat));
+    EXPECT_TRUE(classifier_fused(false, at::kBFloat16));
+    EXPECT_FALSE(classifier_fused(false, at::kHalf));
+  }
+  testing::KernelModeScope automatic(FusedKernelMode::kAuto);
+  EXPECT_FALSE(classifier_fused(false, at::kBFloat16));
 }
 
 }  // namespace

@@ -62,6 +62,22 @@ TEST_P(FusedQkvSplit, ReferenceMatchesLibtorchForwardAndAutogradBackward) {
 INSTANTIATE_TEST_SUITE_P(Cases, FusedQkvSplit, ::testing::ValuesIn(testing::qkv_cases()),
                          [](const auto& info) { return testing::qkv_case_name(info.param); });
 
+struct ClassifierCase {
+  at::ScalarType dtype;
+  double cap;
+};
+class FusedClassifier : public ::testing::TestWithParam<ClassifierCase> {};
+TEST_P(FusedClassifier, ReferenceMatchesLibtorchForwardAndGradients) {
+  testing::check_classifier(GetParam().dtype, GetParam().cap, c10::kCPU);
+}
+INSTANTIATE_TEST_SUITE_P(
+    Cases, FusedClassifier,
+    ::testing::Values(ClassifierCase{at::kFloat, 0}, ClassifierCase{at::kFloat, 2.5},
+                      ClassifierCase{at::kBFloat16, 0}, ClassifierCase{at::kBFloat16, 2.5}),
+    [](const auto& info) {
+      return testing::dtype_name(info.param.dtype) + (info.param.cap > 0 ? "_SoftCap" : "");
+    });
+
 TEST(FusedAddNormMixed, Fp32StreamTakesABf16DeltaAsLibtorchPromotes) {
   torch::manual_seed(4);
   auto x = torch::randn({4, 32}).requires_grad_(true);

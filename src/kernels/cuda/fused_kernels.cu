@@ -341,6 +341,52 @@ __global__ void qkv_norm_weight_grad_kernel(const T* packed, const float* cos, c
   }
 }
 
+// ---- Classifier ---------------------------------------------------------------------------
+
+constexpr int kClassifierThreads = 512;  // one block per row of V (50k for GPT-2) logits
+
+__device__ __forceinline__ SoftmaxStats warp_merge(SoftmaxStats st) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    const SoftmaxStats other{__shfl_xor_sync(0xffffffffu, st.max, offset),
+                             __shfl_xor_sync(0xffffffffu, st.sum, offset)};
+    st = softmax_stats_merge(st, other);
+  }
+  return st;
+}
+
+// Pass 1: each thread's statistics over its strided logits, merged in a fixed order (warps by
+// shuffles, then thread 0 over the warps), and the loss; pass 2 (write_grad): the gradient in
+// place. Thread 0 reads the target's logit before the barrier that lets pass 2 overwrite it.
+template <class T>
+__global__ void classifier_kernel(T* logits, const int64_t* targets, const float* row_scale,
+                                  int64_t V, float cap, bool write_grad, float* loss) {
+  __shared__ SoftmaxStats warp_stats[kClassifierThreads / kWarp];
+  __shared__ SoftmaxStats row_stats;
+  const int64_t row = blockIdx.x;
+  T* lr = logits + row * V;
+  SoftmaxStats st{-INFINITY, 0.0f};
+  for (int64_t i = threadIdx.x; i < V; i += kClassifierThreads)
+    st = softmax_stats_add(st, classifier_logit(load(lr + i), cap));
+  st = warp_merge(st);
+  if (threadIdx.x % kWarp == 0) warp_stats[threadIdx.x / kWarp] = st;
+  __syncthreads();
+  const int64_t t = targets[row];
+  if (threadIdx.x == 0) {
+    SoftmaxStats all = warp_stats[0];
+    for (int w = 1; w < kClassifierThreads / kWarp; ++w)
+      all = softmax_stats_merge(all, warp_stats[w]);
+    row_stats = all;
+    loss[row] = t >= 0 && t < V ? classifier_loss(all, classifier_logit(load(lr + t), cap)) : NAN;
+  }
+  __syncthreads();
+  if (!write_grad) return;
+  const SoftmaxStats all = row_stats;
+  const float scale = row_scale[row];
+  for (int64_t i = threadIdx.x; i < V; i += kClassifierThreads)
+    store(lr + i,
+          classifier_logit_grad(classifier_logit(load(lr + i), cap), all, i == t, scale, cap));
+}
+
 }  // namespace
 
 bool fused_cuda_kernels_built() { return true; }
@@ -451,6 +497,17 @@ void qkv_split_backward_cuda(const void* packed, const float* q_w, const float* 
     }
   });
   check_launch("qkv_split_backward");
+}
+
+void classifier_cuda(void* logits, ElementType type, const int64_t* targets, const float* row_scale,
+                     int64_t n, int64_t V, float cap, bool write_grad, float* loss, void* stream) {
+  if (n == 0) return;
+  with_type(type, [&](auto* tp) {
+    using T = std::remove_pointer_t<decltype(tp)>;
+    classifier_kernel<T><<<n, kClassifierThreads, 0, as_stream(stream)>>>(
+        static_cast<T*>(logits), targets, row_scale, V, cap, write_grad, loss);
+  });
+  check_launch("classifier");
 }
 
 }  // namespace lmtrain::kernels
