@@ -114,8 +114,9 @@ TEST(CudaFusedKernels, KernelsAgreeWithTheirCpuReferences) {
   auto grad_cpu = logits.clone(), grad_gpu = logits.to(kGpu);
   auto loss_cpu = classifier_(grad_cpu, targets, scale, 3.0, true);
   auto loss_gpu = classifier_(grad_gpu, targets.to(kGpu), scale.to(kGpu), 3.0, true);
-  EXPECT_LE(testing::relative_error(loss_gpu, loss_cpu), 1e-6);
-  EXPECT_LE(testing::relative_error(grad_gpu, grad_cpu), 1e-6);
+  // CUDA's expf and tanhf are within 2 ulp of the host's, and the row sums go in another order.
+  EXPECT_LE(testing::relative_error(loss_gpu, loss_cpu), 1e-5);
+  EXPECT_LE(testing::relative_error(grad_gpu, grad_cpu), 1e-5);
 }
 
 // A few SGD steps of bf16-autocast training: the loss curves with the kernels on and
