@@ -7,9 +7,17 @@
 # The machine has torch 2.11+cu130 in its python3 but none of our -dev packages and no network:
 # carry the .debs fetched here by `scripts/fetch_device_debs.sh` (into .deb/, git-ignored) and
 # the prepared demo corpus (.devdata/, from scripts/fetch_device_debs.sh too).
-#   LMTRAIN_DEVICE_STEPS=all|tests|kernels|profile|hf|bench   which parts after the build
-#   (default all; a device call is limited to 10 minutes, so run `tests`, `kernels`, `profile`,
-#   `hf` and `bench` one by one while the machine is warm: the build is reused)
+#   LMTRAIN_DEVICE_STEPS=first|all|tests|cpu-tests|kernels|profile|hf|bench   which parts
+#   (default all; a device call is limited to 10 minutes, so run the parts one by one while the
+#   machine is warm: the build is reused).
+#
+# `first` is for a session with little device time (15 minutes in all, the machine's start
+# included): one call of about 9 minutes that builds only lmtrain and the GPU tests, runs the
+# GPU tests (Cuda*), then GPT-2 124M with the fused kernels off, on, and on with a CUDA graph,
+# beside compiled PyTorch, and one Kineto table of the fused run. Each step has its own time
+# limit and is skipped when less than its share of LMTRAIN_DEVICE_BUDGET_S (default 540 s) is
+# left, so the summary always comes back. `cpu-tests` (the CPU suite on the GPU machine's
+# build) is not part of `all`: CI runs it.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/lmtrain-device}
@@ -47,16 +55,72 @@ if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PAT
   >"$OUT/configure.log" 2>&1; then
   note "configure FAILED (see configure.log)"; tail -30 "$OUT/configure.log"; exit 1
 fi
-if ! ninja -C build -j"$(nproc)" >"$OUT/build.log" 2>&1; then
+targets=()  # all of them
+[[ "$parts" == first ]] && targets=(lmtrain lmtrain_cuda_tests)
+if ! ninja -C build -j"$(nproc)" "${targets[@]}" >"$OUT/build.log" 2>&1; then
   note "build FAILED (see build.log)"; grep -m5 -A5 "error" "$OUT/build.log"; exit 1
 fi
 note "build: ok ($(elapsed)); parquet input $parquet"
 
-# ---- tests: the CPU suite (GPUs hidden) and the GPU tests
-if want tests; then
+# ---- first: the most a 15-minute device budget can learn (see the top of this file)
+if [[ "$parts" == first ]]; then
+  budget=${LMTRAIN_DEVICE_BUDGET_S:-540}
+  # step LIMIT_S NAME CMD...: runs CMD under LIMIT_S when that much of the budget is left.
+  step() {
+    local limit=$1 name=$2
+    shift 2
+    if ((SECONDS - t0 + limit > budget)); then
+      note "skipped: $name (${limit}s would pass the ${budget}s budget at $(elapsed))"
+      return 1
+    fi
+    timeout "$limit" "$@" || note "$name: exit $? ($(elapsed))"
+    return 0
+  }
+  note ""
+  note "## GPU tests"
+  step 180 "GPU tests" bash -c "cd build && ctest --timeout 120 --output-on-failure -R '^Cuda'" \
+    >"$OUT/ctest_cuda.log" 2>&1
+  note "GPU tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log" | tail -1) ($(elapsed))"
+  grep -E '^\s+[0-9]+/[0-9]+ Test|Failed|Skipped' "$OUT/ctest_cuda.log" | grep -vE ' Passed ' |
+    tee -a "$summary"
+  note ""
+  note "## GPT-2 124M, T=1024, batch 16, bf16"
+  gpt2=(--config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16
+    --train.total_batch_size=16384 --train.precision=bf16 --train.device=cuda
+    --bench.peak_tflops=989 --bench.steps=20 --bench.warmup=5)
+  for v in "fused off|--train.fused_kernels=off" "fused on|--train.fused_kernels=on" \
+           "fused on + CUDA graph|--train.fused_kernels=on --train.cuda_graphs=true"; do
+    name=${v%%|*}; flags=${v#*|}; log="$OUT/first_${name//[ +]/_}.log"
+    # shellcheck disable=SC2086
+    step 75 "lmtrain $name" build/lmtrain bench "${gpt2[@]}" $flags >"$log" 2>&1 || continue
+    note "$(printf '| lmtrain %-22s | %10s tok/s | MFU %s | peak %s MiB |' "$name" \
+      "$(field tokens_per_s <"$log")" "$(field mfu <"$log")" "$(field peak_device_mib <"$log")")"
+  done
+  step 150 "PyTorch compiled" "$python" bench/reference/train_gpt2.py --device cuda --dtype bf16 \
+    --n_layer 12 --n_head 12 --n_embd 768 --vocab_size 50304 --seq_len 1024 --batch_size 16 \
+    --steps 20 --warmup 5 --compile >"$OUT/first_pytorch_compiled.log" 2>&1 &&
+    note "$(printf '| %-30s | %10s tok/s | peak %s MiB |' "PyTorch torch.compile" \
+      "$(field tokens_per_s <"$OUT/first_pytorch_compiled.log")" \
+      "$(field peak_mem_mib <"$OUT/first_pytorch_compiled.log")")"
+  note ""
+  note "## Top GPU kernels per step, lmtrain fused on (3 profiled steps)"
+  step 75 "profile" env LMTRAIN_PROFILE="$OUT/trace_first.json" build/lmtrain bench "${gpt2[@]}" \
+    --train.fused_kernels=on --bench.steps=3 --bench.warmup=3 >"$OUT/first_profile.log" 2>&1 &&
+    grep -A15 "profile: GPU kernels" "$OUT/first_profile.log" | sed 's/^.*profile: //' |
+    tee -a "$summary"
+  note ""
+  note "total: $(elapsed)"
+  cat "$summary"
+  exit 0
+fi
+
+# ---- tests: the CPU suite (GPUs hidden; only when asked, CI runs it) and the GPU tests
+if [[ "$parts" == cpu-tests ]]; then
 (cd build && ctest -j"$(nproc)" --timeout 600 --output-on-failure -E '^Cuda') >"$OUT/ctest_cpu.log" 2>&1
 note "CPU suite: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cpu.log" | tail -1) ($(elapsed))"
 grep -E '^\s+[0-9]+ - ' "$OUT/ctest_cpu.log" | head -20 | tee -a "$summary"
+fi
+if want tests; then
 (cd build && ctest --timeout 600 --output-on-failure -R '^Cuda') >"$OUT/ctest_cuda.log" 2>&1
 note "GPU tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log" | tail -1) ($(elapsed))"
 grep -E '^\s+[0-9]+ - |Passed|Failed|Skipped' "$OUT/ctest_cuda.log" | grep -E 'Cuda' | tee -a "$summary"
