@@ -160,6 +160,32 @@ TEST(FusedKernelsModel, DecodersGiveTheUnfusedLossAndGradients) {
   }
 }
 
+// Under bf16 autocast the head takes the chunked path (the GPU's): with `on` its softmax is the
+// classifier's reference, soft cap included (nanochat's logit_softcap).
+TEST(FusedKernelsModel, Bf16SoftCappedHeadGivesTheUnfusedLossAndGradients) {
+  GptConfig cfg = tiny_gpt_config(16, 64, 16);
+  cfg.logit_softcap = 5.0;
+  torch::manual_seed(12);
+  Gpt m(cfg);
+  auto ids = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
+  auto targets = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
+  auto run = [&](FusedKernelMode mode) {
+    KernelModeScope scope(mode);
+    core::AutocastScope autocast(c10::kCPU, true, at::kBFloat16);
+    m->zero_grad();
+    auto loss = m->loss(ids, targets);
+    loss.backward();
+    std::map<std::string, at::Tensor> grads;
+    for (auto& p : m->named_parameters()) grads[p.key()] = p.value().grad().clone();
+    return std::make_pair(loss.item<double>(), grads);
+  };
+  auto [loss_auto, grads_auto] = run(FusedKernelMode::kAuto);
+  auto [loss_on, grads_on] = run(FusedKernelMode::kOn);
+  EXPECT_NEAR(loss_on, loss_auto, 1e-2 * loss_auto);  // the blocks' bf16 ops round differently
+  for (auto& [name, g] : grads_auto)
+    EXPECT_LT(testing::relative_error(grads_on[name], g), 5e-2) << name;
+}
+
 TEST(FusedKernelSwitch, AutoRunsOnlyGpuProvenKernelsAndOnlyOnTheGpu) {
   for (const auto& info : kernels::kFusedKernels) {
     {
