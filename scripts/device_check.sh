@@ -14,7 +14,8 @@
 # `first` is for a session with little device time (15 minutes in all, the machine's start
 # included): one call of about 9 minutes that builds only lmtrain and the GPU tests, runs the
 # GPU tests (Cuda*), then GPT-2 124M with the fused kernels off, on, and on with a CUDA graph,
-# beside compiled PyTorch, and one Kineto table of the fused run. Each step has its own time
+# beside compiled PyTorch, the cuDNN and flash attention backends, and one Kineto table of the
+# fused run. Each step has its own time
 # limit and is skipped when less than its share of LMTRAIN_DEVICE_BUDGET_S (default 540 s) is
 # left, so the summary always comes back. `cpu-tests` (the CPU suite on the GPU machine's
 # build) is not part of `all`: CI runs it.
@@ -88,20 +89,28 @@ if [[ "$parts" == first ]]; then
   gpt2=(--config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16
     --train.total_batch_size=16384 --train.precision=bf16 --train.device=cuda
     --bench.peak_tflops=989 --bench.steps=20 --bench.warmup=5)
-  for v in "fused off|--train.fused_kernels=off" "fused on|--train.fused_kernels=on" \
-           "fused on + CUDA graph|--train.fused_kernels=on --train.cuda_graphs=true"; do
-    name=${v%%|*}; flags=${v#*|}; log="$OUT/first_${name//[ +]/_}.log"
-    # shellcheck disable=SC2086
-    step 75 "lmtrain $name" build/lmtrain bench "${gpt2[@]}" $flags >"$log" 2>&1 || continue
-    note "$(printf '| lmtrain %-22s | %10s tok/s | MFU %s | peak %s MiB |' "$name" \
-      "$(field tokens_per_s <"$log")" "$(field mfu <"$log")" "$(field peak_device_mib <"$log")")"
-  done
+  # lmtrain VARIANT...: one bench run per "name|flags" variant, a table row each.
+  lmtrain_rows() {
+    local v name flags log
+    for v in "$@"; do
+      name=${v%%|*}; flags=${v#*|}; log="$OUT/first_${name//[^A-Za-z0-9]/_}.log"
+      # shellcheck disable=SC2086
+      step 75 "lmtrain $name" build/lmtrain bench "${gpt2[@]}" $flags >"$log" 2>&1 || continue
+      note "$(printf '| lmtrain %-30s | %10s tok/s | MFU %s | peak %s MiB |' "$name" \
+        "$(field tokens_per_s <"$log")" "$(field mfu <"$log")" "$(field peak_device_mib <"$log")")"
+    done
+  }
+  lmtrain_rows "fused off|--train.fused_kernels=off" "fused on|--train.fused_kernels=on" \
+    "fused on + CUDA graph|--train.fused_kernels=on --train.cuda_graphs=true"
   step 150 "PyTorch compiled" "$python" bench/reference/train_gpt2.py --device cuda --dtype bf16 \
     --n_layer 12 --n_head 12 --n_embd 768 --vocab_size 50304 --seq_len 1024 --batch_size 16 \
     --steps 20 --warmup 5 --compile >"$OUT/first_pytorch_compiled.log" 2>&1 &&
-    note "$(printf '| %-30s | %10s tok/s | peak %s MiB |' "PyTorch torch.compile" \
+    note "$(printf '| %-38s | %10s tok/s | peak %s MiB |' "PyTorch torch.compile" \
       "$(field tokens_per_s <"$OUT/first_pytorch_compiled.log")" \
       "$(field peak_mem_mib <"$OUT/first_pytorch_compiled.log")")"
+  # train.attention_backend: which of libtorch's SDPA kernels to put first (issue 29, item 2).
+  lmtrain_rows "fused on, attention cudnn|--train.fused_kernels=on --train.attention_backend=cudnn" \
+    "fused on, attention flash|--train.fused_kernels=on --train.attention_backend=flash"
   note ""
   note "## Top GPU kernels per step, lmtrain fused on (3 profiled steps)"
   step 75 "profile" env LMTRAIN_PROFILE="$OUT/trace_first.json" build/lmtrain bench "${gpt2[@]}" \
@@ -149,6 +158,15 @@ if want kernels; then
         "$(field mfu <"$OUT/kernels_${name}_$k.log")" \
         "$(field peak_device_mib <"$OUT/kernels_${name}_$k.log")")"
     done
+  done
+  for a in auto cudnn flash efficient; do
+    build/lmtrain bench --train.device=cuda --bench.peak_tflops=989 --train.precision=bf16 \
+      --train.fused_kernels=on --train.attention_backend=$a --config configs/qwen3-0.6b.yaml \
+      --model.vocab_size=151936 --data.seq_len=2048 --train.micro_batch_size=8 \
+      --train.total_batch_size=16384 >"$OUT/attention_qwen3_$a.log" 2>&1
+    note "$(printf '| qwen3-0.6b   | attention_backend=%-9s | %10s tok/s | MFU %s |' "$a" \
+      "$(field tokens_per_s <"$OUT/attention_qwen3_$a.log")" \
+      "$(field mfu <"$OUT/attention_qwen3_$a.log")")"
   done
   note "($(elapsed))"
 fi
