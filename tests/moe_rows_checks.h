@@ -44,17 +44,22 @@ inline std::vector<MoeRowsCase> moe_rows_cases() {
           {29, 3, 5, 10, 0.6, at::kFloat, at::kBFloat16}};
 }
 
-// Routing of random logits (drawn on the CPU, the same on every device) and its plan.
+// Routing of random logits and its plan, made on the CPU and moved to `dev`: every device gets
+// the same assignments (a GPU's softmax could order two near-equal scores the other way).
 struct MoeRowsInputs {
   model::Routing routing;
   model::DispatchPlan plan;
 };
 inline MoeRowsInputs moe_rows_inputs(const MoeRowsCase& c, c10::Device dev) {
   torch::manual_seed(17);
-  auto logits = draw(torch::randn({c.tokens, c.experts}) * 2, at::kFloat, dev);
+  auto logits = torch::randn({c.tokens, c.experts}) * 2;
   MoeRowsInputs in;
   in.routing = model::route(logits, at::Tensor(), c.k, model::MoeGate::kSoftmax, true);
   in.plan = model::plan_dispatch(in.routing.expert, c.experts, c.capacity);
+  in.routing.weight = in.routing.weight.to(dev);
+  in.routing.expert = in.routing.expert.to(dev);
+  in.plan.token = in.plan.token.to(dev);
+  in.plan.slot = in.plan.slot.to(dev);
   return in;
 }
 

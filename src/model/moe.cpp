@@ -70,6 +70,9 @@ FeedForwardOutput MoeImpl::run(const torch::Tensor& x) {
   auto z = router_z_loss(logits);
   out.balance.objective = aux * moe.aux_loss_coef + z * moe.z_loss_coef;
   out.balance.stats.load = plan.load;
+  // A host count only under a capacity, which reads the counts anyway; dropless it is 0, and
+  // scalar_tensor on a GPU is a fill: nothing in the layer reads the device back, so it can run
+  // inside a CUDA graph (cli::check_cuda_graphs_config).
   out.balance.stats.dropped = torch::scalar_tensor(static_cast<double>(plan.dropped),
                                                    logits.options().requires_grad(false));
   out.balance.stats.aux = aux.detach();

@@ -95,8 +95,8 @@ TEST(CudaMoeRows, KernelsAgreeWithTheirCpuReferences) {
     SCOPED_TRACE(testing::moe_rows_case_name(c));
     const auto cpu = testing::run_moe_rows(c, testing::moe_rows_inputs(c, c10::kCPU), c10::kCPU,
                                            FusedKernelMode::kOn);
-    const auto gpu =
-        testing::run_moe_rows(c, testing::moe_rows_inputs(c, kMoeGpu), kMoeGpu, FusedKernelMode::kOn);
+    const auto gpu = testing::run_moe_rows(c, testing::moe_rows_inputs(c, kMoeGpu), kMoeGpu,
+                                           FusedKernelMode::kOn);
     EXPECT_TRUE(torch::equal(gpu.rows.cpu(), cpu.rows));
     EXPECT_TRUE(torch::equal(gpu.dx.cpu(), cpu.dx));
     EXPECT_LE(testing::relative_error(gpu.y, cpu.y), c.tokens_type == at::kFloat ? 1e-6 : 1e-2);

@@ -80,10 +80,11 @@ __global__ void permute_forward_kernel(const TT* x, const int64_t* slot, int64_t
   }
 }
 
-// dx[n] = sum_j drows[inv[n, j]], slots in order.
+// out[n] = sum_j w[n, j] rows[inv[n, j]], slots in order; w null: unit weights (the permute's
+// backward, dx[n] = sum_j drows[inv[n, j]]).
 template <int V, class TT, class TR>
-__global__ void permute_backward_kernel(const TR* drows, const int64_t* inv, int64_t N, int64_t k,
-                                        int64_t C, TT* dx) {
+__global__ void slot_sum_kernel(const TR* rows, const float* w, const int64_t* inv, int64_t N,
+                                int64_t k, int64_t C, TT* out) {
   const int64_t n = warp_row();
   if (n >= N) return;
   const int64_t* inv_n = inv + n * k;
@@ -94,34 +95,16 @@ __global__ void permute_backward_kernel(const TR* drows, const int64_t* inv, int
     for (int64_t j = 0; j < k; ++j) {
       const int64_t m = inv_n[j];
       if (!moe_slot_kept(m)) continue;
-      load_pack<V>(drows + m * C + c, f);
+      load_pack<V>(rows + m * C + c, f);
+      if (w) {
 #pragma unroll
-      for (int i = 0; i < V; ++i) acc[i] = moe_gather_add(acc[i], f[i]);
+        for (int i = 0; i < V; ++i) acc[i] = moe_combine_add(acc[i], w[n * k + j], f[i]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[i] = moe_gather_add(acc[i], f[i]);
+      }
     }
-    store_pack<V>(dx + n * C + c, acc);
-  }
-}
-
-// y[n] = sum_j w[n, j] out_rows[inv[n, j]], slots in order.
-template <int V, class TT, class TR>
-__global__ void combine_forward_kernel(const TR* out_rows, const float* w, const int64_t* inv,
-                                       int64_t N, int64_t k, int64_t C, TT* y) {
-  const int64_t n = warp_row();
-  if (n >= N) return;
-  const int64_t* inv_n = inv + n * k;
-  const float* w_n = w + n * k;
-  float acc[V], f[V];
-  for (int64_t c = static_cast<int64_t>(threadIdx.x % kWarp) * V; c < C; c += kWarp * V) {
-#pragma unroll
-    for (int i = 0; i < V; ++i) acc[i] = 0.0f;
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t m = inv_n[j];
-      if (!moe_slot_kept(m)) continue;
-      load_pack<V>(out_rows + m * C + c, f);
-#pragma unroll
-      for (int i = 0; i < V; ++i) acc[i] = moe_combine_add(acc[i], w_n[j], f[i]);
-    }
-    store_pack<V>(y + n * C + c, acc);
+    store_pack<V>(out + n * C + c, acc);
   }
 }
 
@@ -165,28 +148,13 @@ void check_launch(const char* what) {
                              ": CUDA launch failed: " + cudaGetErrorString(err));
 }
 
-int64_t blocks_for(int64_t rows) { return (rows + kRowsPerBlock - 1) / kRowsPerBlock; }
+unsigned blocks_for(int64_t rows) {
+  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
-// Calls f with null pointers of the C++ types of the tokens' and the rows' elements.
-template <class F>
-void with_types(MoeRowTypes t, F&& f) {
-  auto rows = [&](auto* tokens) {
-    if (t.rows == ElementType::kBFloat16) {
-      f(tokens, static_cast<__nv_bfloat16*>(nullptr));
-    } else {
-      f(tokens, static_cast<float*>(nullptr));
-    }
-  };
-  if (t.tokens == ElementType::kBFloat16) {
-    rows(static_cast<__nv_bfloat16*>(nullptr));
-  } else {
-    rows(static_cast<float*>(nullptr));
-  }
-}
 
 int64_t element_size(ElementType t) { return t == ElementType::kBFloat16 ? 2 : 4; }
 
@@ -199,64 +167,69 @@ bool packed(int64_t C, MoeRowTypes t, const void* tokens, const void* rows,
   return C % kPack == 0 && aligned(tokens, tb) && aligned(rows, rb) && aligned(rows_too, rb);
 }
 
+// Calls f(pack, tokens, rows): pack an std::integral_constant of the elements per lane (kPack,
+// or 1 where `pack` is false), tokens and rows null pointers of the C++ element types.
+template <class F>
+void with_layout(MoeRowTypes t, bool pack, F&& f) {
+  auto by_pack = [&](auto* tokens, auto* rows) {
+    if (pack) {
+      f(std::integral_constant<int, kPack>{}, tokens, rows);
+    } else {
+      f(std::integral_constant<int, 1>{}, tokens, rows);
+    }
+  };
+  auto by_rows = [&](auto* tokens) {
+    if (t.rows == ElementType::kBFloat16) {
+      by_pack(tokens, static_cast<__nv_bfloat16*>(nullptr));
+    } else {
+      by_pack(tokens, static_cast<float*>(nullptr));
+    }
+  };
+  if (t.tokens == ElementType::kBFloat16) {
+    by_rows(static_cast<__nv_bfloat16*>(nullptr));
+  } else {
+    by_rows(static_cast<float*>(nullptr));
+  }
+}
+
+template <class P>
+using Elem = std::remove_pointer_t<P>;
+
+// The slot sums of the combine's forward (w given) and the permute's backward (w null).
+void slot_sum(const void* rows, const float* w, const int64_t* inv, int64_t N, int64_t k, int64_t C,
+              MoeRowTypes types, void* out, void* stream, const char* what) {
+  if (N == 0 || C == 0) return;
+  with_layout(types, packed(C, types, out, rows), [&](auto pack, auto* tt, auto* tr) {
+    slot_sum_kernel<decltype(pack)::value><<<blocks_for(N), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const Elem<decltype(tr)>*>(rows), w, inv, N, k, C,
+        static_cast<Elem<decltype(tt)>*>(out));
+  });
+  check_launch(what);
+}
+
 }  // namespace moe
 }  // namespace
 
 void moe_permute_forward_cuda(const void* x, const int64_t* slot, int64_t M, int64_t k, int64_t C,
                               MoeRowTypes types, void* rows, void* stream) {
   if (M == 0 || C == 0) return;
-  const bool pack = moe::packed(C, types, x, rows);
-  moe::with_types(types, [&](auto* tt, auto* tr) {
-    using TT = std::remove_pointer_t<decltype(tt)>;
-    using TR = std::remove_pointer_t<decltype(tr)>;
-    const dim3 grid(static_cast<unsigned>(moe::blocks_for(M)));
-    if (pack) {
-      moe::permute_forward_kernel<moe::kPack><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TT*>(x), slot, M, k, C, static_cast<TR*>(rows));
-    } else {
-      moe::permute_forward_kernel<1><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TT*>(x), slot, M, k, C, static_cast<TR*>(rows));
-    }
+  moe::with_layout(types, moe::packed(C, types, x, rows), [&](auto pack, auto* tt, auto* tr) {
+    moe::permute_forward_kernel<decltype(pack)::value>
+        <<<moe::blocks_for(M), moe::kThreads, 0, moe::as_stream(stream)>>>(
+            static_cast<const moe::Elem<decltype(tt)>*>(x), slot, M, k, C,
+            static_cast<moe::Elem<decltype(tr)>*>(rows));
   });
   moe::check_launch("moe_permute_forward");
 }
 
 void moe_permute_backward_cuda(const void* drows, const int64_t* inv, int64_t N, int64_t k,
                                int64_t C, MoeRowTypes types, void* dx, void* stream) {
-  if (N == 0 || C == 0) return;
-  const bool pack = moe::packed(C, types, dx, drows);
-  moe::with_types(types, [&](auto* tt, auto* tr) {
-    using TT = std::remove_pointer_t<decltype(tt)>;
-    using TR = std::remove_pointer_t<decltype(tr)>;
-    const dim3 grid(static_cast<unsigned>(moe::blocks_for(N)));
-    if (pack) {
-      moe::permute_backward_kernel<moe::kPack><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TR*>(drows), inv, N, k, C, static_cast<TT*>(dx));
-    } else {
-      moe::permute_backward_kernel<1><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TR*>(drows), inv, N, k, C, static_cast<TT*>(dx));
-    }
-  });
-  moe::check_launch("moe_permute_backward");
+  moe::slot_sum(drows, nullptr, inv, N, k, C, types, dx, stream, "moe_permute_backward");
 }
 
 void moe_combine_forward_cuda(const void* out_rows, const float* w, const int64_t* inv, int64_t N,
                               int64_t k, int64_t C, MoeRowTypes types, void* y, void* stream) {
-  if (N == 0 || C == 0) return;
-  const bool pack = moe::packed(C, types, y, out_rows);
-  moe::with_types(types, [&](auto* tt, auto* tr) {
-    using TT = std::remove_pointer_t<decltype(tt)>;
-    using TR = std::remove_pointer_t<decltype(tr)>;
-    const dim3 grid(static_cast<unsigned>(moe::blocks_for(N)));
-    if (pack) {
-      moe::combine_forward_kernel<moe::kPack><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TR*>(out_rows), w, inv, N, k, C, static_cast<TT*>(y));
-    } else {
-      moe::combine_forward_kernel<1><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TR*>(out_rows), w, inv, N, k, C, static_cast<TT*>(y));
-    }
-  });
-  moe::check_launch("moe_combine_forward");
+  moe::slot_sum(out_rows, w, inv, N, k, C, types, y, stream, "moe_combine_forward");
 }
 
 void moe_combine_backward_cuda(const void* out_rows, const float* w, const int64_t* inv,
@@ -264,19 +237,13 @@ void moe_combine_backward_cuda(const void* out_rows, const float* w, const int64
                                void* d_out_rows, float* dw, void* stream) {
   if (N == 0) return;
   const bool pack = moe::packed(C, types, dy, out_rows, d_out_rows);
-  moe::with_types(types, [&](auto* tt, auto* tr) {
-    using TT = std::remove_pointer_t<decltype(tt)>;
-    using TR = std::remove_pointer_t<decltype(tr)>;
-    const dim3 grid(static_cast<unsigned>(moe::blocks_for(N)));
-    if (pack) {
-      moe::combine_backward_kernel<moe::kPack><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TR*>(out_rows), w, inv, static_cast<const TT*>(dy), N, k, C,
-          static_cast<TR*>(d_out_rows), dw);
-    } else {
-      moe::combine_backward_kernel<1><<<grid, moe::kThreads, 0, moe::as_stream(stream)>>>(
-          static_cast<const TR*>(out_rows), w, inv, static_cast<const TT*>(dy), N, k, C,
-          static_cast<TR*>(d_out_rows), dw);
-    }
+  moe::with_layout(types, pack, [&](auto v, auto* tt, auto* tr) {
+    using TR = moe::Elem<decltype(tr)>;
+    moe::combine_backward_kernel<decltype(v)::value>
+        <<<moe::blocks_for(N), moe::kThreads, 0, moe::as_stream(stream)>>>(
+            static_cast<const TR*>(out_rows), w, inv,
+            static_cast<const moe::Elem<decltype(tt)>*>(dy), N, k, C, static_cast<TR*>(d_out_rows),
+            dw);
   });
   moe::check_launch("moe_combine_backward");
 }
