@@ -141,7 +141,7 @@ fi
 if want kernels; then
   note ""
   note "## Fused GPU kernels"
-  (cd build && ctest --timeout 600 --output-on-failure -R '^CudaFusedKernels') \
+  (cd build && ctest --timeout 600 --output-on-failure -R '^CudaFusedKernels|^CudaMoe') \
     >"$OUT/ctest_kernels.log" 2>&1
   note "kernel tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_kernels.log" | tail -1)"
   grep -E '^\s+[0-9]+ - |Passed|Failed|Skipped' "$OUT/ctest_kernels.log" | grep -E 'Cuda' |

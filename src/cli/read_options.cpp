@@ -64,6 +64,47 @@ void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& opti
 
 }  // namespace
 
+namespace {
+
+// An MoE layer reads nothing from the host when every expert is local (no exchange sized on the
+// host), nothing is dropped by capacity (no kept counts on the host) and its expert GEMMs are
+// CUDA grouped GEMMs, which take the group offsets on the device (model/grouped_linear.h):
+// bf16 compute with row lengths and row counts in whole 16-byte units. Anything else would
+// read the counts inside the capture, which fails.
+template <class Refuse>
+void check_moe_for_cuda_graphs(const core::Config& cfg, const core::Runtime& rt,
+                               const Refuse& refuse) {
+  const std::string with_moe = "with MoE (model.moe.num_experts > 0) ";
+  if (cfg.get_int("dist.ep") > 1) {
+    refuse(with_moe +
+           "needs dist.ep=1: expert parallelism sizes the token exchange on the host each step");
+  }
+  if (cfg.get_float("model.moe.capacity_factor") > 0) {
+    refuse(with_moe +
+           "needs model.moe.capacity_factor=0 (dropless): capacity counts the kept rows on the "
+           "host each step");
+  }
+  if (rt.compute_dtype != at::kBFloat16) {
+    refuse(with_moe +
+           "needs train.precision=bf16: the experts' grouped GEMM runs on the GPU in bf16 only, "
+           "other precisions loop over experts with the counts on the host");
+  }
+  const model::GptConfig m = options::read_gpt_config(cfg, options::kTokenizerLater);
+  const int64_t rows = cfg.get_int("train.micro_batch_size") * cfg.get_int("data.seq_len") *
+                       m.moe.top_k;  // expert rows per forward, dropless
+  const int64_t unit = 8;            // bf16 elements in 16 bytes
+  if (m.n_embd % unit != 0 || m.moe.expert_hidden % unit != 0 || rows % unit != 0) {
+    refuse(with_moe +
+           log::format("needs model.n_embd (%lld), model.moe.expert_hidden (%lld) and "
+                       "train.micro_batch_size * data.seq_len * model.moe.top_k (%lld) to be "
+                       "multiples of 8: the grouped GEMM's alignment, else the experts loop "
+                       "with the counts on the host",
+                       (long long)m.n_embd, (long long)m.moe.expert_hidden, (long long)rows));
+  }
+}
+
+}  // namespace
+
 void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size) {
   auto refuse = [](const std::string& why) {
     throw UsageError("train.cuda_graphs=true " + why +
@@ -78,11 +119,7 @@ void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, 
   if (cfg.get_int("lora.rank") > 0 && cfg.get_float("lora.dropout") > 0) {
     refuse("needs lora.dropout=0: dropout masks are seeded on the host per step");
   }
-  if (cfg.get_int("model.moe.num_experts") > 0) {
-    refuse(
-        "does not work with MoE (model.moe.num_experts > 0): routing sizes the expert "
-        "exchanges on the host");
-  }
+  if (cfg.get_int("model.moe.num_experts") > 0) check_moe_for_cuda_graphs(cfg, rt, refuse);
   if (rt.loss_scaling()) {
     refuse(
         "does not work with train.precision=fp16: the loss scaler decides on the host "

@@ -23,11 +23,12 @@ std::atomic<FusedKernelMode>& mode_flag() {
 
 // None is proven yet: no GPU run has passed tests/cuda/cuda_fused_kernels_test.cpp. Flip a
 // kernel's flag (and the README's list) in the commit that reports the passing device run.
-const FusedKernelInfo kFusedKernels[4] = {
+const FusedKernelInfo kFusedKernels[5] = {
     {FusedKernel::kAddNorm, "add_norm", false},
     {FusedKernel::kSwiGlu, "swiglu", false},
     {FusedKernel::kQkvSplit, "qkv_split", false},
     {FusedKernel::kClassifier, "classifier", false},
+    {FusedKernel::kMoeRows, "moe_rows", false},
 };
 
 #ifndef LMTRAIN_CUDA_KERNELS

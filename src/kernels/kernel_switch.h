@@ -3,7 +3,8 @@
 //   ops in CPU training: fused attention, linear + cross-entropy, GELU(tanh), the Adam update;
 // - the fused GPU kernels (kernels/fused_cuda.h: residual add + norm, SwiGLU, packed QKV with
 //   QK-norm and RoPE, the LM head's cross-entropy with its gradient in place), each with a CPU
-//   reference (kernels/fused_reference.h).
+//   reference (kernels/fused_reference.h); and the MoE row moves (kernels/moe_rows_cuda.h,
+//   references in kernels/moe_rows_reference.h).
 //
 // auto: the CPU kernels, and on a GPU only the fused kernels a GPU run has proven (the GPU tests
 //       tests/cuda/cuda_fused_kernels_test.cpp passed on a device: see kFusedKernels below and
@@ -23,7 +24,7 @@ namespace lmtrain::kernels {
 enum class FusedKernelMode { kAuto, kOn, kOff };
 
 // The fused GPU kernels, each switched on by itself.
-enum class FusedKernel { kAddNorm, kSwiGlu, kQkvSplit, kClassifier };
+enum class FusedKernel { kAddNorm, kSwiGlu, kQkvSplit, kClassifier, kMoeRows };
 
 struct FusedKernelInfo {
   FusedKernel kernel;
@@ -31,7 +32,7 @@ struct FusedKernelInfo {
   bool proven_on_gpu;  // its GPU tests passed on a device: `auto` turns it on there
 };
 // Every fused kernel, in enum order.
-extern const FusedKernelInfo kFusedKernels[4];
+extern const FusedKernelInfo kFusedKernels[5];
 
 FusedKernelMode fused_kernel_mode();
 void set_fused_kernel_mode(FusedKernelMode mode);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/runtime.h"
+#include "model/fused_moe_rows.h"
 #include "model/grouped_linear.h"
 #include "model/moe_routing.h"
 
@@ -54,18 +55,13 @@ FeedForwardOutput MoeImpl::run(const torch::Tensor& x) {
                              moe.gate, moe.renormalize);
   const auto plan = plan_dispatch(routing.expert, E, moe.capacity_factor);
 
-  // Rows sorted by expert through the (local or expert-parallel) dispatcher.
-  auto rows = flat.index_select(0, plan.token);  // (M, C)
+  // Rows sorted by expert through the (local or expert-parallel) dispatcher, and back: the
+  // permute and the weighted combine (model/fused_moe_rows.h).
+  auto rows = moe_permute(flat, plan, k);  // (M, C)
   auto out_rows = dispatcher_->run(
       rows, plan.counts,
       [this](const at::Tensor& r, const ExpertGroups& g) { return experts(r, g); });
-  // Combine: each kept assignment writes its weighted output into its own (token, slot) row,
-  // then the k slots of a token are summed in slot order (deterministic, no atomics).
-  auto weights = routing.weight.reshape({-1}).index_select(0, plan.slot).unsqueeze(1);  // (M, 1)
-  auto weighted = (out_rows.to(at::kFloat) * weights).to(x.scalar_type());
-  auto per_slot =
-      torch::zeros({B * T * k, C}, weighted.options()).index_copy(0, plan.slot, weighted);
-  auto y = per_slot.view({B * T, k, C}).sum(1);  // (N, C)
+  auto y = moe_combine(out_rows, routing.weight, plan, x.scalar_type());  // (N, C)
   if (shared) y = y + shared->forward(flat).to(y.scalar_type());
 
   FeedForwardOutput out;
@@ -74,6 +70,9 @@ FeedForwardOutput MoeImpl::run(const torch::Tensor& x) {
   auto z = router_z_loss(logits);
   out.balance.objective = aux * moe.aux_loss_coef + z * moe.z_loss_coef;
   out.balance.stats.load = plan.load;
+  // A host count only under a capacity, which reads the counts anyway; dropless it is 0, and
+  // scalar_tensor on a GPU is a fill: nothing in the layer reads the device back, so it can run
+  // inside a CUDA graph (cli::check_cuda_graphs_config).
   out.balance.stats.dropped = torch::scalar_tensor(static_cast<double>(plan.dropped),
                                                    logits.options().requires_grad(false));
   out.balance.stats.aux = aux.detach();

@@ -10,10 +10,10 @@
 //   the step count advances on the device;
 // - loss, metrics and gradient norm come back in static tensors, copied out after each replay;
 // - nothing the host decides may change between steps. The command refuses what does
-//   (cli::check_cuda_graphs_config): dropout (masks seeded on the host per step), MoE (routing
-//   sizes the exchanges on the host), fp16 (the loss scaler decides on the host to skip a step),
-//   Muon, and Gloo between several ranks (it moves CUDA tensors through the host, outside any
-//   graph).
+//   (cli::check_cuda_graphs_config): dropout (masks seeded on the host per step), MoE with
+//   expert parallelism, capacity or non-grouped expert GEMMs (they size rows on the host), fp16
+//   (the loss scaler decides on the host to skip a step), Muon, and Gloo between several ranks (it
+//   moves CUDA tensors through the host, outside any graph).
 // The first train.cuda_graph_warmup steps run eagerly on the graph's side stream (cuBLAS
 // workspaces, NCCL communicators and the allocator settle, as capture requires); the next step
 // is captured and replayed, and every later one replays. Results equal eager steps:

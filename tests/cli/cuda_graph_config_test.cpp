@@ -37,6 +37,7 @@ TEST(CudaGraphConfig, RefusesWhatTheHostDecidesPerStepNamingTheKey) {
   EXPECT_EQ(refusal(lora, cuda), "");
   lora.set("lora.dropout", "0.05", "test");
   EXPECT_NE(refusal(lora, cuda).find("lora.dropout=0"), std::string::npos);
+  // fp32 MoE: the experts' GEMMs would loop with host counts.
   EXPECT_NE(refusal(with("model.moe.num_experts", "4"), cuda).find("model.moe.num_experts"),
             std::string::npos);
   core::Runtime fp16 = cuda;
@@ -47,6 +48,42 @@ TEST(CudaGraphConfig, RefusesWhatTheHostDecidesPerStepNamingTheKey) {
   bf16.precision = core::Precision::kBf16;
   bf16.compute_dtype = at::kBFloat16;
   EXPECT_EQ(refusal(core::Config::defaults(), bf16), "");
+}
+
+// An MoE layer reads nothing from the host with every expert local, no capacity and bf16 grouped
+// GEMMs (widths and rows in multiples of 8): that is accepted; each other case is refused naming
+// its key (the graphed MoE run equal to the eager one: CudaMoeGraph in tests/cuda).
+TEST(CudaGraphConfig, AcceptsMoeOnlyWhereItReadsNothingFromTheHost) {
+  core::Runtime bf16;
+  bf16.device = c10::Device(c10::kCUDA, 0);
+  bf16.precision = core::Precision::kBf16;
+  bf16.compute_dtype = at::kBFloat16;
+  auto moe = with("model.moe.num_experts", "4");  // defaults: dropless, ep 1, widths of 8
+  moe.set("model.mlp", "swiglu", "test");
+  EXPECT_EQ(refusal(moe, bf16), "");
+  auto refused = [&](const std::string& key, const std::string& value, const core::Runtime& rt) {
+    auto cfg = moe;
+    cfg.set(key, value, "test");
+    return refusal(cfg, rt);
+  };
+  auto msg = refused("dist.ep", "2", bf16);
+  EXPECT_NE(msg.find("needs dist.ep=1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.moe.num_experts"), std::string::npos) << msg;
+  msg = refused("model.moe.capacity_factor", "1.25", bf16);
+  EXPECT_NE(msg.find("model.moe.capacity_factor=0"), std::string::npos) << msg;
+  msg = refused("model.moe.expert_hidden", "36", bf16);
+  EXPECT_NE(msg.find("model.moe.expert_hidden (36)"), std::string::npos) << msg;
+  auto odd_rows = moe;
+  odd_rows.set("train.micro_batch_size", "3", "test");
+  odd_rows.set("data.seq_len", "5", "test");  // 3 * 5 * 2 = 30 expert rows
+  msg = refusal(odd_rows, bf16);
+  EXPECT_NE(msg.find("train.micro_batch_size * data.seq_len * model.moe.top_k"), std::string::npos)
+      << msg;
+  core::Runtime fp32 = bf16;
+  fp32.precision = core::Precision::kFp32;
+  fp32.compute_dtype = at::kFloat;
+  msg = refusal(moe, fp32);
+  EXPECT_NE(msg.find("needs train.precision=bf16"), std::string::npos) << msg;
 }
 
 // Gloo stages CUDA tensors through host memory on its own threads: between ranks, a graph
