@@ -28,10 +28,12 @@ struct AdamWOptions {
 // in torch::optim::AdamW's operation order; `step` counts this update (1 for the first).
 // Shared by every AdamW variant so that replicated, sharded and Muon's AdamW group agree.
 // With `device_scalars` (after their begin() for this step) lr and step are read from those
-// tensors by libtorch's fused kernel, so the update waits for nothing on the host.
+// tensors by libtorch's fused kernel, so the update waits for nothing on the host; with them a
+// defined `found_inf` (0-dim float32, 1 = skip) makes the kernel leave p, m and v untouched.
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
                  double lr, const AdamWOptions& o,
-                 const DeviceStepScalars* device_scalars = nullptr);
+                 const DeviceStepScalars* device_scalars = nullptr,
+                 const at::Tensor& found_inf = {});
 
 // Expert parallelism: the global gradient norm with every parameter counted once. shared_grads
 // is the shared region's gradient this rank holds (all of it, or its shard when shared_group is
@@ -59,8 +61,12 @@ class AdamW : public Optimizer {
   at::Tensor grad_norm() override;
   void scale_grads(const at::Tensor& coef) override;
   // One update with learning rate `lr` from the gradients in params.grads().
-  void step(double lr) override;
-  int64_t step_count() const override { return step_; }
+  void step(double lr) override { update(lr, {}); }
+  int64_t step_count() const override { return step_ - scalars_.skipped(); }
+  int64_t steps_started() const override { return step_; }
+  bool skips_on_device() const override { return true; }
+  void step_unless(double lr, const at::Tensor& found_inf) override { update(lr, found_inf); }
+  void use_device_scalars() override { scalars_.use_on_cpu(); }
   // The flat moment buffers (exp_avg, exp_avg_sq), laid out like FlatParams::params().
   std::vector<at::Tensor> replicated_state() const override { return {exp_avg_, exp_avg_sq_}; }
   int64_t state_bytes() const override;
@@ -82,12 +88,14 @@ class AdamW : public Optimizer {
   void count_replayed_step() override { ++step_; }
 
  private:
+  void update(double lr, const at::Tensor& found_inf);
+
   FlatParams& params_;
   AdamWOptions opts_;
   dist::Group* expert_group_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (numel,) like params
-  int64_t step_ = 0;
-  DeviceStepScalars scalars_;  // on CUDA: lr and step count on the device
+  int64_t step_ = 0;                 // steps_started(): skipped updates included
+  DeviceStepScalars scalars_;        // on CUDA: lr and step count on the device
 };
 
 }  // namespace lmtrain::optim

@@ -34,8 +34,12 @@ class ZeroAdamW : public Optimizer {
   int64_t shard_end() const override { return begin_ + shard_; }
   at::Tensor grad_norm() override;
   void scale_grads(const at::Tensor& coef) override;
-  void step(double lr) override;
-  int64_t step_count() const override { return step_; }
+  void step(double lr) override { update(lr, {}); }
+  int64_t step_count() const override { return step_ - scalars_.skipped(); }
+  int64_t steps_started() const override { return step_; }
+  bool skips_on_device() const override { return true; }
+  void step_unless(double lr, const at::Tensor& found_inf) override { update(lr, found_inf); }
+  void use_device_scalars() override { scalars_.use_on_cpu(); }
 
   NamedTensors state_tensors() const override;
   nlohmann::json state_layout() const override;
@@ -51,6 +55,8 @@ class ZeroAdamW : public Optimizer {
   void count_replayed_step() override { ++step_; }
 
  private:
+  void update(double lr, const at::Tensor& found_inf);
+
   FlatParams& params_;
   AdamWOptions opts_;
   dist::Group& group_;
@@ -60,8 +66,8 @@ class ZeroAdamW : public Optimizer {
   int64_t shard_ = 0, begin_ = 0;          // this rank's slice of them
   at::Tensor exp_avg_, exp_avg_sq_;        // (shard_,)
   at::Tensor expert_avg_, expert_avg_sq_;  // (numel - expert_begin,) under expert parallelism
-  int64_t step_ = 0;
-  DeviceStepScalars scalars_;  // on CUDA: lr and step count on the device
+  int64_t step_ = 0;                       // steps_started(): skipped updates included
+  DeviceStepScalars scalars_;              // on CUDA: lr and step count on the device
 };
 
 }  // namespace lmtrain::optim

@@ -116,6 +116,7 @@ struct CudaGraphStep::Impl {
     r.grad_norm = copy(outputs.grad_norm);
     r.metrics = copy(outputs.metrics);
     r.moe = copy(outputs.moe);
+    r.skipped = copy(outputs.skipped);  // fp16: this replay's found_inf
     return r;
   }
 };
