@@ -83,11 +83,6 @@ void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, 
         "does not work with MoE (model.moe.num_experts > 0): routing sizes the expert "
         "exchanges on the host");
   }
-  if (rt.loss_scaling()) {
-    refuse(
-        "does not work with train.precision=fp16: the loss scaler decides on the host "
-        "whether to skip a step; use bf16");
-  }
   if (world_size > 1 && core::get_choice<dist::BackendChoice>(cfg) == dist::BackendChoice::kGloo) {
     refuse(
         "needs dist.backend=nccl (or auto) between several ranks: Gloo copies CUDA tensors "

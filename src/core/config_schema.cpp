@@ -201,7 +201,7 @@ const std::vector<KeySpec>& config_schema() {
         "the CPU through its reference (slow: for tests); off = libtorch's ops everywhere"),
       B("train.cuda_graphs", false,
         "CUDA: capture the whole training step into a CUDA graph and replay it (one launch per "
-        "step). Needs AdamW, model.dropout=0, no MoE, fp32 or bf16, NCCL between ranks"),
+        "step). Needs AdamW, model.dropout=0, no MoE, NCCL between ranks"),
       I("train.cuda_graph_warmup", 3, 1, 1000,
         "CUDA graphs: eager steps before the step is captured"),
       S("train.activation_checkpointing", "none", {},

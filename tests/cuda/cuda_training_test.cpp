@@ -154,6 +154,41 @@ TEST_F(CudaTest, CudaGraphStepsEqualEagerSteps) {
   }
 }
 
+// fp16 with CUDA graphs: the loss scaler lives on the device, and a step whose gradients
+// overflow is skipped inside the replay. A loss scale of 2^20 overflows fp16's gradients (the
+// first steps skip, halving it) and a window of 2 grows it back into overflow, so skips keep
+// coming after the capture at step 3 too. Every step's loss, scale and skipped count, and the
+// final weights, equal the eager fp16 run's (which runs the same device-side kernels).
+TEST_F(CudaTest, CudaGraphFp16StepsWithSkipsEqualEagerSteps) {
+  const std::string p =
+      " --train.device=cuda --train.precision=fp16 --train.loss_scale=1048576"
+      " --train.loss_scale_window=2";
+  const auto eager = dir_->file("eager_fp16"), graph = dir_->file("graph_fp16");
+  auto a = train(eager, p + " --train.cuda_graphs=false");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = train(graph, p + " --train.cuda_graphs=true --train.cuda_graph_warmup=2");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("CUDA graph: step captured after 2 eager step(s)"), std::string::npos)
+      << b.output;
+  const auto re = step_records(eager), rg = step_records(graph);
+  ASSERT_EQ(re.size(), rg.size());
+  ASSERT_FALSE(re.empty());
+  int64_t skipped_after_capture = 0;
+  for (size_t i = 0; i < re.size(); ++i) {
+    const double le = re[i]["loss"].get<double>(), lg = rg[i]["loss"].get<double>();
+    EXPECT_NEAR(lg, le, 1e-6 * std::abs(le)) << "step " << i + 1;
+    EXPECT_EQ(rg[i]["loss_scale"], re[i]["loss_scale"]) << "step " << i + 1;
+    EXPECT_EQ(rg[i]["skipped_steps"], re[i]["skipped_steps"]) << "step " << i + 1;
+    if (i >= 3) {
+      skipped_after_capture =
+          rg[i]["skipped_steps"].get<int64_t>() - rg[2]["skipped_steps"].get<int64_t>();
+    }
+  }
+  EXPECT_GT(re.back()["skipped_steps"].get<int64_t>(), 0) << a.output;
+  EXPECT_GT(skipped_after_capture, 0) << "no step overflowed in a replay: " << b.output;
+  EXPECT_LE(max_param_rel_diff(graph + "/checkpoints/latest", eager + "/checkpoints/latest"), 1e-6);
+}
+
 // A graphed run stopped and resumed (a new capture, the step count restored on the device)
 // ends where an uninterrupted graphed run does; over NCCL, whose collectives are captured too.
 TEST_F(CudaTest, CudaGraphRunResumesLikeAnUninterruptedOneOverNccl) {
