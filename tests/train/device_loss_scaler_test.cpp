@@ -44,7 +44,7 @@ TEST(LossScalerDevice, FollowsTheHostRulesStepByStep) {
   LossScaler dev = on_cpu_device(LossScaler(true, 1024, 3));
   auto group = dist::make_single_rank_group();
   // Overflow pattern: halvings, growth after 3 clean steps, an overflow mid-window.
-  const std::vector<bool> overflow = {false, true, false, false, false, false, true, true,
+  const std::vector<bool> overflow = {false, true,  false, false, false, false, true, true,
                                       false, false, true,  false, false, false, false};
   for (size_t i = 0; i < overflow.size(); ++i) {
     auto g = torch::tensor({1024.0f, -3.0f, 0.5f});
@@ -110,7 +110,8 @@ struct Rig {
   std::set<int> inject_at;  // steps whose wte gradient turns inf
   int step = 0;
 
-  // `m`: made by make_scaler_model(), before any rank's thread starts (they must not share the RNG).
+  // `m`: made by make_scaler_model(), before any rank's thread starts (they must not share the
+  // RNG).
   Rig(model::Gpt m, bool device_scaler, dist::Group& group, int zero_stage) : model(std::move(m)) {
     flat = std::make_unique<optim::FlatParams>(
         *model, [&](const std::string& n) { return model->decays(n); }, 16 * group.size());
@@ -124,11 +125,10 @@ struct Rig {
     opt->use_device_scalars();
     LossScaler scaler(true, 1024, 2);
     if (device_scaler) scaler.keep_on_device(torch::kCPU);
-    stepper = std::make_unique<TrainStepper>(*model, *flat, *opt, group, core::Runtime::cpu(), 1,
-                                             3, 1 << 20, scaler);
-    model->transformer->wte->weight.register_hook([this](const torch::Tensor& g) {
-      return inject_at.count(step) ? g * INFINITY : g;
-    });
+    stepper = std::make_unique<TrainStepper>(*model, *flat, *opt, group, core::Runtime::cpu(), 1, 3,
+                                             1 << 20, scaler);
+    model->transformer->wte->weight.register_hook(
+        [this](const torch::Tensor& g) { return inject_at.count(step) ? g * INFINITY : g; });
   }
 
   // One step on rows of `data` (steps * accum, B, T + 1) for this step.
@@ -160,7 +160,8 @@ std::vector<torch::Tensor> optimizer_state(const Rig& rig) {
 void expect_equal_states(const Rig& a, const Rig& b, const std::string& where) {
   const auto sa = optimizer_state(a), sb = optimizer_state(b);
   ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(torch::equal(sa[i], sb[i])) << where << " #" << i;
+  for (size_t i = 0; i < sa.size(); ++i)
+    EXPECT_TRUE(torch::equal(sa[i], sb[i])) << where << " #" << i;
 }
 
 TEST(LossScalerDevice, SkipsOnTheDeviceAsTheHostSkipsOverARun) {
@@ -187,7 +188,8 @@ TEST(LossScalerDevice, SkipsOnTheDeviceAsTheHostSkipsOverARun) {
       EXPECT_TRUE(std::isinf(rd.grad_norm_value())) << where;
       const auto after = optimizer_state(dev);
       for (size_t i = 0; i < after.size(); ++i) {
-        EXPECT_TRUE(torch::equal(after[i], before[i])) << where << ": a skipped step changed #" << i;
+        EXPECT_TRUE(torch::equal(after[i], before[i]))
+            << where << ": a skipped step changed #" << i;
       }
     }
   }
@@ -206,7 +208,8 @@ TEST(LossScalerDevice, ZeroTwoRanksSkipTogetherAsTheHostForm) {
   const int64_t accum = 1;
   const auto data = torch::randint(64, {2, steps * accum, 4, 13}, torch::kLong);
   // [form][rank]: the state after the run, and each step's skip flag.
-  std::vector<std::vector<std::vector<torch::Tensor>>> state(2, std::vector<std::vector<torch::Tensor>>(2));
+  std::vector<std::vector<std::vector<torch::Tensor>>> state(
+      2, std::vector<std::vector<torch::Tensor>>(2));
   std::vector<std::vector<std::vector<bool>>> skipped(2, std::vector<std::vector<bool>>(2));
   std::vector<std::vector<int64_t>> counts(2, std::vector<int64_t>(2));
   for (int form = 0; form < 2; ++form) {
