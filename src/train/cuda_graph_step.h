@@ -24,11 +24,24 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "optim/optimizer.h"
+#include "train/run_options.h"
 #include "train/train_step.h"
 
 namespace lmtrain::train {
+
+// Whether train.cuda_graphs=auto may turn graphs on (where the device is CUDA and nothing in
+// cli::check_cuda_graphs_config refuses the run). Graphs were written on a machine without a
+// GPU: flip this in the commit that reports the CudaGraph* tests of
+// tests/cuda/cuda_training_test.cpp passing on a device (as kFusedKernels in
+// kernels/kernel_switch.cpp), and say so in the README's train.cuda_graphs entry.
+inline constexpr bool kCudaGraphsProvenOnGpu = false;
+
+// The start's log line: "CUDA graphs: on (train.cuda_graphs=true)", or off with, under auto,
+// why ("CUDA graphs: off (train.cuda_graphs=auto: <why>)").
+std::string describe(const CudaGraphOptions& o);
 
 class CudaGraphStep {
  public:

@@ -137,8 +137,10 @@ TEST_F(CudaTest, CudaGraphStepsEqualEagerSteps) {
     const std::string p = std::string(" --train.device=cuda --train.precision=") + precision;
     const auto eager = dir_->file(std::string("eager_") + precision);
     const auto graph = dir_->file(std::string("graph_") + precision);
-    auto a = train(eager, p);
+    auto a = train(eager, p + " --train.cuda_graphs=false");
     ASSERT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_NE(a.output.find("CUDA graphs: off (train.cuda_graphs=false)"), std::string::npos)
+        << a.output;
     auto b = train(graph, p + " --train.cuda_graphs=true --train.cuda_graph_warmup=2");
     ASSERT_EQ(b.exit_code, 0) << b.output;
     EXPECT_NE(b.output.find("CUDA graph: step captured after 2 eager step(s)"), std::string::npos)
