@@ -150,8 +150,7 @@ void AdamW::load_state(const std::vector<NamedTensors>& rank_files, const nlohma
   torch::NoGradGuard no_grad;
   exp_avg_.copy_(m);
   exp_avg_sq_.copy_(v);
-  step_ = step;
-  scalars_.reset();
+  restart_count(step);
 }
 
 }  // namespace lmtrain::optim

@@ -10,6 +10,7 @@
 
 #include "core/config_schema.h"
 #include "distributed/group.h"
+#include "optim/device_step_optimizer.h"
 #include "optim/device_step_scalars.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
@@ -48,7 +49,7 @@ NamedTensors named_expert_state(const FlatParams& flat, const at::Tensor& exp_av
                                 const at::Tensor& exp_avg_sq, int64_t origin);
 
 // Replicated AdamW: every rank holds the whole state and updates every parameter.
-class AdamW : public Optimizer {
+class AdamW : public DeviceStepOptimizer {
  public:
   // expert_group: under expert parallelism, the EP group: the expert region of the flat buffers
   // holds this rank's experts (different on each rank of the group), so the gradient norm sums
@@ -60,13 +61,6 @@ class AdamW : public Optimizer {
   int64_t shard_end() const override { return params_.numel(); }
   at::Tensor grad_norm() override;
   void scale_grads(const at::Tensor& coef) override;
-  // One update with learning rate `lr` from the gradients in params.grads().
-  void step(double lr) override { update(lr, {}); }
-  int64_t step_count() const override { return step_ - scalars_.skipped(); }
-  int64_t steps_started() const override { return step_; }
-  bool skips_on_device() const override { return true; }
-  void step_unless(double lr, const at::Tensor& found_inf) override { update(lr, found_inf); }
-  void use_device_scalars() override { scalars_.use_on_cpu(); }
   // The flat moment buffers (exp_avg, exp_avg_sq), laid out like FlatParams::params().
   std::vector<at::Tensor> replicated_state() const override { return {exp_avg_, exp_avg_sq_}; }
   int64_t state_bytes() const override;
@@ -83,19 +77,16 @@ class AdamW : public Optimizer {
   void load_state(const NamedTensors& tensors, int64_t step) {
     load_state(std::vector<NamedTensors>{tensors}, {{"kind", "named"}}, step);
   }
-  bool graph_safe() const override { return params_.params().is_cuda(); }
-  at::Tensor hold_lr() override { return scalars_.hold_lr(params_.params().device()); }
-  void count_replayed_step() override { ++step_; }
 
  private:
-  void update(double lr, const at::Tensor& found_inf);
+  // One update with learning rate `lr` from the gradients in params.grads().
+  void update(double lr, const at::Tensor& found_inf) override;
+  c10::Device params_device() const override { return params_.params().device(); }
 
   FlatParams& params_;
   AdamWOptions opts_;
   dist::Group* expert_group_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (numel,) like params
-  int64_t step_ = 0;                 // steps_started(): skipped updates included
-  DeviceStepScalars scalars_;        // on CUDA: lr and step count on the device
 };
 
 }  // namespace lmtrain::optim

@@ -116,8 +116,7 @@ void ZeroAdamW::load_state(const std::vector<NamedTensors>& rank_files,
     expert_avg_.copy_(params_.expert_region(m));
     expert_avg_sq_.copy_(params_.expert_region(v));
   }
-  step_ = step;
-  scalars_.reset();
+  restart_count(step);
 }
 
 std::vector<at::Tensor> ZeroAdamW::replicated_state() const {
