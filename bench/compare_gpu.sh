@@ -45,7 +45,7 @@ lmtrain_bench() {  # log, extra flags
     --train.device=cuda --train.precision=bf16 --bench.steps="$steps" --bench.warmup="$warmup" \
     --bench.peak_tflops="$peak" "$@" >"$log" 2>&1 || { cat "$log"; die "lmtrain bench $* failed"; }
 }
-lmtrain_bench "$out/lmtrain.log"
+lmtrain_bench "$out/lmtrain.log" --train.cuda_graphs=false
 lmtrain_bench "$out/lmtrain_graph.log" --train.cuda_graphs=true
 ref() {
   "$python" bench/reference/train_gpt2.py --device cuda --dtype bf16 --n_layer 12 --n_head 12 \

@@ -176,7 +176,7 @@ fi
 if want profile; then
   note ""
   note "## Top GPU kernels per step (GPT-2 124M, T=1024, batch 16, bf16, 3 profiled steps)"
-  for v in "eager|" "CUDA graph|--train.cuda_graphs=true"; do
+  for v in "eager|--train.cuda_graphs=false" "CUDA graph|--train.cuda_graphs=true"; do
     name=${v%%|*}; flags=${v#*|}; tag=${name// /_}
     # shellcheck disable=SC2086
     LMTRAIN_PROFILE="$OUT/trace_lmtrain_$tag.json" build/lmtrain bench --train.device=cuda \
@@ -226,10 +226,13 @@ note "($(elapsed))"
 bench() { build/lmtrain bench --train.device=cuda --bench.peak_tflops=989 "$@"; }
 note ""
 note "## lmtrain bench variants (GPT-2 124M, T=1024, batch 16)"
-for v in "fp32 (TF32)|--train.precision=fp32" "bf16|--train.precision=bf16" \
+for v in "fp32 (TF32)|--train.precision=fp32 --train.cuda_graphs=false" \
+         "bf16|--train.precision=bf16 --train.cuda_graphs=false" \
          "bf16 + CUDA graph|--train.precision=bf16 --train.cuda_graphs=true" \
          "bf16 + activation checkpointing|--train.precision=bf16 --train.activation_checkpointing=block" \
-         "fp16|--train.precision=fp16" "fp8|--train.precision=fp8"; do
+         "fp16|--train.precision=fp16 --train.cuda_graphs=false" \
+         "fp16 + CUDA graph|--train.precision=fp16 --train.cuda_graphs=true" \
+         "fp8|--train.precision=fp8 --train.cuda_graphs=false"; do
   name=${v%%|*}; flags=${v#*|}
   # shellcheck disable=SC2086
   bench --config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16 \

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "distributed/process_group.h"
 #include "options/read_model.h"
+#include "train/cuda_graph_step.h"
 
 namespace lmtrain::cli {
 
@@ -62,10 +63,6 @@ void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& opti
   }
 }
 
-}  // namespace
-
-namespace {
-
 // An MoE layer reads nothing from the host when every expert is local (no exchange sized on the
 // host), nothing is dropped by capacity (no kept counts on the host) and its expert GEMMs are
 // CUDA grouped GEMMs, which take the group offsets on the device (model/grouped_linear.h):
@@ -105,10 +102,12 @@ void check_moe_for_cuda_graphs(const core::Config& cfg, const core::Runtime& rt,
 
 }  // namespace
 
-void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size) {
-  auto refuse = [](const std::string& why) {
-    throw UsageError("train.cuda_graphs=true " + why +
-                     " (a captured step replays the host's decisions of its capture)");
+std::string cuda_graphs_refusal(const core::Config& cfg, const core::Runtime& rt, int world_size) {
+  std::string first;  // the first check that refuses names the run's reason
+  auto refuse = [&first](const std::string& why) {
+    if (!first.empty()) return;
+    first = "train.cuda_graphs=true " + why +
+            " (a captured step replays the host's decisions of its capture)";
   };
   if (core::get_choice<optim::OptimizerName>(cfg) != optim::OptimizerName::kAdamW) {
     refuse("needs optim.name=adamw: Muon's update is not captured");
@@ -120,20 +119,46 @@ void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, 
     refuse("needs lora.dropout=0: dropout masks are seeded on the host per step");
   }
   if (cfg.get_int("model.moe.num_experts") > 0) check_moe_for_cuda_graphs(cfg, rt, refuse);
-  if (rt.loss_scaling()) {
-    refuse(
-        "does not work with train.precision=fp16: the loss scaler decides on the host "
-        "whether to skip a step; use bf16");
-  }
   if (world_size > 1 && core::get_choice<dist::BackendChoice>(cfg) == dist::BackendChoice::kGloo) {
     refuse(
         "needs dist.backend=nccl (or auto) between several ranks: Gloo copies CUDA tensors "
         "through host memory on its own threads, which a graph cannot capture");
   }
-  if (!rt.cuda()) {
-    throw UsageError("train.cuda_graphs=true needs train.device=cuda (this run computes on " +
-                     rt.device.str() + ")");
+  if (first.empty() && !rt.cuda()) {
+    first = "train.cuda_graphs=true needs train.device=cuda (this run computes on " +
+            rt.device.str() + ")";
   }
+  return first;
+}
+
+void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size) {
+  const std::string why = cuda_graphs_refusal(cfg, rt, world_size);
+  if (!why.empty()) throw UsageError(why);
+}
+
+train::CudaGraphOptions decide_cuda_graphs(const core::Config& cfg, const core::Runtime& rt,
+                                           int world_size, bool proven) {
+  train::CudaGraphOptions o;
+  o.choice = core::get_choice<train::CudaGraphsChoice>(cfg);
+  o.warmup = cfg.get_int("train.cuda_graph_warmup");
+  switch (o.choice) {
+    case train::CudaGraphsChoice::kTrue:
+      check_cuda_graphs_config(cfg, rt, world_size);
+      o.enabled = true;
+      break;
+    case train::CudaGraphsChoice::kFalse:
+      break;
+    case train::CudaGraphsChoice::kAuto:
+      o.why_off = cuda_graphs_refusal(cfg, rt, world_size);
+      if (o.why_off.empty() && !proven) {
+        o.why_off =
+            "no GPU run has proven them yet (kCudaGraphsProvenOnGpu, src/train/"
+            "cuda_graph_step.h); train.cuda_graphs=true turns them on";
+      }
+      o.enabled = o.why_off.empty();
+      break;
+  }
+  return o;
 }
 
 train::RunOptions read_run_options(const core::Config& cfg, int world_size,
@@ -147,8 +172,7 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
   o.workers = cfg.get_int("train.workers");
   o.grad_clip = cfg.get_float("train.grad_clip");
   o.bucket_mb = cfg.get_float("dist.bucket_mb");
-  o.cuda_graphs.enabled = cfg.get_bool("train.cuda_graphs");
-  o.cuda_graphs.warmup = cfg.get_int("train.cuda_graph_warmup");
+  o.cuda_graphs = decide_cuda_graphs(cfg, rt, world_size);
   o.run_dir = cfg.get_string("run.dir");
   o.resume = train::CheckpointRequest::parse(cfg.get_string("checkpoint.resume"));
   o.init_from = cfg.get_string("model.init_from");
@@ -169,7 +193,6 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
         "model.temporal.enabled and distill.enabled: a temporal run trains an encoder for a "
         "frozen LM, there is no student to distil into (turn one of them off)");
   }
-  if (o.cuda_graphs.enabled) check_cuda_graphs_config(cfg, rt, world_size);
   check_lora_run(cfg, o.optimizer);
   return o;
 }

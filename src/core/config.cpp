@@ -174,6 +174,17 @@ std::string canonicalize_value(const KeySpec& spec, const std::string& text,
       fail(spec, text, origin, std::string("expected ") + type_name(spec.type));
     }
     case ValueType::kString: {
+      const auto offers = [&](const char* c) {
+        return std::find(spec.choices.begin(), spec.choices.end(), c) != spec.choices.end();
+      };
+      if (offers("true") && offers("false")) {
+        // A choice key that offers true and false (train.cuda_graphs: auto, true, false) takes a
+        // boolean's spellings for them: configs from when it was a boolean still read.
+        std::string t = text;
+        std::transform(t.begin(), t.end(), t.begin(), ::tolower);
+        if (t == "true" || t == "1" || t == "yes" || t == "on") return "true";
+        if (t == "false" || t == "0" || t == "no" || t == "off") return "false";
+      }
       if (!spec.choices.empty() &&
           std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
         std::string allowed;

@@ -199,10 +199,12 @@ const std::vector<KeySpec>& config_schema() {
         "lmtrain's own kernels (src/kernels): auto = the CPU kernels, and on a GPU the fused "
         "kernels a GPU run has proven (README 'Fused GPU kernels'); on = every fused kernel, on "
         "the CPU through its reference (slow: for tests); off = libtorch's ops everywhere"),
-      B("train.cuda_graphs", false,
+      S("train.cuda_graphs", "auto", {"auto", "true", "false"},
         "CUDA: capture the whole training step into a CUDA graph and replay it (one launch per "
-        "step). Needs AdamW, model.dropout=0, fp32 or bf16, NCCL between ranks; MoE only "
-        "dropless, with dist.ep=1 and bf16"),
+        "step). Needs AdamW, model.dropout=0, NCCL between ranks; MoE only dropless, with "
+        "dist.ep=1 and bf16. auto = on where all that holds on a GPU, once a GPU run has proven "
+        "them (off until then: README, train.cuda_graphs); true refuses what it cannot capture; "
+        "on/off/yes/no read as true/false"),
       I("train.cuda_graph_warmup", 3, 1, 1000,
         "CUDA graphs: eager steps before the step is captured"),
       S("train.activation_checkpointing", "none", {},

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "core/error.h"
 #include "kernels/cpu_kernels.h"
@@ -18,30 +19,41 @@ AdamW::AdamW(FlatParams& params, AdamWOptions opts, dist::Group* expert_group)
   exp_avg_sq_ = torch::zeros_like(params.params());
 }
 
-void AdamW::step(double lr) {
+void AdamW::update(double lr, const at::Tensor& found_inf) {
   torch::NoGradGuard no_grad;
   ++step_;
   auto p = params_.params();
   const auto& g = params_.grads();
-  // On a GPU the step's scalars live on the device (a CUDA graph can replay the update).
-  const DeviceStepScalars* dev = scalars_.begin_on_gpu(p, lr, step_);
+  // On a GPU the step's scalars live on the device (a CUDA graph can replay the update); an
+  // update that the device may skip takes that path on any device.
+  if (found_inf.defined()) scalars_.use_on_cpu();
+  const DeviceStepScalars* dev = scalars_.begin_on_device(p, lr, step_);
   if (opts_.weight_decay != 0) {
-    const StepDecay decay(lr, opts_.weight_decay, dev);
+    const StepDecay decay(lr, opts_.weight_decay, dev, found_inf);
     for (const auto& [begin, end] : params_.decay_ranges()) {
       decay.apply(p.narrow(0, begin, end - begin));
     }
   }
-  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev);
+  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev, found_inf);
+  if (found_inf.defined()) scalars_.skip_if(found_inf);
 }
 
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
-                 double lr, const AdamWOptions& o, const DeviceStepScalars* device_scalars) {
+                 double lr, const AdamWOptions& o, const DeviceStepScalars* device_scalars,
+                 const at::Tensor& found_inf) {
+  if (found_inf.defined() && !device_scalars) {
+    throw Error("internal: an update skipped on the device needs the device step scalars");
+  }
   if (device_scalars) {
     // libtorch's fused AdamW (torch.optim.AdamW(fused=True)): one multi-tensor kernel for
     // moments, bias corrections and the update, reading lr and the step count from the device.
     // Weight decay is applied by the caller (only on the decayed ranges), so it gets 0 here.
+    // With found_inf = 1 the kernel returns before writing anything (as under a GradScaler).
+    const std::optional<at::Tensor> skip =
+        found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
     at::_fused_adamw_({p}, {g}, {m}, {v}, {}, {device_scalars->steps()}, device_scalars->lr(),
-                      o.beta1, o.beta2, 0.0, o.eps, /*amsgrad=*/false, /*maximize=*/false);
+                      o.beta1, o.beta2, 0.0, o.eps, /*amsgrad=*/false, /*maximize=*/false,
+                      /*grad_scale=*/std::nullopt, skip);
     return;
   }
   if (p.is_cuda()) {  // the same fused kernel with host scalars (Muon's AdamW group)
@@ -138,8 +150,7 @@ void AdamW::load_state(const std::vector<NamedTensors>& rank_files, const nlohma
   torch::NoGradGuard no_grad;
   exp_avg_.copy_(m);
   exp_avg_sq_.copy_(v);
-  step_ = step;
-  scalars_.reset();
+  restart_count(step);
 }
 
 }  // namespace lmtrain::optim

@@ -10,6 +10,7 @@
 
 #include "core/config_schema.h"
 #include "distributed/group.h"
+#include "optim/device_step_optimizer.h"
 #include "optim/device_step_scalars.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer.h"
@@ -28,10 +29,12 @@ struct AdamWOptions {
 // in torch::optim::AdamW's operation order; `step` counts this update (1 for the first).
 // Shared by every AdamW variant so that replicated, sharded and Muon's AdamW group agree.
 // With `device_scalars` (after their begin() for this step) lr and step are read from those
-// tensors by libtorch's fused kernel, so the update waits for nothing on the host.
+// tensors by libtorch's fused kernel, so the update waits for nothing on the host; with them a
+// defined `found_inf` (0-dim float32, 1 = skip) makes the kernel leave p, m and v untouched.
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,
                  double lr, const AdamWOptions& o,
-                 const DeviceStepScalars* device_scalars = nullptr);
+                 const DeviceStepScalars* device_scalars = nullptr,
+                 const at::Tensor& found_inf = {});
 
 // Expert parallelism: the global gradient norm with every parameter counted once. shared_grads
 // is the shared region's gradient this rank holds (all of it, or its shard when shared_group is
@@ -46,7 +49,7 @@ NamedTensors named_expert_state(const FlatParams& flat, const at::Tensor& exp_av
                                 const at::Tensor& exp_avg_sq, int64_t origin);
 
 // Replicated AdamW: every rank holds the whole state and updates every parameter.
-class AdamW : public Optimizer {
+class AdamW : public DeviceStepOptimizer {
  public:
   // expert_group: under expert parallelism, the EP group: the expert region of the flat buffers
   // holds this rank's experts (different on each rank of the group), so the gradient norm sums
@@ -58,9 +61,6 @@ class AdamW : public Optimizer {
   int64_t shard_end() const override { return params_.numel(); }
   at::Tensor grad_norm() override;
   void scale_grads(const at::Tensor& coef) override;
-  // One update with learning rate `lr` from the gradients in params.grads().
-  void step(double lr) override;
-  int64_t step_count() const override { return step_; }
   // The flat moment buffers (exp_avg, exp_avg_sq), laid out like FlatParams::params().
   std::vector<at::Tensor> replicated_state() const override { return {exp_avg_, exp_avg_sq_}; }
   int64_t state_bytes() const override;
@@ -77,17 +77,16 @@ class AdamW : public Optimizer {
   void load_state(const NamedTensors& tensors, int64_t step) {
     load_state(std::vector<NamedTensors>{tensors}, {{"kind", "named"}}, step);
   }
-  bool graph_safe() const override { return params_.params().is_cuda(); }
-  at::Tensor hold_lr() override { return scalars_.hold_lr(params_.params().device()); }
-  void count_replayed_step() override { ++step_; }
 
  private:
+  // One update with learning rate `lr` from the gradients in params.grads().
+  void update(double lr, const at::Tensor& found_inf) override;
+  c10::Device params_device() const override { return params_.params().device(); }
+
   FlatParams& params_;
   AdamWOptions opts_;
   dist::Group* expert_group_;
   at::Tensor exp_avg_, exp_avg_sq_;  // (numel,) like params
-  int64_t step_ = 0;
-  DeviceStepScalars scalars_;  // on CUDA: lr and step count on the device
 };
 
 }  // namespace lmtrain::optim

@@ -16,15 +16,30 @@ void DeviceStepScalars::begin(const c10::Device& device, double lr, int64_t step
   steps_.add_(1);
 }
 
-const DeviceStepScalars* DeviceStepScalars::begin_on_gpu(const at::Tensor& params, double lr,
-                                                         int64_t step) {
-  if (!params.is_cuda()) return nullptr;
+const DeviceStepScalars* DeviceStepScalars::begin_on_device(const at::Tensor& params, double lr,
+                                                            int64_t step) {
+  if (!params.is_cuda() && !on_cpu_) return nullptr;
   begin(params.device(), lr, step);
   return this;
 }
 
-at::Tensor DeviceStepScalars::decay_factor(double weight_decay) const {
-  return 1.0 - lr_ * weight_decay;
+at::Tensor DeviceStepScalars::decay_factor(double weight_decay, const at::Tensor& found_inf) const {
+  if (!found_inf.defined()) return 1.0 - lr_ * weight_decay;
+  // (lr * wd) * 1 is lr * wd bit for bit: a step that is not skipped decays as without a flag.
+  return 1.0 - lr_ * weight_decay * (1.0 - found_inf);
+}
+
+void DeviceStepScalars::skip_if(const at::Tensor& found_inf) {
+  if (!steps_.defined()) throw Error("internal: skip_if() before begin()");
+  // As torch.optim.AdamW(fused=True) under a GradScaler: the count advanced before the update,
+  // and the kernel skipped itself, so only the count's advance is taken back.
+  steps_.sub_(found_inf);
+  if (!skipped_.defined()) skipped_ = at::zeros({}, steps_.options().dtype(at::kLong));
+  skipped_.add_(found_inf.to(at::kLong));
+}
+
+int64_t DeviceStepScalars::skipped() const {
+  return skipped_.defined() ? skipped_.item<int64_t>() : 0;
 }
 
 at::Tensor DeviceStepScalars::hold_lr(const c10::Device& device) {
@@ -49,11 +64,16 @@ void DeviceStepScalars::reset() {
         "holds the step count it advances)");
   }
   steps_ = at::Tensor();
+  skipped_ = at::Tensor();
 }
 
-StepDecay::StepDecay(double lr, double weight_decay, const DeviceStepScalars* device_scalars)
+StepDecay::StepDecay(double lr, double weight_decay, const DeviceStepScalars* device_scalars,
+                     const at::Tensor& found_inf)
     : host_factor_(1.0 - lr * weight_decay) {
-  if (device_scalars) device_factor_ = device_scalars->decay_factor(weight_decay);
+  if (found_inf.defined() && !device_scalars) {
+    throw Error("internal: an update skipped on the device needs the device step scalars");
+  }
+  if (device_scalars) device_factor_ = device_scalars->decay_factor(weight_decay, found_inf);
 }
 
 void StepDecay::apply(at::Tensor part) const {

@@ -47,7 +47,28 @@ class Optimizer {
   virtual void scale_grads(const at::Tensor& coef) = 0;
   // One update with learning rate `lr` (the AdamW groups' lr; other groups scale from it).
   virtual void step(double lr) = 0;
+  // Updates applied (a checkpoint's step). After updates skipped on the device (step_unless)
+  // it reads their count from the device, so it waits for it.
   virtual int64_t step_count() const = 0;
+  // step() and step_unless() calls, after a load counted from the loaded step_count(): the
+  // host's count, read without waiting for the device (e.g. to seed a step's dropout masks).
+  // Equals step_count() unless updates were skipped on the device.
+  virtual int64_t steps_started() const { return step_count(); }
+
+  // fp16's device-side skip (optim/loss_scaler.h). skips_on_device(): step_unless() exists.
+  // step_unless(lr, found_inf): step(lr), unless `found_inf` (a 0-dim float32 tensor on the
+  // parameters' device, 0 or 1) is 1: then parameters, state and the device step count stay bit
+  // for bit as they were. Decided on the device, nothing read on the host, so a CUDA graph can
+  // capture it; it runs the device-scalar path (optim/device_step_scalars.h) on any device.
+  virtual bool skips_on_device() const { return false; }
+  virtual void step_unless(double lr, const at::Tensor& found_inf) {
+    (void)lr;
+    (void)found_inf;
+    throw Error("internal: optimizer " + name() + " cannot skip an update on the device");
+  }
+  // Tests: the CPU runs the device-scalar path too (libtorch's fused AdamW), as step_unless()
+  // does, so that a run with host-side skips compares bit for bit with device-side ones.
+  virtual void use_device_scalars() {}
 
   // State for this rank's checkpoint file, and the layout that says how to read it back
   // (stored in meta.json). load_state receives every rank's file of a checkpoint (written at

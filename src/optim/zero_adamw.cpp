@@ -44,17 +44,19 @@ void ZeroAdamW::scale_grads(const at::Tensor& coef) {
   if (expert_group_) params_.expert_region(params_.grads()).mul_(coef);
 }
 
-void ZeroAdamW::step(double lr) {
+void ZeroAdamW::update(double lr, const at::Tensor& found_inf) {
   torch::NoGradGuard no_grad;
   ++step_;
   auto flat = params_.params();
   auto p = flat.narrow(0, begin_, shard_);
   auto g = params_.grads().narrow(0, begin_, shard_);
   const int64_t expert_begin = params_.expert_begin();
-  // On a GPU the step's scalars live on the device (a CUDA graph can replay the update).
-  const DeviceStepScalars* dev = scalars_.begin_on_gpu(flat, lr, step_);
+  // On a GPU the step's scalars live on the device (a CUDA graph can replay the update); an
+  // update that the device may skip takes that path on any device.
+  if (found_inf.defined()) scalars_.use_on_cpu();
+  const DeviceStepScalars* dev = scalars_.begin_on_device(flat, lr, step_);
   if (opts_.weight_decay != 0) {
-    const StepDecay decay(lr, opts_.weight_decay, dev);
+    const StepDecay decay(lr, opts_.weight_decay, dev, found_inf);
     // Weight decay on the part of each decayed range that this rank updates: its shard and,
     // under expert parallelism, its experts.
     for (const auto& [b, e] : params_.decay_ranges()) {
@@ -66,11 +68,12 @@ void ZeroAdamW::step(double lr) {
       }
     }
   }
-  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev);
+  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev, found_inf);
   if (expert_group_) {
     adam_update(params_.expert_region(flat), params_.expert_region(params_.grads()), expert_avg_,
-                expert_avg_sq_, step_, lr, opts_, dev);
+                expert_avg_sq_, step_, lr, opts_, dev, found_inf);
   }
+  if (found_inf.defined()) scalars_.skip_if(found_inf);
   if (group_.size() > 1) {
     // All-gather of the updated shards, as one in-place broadcast per shard: c10d's Gloo
     // allgather stages the whole buffer in a temporary (a full parameter copy per step), which
@@ -113,8 +116,7 @@ void ZeroAdamW::load_state(const std::vector<NamedTensors>& rank_files,
     expert_avg_.copy_(params_.expert_region(m));
     expert_avg_sq_.copy_(params_.expert_region(v));
   }
-  step_ = step;
-  scalars_.reset();
+  restart_count(step);
 }
 
 std::vector<at::Tensor> ZeroAdamW::replicated_state() const {

@@ -19,7 +19,7 @@
 
 namespace lmtrain::optim {
 
-class ZeroAdamW : public Optimizer {
+class ZeroAdamW : public DeviceStepOptimizer {
  public:
   // `params` must be padded to a multiple of group.size() (FlatParams pad_multiple).
   // expert_group: the EP group under expert parallelism (see above), else null.
@@ -34,8 +34,6 @@ class ZeroAdamW : public Optimizer {
   int64_t shard_end() const override { return begin_ + shard_; }
   at::Tensor grad_norm() override;
   void scale_grads(const at::Tensor& coef) override;
-  void step(double lr) override;
-  int64_t step_count() const override { return step_; }
 
   NamedTensors state_tensors() const override;
   nlohmann::json state_layout() const override;
@@ -46,11 +44,11 @@ class ZeroAdamW : public Optimizer {
   bool sharded() const override { return group_.size() > 1; }
   std::vector<at::Tensor> replicated_state() const override;
   int64_t state_bytes() const override;
-  bool graph_safe() const override { return params_.params().is_cuda(); }
-  at::Tensor hold_lr() override { return scalars_.hold_lr(params_.params().device()); }
-  void count_replayed_step() override { ++step_; }
 
  private:
+  void update(double lr, const at::Tensor& found_inf) override;
+  c10::Device params_device() const override { return params_.params().device(); }
+
   FlatParams& params_;
   AdamWOptions opts_;
   dist::Group& group_;
@@ -60,8 +58,6 @@ class ZeroAdamW : public Optimizer {
   int64_t shard_ = 0, begin_ = 0;          // this rank's slice of them
   at::Tensor exp_avg_, exp_avg_sq_;        // (shard_,)
   at::Tensor expert_avg_, expert_avg_sq_;  // (numel - expert_begin,) under expert parallelism
-  int64_t step_ = 0;
-  DeviceStepScalars scalars_;  // on CUDA: lr and step count on the device
 };
 
 }  // namespace lmtrain::optim

@@ -78,6 +78,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   const int64_t warmup = opts.warmup, steps = opts.steps;
   log::info(mcfg.describe());
   log::info(plan.describe());
+  log::info(describe(run.cuda_graphs));
   r.workers = resolve_workers(run.workers, r.threads, plan.micro_batch);
   TrainStepper stepper(*model, flat, opt, group, rt, r.workers, run.seed, run.bucket_bytes());
   // train.cuda_graphs (checked by the command): the warm-up also covers the graph's eager steps

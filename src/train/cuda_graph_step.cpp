@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/config_choice.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -17,6 +18,15 @@
 #endif
 
 namespace lmtrain::train {
+
+std::string describe(const CudaGraphOptions& o) {
+  std::string line = std::string("CUDA graphs: ") + (o.enabled ? "on" : "off") +
+                     " (train.cuda_graphs=" + core::to_string(o.choice);
+  if (!o.enabled && o.choice == CudaGraphsChoice::kAuto && !o.why_off.empty()) {
+    line += ": " + o.why_off;
+  }
+  return line + ")";
+}
 
 #ifdef LMTRAIN_CUDA
 
@@ -116,6 +126,7 @@ struct CudaGraphStep::Impl {
     r.grad_norm = copy(outputs.grad_norm);
     r.metrics = copy(outputs.metrics);
     r.moe = copy(outputs.moe);
+    r.skipped = copy(outputs.skipped);  // fp16: this replay's found_inf
     return r;
   }
 };

@@ -8,12 +8,15 @@
 // - each step's batch is copied into static input tensors before the replay;
 // - the learning rate is written into the optimizer's device scalar (Optimizer::hold_lr), and
 //   the step count advances on the device;
-// - loss, metrics and gradient norm come back in static tensors, copied out after each replay;
+// - loss, metrics, gradient norm and fp16's skip flag come back in static tensors, copied out
+//   after each replay;
+// - fp16's loss scaler lives on the device (optim/loss_scaler.h): the scale, its clean-step and
+//   skipped-step counts and the found_inf flag are device tensors that the replay updates, and
+//   an overflowing step skips the optimizer's update on the device (Optimizer::step_unless);
 // - nothing the host decides may change between steps. The command refuses what does
 //   (cli::check_cuda_graphs_config): dropout (masks seeded on the host per step), MoE with
-//   expert parallelism, capacity or non-grouped expert GEMMs (they size rows on the host), fp16
-//   (the loss scaler decides on the host to skip a step), Muon, and Gloo between several ranks (it
-//   moves CUDA tensors through the host, outside any graph).
+//   expert parallelism, capacity or non-grouped expert GEMMs (they size rows on the host), Muon,
+//   and Gloo between several ranks (it moves CUDA tensors through the host, outside any graph).
 // The first train.cuda_graph_warmup steps run eagerly on the graph's side stream (cuBLAS
 // workspaces, NCCL communicators and the allocator settle, as capture requires); the next step
 // is captured and replayed, and every later one replays. Results equal eager steps:
@@ -21,11 +24,24 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "optim/optimizer.h"
+#include "train/run_options.h"
 #include "train/train_step.h"
 
 namespace lmtrain::train {
+
+// Whether train.cuda_graphs=auto may turn graphs on (where the device is CUDA and nothing in
+// cli::check_cuda_graphs_config refuses the run). Graphs were written on a machine without a
+// GPU: flip this in the commit that reports the CudaGraph* tests of
+// tests/cuda/cuda_training_test.cpp passing on a device (as kFusedKernels in
+// kernels/kernel_switch.cpp), and say so in the README's train.cuda_graphs entry.
+inline constexpr bool kCudaGraphsProvenOnGpu = false;
+
+// The start's log line: "CUDA graphs: on (train.cuda_graphs=true)", or off with, under auto,
+// why ("CUDA graphs: off (train.cuda_graphs=auto: <why>)").
+std::string describe(const CudaGraphOptions& o);
 
 class CudaGraphStep {
  public:

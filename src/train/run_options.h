@@ -6,6 +6,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
+#include "core/config_choice.h"
 #include "core/config_schema.h"
 #include "distill/distill_options.h"
 #include "model/build_model.h"
@@ -17,11 +18,20 @@
 
 namespace lmtrain::train {
 
-// train.cuda_graphs and its warm-up (train/cuda_graph_step.h).
 // The option structs' members start at their keys' schema defaults (core/config_schema.h).
 
+// train.cuda_graphs, in the order of its choices (auto, true, false).
+enum class CudaGraphsChoice { kAuto, kTrue, kFalse };
+constexpr core::ChoiceKey choice_key(CudaGraphsChoice) { return {"train.cuda_graphs", 3}; }
+
+// train.cuda_graphs and its warm-up (train/cuda_graph_step.h).
 struct CudaGraphOptions {
-  bool enabled = core::default_bool("train.cuda_graphs");
+  CudaGraphsChoice choice = core::default_choice<CudaGraphsChoice>();
+  // Whether the run captures its step: the reader's decision (cli::decide_cuda_graphs), off
+  // until it decides (auto is off until a GPU run has proven graphs: kCudaGraphsProvenOnGpu).
+  bool enabled = false;
+  // auto, off: why (the reader's refusal, or not yet proven); "" otherwise.
+  std::string why_off;
   // Eager steps before the capture.
   int64_t warmup = core::default_int("train.cuda_graph_warmup");
 };

@@ -35,6 +35,13 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
       workers_(rt.cuda() || (ep && ep->active()) ? 1 : workers),
       seed_(seed),
       objective_(std::make_shared<LmObjective>()) {
+  // fp16 on CUDA: the skip is decided on the device (nothing read on the host; capturable).
+  if (scaler_.enabled() && rt.cuda() && !scaler_.on_device() && opt.skips_on_device()) {
+    scaler_.keep_on_device(rt.device);
+  }
+  if (scaler_.on_device() && !opt.skips_on_device()) {
+    throw Error("internal: optimizer " + opt.name() + " cannot skip an fp16 step on the device");
+  }
   const bool split_experts = ep && ep->active();
   if (split_experts) {
     ep_ = ep;
@@ -131,7 +138,7 @@ at::Tensor TrainStepper::accumulate_single(const std::vector<Batch>& batches, do
   for (int64_t m = 0; m < accum_steps; ++m) {
     const Batch& batch = batches[m];
     model::ScopedDropoutSeed dropout_seed(
-        core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, 0));
+        core::mix_seed(seed_, static_cast<uint64_t>(opt_.steps_started()), m, 0));
     auto out = forward_objective(batch);
     moe.add(out.moe_stats, 1.0 / static_cast<double>(accum_steps));
     if (m == accum_steps - 1) {  // communicate during the last backward only
@@ -167,7 +174,7 @@ at::Tensor TrainStepper::accumulate_split(const std::vector<Batch>& batches, dou
       const int64_t lo = B * w / k, hi = B * (w + 1) / k;
       if (hi == lo) return;
       model::ScopedDropoutSeed dropout_seed(
-          core::mix_seed(seed_, static_cast<uint64_t>(opt_.step_count()), m, w));
+          core::mix_seed(seed_, static_cast<uint64_t>(opt_.steps_started()), m, w));
       // Each slice carries its own share of the valid tokens; the per-batch terms (MoE) are
       // weighted by the slice's share of the rows, so the slices sum to the micro-batch's.
       const Batch slice = batch.rows(lo, hi - lo);
@@ -251,28 +258,49 @@ StepResult TrainStepper::step(int64_t accum_steps, const BatchFn& next_batch, do
   moe.finish(group_, model_, model_.config().moe.bias_update_rate);
   r.moe = moe.packed();
 
+  update(r, lr, grad_clip);
+  return r;
+}
+
+void TrainStepper::clip(const at::Tensor& grad_norm, double grad_clip) {
+  if (grad_clip <= 0) return;
+  // Same rule as torch.nn.utils.clip_grad_norm_.
+  if (grad_norm.is_cpu()) {
+    const double coef = grad_clip / (grad_norm.item<double>() + 1e-6);
+    if (coef < 1.0) opt_.scale_grads(torch::scalar_tensor(coef, torch::kFloat64));
+  } else {  // on the device, without waiting for the norm: coef = min(1, clip / norm)
+    opt_.scale_grads((grad_clip / (grad_norm + 1e-6)).clamp_max(1.0));
+  }
+}
+
+void TrainStepper::update(StepResult& r, double lr, double grad_clip) {
   torch::NoGradGuard no_grad;
   auto grads = flat_.grads();
-  if (scaler_.unscale_and_check(grads, group_)) {
+  if (scaler_.on_device()) {
+    // fp16, decided on the device: every step runs the same kernels, an overflowing one with
+    // found_inf = 1, which leaves the update out (parameters, moments and the device step
+    // count unchanged) and halves the scale. Clipping may scale inf/nan gradients: unused.
+    const at::Tensor& found_inf = scaler_.unscale_and_check_on_device(grads, group_);
+    const auto norm = opt_.grad_norm();  // global, also when sharded or expert-parallel
+    clip(norm, grad_clip);
+    opt_.step_unless(lr, found_inf);
+    scaler_.update_on_device();
+    r.grad_norm = norm.masked_fill(found_inf > 0, INFINITY);  // as the host form reports it
+    r.skipped = found_inf.clone();                            // the flag is rewritten next step
+    return;
+  }
+  const bool found_inf = scaler_.unscale_and_check(grads, group_);
+  if (scaler_.enabled()) r.skipped = torch::full({}, found_inf ? 1.0 : 0.0, torch::kFloat);
+  if (found_inf) {
     // fp16 overflow on some rank: no update; the next step retries at half the scale.
     scaler_.update(true);
-    r.skipped = true;
     r.grad_norm = torch::full({}, INFINITY, r.loss.options());
-    return r;
+    return;
   }
   scaler_.update(false);
   r.grad_norm = opt_.grad_norm();  // global, also when sharded or expert-parallel
-  if (grad_clip > 0) {
-    // Same rule as torch.nn.utils.clip_grad_norm_.
-    if (r.grad_norm.is_cpu()) {
-      const double coef = grad_clip / (r.grad_norm.item<double>() + 1e-6);
-      if (coef < 1.0) opt_.scale_grads(torch::scalar_tensor(coef, torch::kFloat64));
-    } else {  // on the device, without waiting for the norm: coef = min(1, clip / norm)
-      opt_.scale_grads((grad_clip / (r.grad_norm + 1e-6)).clamp_max(1.0));
-    }
-  }
+  clip(r.grad_norm, grad_clip);
   opt_.step(lr);
-  return r;
 }
 
 }  // namespace lmtrain::train

@@ -6,7 +6,9 @@
 // On CUDA nothing here waits for the device: the loss and the gradient norm stay device
 // tensors (read by the caller when it logs), and clipping scales by a device-side coefficient.
 // The forward runs under autocast when the runtime computes in bf16/fp16; fp16 adds the loss
-// scaler (one flag read per step to decide whether to skip it).
+// scaler (optim/loss_scaler.h). On CUDA (with AdamW, replicated or ZeRO) the scaler lives on the
+// device and the optimizer skips an overflowing step there, so an fp16 step reads nothing on the
+// host either; elsewhere (the CPU, Muon) the step reads one flag to decide whether to skip.
 //
 // Across ranks, gradients are averaged by dist::GradSync: bucket all-reduces start from
 // gradient hooks during the last micro-step's backward, so communication overlaps compute.
@@ -40,13 +42,15 @@ struct StepResult {
                            // target tokens of the objective's per-token loss
   at::Tensor grad_norm;    // float64 scalar on the device: before clipping (inf when skipped)
   double comm_wait_s = 0;  // time blocked on gradient all-reduce after backward (not hidden)
-  bool skipped = false;    // fp16: inf/nan gradients, no update (the loss scale was halved)
+  at::Tensor skipped;      // fp16: float32 0-dim, 1 when inf/nan gradients skipped the update
+                           // (the loss scale was halved); undefined without loss scaling
   at::Tensor moe;          // MoE models: global per-layer statistics (see MoeStepStats::packed)
   at::Tensor metrics;      // float64 (M,) on the device: the objective's metrics, global means
   // Host values (each waits for the device).
   double loss_value() const { return loss.item<double>(); }
   std::vector<double> metric_values() const;
   double grad_norm_value() const { return grad_norm.item<double>(); }
+  bool skipped_value() const { return skipped.defined() && skipped.item<float>() > 0; }
 };
 
 // Returns (inputs, targets), each (B, T) int64, for micro-step m: every target valid.
@@ -57,6 +61,8 @@ using BatchFn = std::function<Batch(int64_t m)>;
 class TrainStepper {
  public:
   // `ep`: expert parallelism (null or inactive: every parameter is averaged over `group`).
+  // An enabled `scaler` moves to the device on CUDA when `opt` skips on the device; one the
+  // caller already moved (keep_on_device: CPU tests) needs such an optimizer.
   TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
                dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
                int64_t bucket_bytes, LossScaler scaler = LossScaler(false, 1, 1),
@@ -95,6 +101,10 @@ class TrainStepper {
   // Under EP: the expert region's average over the replica group, divided by ep (each EP
   // rank's expert gradient already sums its group's tokens).
   void finish_expert_grads();
+  // The averaged gradients into the update: unscaled (fp16), norm, clipping, the update, the
+  // loss scale's rules. Fills r.grad_norm and r.skipped.
+  void update(StepResult& r, double lr, double grad_clip);
+  void clip(const at::Tensor& grad_norm, double grad_clip);
 
   model::GptImpl& model_;
   optim::FlatParams& flat_;

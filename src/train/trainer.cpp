@@ -69,8 +69,8 @@ void refuse_run_dir_holding_init_from(const std::string& init_from, const std::s
                    run + "-finetune)");
 }
 
-// The run's start in the log: the step workers, the gradient buckets of a multi-rank run, and
-// an fp16 run's loss scale.
+// The run's start in the log: the step workers, the gradient buckets of a multi-rank run, an
+// fp16 run's loss scale and whether CUDA graphs are on (under auto, why not).
 void log_loop_start(TrainStepper& stepper, const RunOptions& options, int workers,
                     const dist::Group& group, const core::Runtime& rt) {
   if (rt.loss_scaling()) {
@@ -84,6 +84,7 @@ void log_loop_start(TrainStepper& stepper, const RunOptions& options, int worker
                           stepper.grad_sync().buckets().size(), options.bucket_mb,
                           group.backend().c_str(), group.size()));
   }
+  log::info(describe(options.cuda_graphs));
 }
 
 // Moves the data position past the step just taken; true when that step ended an epoch. A

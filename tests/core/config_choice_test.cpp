@@ -15,6 +15,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
 #include "train/data_options.h"
+#include "train/run_options.h"
 
 namespace lmtrain::core {
 namespace {
@@ -51,6 +52,7 @@ TEST(ConfigChoice, EveryOptionEnumMatchesItsSchemaChoices) {
   expect_enum_matches_schema<dist::BackendChoice>();
   expect_enum_matches_schema<train::TeacherDtype>();
   expect_enum_matches_schema<train::DataSource>();
+  expect_enum_matches_schema<train::CudaGraphsChoice>();
 }
 
 TEST(ConfigChoice, UnknownTextNamesItsOriginAndTheChoices) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <regex>
+#include <string>
+#include <utility>
 
 #include "core/runtime.h"
 #include "e2e/corpus.h"
@@ -39,6 +41,21 @@ class CudaTest : public ::testing::Test {
     return run_command((launcher.empty() ? lmtrain_binary() : launcher) + " train" +
                        tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
                        " --train.max_steps=12 --optim.eps=1e-6 --train.tf32=false" + extra);
+  }
+  // Runs `flags` eagerly and with CUDA graphs (2 eager steps, the capture at step 3) into
+  // eager_<tag> and graph_<tag>, returned in that order; a failed run fails the test.
+  static std::pair<std::string, std::string> eager_and_graphed(const std::string& tag,
+                                                               const std::string& flags) {
+    const auto eager = dir_->file("eager_" + tag), graph = dir_->file("graph_" + tag);
+    auto a = train(eager, flags + " --train.cuda_graphs=false");
+    EXPECT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_NE(a.output.find("CUDA graphs: off (train.cuda_graphs=false)"), std::string::npos)
+        << a.output;
+    auto b = train(graph, flags + " --train.cuda_graphs=true --train.cuda_graph_warmup=2");
+    EXPECT_EQ(b.exit_code, 0) << b.output;
+    EXPECT_NE(b.output.find("CUDA graph: step captured after 2 eager step(s)"), std::string::npos)
+        << b.output;
+    return {eager, graph};
   }
   static TempDir* dir_;
   static std::string data_;
@@ -134,15 +151,9 @@ TEST_F(CudaTest, CudaActivationCheckpointingLowersPeakMemory) {
 // step, clipping and a warm-up schedule (a new lr every step) all run inside the graph.
 TEST_F(CudaTest, CudaGraphStepsEqualEagerSteps) {
   for (const char* precision : {"fp32", "bf16"}) {
-    const std::string p = std::string(" --train.device=cuda --train.precision=") + precision;
-    const auto eager = dir_->file(std::string("eager_") + precision);
-    const auto graph = dir_->file(std::string("graph_") + precision);
-    auto a = train(eager, p);
-    ASSERT_EQ(a.exit_code, 0) << a.output;
-    auto b = train(graph, p + " --train.cuda_graphs=true --train.cuda_graph_warmup=2");
-    ASSERT_EQ(b.exit_code, 0) << b.output;
-    EXPECT_NE(b.output.find("CUDA graph: step captured after 2 eager step(s)"), std::string::npos)
-        << b.output;
+    const auto [eager, graph] = eager_and_graphed(
+        precision, std::string(" --train.device=cuda --train.precision=") + precision);
+    if (HasFailure()) return;
     const auto le = logged_losses(eager), lg = logged_losses(graph);
     ASSERT_EQ(le.size(), lg.size());
     for (size_t i = 0; i < le.size(); ++i) {
@@ -152,6 +163,36 @@ TEST_F(CudaTest, CudaGraphStepsEqualEagerSteps) {
               1e-6)
         << precision;
   }
+}
+
+// fp16 with CUDA graphs: the loss scaler lives on the device, and a step whose gradients
+// overflow is skipped inside the replay. A loss scale of 2^20 overflows fp16's gradients (the
+// first steps skip, halving it) and a window of 2 grows it back into overflow, so skips keep
+// coming after the capture at step 3 too. Every step's loss, scale and skipped count, and the
+// final weights, equal the eager fp16 run's (which runs the same device-side kernels).
+TEST_F(CudaTest, CudaGraphFp16StepsWithSkipsEqualEagerSteps) {
+  const auto [eager, graph] =
+      eager_and_graphed("fp16",
+                        " --train.device=cuda --train.precision=fp16 --train.loss_scale=1048576"
+                        " --train.loss_scale_window=2");
+  if (HasFailure()) return;
+  const auto re = step_records(eager), rg = step_records(graph);
+  ASSERT_EQ(re.size(), rg.size());
+  ASSERT_FALSE(re.empty());
+  int64_t skipped_after_capture = 0;
+  for (size_t i = 0; i < re.size(); ++i) {
+    const double le = re[i]["loss"].get<double>(), lg = rg[i]["loss"].get<double>();
+    EXPECT_NEAR(lg, le, 1e-6 * std::abs(le)) << "step " << i + 1;
+    EXPECT_EQ(rg[i]["loss_scale"], re[i]["loss_scale"]) << "step " << i + 1;
+    EXPECT_EQ(rg[i]["skipped_steps"], re[i]["skipped_steps"]) << "step " << i + 1;
+    if (i >= 3) {
+      skipped_after_capture =
+          rg[i]["skipped_steps"].get<int64_t>() - rg[2]["skipped_steps"].get<int64_t>();
+    }
+  }
+  EXPECT_GT(re.back()["skipped_steps"].get<int64_t>(), 0) << "no step overflowed";
+  EXPECT_GT(skipped_after_capture, 0) << "no step overflowed in a replay";
+  EXPECT_LE(max_param_rel_diff(graph + "/checkpoints/latest", eager + "/checkpoints/latest"), 1e-6);
 }
 
 // A graphed run stopped and resumed (a new capture, the step count restored on the device)

@@ -113,6 +113,7 @@ TEST(SchemaDefaults, RunReadersGiveTheDefaultMadeStructs) {
   EXPECT_SAME(r, d, workers);
   EXPECT_SAME(r, d, grad_clip);
   EXPECT_SAME(r, d, bucket_mb);
+  EXPECT_SAME(r, d, cuda_graphs.choice);
   EXPECT_SAME(r, d, cuda_graphs.enabled);
   EXPECT_SAME(r, d, cuda_graphs.warmup);
   EXPECT_SAME(r, d, run_dir);

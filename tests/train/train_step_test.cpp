@@ -51,7 +51,7 @@ struct StepperRig {
           },
           1e-2, 1.0);
       losses.push_back(r.loss_value());
-      if (skipped) skipped->push_back(r.skipped);
+      if (skipped) skipped->push_back(r.skipped_value());
     }
     return losses;
   }
