@@ -215,6 +215,43 @@ inline void check_classifier(at::ScalarType dtype, double cap, c10::Device dev, 
   EXPECT_EQ(got_dx.narrow(0, 0, 1).abs().max().item<double>(), 0.0);  // an ignored row
 }
 
+// ---- whole models ------------------------------------------------------------------------
+struct LossAndGrads {
+  double loss;
+  std::map<std::string, at::Tensor> grads;  // by parameter name; those that got one
+};
+
+// One forward and backward of `model` on (ids, targets) in kernel mode `mode`, under bf16
+// autocast on the model's device type when `bf16`.
+inline LossAndGrads loss_and_grads(model::GptImpl& model, const at::Tensor& ids,
+                                   const at::Tensor& targets, kernels::FusedKernelMode mode,
+                                   bool bf16 = false) {
+  KernelModeScope scope(mode);
+  core::AutocastScope autocast(ids.device().type(), bf16, at::kBFloat16);
+  model.zero_grad();
+  auto loss = model.loss(ids, targets);
+  loss.backward();
+  LossAndGrads out{loss.item<double>(), {}};
+  for (auto& p : model.named_parameters()) {
+    if (p.value().grad().defined()) out.grads[p.key()] = p.value().grad().clone();
+  }
+  return out;
+}
+
+// The same model with `on` (the fused ops) and `reference_mode`: losses within `loss_tol` and
+// every gradient within `grad_tol`, relative. `what` names the case in failures.
+inline void expect_fused_model_matches(model::GptImpl& model, const at::Tensor& ids,
+                                       const at::Tensor& targets,
+                                       kernels::FusedKernelMode reference_mode, bool bf16,
+                                       double loss_tol, double grad_tol, const std::string& what) {
+  const LossAndGrads ref = loss_and_grads(model, ids, targets, reference_mode, bf16);
+  LossAndGrads got = loss_and_grads(model, ids, targets, kernels::FusedKernelMode::kOn, bf16);
+  EXPECT_NEAR(got.loss, ref.loss, loss_tol * ref.loss) << what;
+  ASSERT_EQ(got.grads.size(), ref.grads.size()) << what;
+  for (const auto& [name, g] : ref.grads)
+    EXPECT_LT(relative_error(got.grads[name], g), grad_tol) << what << " " << name;
+}
+
 // ---- a few training steps ------------------------------------------------------------------
 // `steps` optimizer steps of `model` on one fixed batch under bf16 autocast on the model's
 // device type; returns each step's loss.
@@ -231,6 +268,20 @@ inline std::vector<double> bf16_training_losses(model::GptImpl& model, const at:
     losses.push_back(loss.item<double>());
   }
   return losses;
+}
+
+// `steps` SGD steps (lr 0.1) of a fresh model of `cfg` (seed 21) on `dev`, one fixed random
+// batch of 4 x 64 tokens, in kernel mode `mode`: each step's loss.
+inline std::vector<double> bf16_training_losses(const model::GptConfig& cfg, c10::Device dev,
+                                                kernels::FusedKernelMode mode, int steps = 5) {
+  KernelModeScope scope(mode);
+  torch::manual_seed(21);
+  model::Gpt m(cfg);
+  m->to(dev);
+  auto ids = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(dev);
+  auto targets = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(dev);
+  torch::optim::SGD opt(m->parameters(), 0.1);
+  return bf16_training_losses(*m, ids, targets, opt, steps);
 }
 
 }  // namespace lmtrain::testing

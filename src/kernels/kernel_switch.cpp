@@ -21,14 +21,14 @@ std::atomic<FusedKernelMode>& mode_flag() {
 
 }  // namespace
 
-// None is proven yet: no GPU run has passed tests/cuda/cuda_fused_kernels_test.cpp. Flip a
+// None is proven yet: no GPU run has passed the GPU tests named beside each (tests/cuda/). Flip a
 // kernel's flag (and the README's list) in the commit that reports the passing device run.
 const FusedKernelInfo kFusedKernels[5] = {
-    {FusedKernel::kAddNorm, "add_norm", false},
-    {FusedKernel::kSwiGlu, "swiglu", false},
-    {FusedKernel::kQkvSplit, "qkv_split", false},
-    {FusedKernel::kClassifier, "classifier", false},
-    {FusedKernel::kMoeRows, "moe_rows", false},
+    {FusedKernel::kAddNorm, "add_norm", false},       // CudaFusedKernels.AddNorm*
+    {FusedKernel::kSwiGlu, "swiglu", false},          // CudaFusedKernels.SwiGlu*
+    {FusedKernel::kQkvSplit, "qkv_split", false},     // CudaFusedKernels.QkvSplit*
+    {FusedKernel::kClassifier, "classifier", false},  // CudaFusedKernels.Classifier*
+    {FusedKernel::kMoeRows, "moe_rows", false},       // CudaMoeRows.*
 };
 
 #ifndef LMTRAIN_CUDA_KERNELS

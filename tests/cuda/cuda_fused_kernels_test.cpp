@@ -130,18 +130,8 @@ TEST(CudaFusedKernels, DecodersTrainTheSameWithKernelsOnAndOff) {
   const GptConfig gpt2 = tiny_gpt_config(128, 512, 64);
   for (const GptConfig& cfg : {qwen, gpt2}) {
     SCOPED_TRACE(core::to_string(cfg.arch));
-    auto train = [&](FusedKernelMode mode) {
-      KernelModeScope scope(mode);
-      torch::manual_seed(21);
-      Gpt m(cfg);
-      m->to(kGpu);
-      auto ids = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(kGpu);
-      auto targets = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(kGpu);
-      torch::optim::SGD opt(m->parameters(), 0.1);
-      return testing::bf16_training_losses(*m, ids, targets, opt, 5);
-    };
-    const auto off = train(FusedKernelMode::kOff);
-    const auto on = train(FusedKernelMode::kOn);
+    const auto off = testing::bf16_training_losses(cfg, kGpu, FusedKernelMode::kOff);
+    const auto on = testing::bf16_training_losses(cfg, kGpu, FusedKernelMode::kOn);
     for (size_t i = 0; i < off.size(); ++i) EXPECT_NEAR(on[i], off[i], 0.02 * off[i]) << i;
     EXPECT_LT(on.back(), on.front());
   }

@@ -116,18 +116,8 @@ TEST(CudaMoeRows, MoeDecoderTrainsTheSameWithKernelsOnAndOff) {
   for (const double capacity : {0.0, 1.0}) {
     SCOPED_TRACE(capacity);
     cfg.moe.capacity_factor = capacity;
-    auto train = [&](FusedKernelMode mode) {
-      KernelModeScope scope(mode);
-      torch::manual_seed(21);
-      Gpt m(cfg);
-      m->to(kMoeGpu);
-      auto ids = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(kMoeGpu);
-      auto targets = torch::randint(cfg.vocab_size, {4, 64}, torch::kLong).to(kMoeGpu);
-      torch::optim::SGD opt(m->parameters(), 0.1);
-      return testing::bf16_training_losses(*m, ids, targets, opt, 5);
-    };
-    const auto off = train(FusedKernelMode::kOff);
-    const auto on = train(FusedKernelMode::kOn);
+    const auto off = testing::bf16_training_losses(cfg, kMoeGpu, FusedKernelMode::kOff);
+    const auto on = testing::bf16_training_losses(cfg, kMoeGpu, FusedKernelMode::kOn);
     for (size_t i = 0; i < off.size(); ++i) EXPECT_NEAR(on[i], off[i], 0.02 * off[i]) << i;
     EXPECT_LT(on.back(), on.front());
   }

@@ -140,23 +140,10 @@ TEST(FusedKernelsModel, DecodersGiveTheUnfusedLossAndGradients) {
     Gpt m(cfg);
     auto ids = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
     auto targets = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
-    auto run = [&](FusedKernelMode mode) {
-      KernelModeScope scope(mode);
-      m->zero_grad();
-      auto loss = m->loss(ids, targets);
-      loss.backward();
-      std::map<std::string, at::Tensor> grads;
-      for (auto& p : m->named_parameters()) grads[p.key()] = p.value().grad().clone();
-      return std::make_pair(loss.item<double>(), grads);
-    };
     // auto: the CPU kernels (attention, loss, GELU) with libtorch's norms; on: the fused ops'
     // references in every block as well.
-    auto [loss_auto, grads_auto] = run(FusedKernelMode::kAuto);
-    auto [loss_on, grads_on] = run(FusedKernelMode::kOn);
-    const std::string arch = core::to_string(cfg.arch);
-    EXPECT_NEAR(loss_on, loss_auto, 1e-5 * loss_auto) << arch;
-    for (auto& [name, g] : grads_auto)
-      EXPECT_LT(testing::relative_error(grads_on[name], g), 1e-4) << arch << " " << name;
+    testing::expect_fused_model_matches(*m, ids, targets, FusedKernelMode::kAuto, false, 1e-5, 1e-4,
+                                        core::to_string(cfg.arch));
   }
 }
 
@@ -169,21 +156,9 @@ TEST(FusedKernelsModel, Bf16SoftCappedHeadGivesTheUnfusedLossAndGradients) {
   Gpt m(cfg);
   auto ids = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
   auto targets = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
-  auto run = [&](FusedKernelMode mode) {
-    KernelModeScope scope(mode);
-    core::AutocastScope autocast(c10::kCPU, true, at::kBFloat16);
-    m->zero_grad();
-    auto loss = m->loss(ids, targets);
-    loss.backward();
-    std::map<std::string, at::Tensor> grads;
-    for (auto& p : m->named_parameters()) grads[p.key()] = p.value().grad().clone();
-    return std::make_pair(loss.item<double>(), grads);
-  };
-  auto [loss_auto, grads_auto] = run(FusedKernelMode::kAuto);
-  auto [loss_on, grads_on] = run(FusedKernelMode::kOn);
-  EXPECT_NEAR(loss_on, loss_auto, 1e-2 * loss_auto);  // the blocks' bf16 ops round differently
-  for (auto& [name, g] : grads_auto)
-    EXPECT_LT(testing::relative_error(grads_on[name], g), 5e-2) << name;
+  // The blocks' bf16 ops round differently in the two modes.
+  testing::expect_fused_model_matches(*m, ids, targets, FusedKernelMode::kAuto, true, 1e-2, 5e-2,
+                                      "soft-capped head");
 }
 
 TEST(FusedKernelSwitch, AutoRunsOnlyGpuProvenKernelsAndOnlyOnTheGpu) {

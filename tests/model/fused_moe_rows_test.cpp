@@ -73,14 +73,6 @@ TEST(FusedMoeRowsModel, DefaultPathIsThePreviousCodeBitForBit) {
   }
 }
 
-std::map<std::string, at::Tensor> gradients(GptImpl& m) {
-  std::map<std::string, at::Tensor> g;
-  for (auto& p : m.named_parameters()) {
-    if (p.value().grad().defined()) g[p.key()] = p.value().grad().clone();
-  }
-  return g;
-}
-
 // Whole MoE decoders (dropless and with capacity, a shared expert, top-2 and top-3) with every
 // fused kernel on (CPU references) give the unfused loss and every gradient.
 TEST(FusedMoeRowsModel, MoeDecodersGiveTheUnfusedLossAndGradients) {
@@ -97,19 +89,8 @@ TEST(FusedMoeRowsModel, MoeDecodersGiveTheUnfusedLossAndGradients) {
     Gpt m(cfg);
     auto ids = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
     auto targets = torch::randint(cfg.vocab_size, {2, 12}, torch::kLong);
-    auto run = [&](FusedKernelMode mode) {
-      KernelModeScope scope(mode);
-      m->zero_grad();
-      auto loss = m->loss(ids, targets);
-      loss.backward();
-      return std::make_pair(loss.item<double>(), gradients(*m));
-    };
-    auto [loss_off, grads_off] = run(FusedKernelMode::kOff);
-    auto [loss_on, grads_on] = run(FusedKernelMode::kOn);
-    EXPECT_NEAR(loss_on, loss_off, 1e-5 * loss_off) << "config " << i;
-    ASSERT_EQ(grads_on.size(), grads_off.size());
-    for (auto& [name, g] : grads_off)
-      EXPECT_LT(testing::relative_error(grads_on[name], g), 1e-4) << "config " << i << " " << name;
+    testing::expect_fused_model_matches(*m, ids, targets, FusedKernelMode::kOff, false, 1e-5, 1e-4,
+                                        "config " + std::to_string(i));
   }
 }
 
