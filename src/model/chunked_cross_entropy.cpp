@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "model/fused_classifier.h"
+#include "model/fused_kernel_call.h"
 #include "model/gpt.h"
 #include "model/soft_cap.h"
 
@@ -43,19 +44,13 @@ void mm_into_fp32(at::Tensor out, const at::Tensor& a, const at::Tensor& b, bool
   }
 }
 
-// The dtype the head's GEMMs run in: autocast's where it is on for x's device (the unfused
-// head's linear would be cast to it), else x's own.
-at::ScalarType gemm_dtype(const at::Tensor& x) {
-  const auto type = x.device().type();
-  return at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type)
-                                                 : x.scalar_type();
-}
-
 // One pass over the chunks. Returns the mean loss (fp32 scalar on x's device); given `dx`, also
-// writes d(mean loss)/dx into it (N, C), given `dw`, adds d/dW into it (V, C) fp32.
+// writes d(mean loss)/dx into it (N, C), given `dw`, adds d/dW into it (V, C) fp32. `fused`:
+// the classifier kernel instead of libtorch's softmax ops (decided once per call, with the chunk
+// size it implies).
 at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets,
-                        double softcap, int64_t chunk, at::ScalarType gemm, at::Tensor* dx,
-                        at::Tensor* dw) {
+                        double softcap, int64_t chunk, at::ScalarType gemm, bool fused,
+                        at::Tensor* dx, at::Tensor* dw) {
   // Explicit dtypes below; autocast would only recast what is already cast.
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const int64_t N = x.size(0);
@@ -65,7 +60,6 @@ at::Tensor chunked_pass(const at::Tensor& x, const at::Tensor& weight, const at:
   const at::Tensor count = valid.sum().to(at::kFloat);  // device scalar: no host read
   const at::Tensor inv_count = count.clamp_min(1).reciprocal();
   at::Tensor loss_sum = at::zeros({}, x.options().dtype(at::kFloat));
-  const bool fused = classifier_fused(x.is_cuda(), gemm);
   for (int64_t lo = 0; lo < N; lo += chunk) {
     const int64_t n = std::min(chunk, N - lo);
     const at::Tensor xc = x.narrow(0, lo, n).to(gemm);            // (n, C)
@@ -104,13 +98,13 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x_in,
                             const at::Tensor& weight, const at::Tensor& targets, double softcap,
-                            int64_t chunk, at::ScalarType gemm) {
+                            int64_t chunk, at::ScalarType gemm, bool fused) {
     const at::Tensor x = x_in.contiguous();
     at::Tensor dx, dw;  // only those asked for
     if (ctx->needs_input_grad(0)) dx = at::empty_like(x, x.options().dtype(at::kFloat));
     if (ctx->needs_input_grad(1))
       dw = at::zeros(weight.sizes(), weight.options().dtype(at::kFloat));
-    at::Tensor loss = chunked_pass(x, weight, targets.contiguous(), softcap, chunk, gemm,
+    at::Tensor loss = chunked_pass(x, weight, targets.contiguous(), softcap, chunk, gemm, fused,
                                    dx.defined() ? &dx : nullptr, dw.defined() ? &dw : nullptr);
     ctx->save_for_backward({dx, dw});
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x_in.scalar_type());
@@ -132,6 +126,7 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
             at::Tensor(),
             at::Tensor(),
             at::Tensor(),
+            at::Tensor(),
             at::Tensor()};
   }
 };
@@ -141,14 +136,17 @@ class ChunkedLinearCrossEntropy : public torch::autograd::Function<ChunkedLinear
 at::Tensor chunked_linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight,
                                         const at::Tensor& targets, double softcap,
                                         int64_t chunk_rows) {
-  const at::ScalarType gemm = gemm_dtype(x);
-  const int64_t logit_bytes = classifier_fused(x.is_cuda(), gemm) ? at::elementSize(gemm) : 4;
-  const int64_t chunk = rows_per_chunk(chunk_rows, weight.size(0), logit_bytes);
+  // The head's GEMMs run in autocast's dtype where it is on (the unfused head's linear would be
+  // cast to it), else x's own.
+  const at::ScalarType gemm = fused::compute_dtype(x);
+  const bool fused = classifier_fused(x.is_cuda(), gemm);
+  const int64_t chunk =
+      rows_per_chunk(chunk_rows, weight.size(0), fused ? at::elementSize(gemm) : 4);
   if (at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad())) {
-    return ChunkedLinearCrossEntropy::apply(x, weight, targets, softcap, chunk, gemm);
+    return ChunkedLinearCrossEntropy::apply(x, weight, targets, softcap, chunk, gemm, fused);
   }
-  return chunked_pass(x.contiguous(), weight, targets.contiguous(), softcap, chunk, gemm, nullptr,
-                      nullptr);
+  return chunked_pass(x.contiguous(), weight, targets.contiguous(), softcap, chunk, gemm, fused,
+                      nullptr, nullptr);
 }
 
 }  // namespace lmtrain::model

@@ -10,7 +10,7 @@ namespace lmtrain::model {
 
 bool classifier_fused(bool on_cuda, at::ScalarType logits_dtype) {
   return kernels::fused_kernel_enabled(kernels::FusedKernel::kClassifier, on_cuda) &&
-         (logits_dtype == at::kFloat || logits_dtype == at::kBFloat16);
+         fused::kernel_dtype(logits_dtype);
 }
 
 at::Tensor classifier_(at::Tensor& logits, const at::Tensor& targets_in,

@@ -1,8 +1,9 @@
-// What the fused ops' dispatch points (model/fused_add_norm.cpp, fused_swiglu.cpp,
-// fused_qkv_split.cpp) share: which element types the kernels take, the current CUDA stream,
-// and fp32 copies for the CPU references.
+// What the fused ops' dispatch points (model/fused_*.cpp, and the chunked head that calls the
+// classifier) share: which element types the kernels take, the dtype an op computes in under
+// autocast, the current CUDA stream, and fp32 copies for the CPU references.
 #pragma once
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 
 #include "kernels/fused_cuda.h"
 
@@ -13,13 +14,22 @@
 namespace lmtrain::model::fused {
 
 // fp32 and bf16: the types the kernels are written for (fp16 takes libtorch's ops).
-inline bool kernel_type(const at::Tensor& t) {
-  return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16;
+inline bool kernel_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16; }
+inline bool kernel_type(const at::Tensor& t) { return kernel_dtype(t.scalar_type()); }
+
+inline kernels::ElementType element_type(at::ScalarType t) {
+  return t == at::kBFloat16 ? kernels::ElementType::kBFloat16 : kernels::ElementType::kFloat32;
+}
+inline kernels::ElementType element_type(const at::Tensor& t) {
+  return element_type(t.scalar_type());
 }
 
-inline kernels::ElementType element_type(const at::Tensor& t) {
-  return t.scalar_type() == at::kBFloat16 ? kernels::ElementType::kBFloat16
-                                          : kernels::ElementType::kFloat32;
+// The dtype an op on `t` computes in: autocast's where it is on for t's device (the cast a
+// GEMM would make), else t's own.
+inline at::ScalarType compute_dtype(const at::Tensor& t) {
+  const auto type = t.device().type();
+  return at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type)
+                                                 : t.scalar_type();
 }
 
 // libtorch's custom autograd functions take no undefined tensor among their inputs: an absent

@@ -1,7 +1,6 @@
 #include "model/fused_moe_rows.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/kernel_switch.h"
@@ -17,19 +16,6 @@ using torch::autograd::variable_list;
 
 bool bf16(at::ScalarType t) { return t == at::kBFloat16; }
 
-kernels::ElementType element(at::ScalarType t) {
-  return bf16(t) ? kernels::ElementType::kBFloat16 : kernels::ElementType::kFloat32;
-}
-
-// The dtype the permuted rows are stored in: what the experts' first GEMM computes in.
-at::ScalarType rows_dtype(const at::Tensor& flat) {
-  const auto type = flat.device().type();
-  return at::autocast::is_autocast_enabled(type) ? at::autocast::get_autocast_dtype(type)
-                                                 : flat.scalar_type();
-}
-
-bool kernel_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16; }
-
 // rows = flat[slot / k] in `rows_type`; dflat[n] = sum_j drows[inv[n, j]].
 class MoePermuteFunction : public torch::autograd::Function<MoePermuteFunction> {
  public:
@@ -40,9 +26,10 @@ class MoePermuteFunction : public torch::autograd::Function<MoePermuteFunction> 
     const int64_t M = slot.size(0), C = flat.size(1);
     at::Tensor rows = at::empty({M, C}, flat.options().dtype(rows_type));
     if (flat.is_cuda()) {
-      kernels::moe_permute_forward_cuda(flat.data_ptr(), slot.data_ptr<int64_t>(), M, k, C,
-                                        {element(flat.scalar_type()), element(rows_type)},
-                                        rows.data_ptr(), fused::current_stream(flat));
+      kernels::moe_permute_forward_cuda(
+          flat.data_ptr(), slot.data_ptr<int64_t>(), M, k, C,
+          {fused::element_type(flat.scalar_type()), fused::element_type(rows_type)},
+          rows.data_ptr(), fused::current_stream(flat));
     } else {
       const at::Tensor xf = fused::cpu_floats(flat);
       at::Tensor rf = at::empty({M, C}, xf.options());
@@ -67,9 +54,10 @@ class MoePermuteFunction : public torch::autograd::Function<MoePermuteFunction> 
     const int64_t C = drows.size(1);
     at::Tensor dx = at::empty({N, C}, drows.options().dtype(flat_type));
     if (drows.is_cuda()) {
-      kernels::moe_permute_backward_cuda(drows.data_ptr(), inv.data_ptr<int64_t>(), N, k, C,
-                                         {element(flat_type), element(drows.scalar_type())},
-                                         dx.data_ptr(), fused::current_stream(drows));
+      kernels::moe_permute_backward_cuda(
+          drows.data_ptr(), inv.data_ptr<int64_t>(), N, k, C,
+          {fused::element_type(flat_type), fused::element_type(drows.scalar_type())}, dx.data_ptr(),
+          fused::current_stream(drows));
     } else {
       const at::Tensor df = fused::cpu_floats(drows);
       at::Tensor dxf = at::zeros({N, C}, df.options());
@@ -95,7 +83,8 @@ class MoeCombineFunction : public torch::autograd::Function<MoeCombineFunction> 
     if (out.is_cuda()) {
       kernels::moe_combine_forward_cuda(
           out.data_ptr(), w.data_ptr<float>(), inv.data_ptr<int64_t>(), N, k, C,
-          {element(y_type), element(out.scalar_type())}, y.data_ptr(), fused::current_stream(out));
+          {fused::element_type(y_type), fused::element_type(out.scalar_type())}, y.data_ptr(),
+          fused::current_stream(out));
     } else {
       const at::Tensor of = fused::cpu_floats(out);
       at::Tensor yf = at::zeros({N, C}, w.options());
@@ -122,8 +111,8 @@ class MoeCombineFunction : public torch::autograd::Function<MoeCombineFunction> 
     if (out.is_cuda()) {
       kernels::moe_combine_backward_cuda(
           out.data_ptr(), w.data_ptr<float>(), inv.data_ptr<int64_t>(), dy.data_ptr(), N, k, C,
-          {element(dy.scalar_type()), element(out.scalar_type())}, d_out.data_ptr(),
-          dw.data_ptr<float>(), fused::current_stream(out));
+          {fused::element_type(dy.scalar_type()), fused::element_type(out.scalar_type())},
+          d_out.data_ptr(), dw.data_ptr<float>(), fused::current_stream(out));
     } else {
       const at::Tensor of = fused::cpu_floats(out), dyf = fused::cpu_floats(dy);
       at::Tensor df = at::empty({M, C}, w.options());
@@ -151,12 +140,13 @@ at::Tensor moe_inverse_rows(const DispatchPlan& plan, int64_t assignments) {
 
 bool moe_permute_fused(const at::Tensor& flat) {
   return kernels::fused_kernel_enabled(kernels::FusedKernel::kMoeRows, flat.is_cuda()) &&
-         flat.dim() == 2 && fused::kernel_type(flat) && kernel_dtype(rows_dtype(flat));
+         flat.dim() == 2 && fused::kernel_type(flat) &&
+         fused::kernel_dtype(fused::compute_dtype(flat));
 }
 
 bool moe_combine_fused(const at::Tensor& out_rows, const at::Tensor& weight, at::ScalarType dtype) {
   return kernels::fused_kernel_enabled(kernels::FusedKernel::kMoeRows, out_rows.is_cuda()) &&
-         out_rows.dim() == 2 && fused::kernel_type(out_rows) && kernel_dtype(dtype) &&
+         out_rows.dim() == 2 && fused::kernel_type(out_rows) && fused::kernel_dtype(dtype) &&
          weight.dim() == 2 && weight.scalar_type() == at::kFloat &&
          weight.device() == out_rows.device();
 }
@@ -179,7 +169,7 @@ at::Tensor moe_combine_unfused(const at::Tensor& out_rows, const at::Tensor& wei
 at::Tensor moe_permute(const at::Tensor& flat, const DispatchPlan& plan, int64_t top_k) {
   if (!moe_permute_fused(flat)) return moe_permute_unfused(flat, plan);
   return MoePermuteFunction::apply(flat, plan.slot, moe_inverse_rows(plan, flat.size(0) * top_k),
-                                   top_k, rows_dtype(flat));
+                                   top_k, fused::compute_dtype(flat));
 }
 
 at::Tensor moe_combine(const at::Tensor& out_rows, const at::Tensor& weight,
