@@ -22,6 +22,16 @@ int64_t device_window(int64_t growth_interval) {
   return std::min<int64_t>(growth_interval, std::numeric_limits<int32_t>::max());
 }
 
+// grads *= inv_scale in one pass that raises found_inf (fp32, zero on entry) on inf/nan, then
+// found_inf's MAX over `group`: sharded optimizers hold different gradient shards per rank, and
+// every rank must skip together. A device collective under NCCL, so a captured graph holds it.
+void unscale_and_flag(at::Tensor& grads, dist::Group& group, at::Tensor& found_inf,
+                      const at::Tensor& inv_scale) {
+  std::vector<at::Tensor> list{grads};
+  at::_amp_foreach_non_finite_check_and_unscale_(list, found_inf, inv_scale);
+  group.allreduce(found_inf, dist::ReduceOp::kMax)->wait();
+}
+
 }  // namespace
 
 LossScaler::LossScaler(bool enabled, double init_scale, int64_t growth_interval)
@@ -78,13 +88,9 @@ bool LossScaler::unscale_and_check(at::Tensor& grads, dist::Group& group) const 
   if (!enabled_) return false;
   if (on_device()) throw Error("internal: the loss scaler lives on the device");
   at::NoGradGuard no_grad;
-  // The fused AMP kernel: one pass that multiplies by 1/scale and raises found_inf.
   auto found_inf = at::zeros({1}, grads.options().dtype(at::kFloat));
   auto inv_scale = at::full({1}, 1.0 / state_.scale, grads.options().dtype(at::kFloat));
-  std::vector<at::Tensor> list{grads};
-  at::_amp_foreach_non_finite_check_and_unscale_(list, found_inf, inv_scale);
-  // Sharded optimizers hold different gradient shards per rank: every rank must skip together.
-  group.allreduce(found_inf, dist::ReduceOp::kMax)->wait();
+  unscale_and_flag(grads, group, found_inf, inv_scale);
   return found_inf.item<float>() > 0;
 }
 
@@ -109,10 +115,7 @@ const at::Tensor& LossScaler::unscale_and_check_on_device(at::Tensor& grads, dis
   found_inf_t_.zero_();
   // 1/scale as the host form computes it (in double, then float32): exact for powers of two.
   const auto inv_scale = scale_t_.to(at::kDouble).reciprocal().to(at::kFloat);
-  std::vector<at::Tensor> list{grads};
-  at::_amp_foreach_non_finite_check_and_unscale_(list, found_inf_t_, inv_scale);
-  // A device collective (NCCL: inside a captured graph too): every rank skips together.
-  group.allreduce(found_inf_t_, dist::ReduceOp::kMax)->wait();
+  unscale_and_flag(grads, group, found_inf_t_, inv_scale);
   return found_inf_t_;
 }
 
