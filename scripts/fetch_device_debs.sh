@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .deb
 (cd .deb && apt-get download libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libpcre2-dev \
   libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libgtest-dev libgmock-dev \
-  libgloo-dev libgloo0 libzstd-dev zlib1g-dev)
+  libgloo-dev libgloo0 libzstd-dev zlib1g-dev libutf8proc-dev libutf8proc2)
 if [[ ! -f .devdata/fortunes/prepare.json ]]; then
   mapfile -t files < <(find /usr/share/games/fortunes -maxdepth 1 -type f \
     ! -name '*.dat' ! -name '*.u8' | sort)

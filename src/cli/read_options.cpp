@@ -155,6 +155,13 @@ train::CudaGraphOptions decide_cuda_graphs(const core::Config& cfg, const core::
             "no GPU run has proven them yet (kCudaGraphsProvenOnGpu, src/train/"
             "cuda_graph_step.h); train.cuda_graphs=true turns them on";
       }
+      // The device run that proved graphs had one GPU: collectives inside a captured step
+      // have not run yet, so auto leaves several ranks eager until a multi-GPU run shows it.
+      if (o.why_off.empty() && world_size > 1) {
+        o.why_off =
+            "graphs are proven on one GPU only, not yet with collectives across ranks; "
+            "train.cuda_graphs=true turns them on";
+      }
       o.enabled = o.why_off.empty();
       break;
   }

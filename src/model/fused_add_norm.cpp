@@ -133,6 +133,13 @@ at::Tensor norm_unfused(const at::Tensor& h, const at::Tensor& weight, const at:
     auto y = hf * at::rsqrt(hf.pow(2).mean(-1, /*keepdim=*/true) + eps);
     return weight * y.to(h.scalar_type());
   }
+  // A bf16 h with fp32 parameters outside autocast: the CPU's layer_norm takes the mix (fp32
+  // math, h's type out), libtorch's CUDA kernel refuses it (seen on an H100, 2026-11-27). Do the
+  // same math explicitly there. Under autocast layer_norm runs in fp32 anyway: left as it is.
+  if (h.is_cuda() && weight.defined() && weight.scalar_type() != h.scalar_type() &&
+      !at::autocast::is_autocast_enabled(at::kCUDA))
+    return at::layer_norm(h.to(weight.scalar_type()), {h.size(-1)}, weight, bias, eps, true)
+        .to(h.scalar_type());
   return at::layer_norm(h, {h.size(-1)}, weight, bias, eps, /*cudnn_enable=*/true);
 }
 

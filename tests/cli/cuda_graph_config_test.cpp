@@ -182,6 +182,11 @@ TEST(CudaGraphConfig, AutoIsOnOnlyOnAGpuWhereNothingRefusesOnceProven) {
   const auto gloo = decide_cuda_graphs(with("dist.backend", "gloo"), cuda_runtime(), 2, true);
   EXPECT_FALSE(gloo.enabled);
   EXPECT_NE(gloo.why_off.find("dist.backend=nccl"), std::string::npos) << gloo.why_off;
+  // Several ranks over NCCL: graphs are proven on one GPU only, so auto stays eager there.
+  const auto ranks = decide_cuda_graphs(with("dist.backend", "nccl"), cuda_runtime(), 2, true);
+  EXPECT_FALSE(ranks.enabled);
+  EXPECT_NE(ranks.why_off.find("proven on one GPU only"), std::string::npos) << ranks.why_off;
+  EXPECT_TRUE(decide_cuda_graphs(with("dist.backend", "nccl"), cuda_runtime(), 1, true).enabled);
   // A CPU: off, saying so.
   const auto cpu = decide_cuda_graphs(cfg, core::Runtime::cpu(), 1, true);
   EXPECT_FALSE(cpu.enabled);
