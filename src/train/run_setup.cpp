@@ -119,17 +119,16 @@ void check_stream_resume(const LoadedCheckpoint& ckpt, const nlohmann::json& sav
   }
   const auto changed = changed_settings(ckpt, run_yaml, kStreamPositionKeys);
   if (!changed.empty()) {
-    std::string was, now, flags;
+    std::string was, flags;
     for (const auto& c : changed) {
-      was += (was.empty() ? "" : ", ") + c.key + " = " + c.saved;
-      now += (now.empty() ? "" : ", ") + c.now;
+      was += (was.empty() ? "" : ", ") + c.key + " = " + c.saved + " (this run: " + c.now + ")";
       flags += " --" + c.key + "=" + c.saved;
     }
-    throw UsageError(
-        "checkpoint " + ckpt.dir + " was streamed with " + was + "; this run has " + now +
-        ": the stream's units and their order, so its saved positions, depend on "
-        "them; resume with" +
-        flags + ", or start a new run from its weights with --model.init_from=" + ckpt.dir);
+    throw UsageError("checkpoint " + ckpt.dir + " was streamed with " + was +
+                     ": the stream's units and their order, so its saved positions, depend on "
+                     "them; resume with" +
+                     flags +
+                     ", or start a new run from its weights with --model.init_from=" + ckpt.dir);
   }
   if (saved_stream.at("corpus").get<std::string>() != stream->corpus_fingerprint()) {
     throw UsageError("checkpoint " + ckpt.dir +

@@ -254,9 +254,9 @@ TEST_F(StreamTrain, AResumeWithChangedUnitSettingsNamesTheKeyBeforeResuming) {
   const std::string run = dir_->file("settings_run");
   stop_stream_run_at_step_2(flags(run));
   const std::pair<const char*, const char*> changes[] = {
-      {" --data.stream.block_mb=1", "data.stream.block_mb = 64"},
-      {" --data.stream.val_fraction=0.3", "data.stream.val_fraction = 0.2"},
-      {" --train.seed=7", "train.seed = 1337"}};
+      {" --data.stream.block_mb=1", "data.stream.block_mb = 64 (this run: 1)"},
+      {" --data.stream.val_fraction=0.3", "data.stream.val_fraction = 0.2 (this run: 0.3)"},
+      {" --train.seed=7", "train.seed = 1337 (this run: 7)"}};
   for (const auto& [flag, saved] : changes) {
     auto r = run_command(lmtrain_binary() + " train" + flags(run) + flag + " --resume=auto");
     expect_refused(r, {std::string("was streamed with ") + saved, "resume with --"});

@@ -488,7 +488,7 @@ TEST(TemporalSeriesFile, PicksTheReaderByExtension) {
                {"missing.npy", "no such file"});
   // A directory is named as one, whatever its name ends with.
   std::filesystem::create_directories(dir.file("series.csv"));
-  for (const std::string d : {dir.path(), dir.file("series.csv")}) {
+  for (const std::string& d : {dir.path(), dir.file("series.csv")}) {
     try {
       read_series_file(d, 0);
       ADD_FAILURE() << "no error for " << d;
