@@ -117,8 +117,8 @@ class JsonlDocuments : public DocumentReader {
         throw Error(at + ": expected a JSON object with a \"" + key + "\" string");
       const auto it = j.find(key);
       if (it == j.end()) {
-        throw Error(at + ": the object has no \"" + key +
-                    "\" field (name the text field with --text_column NAME)");
+        throw Error(at + ": the object has no \"" + key + "\" field (name the text field with " +
+                    options_.text_column_setting + ")");
       }
       if (it->is_null()) continue;
       if (!it->is_string()) {
@@ -151,7 +151,7 @@ class JsonlDocuments : public DocumentReader {
 class ParquetDocuments : public DocumentReader {
  public:
   ParquetDocuments(const InputFile& file, const DocumentReaderOptions& options)
-      : file_(file.path, options.text_column) {}
+      : file_(file.path, options.text_column, options.text_column_setting) {}
 
   bool next(std::string* text) override {
     for (;;) {
