@@ -16,9 +16,15 @@ InferenceModel load_inference_model(const std::string& spec, const core::Runtime
                                     const std::vector<std::string>& extra_files) {
   auto dir = CheckpointStore::resolve(spec, spec);
   if (!dir) throw UsageError("no checkpoint found at '" + spec + "'");
-  std::vector<std::string> files = {"model.safetensors"};
-  files.insert(files.end(), extra_files.begin(), extra_files.end());
-  auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, files);
+  // The extra files are read only when the checkpoint lists them (load verifies every listed
+  // file either way): whether one is required is the caller's to say, in its own words (an LM's
+  // checkpoint has no objective.safetensors, and is not a temporal-encoder run).
+  auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+  for (const auto& name : extra_files) {
+    if (ckpt.meta["files"].contains(name)) {
+      ckpt.files.emplace(name, core::read_safetensors(ckpt.dir + "/" + name));
+    }
+  }
   InferenceModel out;
   const core::Config cfg = checkpoint_config(ckpt);
   out.config_yaml = ckpt.meta["config"].get<std::string>();

@@ -6,10 +6,19 @@
 //  - no silent overwrite: a fresh run (no checkpoint.resume) into a run dir that already holds
 //    checkpoints is refused, naming them and the choices (--resume=auto, another run.dir,
 //    --overwrite). With --overwrite the earlier run is moved into RUN_DIR/previous-<n>/, never
-//    deleted.
+//    deleted;
+//  - a fresh timeline starts fresh files: a fresh run (or --resume=auto that finds no
+//    checkpoint) into a run dir without checkpoints moves an abandoned run's files
+//    (metrics.jsonl, train.log, config.yaml, ...) aside into RUN_DIR/previous-<n>/ with a
+//    warning, so its metrics are never merged with the new ones, and refuses a run dir holding
+//    anything lmtrain does not write there, naming it (a user's data is not ours to move);
+//  - no rewind over history: a resume from an earlier checkpoint (a path, an epoch link, best)
+//    is refused while later checkpoints of the run dir would be overwritten by the new
+//    timeline, naming them; --overwrite moves them aside into RUN_DIR/previous-<n>/checkpoints/.
 #pragma once
 #include <string>
 
+#include "checkpoint/checkpoint_store.h"
 #include "core/file_lock.h"  // IWYU pragma: keep (the returned lock)
 #include "distributed/group.h"
 
@@ -19,7 +28,8 @@ namespace lmtrain::train {
 // into `run_dir` (which must exist). Rank 0 decides and every rank gets the verdict, so a
 // refusal is the same UsageError (exit code 2) on all of them. Rank 0's result holds the lock
 // (keep it alive for the run); the other ranks' results hold nothing.
-core::FileLock claim_run_dir(const std::string& run_dir, bool resuming, bool overwrite,
-                             dist::Group& group);
+// `resume` is the run's checkpoint.resume.
+core::FileLock claim_run_dir(const std::string& run_dir, const CheckpointRequest& resume,
+                             bool overwrite, dist::Group& group);
 
 }  // namespace lmtrain::train

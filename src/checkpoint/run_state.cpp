@@ -10,8 +10,13 @@
 #include "core/error.h"
 #include "core/file_lock.h"
 #include "core/fs.h"
+#include "core/regular_file.h"
 
 namespace lmtrain::train {
+namespace {
+// A run state is a few hundred bytes (its reason, an error text, is the longest part).
+constexpr uint64_t kMaxRunStateBytes = 1 << 20;
+}  // namespace
 
 void write_run_state(const std::string& run_dir, const RunState& s) {
   nlohmann::json j = {{"state", s.state},
@@ -33,7 +38,8 @@ std::optional<RunState> read_run_state(const std::string& run_dir) {
   const std::string path = run_dir + "/" + kRunStateFile;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  const auto j = nlohmann::json::parse(core::read_file(path), nullptr, /*allow_exceptions=*/false);
+  const auto j = nlohmann::json::parse(core::read_regular_file(path, kMaxRunStateBytes), nullptr,
+                                       /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
     throw Error(path + ": not a run state (a JSON object with a \"state\" string); remove it or " +
                 "let the next `lmtrain train` rewrite it");

@@ -4,7 +4,9 @@
 //   "running"   when training starts (after the run dir is claimed), with its pid and host;
 //   "finished"  when the run reached train.max_steps (or was already complete);
 //   "stopped"   when it stopped early with a checkpoint: SIGINT/SIGTERM or train.stop_at_step;
-//   "failed"    when it ended with an error (the error's text is kept).
+//   "failed"    when it ended with an error (the error's text is kept); a start refused with a
+//               UsageError (exit 2: a resume whose model differs, say) is no end of the run it
+//               refused: the file is put back as the job before it left it.
 // A job killed outright (kill -9, out of memory, a lost node) cannot write anything: it leaves
 // "running" with a pid that is no longer alive, which run_status() calls crashed.
 // Beside the state it records what the report's summary needs and no other file holds: the

@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_temporal.h"
 #include "cli/read_options.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -108,7 +109,20 @@ int cmd_eval(const Args& argv) {
 
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
-  if (args.get_bool("temporal_qa") || args.has("data.temporal.dir")) return eval_temporal(args, rt);
+  if (args.get_bool("temporal_qa") || args.has("data.temporal.dir")) {
+    // Decided from meta.json before any tensor is read, as `generate --series` does: an LM's
+    // checkpoint has no encoder to answer with.
+    const std::string spec = args.get("checkpoint");
+    if (const auto temporal = is_temporal_checkpoint(spec); temporal && !*temporal) {
+      throw UsageError(
+          std::string(args.get_bool("temporal_qa") ? "--temporal_qa" : "--data.temporal.dir") +
+          " needs a temporal-encoder run's checkpoint, and " + spec +
+          " is not one (model.temporal.enabled is false): train one with "
+          "--model.temporal.enabled=true, or leave the flag out to evaluate this "
+          "LM on --data.dir");
+    }
+    return eval_temporal(args, rt);
+  }
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   if (loaded.temporal) return eval_temporal(args, rt);
   const core::Config cfg = train::recorded_config(loaded.config_yaml, loaded.checkpoint_dir);

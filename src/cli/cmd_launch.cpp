@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse_int.h"
+#include "core/stop_signal.h"
 #include "distributed/launcher.h"
 #include "distributed/rendezvous.h"
 
@@ -45,6 +46,7 @@ int parse_nonneg(const std::string& flag, const std::string& v) {
 }  // namespace
 
 int cmd_launch(const Args& args) {
+  core::ignore_broken_pipes();  // a closed stdout must not kill the job (nor, inherited, a rank)
   dist::LaunchOptions o;
   bool standalone = false;
   size_t i = 0;

@@ -107,12 +107,16 @@ int cmd_temporal_data(const Args& argv) {
   }
   o.generator.tasks = args.get_all("tasks");
   const auto s = data::temporal::write_temporal_data(o, temporal_progress_display());
+  // No rate for a run too short to time (core::rate_measurable).
+  const std::string rate =
+      core::rate_measurable(s.seconds)
+          ? log::format("%.0f samples/s, ", static_cast<double>(s.manifest.num_samples) / s.seconds)
+          : "";
   std::cout << log::format(
       "temporal-data: wrote %lld samples in %zu shard(s), %.1f MB, to %s in %.1f s "
-      "(%.0f samples/s, %d thread(s), seed %llu)\n",
+      "(%s%d thread(s), seed %llu)\n",
       static_cast<long long>(s.manifest.num_samples), s.manifest.shards.size(),
-      static_cast<double>(s.bytes) / 1e6, o.output_dir.c_str(), s.seconds,
-      s.seconds > 0 ? static_cast<double>(s.manifest.num_samples) / s.seconds : 0.0, s.threads,
+      static_cast<double>(s.bytes) / 1e6, o.output_dir.c_str(), s.seconds, rate.c_str(), s.threads,
       static_cast<unsigned long long>(o.generator.seed));
   return 0;
 }

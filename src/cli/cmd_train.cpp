@@ -16,6 +16,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "train/recorded_run.h"
 #include "train/trainer.h"
 
@@ -103,6 +104,9 @@ int spawn_ranks(const Args& argv, const std::string& nproc) {
 }  // namespace
 
 int cmd_train(const Args& argv) {
+  // `lmtrain train ... | head -3`: the run goes on when its console goes away (train.log keeps
+  // everything).
+  core::ignore_broken_pipes();
   auto flags = config_flags();
   flags.push_back(
       {"help-models", FlagKind::kBool, "list the presets in configs/ with their parameter counts"});
@@ -118,7 +122,9 @@ int cmd_train(const Args& argv) {
                    "NAME"});
   flags.push_back({"overwrite", FlagKind::kBool,
                    "start fresh in a run.dir that holds an earlier run's checkpoints, moving "
-                   "that run into RUN_DIR/previous-<n>/ (never deleted)"});
+                   "that run into RUN_DIR/previous-<n>/ (never deleted); with a resume from an "
+                   "earlier checkpoint, move the later checkpoints it would replace aside into "
+                   "RUN_DIR/previous-<n>/checkpoints/"});
   flags.push_back({"model_size", FlagKind::kValue,
                    "tiny|small|medium|large: the preset configs/qwen3-<size>.yaml (the Qwen3 "
                    "trainer's sizes; merged before --config)",

@@ -19,6 +19,9 @@ struct LoggerState {
   bool quiet = false;
   bool progress_quiet = false;
   std::string status;  // the in-place status line on the terminal ("" = none shown)
+  // A write to stderr failed (its reader is gone: a closed pipe, a lost terminal): the console
+  // is given up for good, and the log file, if any, keeps every line.
+  bool console_lost = false;
   // Lines written before the first set_file (config notices, the distributed setup): they go
   // to the head of that file, so that a rank's log holds its whole story.
   std::vector<std::string> early;
@@ -82,8 +85,13 @@ bool progress_quiet() {
 namespace {
 // Erases the status line the cursor is on (the caller holds the lock).
 void erase_status(LoggerState& s) {
-  if (s.status.empty()) return;
+  if (s.status.empty() || s.console_lost) return;
   std::cerr << '\r' << std::string(s.status.size(), ' ') << '\r';
+}
+// After writing to the console: a failed write marks it lost (the caller holds the lock).
+void note_console_state(LoggerState& s) {
+  std::cerr.flush();
+  if (!std::cerr) s.console_lost = true;
 }
 }  // namespace
 
@@ -91,10 +99,11 @@ void set_status(const std::string& line) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   // Pad over a longer previous line instead of an erase-line escape code.
+  if (s.console_lost) return;
   std::string text = line;
   if (text.size() < s.status.size()) text.append(s.status.size() - text.size(), ' ');
   std::cerr << '\r' << text;
-  std::cerr.flush();
+  note_console_state(s);
   s.status = line;
 }
 
@@ -102,7 +111,7 @@ void clear_status() {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   erase_status(s);
-  std::cerr.flush();
+  if (!s.console_lost) note_console_state(s);
   s.status.clear();
 }
 
@@ -110,11 +119,11 @@ void write(Level level, const std::string& line) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   const char* tag = level == Level::kWarn ? "warning: " : level == Level::kError ? "error: " : "";
-  if (!(s.quiet && level == Level::kInfo)) {
+  if (!(s.quiet && level == Level::kInfo) && !s.console_lost) {
     erase_status(s);
     std::cerr << s.prefix << tag << line << '\n';
     if (!s.status.empty()) std::cerr << s.status;  // the status line again, below
-    std::cerr.flush();
+    note_console_state(s);
   }
   if (s.file.is_open()) {
     s.file << timestamp() << ' ' << tag << line << '\n';

@@ -82,7 +82,8 @@ double Progress::elapsed() const { return clock_(); }
 std::string Progress::format_line(const std::string& what, int64_t done, int64_t total,
                                   const std::string& unit, double elapsed_s, bool bar) {
   std::string out = what + " ";
-  const double rate = elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0;
+  // No rate (nor an ETA from it) over a time too short to measure.
+  const double rate = rate_measurable(elapsed_s) ? static_cast<double>(done) / elapsed_s : 0;
   if (total > 0) {
     const double frac =
         std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0);
@@ -99,7 +100,7 @@ std::string Progress::format_line(const std::string& what, int64_t done, int64_t
   } else {
     out += progress_count(static_cast<double>(done)) + " " + unit;
   }
-  if (elapsed_s > 0) out += ", " + progress_count(rate) + " " + unit + "/s";
+  if (rate_measurable(elapsed_s)) out += ", " + progress_count(rate) + " " + unit + "/s";
   if (!bar) out += ", elapsed " + progress_duration(elapsed_s);
   if (total > 0 && done > 0 && done < total && rate > 0) {
     out += ", ETA " + progress_duration(static_cast<double>(total - done) / rate);
@@ -141,7 +142,9 @@ void Progress::finish() {
   const double now = elapsed();
   if (mode_ == ProgressMode::kTerminal) log::clear_status();
   const std::string rate =
-      now > 0 ? ", " + progress_count(static_cast<double>(done_) / now) + " " + unit_ + "/s" : "";
+      rate_measurable(now)
+          ? ", " + progress_count(static_cast<double>(done_) / now) + " " + unit_ + "/s"
+          : "";
   if (total_ > 0 && done_ < total_) {
     log::info(log::format("%s stopped at %s/%s %s after %s", what_.c_str(),
                           progress_count(static_cast<double>(done_)).c_str(),

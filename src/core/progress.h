@@ -25,6 +25,11 @@ namespace lmtrain::core {
 
 enum class ProgressMode { kOff, kTerminal, kLines };
 
+// A rate over less time than this is noise, not a measurement (a phase that took 0.0 s would
+// claim a billion units a second): no rate is printed below it.
+inline constexpr double kMinRateSeconds = 0.05;
+inline bool rate_measurable(double seconds) { return seconds >= kMinRateSeconds; }
+
 // The mode new Progress objects use: off after --quiet, else LMTRAIN_PROGRESS, else terminal
 // when stderr is one, lines otherwise.
 ProgressMode progress_mode();

@@ -39,6 +39,10 @@ std::vector<std::string> run_dir_contents(const std::string& dir) {
 }
 
 std::string move_run_aside(const std::string& dir) {
+  return move_aside(dir, run_dir_contents(dir));
+}
+
+std::string move_aside(const std::string& dir, const std::vector<std::string>& names) {
   // DIR/previous-<n>: one more than the highest already there.
   int64_t highest = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -52,14 +56,14 @@ std::string move_run_aside(const std::string& dir) {
     }
   }
   const std::string dest = dir + "/" + kPreviousRunPrefix + std::to_string(highest + 1);
-  const auto names = run_dir_contents(dir);
   ensure_dir(dest);
   for (const auto& name : names) {
+    const std::string to = dest + "/" + name;
+    ensure_dir(fs::path(to).parent_path().string());
     std::error_code ec;
-    fs::rename(dir + "/" + name, dest + "/" + name, ec);
+    fs::rename(dir + "/" + name, to, ec);
     if (ec) {
-      throw Error("--overwrite: cannot move " + dir + "/" + name + " into " + dest + ": " +
-                  ec.message());
+      throw Error("cannot move " + dir + "/" + name + " aside into " + dest + ": " + ec.message());
     }
   }
   fsync_path(dir);

@@ -33,4 +33,8 @@ std::vector<std::string> run_dir_contents(const std::string& dir);
 // previous-<n>, the rest in place: nothing is lost either way.
 std::string move_run_aside(const std::string& dir);
 
+// The same for some entries only: each DIR/<name> (a name may hold a '/': "checkpoints/step_5")
+// goes to DIR/previous-<n>/<name>, its parent folders made as needed.
+std::string move_aside(const std::string& dir, const std::vector<std::string>& names);
+
 }  // namespace lmtrain::core

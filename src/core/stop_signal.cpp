@@ -23,6 +23,13 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
+void ignore_broken_pipes() {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPIPE, &sa, nullptr);
+}
+
 bool stop_requested() { return g_stop_signal != 0; }
 int stop_signal() { return g_stop_signal; }
 

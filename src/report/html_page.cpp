@@ -30,6 +30,7 @@ svg.chart text.title { font-size: 13px; font-weight: 600; }
 svg.chart text.ytick { text-anchor: end; }
 svg.chart text.xtick, svg.chart text.xlabel, svg.chart text.ylabel { text-anchor: middle; }
 svg.chart text.caption { fill: #777; font-size: 10px; }
+svg.chart text.note { fill: #8a5a00; font-size: 10px; }
 svg.chart rect.plot { fill: #fcfcfc; stroke: #ccc; }
 svg.chart g.grid line { stroke: #e8e8e8; stroke-width: 1; }
 ul.notes li { color: #8a5a00; }

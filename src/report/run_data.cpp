@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_paths.h"
@@ -14,7 +13,9 @@
 #include "core/error.h"
 #include "core/file_lock.h"
 #include "core/fs.h"
+#include "core/lock_probe.h"
 #include "core/log.h"
+#include "core/regular_file.h"
 #include "core/run_dir_lock.h"
 #include "model/gpt_config.h"
 #include "options/read_model.h"
@@ -23,6 +24,9 @@ namespace fs = std::filesystem;
 
 namespace lmtrain::report {
 namespace {
+
+// A resolved config is a few KiB; anything this large at config.yaml is not one.
+constexpr uint64_t kMaxConfigBytes = 16 << 20;
 
 void flatten_yaml_node(const YAML::Node& node, const std::string& prefix,
                        std::map<std::string, std::string>& out) {
@@ -45,22 +49,30 @@ void flatten_yaml_node(const YAML::Node& node, const std::string& prefix,
   }
 }
 
-// The end of a file (its last `max_bytes`), for the last lines of a long train.log.
+// The end of a file (its last `max_bytes`), for the last lines of a long train.log; "" when it
+// is absent or no regular file (a FIFO there must not hang the report).
 std::string read_file_tail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return "";
-  const auto size = static_cast<size_t>(in.tellg());
-  const size_t from = size > max_bytes ? size - max_bytes : 0;
-  std::string s(size - from, '\0');
-  in.seekg(static_cast<std::streamoff>(from));
-  in.read(s.data(), static_cast<std::streamsize>(s.size()));
-  return s;
+  try {
+    const core::RegularFile file(path, UINT64_MAX);
+    const uint64_t size = file.size();
+    const uint64_t from = size > max_bytes ? size - max_bytes : 0;
+    return file.read(from, size - from);
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 std::string last_logged_step_text(const RunMetrics& m) {
   const auto it = m.scalars.find("loss");
   if (it == m.scalars.end() || it->second.empty()) return "";
   return log::format("; last logged step %lld", (long long)it->second.step.back());
+}
+
+// A live pid is this run only while the run dir's lock is held: a run that died without a word
+// (kill -9) leaves its pid free for the system to give another process, but the kernel dropped
+// its lock. True when the lock is known to be free.
+bool run_lock_free(const std::string& run_dir) {
+  return core::flock_held(run_dir + "/" + core::kRunDirLockFile) == std::optional<bool>(false);
 }
 
 // The state of a run from run_state.json, else from train.log and the lock (older runs).
@@ -86,7 +98,8 @@ void classify_run(RunData& run, const std::optional<train::RunState>& state) {
       run.status_detail = "error: " + state->reason + last;
     } else if (s == "running") {
       bool other_host = false;
-      if (train::run_process_alive(state->pid, state->host, &other_host)) {
+      const bool alive = train::run_process_alive(state->pid, state->host, &other_host);
+      if (alive && !run_lock_free(run.dir)) {
         run.status = RunStatus::kRunning;
         run.status_detail =
             log::format("pid %lld on %s", (long long)state->pid, state->host.c_str()) + last;
@@ -97,6 +110,14 @@ void classify_run(RunData& run, const std::optional<train::RunState>& state) {
                                 "check from this host)",
                                 (long long)state->pid, state->host.c_str()) +
                             last;
+      } else if (alive) {
+        run.status = RunStatus::kCrashed;
+        run.status_detail =
+            log::format(
+                "pid %lld ended without recording an end (killed?); that pid now belongs to "
+                "another process (the run dir's lock is free)",
+                (long long)state->pid) +
+            last;
       } else {
         run.status = RunStatus::kCrashed;
         run.status_detail = log::format("pid %lld ended without recording an end (killed?)",
@@ -129,7 +150,7 @@ void classify_run(RunData& run, const std::optional<train::RunState>& state) {
     run.status = RunStatus::kFinished;
   } else if (after_start(stopped)) {
     run.status = RunStatus::kStopped;
-  } else if (has_owner && train::run_process_alive(pid, host)) {
+  } else if (has_owner && train::run_process_alive(pid, host) && !run_lock_free(run.dir)) {
     run.status = RunStatus::kRunning;
     run.status_detail = log::format("pid %lld", pid) + last;
   } else if (!log_tail.empty()) {
@@ -193,7 +214,7 @@ RunData read_run(const std::string& dir, const RunMetrics* metrics) {
   }
 
   if (has_config) {
-    const std::string text = core::read_file(config_path);
+    const std::string text = core::read_regular_file(config_path, kMaxConfigBytes);
     run.config = flatten_config_yaml(text, config_path);
     try {
       core::Config cfg = core::Config::defaults();

@@ -1,14 +1,12 @@
 #include "report/run_metrics.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace lmtrain::report {
 namespace {
@@ -201,32 +199,25 @@ RunMetrics parse_metrics(std::string_view text, const std::string& path) {
   return std::move(reader).finish();
 }
 
-RunMetrics read_metrics_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw Error("cannot read " + path + ": it is a directory, not the run's metrics file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
+RunMetrics read_metrics_file(const std::string& path, uint64_t max_bytes) {
+  // A regular file only, up to its size when opened (core/regular_file.h): a FIFO or a link
+  // to /dev/zero in its place is refused, not read for ever.
+  const core::RegularFile file(path, max_bytes);
   MetricsReader reader(path);
-  const auto size = std::filesystem::file_size(path, ec);
-  std::string chunk(4 << 20, '\0');
-  bool first = true;
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    const auto got = static_cast<size_t>(in.gcount());
-    if (got == 0) break;
-    if (first && !ec) {
+  const uint64_t size = file.size();
+  constexpr uint64_t kPiece = 4 << 20;
+  for (uint64_t at = 0; at < size; at += kPiece) {
+    const std::string chunk = file.read(at, kPiece);
+    if (chunk.empty()) break;  // cut short since it was opened
+    if (at == 0) {
       // Records to expect, from the first piece's lines per byte (a few percent over).
-      const auto lines = std::count(chunk.begin(), chunk.begin() + got, '\n');
+      const auto lines = std::count(chunk.begin(), chunk.end(), '\n');
       reader.expect_records(
           static_cast<size_t>(1.05 * static_cast<double>(size) * static_cast<double>(lines + 1) /
-                              static_cast<double>(got)));
-      first = false;
+                              static_cast<double>(chunk.size())));
     }
-    reader.feed(std::string_view(chunk.data(), got));
+    reader.feed(chunk);
   }
-  if (in.bad()) throw Error("cannot read " + path + ": " + std::strerror(errno));
   return std::move(reader).finish();
 }
 

@@ -84,9 +84,14 @@ class MetricsReader {
   size_t expected_records_ = 0;
 };
 
-// The whole file, read in pieces (a million-step file is ~100 MB). Throws lmtrain::Error
+// The most of metrics.jsonl the report reads: a million logged steps take ~100 MB, so this is
+// room for about ten million, and a file beyond it is refused instead of filling memory.
+inline constexpr uint64_t kMaxMetricsBytes = uint64_t{1} << 30;
+
+// The whole file, read in pieces, when it is a regular file of at most max_bytes (a FIFO, a
+// device, a directory or a larger file is refused: core/regular_file.h). Throws lmtrain::Error
 // naming `path` when it cannot be read.
-RunMetrics read_metrics_file(const std::string& path);
+RunMetrics read_metrics_file(const std::string& path, uint64_t max_bytes = kMaxMetricsBytes);
 // The same from text (tests, the fuzz target); `path` names it in messages.
 RunMetrics parse_metrics(std::string_view text, const std::string& path);
 

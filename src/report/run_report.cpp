@@ -2,10 +2,7 @@
 
 #include <sys/stat.h>
 
-#include <cerrno>
-#include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,6 +11,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/regular_file.h"
 #include "report/html_page.h"
 #include "report/markdown_card.h"
 #include "report/run_data.h"
@@ -32,8 +30,7 @@ std::string render_runs(const std::vector<RunData>& runs, ReportFormat format) {
 // file aside and a new one starts).
 struct LiveMetrics {
   std::unique_ptr<MetricsReader> reader;
-  dev_t dev = 0;
-  ino_t ino = 0;
+  uint64_t dev = 0, ino = 0;
 };
 
 struct LiveReports {
@@ -50,23 +47,17 @@ LiveReports& live_reports() {
 RunMetrics read_appended_metrics(LiveMetrics& live, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return RunMetrics{};
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (!live.reader || st.st_dev != live.dev || st.st_ino != live.ino ||
+  // A regular file within the cap only, as `lmtrain report` reads it (run_metrics.h).
+  const core::RegularFile file(path, kMaxMetricsBytes);
+  const uint64_t size = file.size();
+  if (!live.reader || file.device() != live.dev || file.inode() != live.ino ||
       size < live.reader->bytes_fed()) {
     live.reader = std::make_unique<MetricsReader>(path);
-    live.dev = st.st_dev;
-    live.ino = st.st_ino;
+    live.dev = file.device();
+    live.ino = file.inode();
   }
   const uint64_t from = live.reader->bytes_fed();
-  if (size > from) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot read " + path + ": " + std::strerror(errno));
-    in.seekg(static_cast<std::streamoff>(from));
-    std::string chunk(size - from, '\0');
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    chunk.resize(static_cast<size_t>(in.gcount()));
-    live.reader->feed(chunk);
-  }
+  if (size > from) live.reader->feed(file.read(from, size - from));
   return live.reader->finish();
 }
 

@@ -14,6 +14,20 @@ constexpr double kWidth = 560, kPlotHeight = 230;
 constexpr double kLeft = 64, kRight = 16, kTop = 34, kBottom = 42;
 constexpr double kLegendRow = 17, kCharWidth = 6.4;
 
+// Values beyond this are not drawn (and the chart says how many): an axis that spans them
+// overflows (1e308 - -1e308 is inf) and its pixels become nan. No metric worth a chart gets near.
+constexpr double kDrawLimit = 1e150;
+
+bool drawable(double v) { return std::isfinite(v) && std::fabs(v) <= kDrawLimit; }
+
+bool drawable_point(const LineSeries& s, size_t i) { return drawable(s.x[i]) && drawable(s.y[i]); }
+
+// "3 points beyond +/-1e150 (or not finite) are not drawn", for a chart that left some out.
+std::string svg_skipped_note(size_t skipped) {
+  return std::to_string(skipped) + (skipped == 1 ? " point" : " points") +
+         " beyond +/-1e150 or not finite " + (skipped == 1 ? "is" : "are") + " not drawn";
+}
+
 // About `target` round tick values (1, 2, 5 x 10^k apart) between lo and hi.
 std::vector<double> svg_linear_ticks(double lo, double hi, int target) {
   std::vector<double> ticks;
@@ -102,8 +116,13 @@ std::string run_color(size_t i) {
 std::string render_line_chart(const LineChart& chart) {
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
   double y_lo = x_lo, y_hi = -x_lo;
+  size_t skipped = 0;
   for (const auto& s : chart.series) {
     for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!drawable_point(s, i)) {
+        ++skipped;
+        continue;
+      }
       x_lo = std::min(x_lo, s.x[i]);
       x_hi = std::max(x_hi, s.x[i]);
       y_lo = std::min(y_lo, s.y[i]);
@@ -203,20 +222,23 @@ std::string render_line_chart(const LineChart& chart) {
       if (s.style != pass) continue;
       std::string points;
       points.reserve(s.x.size() * 12);
+      size_t drawn = 0;
       for (size_t i = 0; i < s.x.size(); ++i) {
-        if (i) points += ' ';
+        if (!drawable_point(s, i)) continue;
+        if (drawn++) points += ' ';
         points += coord(xa.map(s.x[i]));
         points += ',';
         points += coord(ya.map(s.y[i]));
       }
       out += "<polyline fill=\"none\" " + svg_style_attrs(s.style, s.color) + " data-run=\"" +
              xml_escape(s.run) + "\" data-metric=\"" + xml_escape(s.metric) + "\" data-kind=\"" +
-             xml_escape(s.kind) + "\" data-points=\"" + std::to_string(s.x.size()) +
+             xml_escape(s.kind) + "\" data-points=\"" + std::to_string(drawn) +
              "\" data-source-points=\"" + std::to_string(s.source_points) + "\" points=\"" +
              points + "\"><title>" + xml_escape(s.label) + "</title></polyline>";
       if (s.style == LineStyle::kDashedMarkers && s.x.size() <= 400) {
         out += "<g fill=\"" + s.color + "\">";
         for (size_t i = 0; i < s.x.size(); ++i) {
+          if (!drawable_point(s, i)) continue;
           out += "<circle cx=\"" + coord(xa.map(s.x[i])) + "\" cy=\"" + coord(ya.map(s.y[i])) +
                  "\" r=\"2.5\"><title>" + xml_escape(s.label) + ": " + format_number(s.y[i]) +
                  " at " + format_count(s.x[i]) + "</title></circle>";
@@ -224,6 +246,11 @@ std::string render_line_chart(const LineChart& chart) {
         out += "</g>";
       }
     }
+  }
+  if (skipped) {
+    out += "<text x=\"" + coord(kLeft + 4) + "\" y=\"" + coord(kTop + 12) +
+           "\" class=\"note\" data-skipped-points=\"" + std::to_string(skipped) + "\">" +
+           xml_escape(svg_skipped_note(skipped)) + "</text>";
   }
   out += legend_svg;
   out += "</svg>";
@@ -253,9 +280,14 @@ std::string render_heat_map(const HeatMap& map) {
   const size_t rows = map.cells.size();
   const size_t cols = rows ? map.cells[0].size() : 0;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  size_t skipped = 0;
   for (const auto& row : map.cells) {
     for (double v : row) {
       if (std::isnan(v)) continue;
+      if (!drawable(v)) {
+        ++skipped;
+        continue;
+      }
       lo = std::min(lo, v);
       hi = std::max(hi, v);
     }
@@ -283,7 +315,7 @@ std::string render_heat_map(const HeatMap& map) {
     }
     for (size_t c = 0; c < cols; ++c) {
       const double v = map.cells[r][c];
-      if (std::isnan(v)) continue;
+      if (!drawable(v)) continue;
       const double t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
       // Cells overlap by a hair so no background shows between them.
       out += "<rect x=\"" + coord(kLeft + cell_w * static_cast<double>(c)) + "\" y=\"" + coord(y) +
@@ -313,9 +345,12 @@ std::string render_heat_map(const HeatMap& map) {
          format_number(lo) + "</text>";
   out += "<text x=\"" + coord(sx + 16) + "\" y=\"" + coord(kTop + plot_h / 2 + 4) +
          "\" class=\"scale\">" + xml_escape(map.value_label) + "</text>";
-  if (!map.caption.empty()) {
-    out += "<text x=\"" + coord(kLeft) + "\" y=\"" + coord(height - 4) + "\" class=\"caption\">" +
-           xml_escape(map.caption) + "</text>";
+  const std::string caption =
+      map.caption + (skipped ? (map.caption.empty() ? "" : "; ") + svg_skipped_note(skipped) : "");
+  if (!caption.empty()) {
+    out += "<text x=\"" + coord(kLeft) + "\" y=\"" + coord(height - 4) + "\" class=\"caption\"" +
+           (skipped ? " data-skipped-points=\"" + std::to_string(skipped) + "\"" : "") + ">" +
+           xml_escape(caption) + "</text>";
   }
   out += "</svg>";
   return out;

@@ -5,11 +5,13 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint/run_state.h"
 #include "core/config_choice.h"
 #include "core/error.h"
 #include "core/file_lock.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "report/run_report.h"
 
@@ -23,6 +25,31 @@ void record_run_state(const std::string& run_dir, const RunState& state) {
   } catch (const std::exception& e) {
     log::warn("could not record the run's state in " + run_dir + "/" + kRunStateFile + ": " +
               e.what());
+  }
+}
+
+// run_state.json as the job before this one left it (nullopt: there was none), so that a start
+// refused with a UsageError can put it back: a refusal is no state of the run it refused.
+std::optional<std::string> read_previous_run_state(const std::string& run_dir) {
+  const std::string path = run_dir + "/" + kRunStateFile;
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  try {
+    return core::read_file(path);
+  } catch (const std::exception&) {
+    return std::nullopt;  // unreadable: nothing to put back
+  }
+}
+
+void restore_run_state(const std::string& run_dir, const std::optional<std::string>& previous) {
+  const std::string path = run_dir + "/" + kRunStateFile;
+  try {
+    if (previous) {
+      core::write_file_atomic(path, *previous);
+    } else {
+      std::filesystem::remove(path);
+    }
+  } catch (const std::exception& e) {
+    log::warn("could not put back " + path + " after the refused start: " + e.what());
   }
 }
 
@@ -43,10 +70,16 @@ TrainResult run_training_recorded(const RunOptions& options, const SetupOptions&
   state.precision = core::to_string(rt.precision);
   state.tokens_per_step = options.batch.tokens_per_step();
   state.started_unix = unix_now();
+  const auto previous = is_main ? read_previous_run_state(run_dir) : std::nullopt;
   if (is_main) record_run_state(run_dir, state);
   TrainResult result;
   try {
     result = run_training(options, setup, snapshot, group, rt, run);
+  } catch (const UsageError&) {
+    // Refused (exit 2: a resume whose model differs, a bad key): the run dir's state stays what
+    // the last job that ran there left.
+    if (is_main) restore_run_state(run_dir, previous);
+    throw;
   } catch (const std::exception& e) {
     if (is_main) {
       state.state = "failed";

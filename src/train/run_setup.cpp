@@ -55,7 +55,19 @@ int64_t resolve_max_steps(const SetupOptions& setup, int64_t steps_per_epoch, bo
   if (max_steps == 0 && epochs == 0) {
     throw UsageError("set 'train.max_steps' or 'train.epochs' (both are 0)");
   }
-  if (max_steps == 0) max_steps = epochs * steps_per_epoch;
+  if (max_steps == 0) {
+    max_steps = epochs * steps_per_epoch;
+  } else if (epochs != 0) {
+    // Both set (a preset's max_steps and --train.epochs, say): max_steps wins, and the run says
+    // so now rather than after training for another length than asked.
+    log::warn(log::format(
+        "train.max_steps = %lld and train.epochs = %lld are both set: train.max_steps wins "
+        "(%lld steps, %.2f epochs of %lld steps); give --train.max_steps=0 to train for "
+        "train.epochs",
+        (long long)max_steps, (long long)epochs, (long long)max_steps,
+        steps_per_epoch > 0 ? static_cast<double>(max_steps) / steps_per_epoch : 0.0,
+        (long long)steps_per_epoch));
+  }
   return max_steps;
 }
 

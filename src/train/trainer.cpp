@@ -171,7 +171,7 @@ StartedRun start_run(const RunOptions& options, dist::Group& group, const core::
   refuse_run_dir_holding_init_from(options.init_from, run_dir, resuming);
   StartedRun run;
   // Held (by rank 0) until the run ends: no other job writes into this run dir meanwhile.
-  run.lock = claim_run_dir(run_dir, resuming, overwrite, group);
+  run.lock = claim_run_dir(run_dir, options.resume, overwrite, group);
   run.log_path =
       run_dir + (rank == 0 ? "/train.log" : "/train.rank" + std::to_string(rank) + ".log");
   log::set_file(run.log_path);

@@ -113,6 +113,22 @@ TEST(Progress, QuietAndOffShowNothing) {
   EXPECT_EQ(out, "");
 }
 
+// issue 38 item 23: temporal-data printed "1.07B samples/s" for a phase of 0.0 s.
+TEST(Progress, APhaseTooShortToTimePrintsNoRate) {
+  double now = 0;
+  const std::string out = stderr_of("lines", [&] {
+    Progress p("test: instant", 1000, "samples", [&] { return now; });
+    now = 1e-6;
+    p.add(1000);
+  });
+  EXPECT_EQ(lines_of(out), (std::vector<std::string>{"test: instant done: 1000 samples in 0.0s"}));
+  EXPECT_EQ(Progress::format_line("test", 500, 1000, "samples", 0.001, false),
+            "test 50% 500/1000 samples, elapsed 0.0s");
+  // From kMinRateSeconds on, the rate is a measurement.
+  EXPECT_EQ(Progress::format_line("test", 500, 1000, "samples", kMinRateSeconds, false),
+            "test 50% 500/1000 samples, 10k samples/s, elapsed 0.1s, ETA 0.1s");
+}
+
 TEST(Progress, ALineSaysDoneOverTotalRateAndEta) {
   EXPECT_EQ(Progress::format_line("prepare: encoding", 1240000, 3090000, "bytes", 1.0, false),
             "prepare: encoding 40% 1.24M/3.09M bytes, 1.24M bytes/s, elapsed 1.0s, ETA 1.5s");

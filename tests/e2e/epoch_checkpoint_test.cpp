@@ -120,9 +120,14 @@ TEST_F(EpochCheckpoints, EachEpochIsLinkedEvaluatedKeptAndResumable) {
   EXPECT_TRUE(fs::is_symlink(epoch_link(other, 2, 2 * S)));
   EXPECT_FALSE(fs::exists(epoch_link(other, 1, S)));  // epoch 1 ended before the resume
 
-  // The bare name resumes within the run dir, like --resume=step_XXXXXXXX.
-  r = train(run, " --resume=" + train::CheckpointStore::epoch_link_name(1, S));
+  // The bare name resumes within the run dir, like --resume=step_XXXXXXXX. That rewinds over
+  // epoch 2's checkpoint, so it takes --overwrite, which moves it aside first (issue 38).
+  r = train(run, " --overwrite --resume=" + train::CheckpointStore::epoch_link_name(1, S));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(
+      core::sha256_file_hex(run + "/previous-1/checkpoints/" +
+                            train::CheckpointStore::step_dir_name(2 * S) + "/model.safetensors"),
+      final_model);
   EXPECT_TRUE(contains(r.output, "resumed from")) << r.output;
   EXPECT_EQ(core::sha256_file_hex(run + "/checkpoints/latest/model.safetensors"), final_model);
 }

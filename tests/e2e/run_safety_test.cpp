@@ -1,14 +1,23 @@
 // "Never lose a run" (issue 17), with the real binary on real files: a fresh run never writes
 // over an earlier one, one job at a time per run dir (a lock that dies with its holder),
 // corrupt token ids and over-long generations are named, and exit codes tell the truth.
+// Part 3 (issue 38): a rewind to an earlier checkpoint never overwrites a later timeline's
+// checkpoints (asserted on their bytes), a fresh timeline starts a fresh metrics.jsonl and keeps
+// the old one aside, a user's file in a run dir is never replaced, a refused start leaves
+// run_state.json as it was, a closed console does not kill a run, and start-up says which of
+// max_steps and epochs wins.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
+#include "checkpoint/checkpoint_store.h"
 #include "core/sha256.h"
 #include "e2e/corpus.h"
 #include "test_util.h"
@@ -68,6 +77,26 @@ class BackgroundRun {
   int shell_pid_ = -1;
   int pid_ = -1;
 };
+
+// Every file under RUN/checkpoints (step dirs and what links resolve to): path -> sha256.
+std::map<std::string, std::string> checkpoint_bytes(const std::string& checkpoints) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(checkpoints)) {
+    if (e.is_regular_file() && !e.is_symlink()) {
+      out[fs::relative(e.path(), checkpoints).string()] = core::sha256_file_hex(e.path().string());
+    }
+  }
+  return out;
+}
+
+// The checkpoints/ links: name -> target.
+std::map<std::string, std::string> checkpoint_links(const std::string& checkpoints) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(checkpoints)) {
+    if (e.is_symlink()) out[e.path().filename().string()] = fs::read_symlink(e.path()).string();
+  }
+  return out;
+}
 
 class RunSafetyTest : public ::testing::Test {
  protected:
@@ -265,6 +294,141 @@ TEST_F(RunSafetyTest, GenerateBeyondTheContextWarns) {
                        "max_new_tokens = 100000 is more than the model's context allows: "
                        "block_size 32 minus the 1-token prompt leaves at most 31 new tokens"))
       << r.output;
+}
+
+// Item 1: 3 epochs, then a resume from epoch 1's link into the same run dir.
+TEST_F(RunSafetyTest, ARewindNeverOverwritesTheLaterTimelinesCheckpoints) {
+  const std::string run = dir_->file("rewind");
+  const std::string epochs = " --train.max_steps=0 --checkpoint.every_epoch=true";
+  auto r = train(run, epochs + " --train.epochs=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("\\((\\d+) steps/epoch\\)"))) << r.output;
+  const int64_t S = std::stoll(m[1]);
+  const std::string ckpts = run + "/checkpoints";
+  const auto bytes = checkpoint_bytes(ckpts);
+  const auto links = checkpoint_links(ckpts);
+  ASSERT_EQ(links.at(train::CheckpointStore::epoch_link_name(3, 3 * S)),
+            train::CheckpointStore::step_dir_name(3 * S));
+  const std::string from = " --resume=" + train::CheckpointStore::epoch_link_name(1, S);
+
+  // Refused, naming the checkpoints the new timeline would replace and the flag; nothing moved.
+  r = train(run, epochs + " --train.epochs=5" + from);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  expect_refused(r, {"would replace the later ones already there",
+                     "checkpoints/" + train::CheckpointStore::step_dir_name(2 * S),
+                     "checkpoints/" + train::CheckpointStore::step_dir_name(3 * S),
+                     "checkpoints/" + train::CheckpointStore::epoch_link_name(3, 3 * S),
+                     "--overwrite", run + "/previous-<n>/checkpoints/"});
+  EXPECT_EQ(checkpoint_bytes(ckpts), bytes);
+  EXPECT_EQ(checkpoint_links(ckpts), links);
+
+  // --overwrite: the later checkpoints and their links go aside byte for byte, then it trains.
+  r = train(run, epochs + " --train.epochs=5 --overwrite" + from);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "moved the later checkpoints")) << r.output;
+  const std::string aside = run + "/previous-1/checkpoints";
+  for (int64_t step : {2 * S, 3 * S}) {
+    const std::string name = train::CheckpointStore::step_dir_name(step);
+    for (const char* file : {"model.safetensors", "meta.json", "optim.rank0.safetensors"}) {
+      const std::string rel = name + "/" + file;
+      EXPECT_EQ(core::sha256_file_hex(aside + "/" + rel), bytes.at(rel)) << rel;
+    }
+  }
+  // The original final model is still reachable by its epoch link.
+  EXPECT_EQ(core::sha256_file_hex(aside + "/" + train::CheckpointStore::epoch_link_name(3, 3 * S) +
+                                  "/model.safetensors"),
+            bytes.at(train::CheckpointStore::step_dir_name(3 * S) + "/model.safetensors"));
+  // What the rewind started from was never touched.
+  const std::string first = train::CheckpointStore::step_dir_name(S) + "/model.safetensors";
+  EXPECT_EQ(core::sha256_file_hex(ckpts + "/" + first), bytes.at(first));
+  EXPECT_TRUE(fs::exists(ckpts + "/" + train::CheckpointStore::step_dir_name(5 * S)));
+}
+
+// Item 2: a user's file in a run dir without checkpoints is refused, named, and untouched; a
+// config.yaml alone (lmtrain writes one there) is moved aside with a notice, never replaced.
+TEST_F(RunSafetyTest, AFreshRunNeverReplacesAFileItFindsInTheRunDir) {
+  const std::string run = dir_->file("users");
+  fs::create_directories(run);
+  write_text(run + "/notes.txt", "my notes\n");
+  auto r = train(run, " --train.max_steps=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  expect_refused(
+      r, {"run dir " + run + " holds notes.txt, which lmtrain did not write there", "--overwrite"});
+  EXPECT_EQ(read_text(run + "/notes.txt"), "my notes\n");
+  EXPECT_FALSE(fs::exists(run + "/config.yaml"));
+
+  const std::string own = dir_->file("own_config");
+  fs::create_directories(own);
+  const std::string mine = "# my own config\ntrain:\n  max_steps: 1\n";
+  write_text(own + "/config.yaml", mine);
+  r = train(own, " --train.max_steps=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "warning: run dir " + own + " held the files of an earlier run"))
+      << r.output;
+  EXPECT_EQ(read_text(own + "/previous-1/config.yaml"), mine);
+  EXPECT_NE(read_text(own + "/config.yaml"), mine);
+}
+
+// Item 8: an abandoned run (metrics logged, no checkpoint) then --resume=auto, which finds none.
+TEST_F(RunSafetyTest, AFreshTimelineStartsAFreshMetricsFileAndKeepsTheOldOne) {
+  const std::string run = dir_->file("abandoned");
+  fs::create_directories(run);
+  const std::string old_metrics = "{\"step\":41,\"loss\":9.5}\n{\"step\":42,\"loss\":9.25}\n";
+  write_text(run + "/metrics.jsonl", old_metrics);
+  write_text(run + "/train.log", "an earlier run's log\n");
+  auto r = train(run, " --train.max_steps=2 --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_text(run + "/previous-1/metrics.jsonl"), old_metrics);
+  EXPECT_EQ(read_text(run + "/previous-1/train.log"), "an earlier run's log\n");
+  // The new file holds this run's steps only, from its first.
+  const std::string fresh = read_text(run + "/metrics.jsonl");
+  EXPECT_FALSE(contains(fresh, "\"step\":41")) << fresh;
+  EXPECT_FALSE(contains(fresh, "\"step\":42")) << fresh;
+  EXPECT_EQ(nlohmann::json::parse(fresh.substr(0, fresh.find('\n')))["step"], 1) << fresh;
+}
+
+// Item 14: a resume refused for a changed model.n_embd leaves run_state.json byte for byte.
+TEST_F(RunSafetyTest, ARefusedResumeLeavesTheRunStateAsItWas) {
+  const std::string run = dir_->file("state");
+  auto r = train(run, " --train.max_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string state = read_text(run + "/run_state.json");
+  ASSERT_TRUE(contains(state, "\"finished\"")) << state;
+  r = train(run, " --train.max_steps=4 --resume=auto --model.n_embd=64");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "n_embd")) << r.output;
+  EXPECT_EQ(read_text(run + "/run_state.json"), state);
+
+  // Item 22: the same LM's checkpoint under eval --temporal_qa says it is no temporal run.
+  r = run_command(lmtrain_binary() + " eval --checkpoint " + run + " --temporal_qa");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  expect_refused(r, {"--temporal_qa needs a temporal-encoder run's checkpoint",
+                     run + " is not one (model.temporal.enabled is false)"});
+  EXPECT_FALSE(contains(r.output, "objective.safetensors")) << r.output;
+}
+
+// Item 11: stderr and stdout into `head -1`, which exits after one line: the run finishes.
+TEST_F(RunSafetyTest, AClosedConsoleDoesNotKillTheRun) {
+  const std::string run = dir_->file("piped");
+  auto r = run_command("bash -c '" + train_cmd(run, " --train.max_steps=6") +
+                       " 2>&1 | head -1; exit ${PIPESTATUS[0]}'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_00000006/meta.json"));
+  EXPECT_TRUE(fs::exists(run + "/config.yaml"));
+  EXPECT_TRUE(contains(read_text(run + "/run_state.json"), "\"finished\""));
+  EXPECT_TRUE(contains(read_text(run + "/train.log"), "done: 6 steps"));
+}
+
+// Item 10: the preset (gpt2-tiny) sets train.max_steps; --train.epochs beside it is named.
+TEST_F(RunSafetyTest, EpochsBesideAPresetsMaxStepsSaysWhichWins) {
+  auto r = train(dir_->file("both"), " --train.epochs=3 --train.stop_at_step=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "warning: train.max_steps = 1500 and train.epochs = 3 are both set: "
+                       "train.max_steps wins (1500 steps"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "--train.max_steps=0 to train for train.epochs")) << r.output;
 }
 
 }  // namespace
