@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `lmtrain prepare` on one text file of one document (issue 38, item 25): generates a book of MB
-# megabytes (numbered lines of English-like words, no separator), prepares it with the default
+# megabytes (lines of words from a 20k-word vocabulary, about Zipf; no separator), prepares it with the default
 # flags (--max_document_bytes 64 MiB pieces, a 100 MB tokenizer sample, vocabulary 4096), and
 # prints the peak RSS (/usr/bin/time), the wall time and prepare's split line. The issue asks
 # for 400 MB under 1.5 GiB; tests/e2e/prepare_one_file_test.cpp checks, at 8 and 48 MiB with
@@ -22,13 +22,15 @@ book="$dir/book_${mb}mb.txt"
 if [[ ! -f "$book" ]]; then
   echo "generating a $mb MB book at $book"
   awk -v bytes="$((mb * 1000000))" 'BEGIN {
-    split("river stone lantern harbour quiet morning ember winter signal meadow copper thread " \
-          "across beneath carried whisper golden silver hollow distant", w, " ")
-    n = length(w); srand(38)
+    srand(38)  # 20k words of 1-11 letters, drawn log-uniformly (about Zipf), 6-20 a line
+    for (v = 1; v <= 20000; v++) {
+      len = 1 + int(rand() * 11); word = ""
+      for (c = 0; c < len; c++) word = word substr("etaoinshrdlcumwfgypbvkjxqz", 1 + int(rand() * rand() * 26), 1)
+      w[v] = word
+    }
     while (size < bytes) {
-      line = "Line " (++i)
-      k = 6 + int(rand() * 10)
-      for (j = 0; j < k; j++) line = line " " w[1 + int(rand() * n)]
+      k = 6 + int(rand() * 15); line = w[int(exp(rand() * log(20000)))]
+      for (j = 1; j < k; j++) line = line " " w[int(exp(rand() * log(20000)))]
       print line "."
       size += length(line) + 2
     }

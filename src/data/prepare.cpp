@@ -291,6 +291,9 @@ EncodedChunk encode_chunk(const BpeTokenizer& tok, const DocumentChunk& chunk, u
                           double val_fraction, const PiecedDocumentSizes* by_position) {
   EncodedChunk out;
   out.start = chunk.start;
+  // Text encodes to about a token per 4 bytes: room for a token per 3 spares a 64 MiB piece
+  // of one long document the vector's doubling (twice its ids, and a copy) in most cases.
+  out.ids.reserve(chunk.bytes / 3 + 2 * chunk.documents.size());
   for (const PieceOfDocument& p : chunk.pieces) out.last_piece.push_back(!p.continues);
   const uint32_t eot = tok.eot_id();
   auto add_part = [&](std::string_view text, bool val, size_t doc) {
