@@ -4,6 +4,7 @@
 // checkpoint_seq_len; InferenceModel's options), read through options/read_model.h.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint_store.h"
 #include "core/config.h"
@@ -15,5 +16,16 @@ namespace lmtrain::train {
 core::Config recorded_config(const std::string& yaml, const std::string& checkpoint_dir);
 // The config ckpt's meta.json records; throws Error when it holds none.
 core::Config checkpoint_config(const LoadedCheckpoint& ckpt);
+
+// A key whose value differs between the config a checkpoint records and a run's, as canonical
+// text.
+struct ChangedSetting {
+  std::string key, saved, now;
+};
+// Those of `keys` ("data.stream.block_mb") whose values in the config ckpt records differ from
+// their values in `run_yaml` (this run's resolved config), in the order given.
+std::vector<ChangedSetting> changed_settings(const LoadedCheckpoint& ckpt,
+                                             const std::string& run_yaml,
+                                             const std::vector<std::string>& keys);
 
 }  // namespace lmtrain::train

@@ -72,6 +72,16 @@ class C10dWork : public Work {
     if (finish_) finish_();
   }
 
+  void on_complete(std::function<void()> callback) override {
+    if (!work_) return;
+    try {
+      work_->getFuture()->addCallback(
+          [callback = std::move(callback)](c10::ivalue::Future&) { callback(); });
+    } catch (const std::exception&) {
+      // This backend's work has no future: the timeline shows the wait's return instead.
+    }
+  }
+
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   std::string what_;

@@ -3,7 +3,8 @@
 //   INFO            log the process group setup (backend, ranks, store, timeouts, the NCCL/CUDA
 //                   variables in effect) and the gradient bucket layout;
 //   DETAIL          INFO, plus one line per collective call (op, elements, dtype, bytes) from
-//                   every rank, in each rank's log.
+//                   every rank, in each rank's log, and each step's gradient-bucket timeline
+//                   (distributed/bucket_timeline.h).
 // Other values are a UsageError naming the variable.
 #pragma once
 #include <string>

@@ -33,31 +33,6 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-std::vector<GradBucket> plan_buckets(const std::vector<std::pair<int64_t, int64_t>>& ranges,
-                                     int64_t total, int64_t element_size, int64_t bucket_bytes) {
-  std::vector<GradBucket> buckets;
-  GradBucket cur;
-  int64_t prev_end = 0;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const auto [offset, numel] = ranges[i];
-    if (offset < prev_end) throw Error("plan_buckets: parameter ranges overlap or are unordered");
-    prev_end = offset + numel;
-    if (cur.params.empty()) cur.begin = offset;
-    cur.params.push_back(i);
-    if ((prev_end - cur.begin) * element_size >= bucket_bytes) {
-      cur.end = i + 1 < ranges.size() ? ranges[i + 1].first : total;
-      buckets.push_back(std::move(cur));
-      cur = GradBucket{};
-    }
-  }
-  if (!cur.params.empty()) {
-    cur.end = total;
-    buckets.push_back(std::move(cur));
-  }
-  if (!buckets.empty()) buckets.front().begin = 0;  // leading padding, if any, goes along
-  return buckets;
-}
-
 GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
                    const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
                    int64_t bucket_bytes, bool reduce_scatter, std::vector<int> owners,
@@ -82,19 +57,9 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
     throw Error("GradSync: owner mode and reduce-scatter mode are exclusive");
   }
   if (params.size() != ranges.size()) throw Error("GradSync: params and ranges differ in count");
-  buckets_ = plan_buckets(ranges, flat_grads_.numel(), flat_grads_.element_size(),
-                          std::max<int64_t>(1, bucket_bytes));
-  bucket_of_param_.resize(params.size());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    for (size_t p : buckets_[b].params) bucket_of_param_[p] = b;
-  }
-  pending_.resize(buckets_.size());
+  set_buckets(plan_buckets(ranges, flat_grads_.numel(), flat_grads_.element_size(),
+                           std::max<int64_t>(1, bucket_bytes), kTailBucketBytes));
   seen_.assign(params.size(), false);
-  works_.resize(buckets_.size());
-  lowered_.resize(buckets_.size());
-  received_.resize(buckets_.size());
-  shared_.resize(buckets_.size());
-  shared_works_.resize(buckets_.size());
   if (reduce_scatter_) {
     if (flat_grads_.numel() % group.size() != 0) {
       throw Error("GradSync: reduce-scatter needs a gradient buffer that splits over the ranks");
@@ -103,9 +68,28 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
   }
   self_ = std::make_shared<GradSync*>(this);
   if (!active()) return;
-  if (torch_distributed_debug() != DebugLevel::kOff) log_bucket_layout(params.size());
   params_ = params;
   hook_accumulators();
+}
+
+void GradSync::set_buckets(std::vector<GradBucket> buckets) {
+  buckets_ = std::move(buckets);
+  bucket_of_param_.assign(ranges_.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t p : buckets_[b].params) bucket_of_param_[p] = b;
+  }
+  const size_t n = buckets_.size();
+  pending_.assign(n, 0);
+  works_.assign(n, nullptr);
+  lowered_.assign(n, at::Tensor());
+  received_.assign(n, at::Tensor());
+  shared_.assign(n, at::Tensor());
+  shared_works_.assign(n, nullptr);
+  launch_order_.resize(n);
+  for (size_t b = 0; b < n; ++b) launch_order_[b] = b;
+  if (torch_distributed_debug() == DebugLevel::kDetail) {
+    timeline_ = std::make_shared<BucketTimeline>(n);
+  }
 }
 
 void GradSync::hook_accumulators() {
@@ -156,25 +140,69 @@ void GradSync::log_bucket_layout(size_t num_params) const {
   }
 }
 
+void GradSync::expect_late_rows(size_t param, int64_t rows, int64_t width) {
+  if (reduce_scatter_ || !owners_.empty() || param >= ranges_.size() ||
+      ranges_[param].second != rows * width) {
+    throw Error("internal: GradSync: late rows need all-reduce mode and a (rows, width) table");
+  }
+  auto grad = flat_grads_.narrow(0, ranges_[param].first, ranges_[param].second);
+  late_.emplace_back(param, std::make_unique<LateRows>(grad.view({rows, width})));
+  // The table's accumulator now fires with the head's part, at the start of backward: its
+  // bucket, alone, goes first.
+  isolate_param(buckets_, ranges_, param);
+  set_buckets(std::move(buckets_));
+  const size_t first = bucket_of_param_[param];
+  launch_order_.erase(launch_order_.begin() + static_cast<std::ptrdiff_t>(first));
+  launch_order_.insert(launch_order_.begin(), first);
+}
+
+bool GradSync::add_late_rows(size_t param, const at::Tensor& ids, const at::Tensor& rows) {
+  if (!armed_) return false;
+  for (auto& [p, late] : late_) {
+    if (p == param) {
+      late->add(ids, rows);
+      return true;
+    }
+  }
+  throw Error("internal: GradSync: parameter " + std::to_string(param) + " expects no late rows");
+}
+
 void GradSync::arm() {
   if (!active()) return;
+  if (!layout_logged_ && torch_distributed_debug() != DebugLevel::kOff) {
+    log_bucket_layout(ranges_.size());
+  }
+  layout_logged_ = true;
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].params.size();
   seen_.assign(seen_.size(), false);
   next_launch_ = 0;
   armed_ = true;
+  if (timeline_) timeline_->start();
 }
 
 void GradSync::on_grad_ready(size_t param) {
   if (!armed_ || seen_[param]) return;
   seen_[param] = true;
-  if (--pending_[bucket_of_param_[param]] == 0) launch_ready_buckets();
+  if (--pending_[bucket_of_param_[param]] == 0) {
+    if (timeline_) timeline_->ready(bucket_of_param_[param]);
+    launch_ready_buckets();
+  }
 }
 
 void GradSync::launch_ready_buckets() {
-  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+  while (next_launch_ < launch_order_.size() && pending_[launch_order_[next_launch_]] == 0) {
+    launch(launch_order_[next_launch_++]);
+  }
 }
 
 void GradSync::launch(size_t i) {
+  launch_work(i);
+  if (!timeline_) return;
+  timeline_->launched(i);
+  if (works_[i]) works_[i]->on_complete([timeline = timeline_, i] { timeline->done(i); });
+}
+
+void GradSync::launch_work(size_t i) {
   if (!owners_.empty()) {
     launch_to_owners(i);
     return;
@@ -261,14 +289,25 @@ void GradSync::complete(size_t i) {
 double GradSync::finish() {
   if (!active()) return 0;
   if (!armed_) next_launch_ = 0;
+  const bool timed = timeline_ && armed_;
+  if (timed) timeline_->backward_end();
   armed_ = false;
   const auto t0 = std::chrono::steady_clock::now();
   // Parameters that got no gradient (or a backward that ran without hooks, such as
   // torch::autograd::grad) leave buckets unlaunched: send them now, still in order.
   for (auto& p : pending_) p = 0;
   launch_ready_buckets();
+  for (auto& [p, late] : late_) late->start_exchange(group_);
   for (size_t i = 0; i < works_.size(); ++i) {
-    if (works_[i] || shared_works_[i]) complete(i);
+    if (works_[i] || shared_works_[i]) {
+      complete(i);
+      if (timed) timeline_->done(i);
+    }
+  }
+  for (auto& [p, late] : late_) late->add_mean(group_);
+  if (timed) {
+    log::info(log::format("TORCH_DISTRIBUTED_DEBUG: rank %d: ", group_.rank()) +
+              timeline_->table(buckets_, flat_grads_.element_size()));
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -29,23 +29,16 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/bucket_plan.h"
+#include "distributed/bucket_timeline.h"
 #include "distributed/group.h"
+#include "distributed/late_rows.h"
 
 namespace torch::autograd {
 struct Node;
 }
 
 namespace lmtrain::dist {
-
-struct GradBucket {
-  int64_t begin = 0, end = 0;  // element range of the flat gradient buffer
-  std::vector<size_t> params;  // indices into the parameter list
-};
-
-// Splits [0, total) at parameter boundaries into buckets of at least `bucket_bytes` (the last
-// one may be smaller). `ranges[i]` = (offset, numel) of parameter i, in increasing offset order.
-std::vector<GradBucket> plan_buckets(const std::vector<std::pair<int64_t, int64_t>>& ranges,
-                                     int64_t total, int64_t element_size, int64_t bucket_bytes);
 
 class GradSync {
  public:
@@ -66,6 +59,8 @@ class GradSync {
   double finish();
 
   const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // The order buckets go out in: index order, but a table with late rows first.
+  const std::vector<size_t>& launch_order() const { return launch_order_; }
   // Buckets whose all-reduce has been launched since arm() (before finish(): by the hooks).
   size_t launched() const { return next_launch_; }
   bool active() const { return group_.size() > 1; }
@@ -81,11 +76,22 @@ class GradSync {
   // Called by the hooks (public for them only).
   void on_grad_ready(size_t param);
 
+  // Parameter `param`, a (rows, width) table, may get part of its gradient after its bucket went
+  // out (distributed/late_rows.h; all-reduce mode only). From then on every finish() exchanges
+  // its late rows, on every rank alike.
+  void expect_late_rows(size_t param, int64_t rows, int64_t width);
+  // Backward of the last micro-step: keeps (n,) ids and (n, width) rows of `param` for finish().
+  // Returns false when not armed (an accumulation micro-step): the caller adds them itself.
+  bool add_late_rows(size_t param, const at::Tensor& ids, const at::Tensor& rows);
+  void stop_late_rows() { late_.clear(); }  // every rank alike
+
  private:
   void log_bucket_layout(size_t num_params) const;  // TORCH_DISTRIBUTED_DEBUG=INFO|DETAIL
   void hook_accumulators();  // makes (or finds) each parameter's accumulator and hooks it
+  void set_buckets(std::vector<GradBucket> buckets);  // and every per-bucket vector
   void launch_ready_buckets();
-  void launch(size_t bucket);
+  void launch(size_t bucket);       // launch_work, and the timeline's marks
+  void launch_work(size_t bucket);  // the bucket's collective(s) of this mode
   void launch_to_owners(size_t bucket);
   void complete(size_t bucket);
   // Owner mode: the gradients of bucket's parameters owned by `owner` (-1: shared), packed in
@@ -109,12 +115,18 @@ class GradSync {
   std::vector<std::shared_ptr<Work>> shared_works_;
   std::optional<at::ScalarType> reduce_dtype_;  // all-reduce mode: wire dtype, if not the buffer's
   std::vector<at::Tensor> lowered_;             // per bucket: the wire copy in flight
-  size_t next_launch_ = 0;
+  size_t next_launch_ = 0;                      // into launch_order_
+  std::vector<size_t> launch_order_;            // bucket indices; the same on every rank
+  bool layout_logged_ = false;
   bool armed_ = false;
   std::vector<at::Tensor> params_;  // the leaves whose gradients land in flat_grads_
   // Keeps the accumulators (and so our hooks) alive between backward passes.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::shared_ptr<GradSync*> self_;  // hooks hold this; reset to null on destruction
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL: each armed step's bucket times, logged by finish(). Shared
+  // with the completion callbacks, which may outlive a step.
+  std::shared_ptr<BucketTimeline> timeline_;
+  std::vector<std::pair<size_t, std::unique_ptr<LateRows>>> late_;  // (param, its late rows)
 };
 
 }  // namespace lmtrain::dist

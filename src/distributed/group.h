@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Runs `callback` once the collective has completed, on whatever thread completes it (for
+  // timelines: GradSync's TORCH_DISTRIBUTED_DEBUG=DETAIL). A backend that cannot tell never calls
+  // it.
+  virtual void on_complete(std::function<void()> callback) { (void)callback; }
 };
 
 class Group {

@@ -62,7 +62,7 @@ EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d, LrGroup lr_group) {
 }
 
 torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) const {
-  return torch::embedding(weight, ids);
+  return lookup(weight, ids, sink_);
 }
 
 torch::Tensor mlp_activation(const torch::Tensor& h, MlpKind kind, int64_t hidden) {

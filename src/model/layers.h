@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/decoder_options.h"
+#include "model/deferred_lookup.h"
 #include "model/fused_add_norm.h"
 #include "model/lora_adapter.h"
 #include "model/param_tags.h"
@@ -54,7 +55,13 @@ class EmbeddingImpl : public TaggedModule {
   // lr_group: kEmbedding for the decoder's token and position tables (Muon's embedding_lr).
   EmbeddingImpl(int64_t num, int64_t dim, LrGroup lr_group = LrGroup::kBase);
   torch::Tensor forward(const torch::Tensor& ids) const;
+  // Where the lookup's weight gradient goes instead of the accumulator (deferred_lookup.h);
+  // null (the default) for the usual path. Set from outside the model, by data parallelism.
+  void set_lookup_grad_sink(LookupGradSink* sink) { sink_ = sink; }
   torch::Tensor weight;
+
+ private:
+  LookupGradSink* sink_ = nullptr;
 };
 TORCH_MODULE(Embedding);
 

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "core/error.h"
@@ -17,17 +18,26 @@
 namespace lmtrain::train {
 namespace {
 
-// A checkpoint a run starts from must hold this run's model and have been trained on
-// data.dir's tokenizer (when it records one, or always with hash_required).
+// The key that gives this run its tokenizer, with its value, for messages: a stream's
+// data.stream.tokenizer, else the data directory holding tokenizer.json.
+std::string tokenizer_source(const SetupOptions& setup) {
+  if (setup.data.source == DataSource::kStream && !setup.data.stream.tokenizer.empty()) {
+    return "data.stream.tokenizer = " + setup.data.stream.tokenizer;
+  }
+  return "data.dir = " + (setup.temporal ? setup.data.temporal.dir : setup.data.dir);
+}
+
+// A checkpoint a run starts from must hold this run's model and have been trained on this run's
+// tokenizer (when it records one, or always with hash_required).
 void check_start_checkpoint(const LoadedCheckpoint& ckpt, const model::ModelOptions& model,
-                            const std::string& tokenizer_hash, const std::string& data_dir,
+                            const std::string& tokenizer_hash, const std::string& tokenizer_from,
                             bool hash_required) {
   check_model_compatible(ckpt, model);
   const std::string saved = ckpt.meta.value("tokenizer_hash", "");
   if ((hash_required || !saved.empty()) && saved != tokenizer_hash) {
     throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer (" +
-                     (saved.empty() ? std::string("none recorded") : saved) +
-                     ") than data.dir = " + data_dir + " (" + tokenizer_hash + ")");
+                     (saved.empty() ? std::string("none recorded") : saved) + ") than " +
+                     tokenizer_from + " (" + tokenizer_hash + ")");
   }
 }
 
@@ -70,12 +80,19 @@ void check_stream_config(const RunSetup& s) {
   }
 }
 
-// A checkpoint resumed by a run of the other data source, another world size, or other input
-// files would go on from a position that does not exist: refused, naming what differs.
-void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& state,
-                         const StreamData* stream, int world) {
+// What a stream's units, their split and their order (so every saved position) depend on
+// besides the files: a resume with another value would go on elsewhere in the text.
+const std::vector<std::string> kStreamPositionKeys = {
+    "data.stream.block_mb", "data.stream.val_fraction", "train.seed",
+    "data.shuffle",         "data.stream.text_column",  "data.stream.doc_separator"};
+
+// A checkpoint resumed by a run of the other data source, another world size, other stream
+// settings or other input files would go on from a position that does not exist: refused,
+// naming what differs. `saved_stream` is meta.json's "stream" (null for prepared windows).
+void check_stream_resume(const LoadedCheckpoint& ckpt, const nlohmann::json& saved_stream,
+                         const StreamData* stream, int world, const std::string& run_yaml) {
   if (!stream) {
-    if (!state.stream.is_null()) {
+    if (!saved_stream.is_null()) {
       throw UsageError("checkpoint " + ckpt.dir +
                        " was trained with data.source = stream: resume it with "
                        "--data.source=stream and its data.stream.inputs, or start a new run "
@@ -84,14 +101,14 @@ void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& stat
     }
     return;
   }
-  if (state.stream.is_null()) {
+  if (saved_stream.is_null()) {
     throw UsageError("checkpoint " + ckpt.dir +
                      " was trained on prepared windows (data.source = prepared): a stream "
                      "cannot go on from its data position; start a new run from its weights "
                      "with --model.init_from=" +
                      ckpt.dir);
   }
-  const auto& positions = state.stream.at("positions");
+  const auto& positions = saved_stream.at("positions");
   if (static_cast<int>(positions.size()) != world) {
     throw UsageError(log::format(
         "checkpoint %s was saved by a streaming run of %zu rank(s); this run has %d: each "
@@ -100,7 +117,20 @@ void check_stream_resume(const LoadedCheckpoint& ckpt, const TrainingState& stat
         "--model.init_from=%s)",
         ckpt.dir.c_str(), positions.size(), world, ckpt.dir.c_str()));
   }
-  if (state.stream.at("corpus").get<std::string>() != stream->corpus_fingerprint()) {
+  const auto changed = changed_settings(ckpt, run_yaml, kStreamPositionKeys);
+  if (!changed.empty()) {
+    std::string was, flags;
+    for (const auto& c : changed) {
+      was += (was.empty() ? "" : ", ") + c.key + " = " + c.saved + " (this run: " + c.now + ")";
+      flags += " --" + c.key + "=" + c.saved;
+    }
+    throw UsageError("checkpoint " + ckpt.dir + " was streamed with " + was +
+                     ": the stream's units and their order, so its saved positions, depend on "
+                     "them; resume with" +
+                     flags +
+                     ", or start a new run from its weights with --model.init_from=" + ckpt.dir);
+  }
+  if (saved_stream.at("corpus").get<std::string>() != stream->corpus_fingerprint()) {
     throw UsageError("checkpoint " + ckpt.dir +
                      " was streamed from other input files (their paths or sizes differ from "
                      "data.stream.inputs now): its positions would point into other text; "
@@ -161,6 +191,10 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
                           (long long)s.data->train_samples(), s.data->sample_name().c_str(),
                           (long long)steps_per_epoch, (long long)s.data->val_samples(),
                           s.data->sample_name().c_str(), (long long)s.max_steps));
+    if (s.setup.temporal && s.data->val_samples() == 0) {
+      log::warn(
+          "data.temporal.val_fraction = 0: no validation samples, so the run is not evaluated");
+    }
   }
   return temporal_lm;
 }
@@ -255,7 +289,7 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
 void resume_or_init(RunSetup& s, dist::Group& group) {
   const std::string& run_dir = s.options.run_dir;
   const CheckpointRequest& resume = s.options.resume;
-  const std::string& data_dir = s.setup.temporal ? s.setup.data.temporal.dir : s.setup.data.dir;
+  const std::string tokenizer_from = tokenizer_source(s.setup);
   const std::string& tokenizer_hash = s.tokenizer->hash();
   if (resume.any()) {
     auto dir = CheckpointStore::resolve(resume, run_dir);
@@ -266,8 +300,11 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
-      check_start_checkpoint(ckpt, s.setup.model, tokenizer_hash, data_dir,
+      check_start_checkpoint(ckpt, s.setup.model, tokenizer_hash, tokenizer_from,
                              /*hash_required=*/true);
+      // Before anything is restored or logged as resumed.
+      check_stream_resume(ckpt, ckpt.meta.value("stream", nlohmann::json()), s.stream, group.size(),
+                          s.config_snapshot);
       // The saved data position counts windows of the saved data.seq_len: with another length
       // it would point somewhere else in the epoch, silently.
       // (A stream's position counts documents and tokens: it holds at any length.)
@@ -286,7 +323,6 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       }
       s.state =
           restore_training_checkpoint(ckpt, *s.model, *s.optimizer, s.objective->trained_module());
-      check_stream_resume(ckpt, s.state, s.stream, group.size());
       s.resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
                             ckpt.dir.c_str(), (long long)s.state.step,
@@ -308,7 +344,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
     refuse_lora_init_source(src);
     // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
-    check_start_checkpoint(src, s.setup.model, tokenizer_hash, data_dir,
+    check_start_checkpoint(src, s.setup.model, tokenizer_hash, tokenizer_from,
                            /*hash_required=*/false);
     s.state.lora_base = load_init_weights(*s.model, src);
     log::info(
@@ -328,8 +364,9 @@ void start_stream(RunSetup& s, dist::Group& group) {
   log::info("data: " + s.stream->describe() + log::format("; %lld steps", (long long)s.max_steps));
   if (s.stream->val_samples() == 0) {
     log::warn(
-        "data.stream.inputs holds no validation window (one unit, or data.stream.val_fraction "
-        "= 0): the run is not evaluated; give several files or parquet row groups");
+        "data.stream.inputs holds no validation window (data.stream.val_fraction = 0, one "
+        "unit, or held-out units without text): the run is not evaluated; give several files "
+        "or parquet row groups and data.stream.val_fraction > 0 to evaluate it");
   }
 }
 

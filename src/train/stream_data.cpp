@@ -28,8 +28,9 @@ std::string stream_tokenizer_path(const DataOptions& options) {
 }
 
 // The inputs a stream reads: every listed file, directories expanded, binary files inside a
-// directory of text skipped (as `lmtrain prepare` does: fortune's *.dat index files).
-std::vector<data::InputFile> stream_input_files(const StreamOptions& stream) {
+// directory of text skipped (as `lmtrain prepare` does: fortune's *.dat index files), and empty
+// files skipped (counted into *empty): they hold no document, as prepare finds.
+std::vector<data::InputFile> stream_input_files(const StreamOptions& stream, size_t* empty) {
   std::vector<std::string> inputs;
   for (auto& p : core::split_list(stream.inputs)) {
     if (!p.empty()) inputs.push_back(std::move(p));
@@ -46,12 +47,18 @@ std::vector<data::InputFile> stream_input_files(const StreamOptions& stream) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("data.stream.inputs: ") + e.what());
   }
+  *empty = 0;
   for (auto& f : listed) {
+    if (f.size == 0) {
+      ++*empty;
+      continue;
+    }
     if (f.format == data::InputFormat::kText && data::is_binary_text_file(f)) continue;
     files.push_back(std::move(f));
   }
   if (files.empty()) {
-    throw UsageError("data.stream.inputs = " + stream.inputs + " holds no text file to read");
+    throw UsageError("data.stream.inputs = " + stream.inputs + " holds no text file to read" +
+                     (*empty ? log::format(" (%zu empty file(s))", *empty) : std::string()));
   }
   return files;
 }
@@ -61,7 +68,7 @@ std::vector<data::InputFile> stream_input_files(const StreamOptions& stream) {
 StreamData::StreamData(const DataOptions& options, uint64_t seed, int rank, int world)
     : tokenizer_path_(stream_tokenizer_path(options)),
       tokenizer_(data::BpeTokenizer::load_hf(tokenizer_path_)),
-      files_(stream_input_files(options.stream)),
+      files_(stream_input_files(options.stream, &empty_files_)),
       rank_(rank),
       world_(world),
       seq_len_(options.seq_len),
@@ -70,6 +77,7 @@ StreamData::StreamData(const DataOptions& options, uint64_t seed, int rank, int 
       tokenizer_threads_(options.stream.tokenizer_threads),
       queue_batches_(static_cast<size_t>(options.stream.queue_batches)) {
   reader_.text_column = options.stream.text_column;
+  reader_.text_column_setting = "data.stream.text_column (--data.stream.text_column=NAME)";
   reader_.doc_separator = options.stream.doc_separator;
   const auto block_bytes = static_cast<uint64_t>(options.stream.block_mb * 1024 * 1024);
   units_ = data::split_stream_units(data::list_stream_units(files_, reader_, block_bytes), files_,
@@ -118,10 +126,16 @@ void StreamData::start(const data::StreamPosition& position, int64_t micro_batch
   if (!units_.val.empty() && max_val_windows > 0) {
     data::StreamLoader val(files_, units_.val, tokenizer_, loader_options(1, /*shuffle=*/false), 0,
                            1, data::StreamPosition{});
-    for (int64_t w = 0; w < max_val_windows; ++w) {
-      auto b = val.next();
-      if (b.next.epoch > 0) break;
-      val_rows_.insert(val_rows_.end(), b.rows.begin(), b.rows.end());
+    try {
+      for (int64_t w = 0; w < max_val_windows; ++w) {
+        auto b = val.next();
+        if (b.next.epoch > 0) break;
+        val_rows_.insert(val_rows_.end(), b.rows.begin(), b.rows.end());
+      }
+    } catch (const data::NoStreamDocument&) {
+      // Held-out units without a document give no validation window: the run is not evaluated
+      // (start_stream says so), as with val_fraction = 0.
+      val_rows_.clear();
     }
   }
   loader_ = std::make_unique<data::StreamLoader>(files_, units_.train, tokenizer_,
@@ -177,10 +191,11 @@ size_t StreamData::max_queued() const { return loader_ ? loader_->max_queued() :
 
 std::string StreamData::describe() const {
   return log::format(
-      "stream of %zu file(s): %zu training unit(s), %zu validation unit(s) (%lld val windows), "
+      "stream of %zu file(s)%s: %zu training unit(s), %zu validation unit(s) (%lld val windows), "
       "tokenized on %d thread(s), %zu micro-batches ahead at most",
-      files_.size(), units_.train.size(), units_.val.size(), (long long)val_samples(),
-      tokenizer_threads_, queue_batches_);
+      files_.size(), empty_files_ ? log::format(" (%zu empty skipped)", empty_files_).c_str() : "",
+      units_.train.size(), units_.val.size(), (long long)val_samples(), tokenizer_threads_,
+      queue_batches_);
 }
 
 }  // namespace lmtrain::train

@@ -73,6 +73,7 @@ class StreamData : public TrainingData {
 
   std::string tokenizer_path_;
   data::BpeTokenizer tokenizer_;
+  size_t empty_files_ = 0;  // inputs of 0 bytes, skipped (declared before files_: set with it)
   std::vector<data::InputFile> files_;
   data::StreamSplit units_;
   std::string fingerprint_;

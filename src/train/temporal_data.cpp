@@ -157,7 +157,10 @@ TemporalData::TemporalData(TemporalSampleSource source, data::BpeTokenizer token
       seed_(seed),
       shuffle_(shuffle),
       origin_(std::move(origin)) {
-  const auto val = std::max<int64_t>(1, std::llround(source_.size * val_fraction));
+  // At least one validation sample for any share above zero; zero holds out none (the run is
+  // then not evaluated: run_setup says so).
+  const int64_t val =
+      val_fraction > 0 ? std::max<int64_t>(1, std::llround(source_.size * val_fraction)) : 0;
   train_ = source_.size - val;
   if (train_ < 1) {
     throw UsageError(

@@ -11,8 +11,8 @@
 //
 // The samples: those of data.temporal.dir, or generated on the fly (data.temporal.online, equal
 // to the cached ones); the last data.temporal.val_fraction of them are the validation split (a
-// class-balanced block: the generator balances every contiguous block), the rest train, visited
-// in a (seed, epoch) order.
+// class-balanced block: the generator balances every contiguous block; at least one sample, none
+// when the fraction is 0), the rest train, visited in a (seed, epoch) order.
 #pragma once
 #include <functional>
 #include <memory>

@@ -91,9 +91,36 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
       worker_grads_.push_back(torch::zeros_like(flat.grads()));
     }
   }
+  install_deferred_table_grad();
+}
+
+TrainStepper::~TrainStepper() { model_.transformer->wte->set_lookup_grad_sink(nullptr); }
+
+void TrainStepper::install_deferred_table_grad() {
+  // One worker: split-batch workers take gradients with autograd::grad into buffers of their
+  // own, which the late rows would bypass. All-reduce mode: the rows are added to the average.
+  if (!sync_->active() || workers_.count() != 1 || !model_.config().tie_embeddings ||
+      opt_.grad_reduction() != optim::GradReduction::kAllReduce) {
+    return;
+  }
+  const auto& table = model_.transformer->wte->weight;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].is_same(table)) continue;
+    table_grad_ =
+        std::make_unique<DeferredTableGrad>(*sync_, i, table.size(0), table.size(1), group_.size());
+    model_.transformer->wte->set_lookup_grad_sink(table_grad_.get());
+    return;
+  }
+  // Not found: a frozen table (LoRA) is not among the trained parameters.
 }
 
 void TrainStepper::rebind_grad_hooks_to_current_stream() {
+  // A captured step reads nothing on the host: the late rows' count exchange would.
+  if (table_grad_) {
+    model_.transformer->wte->set_lookup_grad_sink(nullptr);
+    sync_->stop_late_rows();
+    table_grad_.reset();
+  }
   sync_->rebind_to_current_stream();
   if (expert_sync_) expert_sync_->rebind_to_current_stream();
 }

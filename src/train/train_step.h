@@ -32,6 +32,7 @@
 #include "optim/flat_params.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
+#include "parallel/deferred_table_grad.h"
 #include "parallel/expert_parallel.h"
 #include "train/step_workers.h"
 
@@ -67,6 +68,10 @@ class TrainStepper {
                dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
                int64_t bucket_bytes, LossScaler scaler = LossScaler(false, 1, 1),
                const ExpertParallel* ep = nullptr);
+
+  ~TrainStepper();
+  TrainStepper(const TrainStepper&) = delete;
+  TrainStepper& operator=(const TrainStepper&) = delete;
 
   StepResult step(int64_t accum_steps, const BatchFn& next_batch, double lr, double grad_clip);
   StepResult step(int64_t accum_steps, const MicroBatchFn& next_batch, double lr, double grad_clip);
@@ -105,6 +110,7 @@ class TrainStepper {
   // loss scale's rules. Fills r.grad_norm and r.skipped.
   void update(StepResult& r, double lr, double grad_clip);
   void clip(const at::Tensor& grad_norm, double grad_clip);
+  void install_deferred_table_grad();
 
   model::GptImpl& model_;
   optim::FlatParams& flat_;
@@ -121,6 +127,9 @@ class TrainStepper {
   std::unique_ptr<dist::GradSync> expert_sync_;  // EP: the expert region, over the replicas
   std::shared_ptr<Objective> objective_;
   bool masked_targets_ = false;
+  // Several ranks, a tied token table: its lookup's rows go after backward on their own
+  // (parallel/deferred_table_grad.h), so the table's bucket leaves early with the head's part.
+  std::unique_ptr<DeferredTableGrad> table_grad_;
 };
 
 // Worker count from train.workers: a positive value as given; 0 (auto) means one per intra-op

@@ -15,28 +15,62 @@
 namespace lmtrain::dist {
 namespace {
 
-TEST(PlanBuckets, CutsAtParameterBoundariesOnceABucketIsFull) {
+TEST(PlanBuckets, CutsAtParameterBoundariesFromTheEndOnceABucketIsFull) {
   // Four parameters of 10, 10, 30, 5 elements (4 bytes each), aligned to 16 elements.
   const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 10}, {16, 10}, {32, 30}, {64, 5}};
-  const auto b = plan_buckets(ranges, 80, 4, 100);  // >= 25 elements per bucket
-  ASSERT_EQ(b.size(), 3u);
+  const auto b = plan_buckets(ranges, 80, 4, 100, 100);  // >= 25 elements per bucket
+  ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0].begin, 0);
-  EXPECT_EQ(b[0].end, 32);  // 26 elements incl. padding reached 100 bytes at param 1
+  EXPECT_EQ(b[0].end, 32);  // what is left at the front
   EXPECT_EQ(b[0].params, (std::vector<size_t>{0, 1}));
-  EXPECT_EQ(b[1].begin, 32);  // param 2 alone fills a bucket
-  EXPECT_EQ(b[1].end, 64);
-  EXPECT_EQ(b[1].params, (std::vector<size_t>{2}));
-  EXPECT_EQ(b[2].begin, 64);  // the rest, smaller, with the tail padding
-  EXPECT_EQ(b[2].end, 80);
-  EXPECT_EQ(b[2].params, (std::vector<size_t>{3}));
+  EXPECT_EQ(b[1].begin, 32);  // params 3 (with the tail padding) and 2 reach 100 bytes
+  EXPECT_EQ(b[1].end, 80);
+  EXPECT_EQ(b[1].params, (std::vector<size_t>{2, 3}));
+}
+
+TEST(PlanBuckets, TheLastBucketsGrowFromTheTailSizeToTheBucketSize) {
+  // 8 parameters of 16 elements (64 bytes each): from the end, buckets of at least 64, 128,
+  // 256 bytes, then the 256-byte cap; the front keeps the remainder.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t i = 0; i < 8; ++i) ranges.emplace_back(16 * i, 16);
+  const auto b = plan_buckets(ranges, 128, 4, 256, 64);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[3].params, (std::vector<size_t>{7}));
+  EXPECT_EQ(b[2].params, (std::vector<size_t>{5, 6}));
+  EXPECT_EQ(b[1].params, (std::vector<size_t>{1, 2, 3, 4}));
+  EXPECT_EQ(b[0].params, (std::vector<size_t>{0}));
+  for (size_t i = 0; i + 1 < b.size(); ++i) EXPECT_EQ(b[i].end, b[i + 1].begin);
+  EXPECT_EQ(b.front().begin, 0);
+  EXPECT_EQ(b.back().end, 128);
 }
 
 TEST(PlanBuckets, ABigBucketSizeGivesOneBucketAndATinyOneGivesOnePerParameter) {
   const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 10}, {16, 10}, {32, 30}};
-  EXPECT_EQ(plan_buckets(ranges, 64, 4, 1 << 30).size(), 1u);
-  const auto per_param = plan_buckets(ranges, 64, 4, 1);
+  EXPECT_EQ(plan_buckets(ranges, 64, 4, 1 << 30, 1 << 30).size(), 1u);
+  const auto per_param = plan_buckets(ranges, 64, 4, 1, 1);
   ASSERT_EQ(per_param.size(), 3u);
   EXPECT_EQ(per_param[2].end, 64);  // the tail padding belongs to the last bucket
+}
+
+TEST(PlanBuckets, IsolatingAParameterSplitsOnlyItsBucket) {
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 10}, {16, 10}, {32, 30}, {64, 5}};
+  auto b = plan_buckets(ranges, 80, 4, 100, 100);  // {0, 1} [0, 32), {2, 3} [32, 80)
+  isolate_param(b, ranges, 2);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[1].params, std::vector<size_t>{2});
+  EXPECT_EQ(b[1].begin, 32);
+  EXPECT_EQ(b[1].end, 64);
+  EXPECT_EQ(b[2].params, std::vector<size_t>{3});
+  EXPECT_EQ(b[2].begin, 64);
+  EXPECT_EQ(b[2].end, 80);
+  isolate_param(b, ranges, 0);  // the first: the leading padding stays with it
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0].params, std::vector<size_t>{0});
+  EXPECT_EQ(b[0].begin, 0);
+  EXPECT_EQ(b[0].end, 16);
+  EXPECT_EQ(b[1].begin, 16);
+  for (size_t i = 0; i + 1 < b.size(); ++i) EXPECT_EQ(b[i].end, b[i + 1].begin);
+  EXPECT_THROW(isolate_param(b, ranges, 7), Error);
 }
 
 TEST(PlanBuckets, RejectsUnorderedRanges) {

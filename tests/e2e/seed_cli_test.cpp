@@ -153,6 +153,7 @@ TEST_F(SeedCliTest, LocalRankAndWorldSizeFlagsMakeTwoRanksWithoutLauncherVariabl
       << log;
   EXPECT_NE(log.find("TORCH_DISTRIBUTED_DEBUG:   bucket 0:"), std::string::npos) << log;
   EXPECT_EQ(log.find("allreduce call"), std::string::npos) << log;
+  EXPECT_EQ(log.find("bucket timeline"), std::string::npos) << log;
 }
 
 TEST_F(SeedCliTest, EnvironmentSetByHandWithoutALauncherAndDetailedDebugLog) {
@@ -175,7 +176,11 @@ TEST_F(SeedCliTest, EnvironmentSetByHandWithoutALauncherAndDetailedDebugLog) {
   const std::string log1 = read_text(run + "/train.rank1.log");
   for (const char* part : {"rank 0 of 2: gloo process group", "NCCL_DEBUG=WARN",
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-                           "bucket 0:", "TORCH_DISTRIBUTED_DEBUG: rank 0 allreduce call"}) {
+                           "bucket 0:", "TORCH_DISTRIBUTED_DEBUG: rank 0 allreduce call",
+                           // DETAIL: each step's bucket timeline, ready to done, against the
+                           // end of backward (issue 43's picture).
+                           "TORCH_DISTRIBUTED_DEBUG: rank 0: bucket timeline (ms since backward",
+                           "communication after backward:"}) {
     EXPECT_NE(log0.find(part), std::string::npos) << part << "\n" << log0;
   }
   EXPECT_NE(log1.find("TORCH_DISTRIBUTED_DEBUG: rank 1 allreduce call"), std::string::npos) << log1;

@@ -173,5 +173,97 @@ TEST_F(StreamTrain, IncompleteOrConflictingConfigsAreRefusedNamingTheKey) {
                  {"1 training unit(s)", "for 2 ranks"});
 }
 
+// A run stopped at step 2: what the resume refusals below start from.
+void stop_stream_run_at_step_2(const std::string& flags) {
+  auto r = run_command(lmtrain_binary() + " train" + flags + " --train.stop_at_step=2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(StreamTrain, ValFractionZeroHoldsOutNoUnitAndIsNotEvaluated) {
+  const std::string run = dir_->file("no_val");
+  auto r = run_command(lmtrain_binary() + " train" + flags(run) +
+                       " --data.stream.val_fraction=0 --train.max_steps=3 --train.eval_every=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "6 training unit(s), 0 validation unit(s)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "the run is not evaluated")) << r.output;
+  EXPECT_FALSE(contains(read_text(run + "/metrics.jsonl"), "val_loss"));
+}
+
+TEST_F(StreamTrain, EmptyFilesAndUnitsWithoutADocumentDoNotStopAFreshRun) {
+  // A 0-byte file and a file of separators only, first in the listed order (no shuffle), so the
+  // first unit rank 0 reads holds no document.
+  const std::string inputs = dir_->file("with_empty");
+  fs::create_directories(inputs);
+  write_text(inputs + "/0blank.txt", "%\n\n%\n");
+  write_text(inputs + "/0empty.txt", "");
+  for (int i = 0; i < 6; ++i) {
+    const std::string part = "/part" + std::to_string(i) + ".txt";
+    fs::copy_file(inputs_ + part, inputs + part);
+  }
+  const std::string run = dir_->file("empty_units");
+  auto r =
+      run_command(lmtrain_binary() + " train" + flags(run) + " --data.stream.inputs=" + inputs +
+                  " --data.shuffle=false --train.max_steps=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "stream of 7 file(s) (1 empty skipped)")) << r.output;
+  EXPECT_EQ(step_records(run).size(), 3u);
+  // A rank whose units hold no document at all is told so, with the counts.
+  const std::string blank = dir_->file("all_blank");
+  fs::create_directories(blank);
+  write_text(blank + "/a.txt", "%\n%\n");
+  write_text(blank + "/b.txt", "\n\n");
+  auto none = run_command(lmtrain_binary() + " train" + flags(dir_->file("blank_run")) +
+                          " --data.stream.inputs=" + blank + " --data.stream.val_fraction=0");
+  EXPECT_EQ(none.exit_code, 1) << none.output;
+  EXPECT_TRUE(contains(none.output, "rank 0 of 1 has no document to read: its 2 unit(s) of 2"))
+      << none.output;
+  EXPECT_FALSE(contains(none.output, "input files changed")) << none.output;
+}
+
+TEST_F(StreamTrain, AMissingTextFieldNamesTheStreamKey) {
+  const std::string inputs = dir_->file("jsonl_body");
+  fs::create_directories(inputs);
+  for (const char* f : {"/a.jsonl", "/b.jsonl"}) {
+    write_text(inputs + f, "{\"body\": \"the cat sat\"}\n{\"body\": \"a dog ran\"}\n");
+  }
+  auto r = run_command(lmtrain_binary() + " train" + flags(dir_->file("no_text")) +
+                       " --data.stream.inputs=" + inputs + " --data.stream.doc_separator=");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "no \"text\" field (name the text field with "
+                       "data.stream.text_column"))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "--text_column NAME")) << r.output;
+}
+
+TEST_F(StreamTrain, AResumeWithAnotherTokenizerNamesDataStreamTokenizer) {
+  const std::string run = dir_->file("tok_run");
+  stop_stream_run_at_step_2(flags(run));
+  // data.dir's tokenizer less its last merge: it loads, and it is another tokenizer.
+  auto tok = nlohmann::json::parse(read_text(data_ + "/tokenizer.json"));
+  tok["model"]["merges"].erase(tok["model"]["merges"].size() - 1);
+  const std::string other = dir_->file("other_tokenizer.json");
+  write_text(other, tok.dump());
+  auto r = run_command(lmtrain_binary() + " train" + flags(run) +
+                       " --data.stream.tokenizer=" + other + " --resume=auto");
+  expect_refused(r, {"different tokenizer", "than data.stream.tokenizer = " + other});
+  EXPECT_FALSE(contains(r.output, "than data.dir")) << r.output;
+}
+
+TEST_F(StreamTrain, AResumeWithChangedUnitSettingsNamesTheKeyBeforeResuming) {
+  const std::string run = dir_->file("settings_run");
+  stop_stream_run_at_step_2(flags(run));
+  const std::pair<const char*, const char*> changes[] = {
+      {" --data.stream.block_mb=1", "data.stream.block_mb = 64 (this run: 1)"},
+      {" --data.stream.val_fraction=0.3", "data.stream.val_fraction = 0.2 (this run: 0.3)"},
+      {" --train.seed=7", "train.seed = 1337 (this run: 7)"}};
+  for (const auto& [flag, saved] : changes) {
+    auto r = run_command(lmtrain_binary() + " train" + flags(run) + flag + " --resume=auto");
+    expect_refused(r, {std::string("was streamed with ") + saved, "resume with --"});
+    EXPECT_FALSE(contains(r.output, "resumed from")) << r.output;
+    EXPECT_FALSE(contains(r.output, "paths or sizes differ")) << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace lmtrain::testing

@@ -204,6 +204,17 @@ TEST_F(TemporalTrain, OnlineGenerationEqualsTheCachedSamples) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+TEST_F(TemporalTrain, ValFractionZeroHoldsOutNoSampleAndIsNotEvaluated) {
+  const std::string run = dir_->file("no_val");
+  auto r = train(run, 2, " --data.temporal.val_fraction=0 --train.eval_every=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "data: " + std::to_string(kSamples) + " train samples"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, ", 0 val samples;")) << r.output;
+  EXPECT_TRUE(contains(r.output, "the run is not evaluated")) << r.output;
+  EXPECT_TRUE(eval_records(run).empty());
+}
+
 TEST_F(TemporalTrain, BadSettingsAreRefusedNamingTheKey) {
   const std::string run = dir_->file("bad");
   const std::string bin = lmtrain_binary() + " train";

@@ -132,8 +132,8 @@ class JsonlDocuments : public DocumentReader {
         throw Error(at + ": expected a JSON object with a \"" + key + "\" string");
       const auto it = j.find(key);
       if (it == j.end()) {
-        throw Error(at + ": the object has no \"" + key +
-                    "\" field (name the text field with --text_column NAME)");
+        throw Error(at + ": the object has no \"" + key + "\" field (name the text field with " +
+                    options_.text_column_setting + ")");
       }
       if (it->is_null()) {
         if (!options_.keep_blank) continue;
@@ -171,7 +171,8 @@ class JsonlDocuments : public DocumentReader {
 class ParquetDocuments : public DocumentReader {
  public:
   ParquetDocuments(const InputFile& file, const DocumentReaderOptions& options)
-      : file_(file.path, options.text_column), keep_blank_(options.keep_blank) {}
+      : file_(file.path, options.text_column, options.text_column_setting),
+        keep_blank_(options.keep_blank) {}
 
   bool next(std::string* text) override {
     for (;;) {

@@ -16,6 +16,9 @@ namespace lmtrain::data {
 
 struct DocumentReaderOptions {
   std::string text_column = "text";  // the JSONL field / parquet column holding the text
+  // How the user sets text_column, for the message when a line or file lacks it: the flag of
+  // prepare and tokenize, or the config key of a stream (data.stream.text_column).
+  std::string text_column_setting = "--text_column NAME";
   // Text files: a line equal to this (a trailing '\r' tolerated) separates documents; empty:
   // each file is one document.
   std::string doc_separator;

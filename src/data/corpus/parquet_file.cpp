@@ -106,7 +106,8 @@ void check_row_count(const parquet::FileMetaData& metadata, int g, const std::st
 
 // Opens the reader over `input`; `what` names the file in errors.
 void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessFile> input,
-               const std::string& what, const std::string& column) {
+               const std::string& what, const std::string& column,
+               const std::string& column_setting) {
   try {
     // No pre-buffering and no reader threads: pre-buffering reads ahead asynchronously on
     // Arrow's IO thread pool into `pool`, and a read still in flight when this file is closed
@@ -137,7 +138,7 @@ void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessF
   const int field = schema->GetFieldIndex(column);
   if (field < 0) {
     throw Error(what + " has no column \"" + column + "\" (its columns: " + column_names(*schema) +
-                "): name the text column with --text_column NAME");
+                "): name the text column with " + column_setting);
   }
   const auto& type = schema->field(field)->type();
   if (!is_text_type(*type)) {
@@ -152,11 +153,12 @@ void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessF
 
 }  // namespace
 
-ParquetFile::ParquetFile(const std::string& path, const std::string& column)
+ParquetFile::ParquetFile(const std::string& path, const std::string& column,
+                         const std::string& column_setting)
     : path_(path), impl_(std::make_unique<Impl>()) {
   auto file = arrow::io::ReadableFile::Open(path, &impl_->pool);
   if (!file.ok()) throw Error("cannot open input file " + path + ": " + file.status().message());
-  open_impl(impl_.get(), *file, "input file " + path, column);
+  open_impl(impl_.get(), *file, "input file " + path, column, column_setting);
 }
 
 ParquetFile::~ParquetFile() = default;
@@ -244,7 +246,8 @@ void read_parquet_buffer(const std::string& data, const std::string& column,
   ParquetFile::Impl impl;
   auto buffer = std::make_shared<arrow::Buffer>(reinterpret_cast<const uint8_t*>(data.data()),
                                                 static_cast<int64_t>(data.size()));
-  open_impl(&impl, std::make_shared<arrow::io::BufferReader>(buffer), "parquet buffer", column);
+  open_impl(&impl, std::make_shared<arrow::io::BufferReader>(buffer), "parquet buffer", column,
+            "--text_column NAME");
   for (int rg = 0; rg < impl.reader->num_row_groups(); ++rg) {
     check_row_count(*impl.metadata, rg, "parquet buffer");
     std::shared_ptr<arrow::Table> table;
@@ -285,7 +288,8 @@ namespace {
 }
 }  // namespace
 
-ParquetFile::ParquetFile(const std::string& path, const std::string&) : path_(path) {
+ParquetFile::ParquetFile(const std::string& path, const std::string&, const std::string&)
+    : path_(path) {
   no_parquet("input file " + path);
 }
 ParquetFile::~ParquetFile() = default;

@@ -18,8 +18,10 @@ class ParquetFile {
  public:
   // Opens `path` and finds `column`. Throws lmtrain::Error naming the file when it is not a
   // readable parquet file (corrupt, truncated), has no such column (naming the columns it
-  // has), or the column is not a string column (naming its type).
-  ParquetFile(const std::string& path, const std::string& column);
+  // has, and `column_setting`: how the user names another), or the column is not a string
+  // column (naming its type).
+  ParquetFile(const std::string& path, const std::string& column,
+              const std::string& column_setting = "--text_column NAME");
   ~ParquetFile();
   ParquetFile(const ParquetFile&) = delete;
   ParquetFile& operator=(const ParquetFile&) = delete;

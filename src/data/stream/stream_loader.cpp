@@ -121,8 +121,13 @@ void StreamLoader::append_document(const Coord& c, const uint32_t* ids, size_t n
   int64_t skip = 0;
   if (first_document_) {
     first_document_ = false;
-    if (c.epoch != start_.epoch || c.unit != start_.unit || c.document != start_.document ||
-        skip_first_ > static_cast<int64_t>(n)) {
+    const bool at_start =
+        c.epoch == start_.epoch && c.unit == start_.unit && c.document == start_.document;
+    // A start at the beginning of a unit (every fresh run's) reads on past units that hold no
+    // document (an empty file, only blank lines): its first document may be in a later one.
+    const bool past_empty_units = start_.document == 0 && start_.token == 0 &&
+                                  (c.epoch > start_.epoch || c.unit > start_.unit);
+    if (!(at_start || past_empty_units) || skip_first_ > static_cast<int64_t>(n)) {
       throw Error(log::format(
           "the stream position (epoch %lld, unit %lld, document %lld, token %lld) is not in the "
           "corpus as it is now (its first document is epoch %lld, unit %lld, document %lld of "
@@ -217,8 +222,11 @@ void StreamLoader::produce() {
                             });
       }
       if (documents == 0 && first_unit == 0) {
-        throw Error(log::format("rank %d of %d has no document in epoch %lld: its units hold none",
-                                rank_, world_, (long long)epoch));
+        throw NoStreamDocument(log::format(
+            "rank %d of %d has no document to read: its %zu unit(s) of %zu in epoch %lld hold "
+            "none (empty files or only blank documents); give more files with text, or run "
+            "fewer ranks",
+            rank_, world_, mine.size(), units_.size(), (long long)epoch));
       }
       submit();
     }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "data/bpe_tokenizer.h"
 #include "data/corpus/document_reader.h"
 #include "data/corpus/input_files.h"
@@ -66,6 +67,13 @@ struct StreamBatch {
   StreamPosition next;        // where the batch after this one starts: what a checkpoint keeps
 };
 
+// A rank whose units of an epoch hold no document at all (empty files, blank documents): its
+// stream would never yield a row. Thrown by next(); the message gives the counts.
+class NoStreamDocument : public Error {
+ public:
+  using Error::Error;
+};
+
 class StreamLoader {
  public:
   // Throws lmtrain::Error when `start` was saved at another world size or rank, or when this
@@ -77,7 +85,8 @@ class StreamLoader {
   StreamLoader(const StreamLoader&) = delete;
   StreamLoader& operator=(const StreamLoader&) = delete;
 
-  // The next batch (waits for the producer). Rethrows a reader's error (naming the file).
+  // The next batch (waits for the producer). Rethrows a reader's error (naming the file), and
+  // NoStreamDocument when this rank's units of an epoch hold no document.
   StreamBatch next();
   // Seconds next() spent waiting for the producer, in all: 0 when the loader keeps ahead.
   double wait_seconds() const { return wait_seconds_; }

@@ -27,7 +27,7 @@ std::vector<StreamUnit> list_stream_units(const std::vector<InputFile>& files,
   for (size_t i = 0; i < files.size(); ++i) {
     const auto file = static_cast<uint32_t>(i);
     if (files[i].format == InputFormat::kParquet) {
-      ParquetFile pf(files[i].path, options.text_column);
+      ParquetFile pf(files[i].path, options.text_column, options.text_column_setting);
       for (int g = 0; g < pf.num_row_groups(); ++g) {
         StreamUnit u;
         u.file = file;
@@ -65,7 +65,8 @@ StreamSplit split_stream_units(const std::vector<StreamUnit>& units,
   for (const auto& [h, i] : keyed) {
     val[i] = static_cast<double>(h >> 11) * 0x1.0p-53 < val_fraction;
   }
-  if (units.size() >= 2) {
+  // Zero means no validation at all (the run is then not evaluated), not "at least one".
+  if (units.size() >= 2 && val_fraction > 0) {
     const auto lowest = *std::min_element(keyed.begin(), keyed.end());
     const auto highest = *std::max_element(keyed.begin(), keyed.end());
     if (std::none_of(val.begin(), val.end(), [](bool v) { return v; })) val[lowest.second] = true;
@@ -96,7 +97,7 @@ void read_unit_documents(const StreamUnit& unit, const std::vector<InputFile>& f
   const InputFile& f = files.at(unit.file);
   std::string text;
   if (unit.row_group >= 0) {
-    ParquetFile pf(f.path, options.text_column);
+    ParquetFile pf(f.path, options.text_column, options.text_column_setting);
     pf.load_row_group(unit.row_group);
     for (int64_t r = 0; r < pf.loaded_rows(); ++r) {
       const auto v = pf.value(r);

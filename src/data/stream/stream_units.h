@@ -36,8 +36,9 @@ struct StreamSplit {
 };
 
 // A unit is validation when the hash of "path#row_group" mixed with the seed falls in the
-// lowest val_fraction; with two units or more, each side gets at least one (the unit of
-// smallest / largest hash is moved over). Independent of the order the files were given in.
+// lowest val_fraction; with two units or more and val_fraction > 0, each side gets at least one
+// (the unit of smallest / largest hash is moved over). val_fraction = 0 holds out none.
+// Independent of the order the files were given in.
 StreamSplit split_stream_units(const std::vector<StreamUnit>& units,
                                const std::vector<InputFile>& files, double val_fraction,
                                uint64_t seed);

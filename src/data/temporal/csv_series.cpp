@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "data/temporal/timestamp_cell.h"
 
 namespace lmtrain::data::temporal {
 namespace {
@@ -68,6 +69,59 @@ bool is_timestamp_name(std::string name) {
   return name == "time" || name == "timestamp" || name == "date" || name == "datetime";
 }
 
+// What a cell that is not a number may have meant, for the message that names it.
+std::string not_a_number_hint(const std::string& cell) {
+  if (cell.find(';') != std::string::npos || cell.find('\t') != std::string::npos) {
+    return " (cells are separated by commas; this one holds a ';' or a tab: write the file with "
+           "',' between cells)";
+  }
+  const size_t sign = !cell.empty() && (cell[0] == '-' || cell[0] == '+') ? 1 : 0;
+  if (cell.size() > sign + 1 && cell[sign] == '0' && (cell[sign + 1] | 0x20) == 'x') {
+    return " (hexadecimal is not read: write the value in decimal)";
+  }
+  return " (a series column holds decimal numbers; fix the cell, or leave a missing value "
+         "empty)";
+}
+
+// The timestamp column: one named time, timestamp, date or datetime, else a first column whose
+// every non-empty cell is a timestamp (timestamp_cell.h), never one decided by a single cell.
+// -1: none.
+int64_t timestamp_column(const std::vector<std::string>& header,
+                         const std::vector<std::vector<std::string>>& rows) {
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (is_timestamp_name(header[c])) return static_cast<int64_t>(c);
+  }
+  bool any = false;
+  double v = 0;
+  for (const auto& row : rows) {
+    if (row[0].empty()) continue;
+    if (csv_number(row[0], v) || !is_timestamp_cell(row[0])) return -1;
+    any = true;
+  }
+  return any ? 0 : -1;
+}
+
+// A first column that is mostly timestamps but not all: its first cell that is not one, so that
+// the message names the odd cell out rather than the first timestamp. -1 when the column holds
+// more numbers than timestamps (then it is a series column, and a bad cell is named as not a
+// number).
+int64_t odd_timestamp_row(const std::vector<std::vector<std::string>>& rows) {
+  int64_t timestamps = 0, numbers = 0, first_odd = -1;
+  double v = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::string& cell = rows[r][0];
+    if (cell.empty()) continue;
+    if (csv_number(cell, v)) {
+      ++numbers;
+    } else if (is_timestamp_cell(cell)) {
+      ++timestamps;
+      continue;
+    }
+    if (first_odd < 0) first_odd = static_cast<int64_t>(r);
+  }
+  return timestamps > numbers ? first_odd : -1;
+}
+
 }  // namespace
 
 CsvSeries parse_csv_series(const std::string& text, const std::string& path,
@@ -107,16 +161,16 @@ CsvSeries parse_csv_series(const std::string& text, const std::string& path,
   }
   if (rows.empty()) throw UsageError(path + ": no data rows after the header");
 
-  // The timestamp column: by name, else a first column whose first cell is not a number.
-  int64_t ts_col = -1;
-  for (size_t c = 0; c < n_cols && ts_col < 0; ++c) {
-    if (is_timestamp_name(header[c])) ts_col = static_cast<int64_t>(c);
-  }
+  const int64_t ts_col = timestamp_column(header, rows);
   if (ts_col < 0) {
-    for (const auto& row : rows) {
-      if (row[0].empty()) continue;
-      if (!csv_number(row[0], v)) ts_col = 0;
-      break;
+    const int64_t odd = odd_timestamp_row(rows);
+    if (odd >= 0) {
+      const std::string& cell = rows[static_cast<size_t>(odd)][0];
+      throw UsageError(where(static_cast<size_t>(odd) + 1) + " column 1 (\"" + header[0] +
+                       "\"): \"" + cell +
+                       "\" is not a timestamp, as the column's other cells are (a date or time "
+                       "such as 2024-01-31 or 2024-01-31T12:00:00); fix the cell, or leave it "
+                       "empty");
     }
   }
   CsvSeries out;
@@ -134,7 +188,7 @@ CsvSeries parse_csv_series(const std::string& text, const std::string& path,
       if (cell.empty()) continue;  // missing
       const std::string at = where(r + 1) + " " + column;
       if (!csv_number(cell, v)) {
-        throw UsageError(at + ": \"" + cell + "\" is not a number (leave a missing value empty)");
+        throw UsageError(at + ": \"" + cell + "\" is not a number" + not_a_number_hint(cell));
       }
       s.values[r] = checked_series_value(v, at);
       s.valid[r] = 1;

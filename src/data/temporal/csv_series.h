@@ -1,8 +1,10 @@
 // Series from a CSV file (issue 26): a header row naming the columns, then one row per time
 // step. A timestamp column is skipped: a column named time, timestamp, date or datetime (any
-// case), or a first column whose first non-empty cell is not a number. Every other column is
-// a univariate series, named by its header. An empty cell is a missing value (masked: value 0,
-// valid 0). Cells may be quoted ("a,b", "" for a quote); a quoted cell cannot span lines.
+// case), or a first column whose every non-empty cell is a date or time (timestamp_cell.h), by
+// its whole content, never by one cell. Every other column is a univariate series of numbers,
+// named by its header; a cell that is neither is an error naming it. An empty cell is a missing
+// value (masked: value 0, valid 0). Cells may be quoted ("a,b", "" for a quote); a quoted cell
+// cannot span lines.
 #pragma once
 #include <string>
 #include <vector>
@@ -19,7 +21,9 @@ struct CsvSeries {
 };
 
 // UsageError naming the file and the line and column (header) for: no header, a row with
-// another number of cells than the header (ragged), a cell that is not a number, NaN or inf,
+// another number of cells than the header (ragged), a cell that is not a number (saying why when
+// it holds a ';' or a tab, or is hexadecimal), a first column of timestamps with a cell that is
+// not one, NaN or inf,
 // an unterminated quote, no data rows, a column without any value, a series longer than
 // options.max_length.
 CsvSeries read_csv_series(const std::string& path, const ReadOptions& options);

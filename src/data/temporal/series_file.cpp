@@ -12,13 +12,17 @@
 namespace lmtrain::data::temporal {
 
 std::vector<SeriesValues> read_series_file(const std::string& path, const ReadOptions& options) {
+  std::error_code ec;
+  // Before the extension: a directory named "x.csv" is no more a file than one named "x".
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UsageError(path + " is a directory: name one series file in it (.csv, .npy or .jsonl)");
+  }
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (ext != ".csv" && ext != ".npy" && ext != ".jsonl") {
     throw UsageError(path + ": a series file must be .csv, .npy or .jsonl (by its extension)");
   }
-  std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw UsageError(path + ": no such file (a series file: .csv, .npy or .jsonl)");
   }

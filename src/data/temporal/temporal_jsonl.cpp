@@ -1,5 +1,6 @@
 #include "data/temporal/temporal_jsonl.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -102,6 +103,22 @@ SeriesValues series_from_json(const nlohmann::json& e, const std::string& where)
   return s;
 }
 
+// "timeseries": [v0, v1, ...], values (numbers or nulls) rather than series: one univariate
+// series, which is what such a line means. A list mixing values and lists has no one reading:
+// refused, saying which shapes are read.
+bool is_flat_series(const nlohmann::json& ts, const std::string& where) {
+  const auto is_list = [](const nlohmann::json& e) { return e.is_array(); };
+  const size_t lists = static_cast<size_t>(std::count_if(ts.begin(), ts.end(), is_list));
+  if (lists == 0) return !ts.empty();
+  if (lists != ts.size()) {
+    throw UsageError(where +
+                     ": \"timeseries\" mixes values and lists: give one series as a list of "
+                     "values [v0, v1, ...], or several as a list of series [[v0, ...], [v0, "
+                     "...]] (a multichannel series: a list of equal-length channels)");
+  }
+  return false;
+}
+
 const nlohmann::json* temporal_field(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   return it == j.end() ? nullptr : &*it;
@@ -169,15 +186,17 @@ TemporalSample sample_from_json(const nlohmann::json& j, const std::string& wher
     throw UsageError(where + ": \"timeseries\" must be a list of series, not " +
                      std::string(ts->type_name()));
   }
-  const int64_t n_series = ts ? static_cast<int64_t>(ts->size()) : 0;
+  const bool flat = ts && is_flat_series(*ts, where);
+  const int64_t n_series = !ts ? 0 : flat ? 1 : static_cast<int64_t>(ts->size());
   if (temporal_field(j, "input") && count_placeholders(s.input) != n_series) {
     throw UsageError(where + ": the input has " + std::to_string(count_placeholders(s.input)) +
                      " placeholder(s) " + kSeriesPlaceholder + " but \"timeseries\" holds " +
-                     std::to_string(n_series) + " series (one per placeholder)");
+                     std::to_string(n_series) + " series (one per placeholder" +
+                     (flat ? "; a flat list of values is one series)" : ")"));
   }
   for (int64_t k = 0; k < n_series; ++k) {
-    const std::string at = where + ": timeseries[" + std::to_string(k) + "]";
-    s.series.push_back(series_from_json((*ts)[static_cast<size_t>(k)], at));
+    const std::string at = where + ": timeseries" + (flat ? "" : "[" + std::to_string(k) + "]");
+    s.series.push_back(series_from_json(flat ? *ts : (*ts)[static_cast<size_t>(k)], at));
     check_series(s.series.back(), at, options);
   }
   s.task = string_field(j, "task", where, false);

@@ -3,9 +3,10 @@
 //   {"input": "... <ts><ts/> ...", "output": "...", "timeseries": [SERIES, ...], ...}
 // one SERIES per placeholder, in order. A univariate SERIES is a list of values [v0, v1, ...];
 // a multichannel one a list of channels of equal length [[c0 v0, ...], [c1 v0, ...]] (C, L).
-// A missing value is null (masked: value 0, valid 0). Synthetic samples add "task", "choices",
-// "answer", "numeric_answer" (a number or null) and "attributes" (an object); readers take
-// them when present and leave them empty otherwise.
+// A "timeseries" that is a flat list of values [v0, v1, ...] rather than a list of series is
+// read as one univariate series. A missing value is null (masked: value 0, valid 0). Synthetic
+// samples add "task", "choices", "answer", "numeric_answer" (a number or null) and "attributes" (an
+// object); readers take them when present and leave them empty otherwise.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>

@@ -240,5 +240,56 @@ TEST(StreamUnits, SplitIsByUnitAndKeepsBothSides) {
   EXPECT_EQ(none.val.size(), 1u);  // at least one validation unit
 }
 
+TEST(StreamUnits, ValFractionZeroHoldsOutNoUnit) {
+  StreamCorpus c;
+  const auto s = split_stream_units(c.units, c.files, 0.0, 5);
+  EXPECT_EQ(s.val.size(), 0u);
+  EXPECT_EQ(s.train.size(), c.units.size());
+}
+
+// Units without a document (a file of blank documents) first in the order: a fresh stream reads
+// on past them and gives, batch for batch, the stream without them.
+TEST(StreamLoader, UnitsWithoutADocumentAreSkippedFromAFreshStart) {
+  StreamCorpus c;
+  write_text(c.dir.file("blank1.txt"), "%\n\n%\n");
+  write_text(c.dir.file("blank2.txt"), "   \n");
+  std::vector<InputFile> files =
+      list_input_files({c.dir.file("blank1.txt"), c.dir.file("blank2.txt")});
+  files.insert(files.end(), c.files.begin(), c.files.end());
+  StreamOptions o = c.options();
+  o.shuffle = false;
+  StreamLoader with_blanks(files, list_stream_units(files, o.reader, 600), *c.tok, o, 0, 1, {});
+  StreamLoader without(c.files, c.units, *c.tok, o, 0, 1, {});
+  for (int b = 0; b < 5; ++b) {
+    const auto got = with_blanks.next(), want = without.next();
+    ASSERT_EQ(got.rows, want.rows) << "batch " << b;
+    // Positions count units of this stream: two more, the blank ones, before the same text.
+    EXPECT_EQ(got.next.unit, want.next.unit + 2) << "batch " << b;
+    EXPECT_EQ(got.next.document, want.next.document) << "batch " << b;
+  }
+}
+
+TEST(StreamLoader, ARankWhoseUnitsHoldNoDocumentIsToldSoWithTheCounts) {
+  StreamCorpus c;
+  write_text(c.dir.file("blank.txt"), "%\n%\n");
+  std::vector<InputFile> files = list_input_files({c.dir.file("blank.txt"), c.dir.file("d.txt")});
+  StreamOptions o = c.options();
+  o.shuffle = false;  // rank 0 reads unit 0 (blank.txt), rank 1 unit 1 (d.txt)
+  const auto units = list_stream_units(files, o.reader, 0);
+  ASSERT_EQ(units.size(), 2u);
+  StreamLoader rank1(files, units, *c.tok, o, 1, 2, {0, 0, 0, 0, 1, 2});
+  EXPECT_EQ(rank1.next().rows.size(), 3u * 17u);
+  StreamLoader rank0(files, units, *c.tok, o, 0, 2, {0, 0, 0, 0, 0, 2});
+  try {
+    rank0.next();
+    FAIL() << "expected an error";
+  } catch (const NoStreamDocument& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "rank 0 of 2 has no document to read: its 1 unit(s) of 2 in epoch 0 hold none"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace lmtrain::data

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +16,7 @@
 #include "data/temporal/npy_series.h"
 #include "data/temporal/series_file.h"
 #include "data/temporal/temporal_jsonl.h"
+#include "data/temporal/timestamp_cell.h"
 #include "test_util.h"
 
 namespace lmtrain::data::temporal {
@@ -90,6 +93,71 @@ TEST(TemporalCsv, BadFilesNameTheFileLineAndColumn) {
   expect_error(read("a\n1\n2\n3\n", {2, 0}),
                {path, "column 1 (\"a\")", "3 values", "maximum length 2"});
   expect_error(read("date\n2024-01-01\n"), {path, "no series column"});
+}
+
+// Writes `text` to `path` and returns what reads it back, for expect_error.
+std::function<void()> csv_written(const std::string& path, const std::string& text) {
+  write_text(path, text);
+  return [=] { read_csv_series(path, {}); };
+}
+
+TEST(TemporalCsv, ATypoInTheFirstCellIsNamedNotTakenForATimestampColumn) {
+  TempDir dir;
+  const std::string path = dir.file("typo.csv");
+  const auto read = [&](const std::string& text) { return csv_written(path, text); };
+  // Before: the price column became the timestamp column, and the volume answered for it.
+  expect_error(read("price,volume\n1.5abc,10\n2,11\n3,12\n"),
+               {path + ":2", "column 1 (\"price\")", "\"1.5abc\" is not a number"});
+  expect_error(read("price\n1.5abc\n2\n"), {path + ":2", "\"1.5abc\" is not a number"});
+  // A column of labels is neither numbers nor timestamps: named at its first cell.
+  expect_error(read("id,x\na,1\nb,2\n"), {path + ":2", "column 1 (\"id\")", "\"a\""});
+  // A first column is a timestamp column by its whole content, whatever its header...
+  write_text(path, "when,price\n2024-01-01,1\n2024-01-02T10:00:00Z,2\n,3\nJan 4 2024,4\n");
+  const CsvSeries c = read_csv_series(path, {});
+  EXPECT_EQ(c.timestamp_column, "when");
+  EXPECT_EQ(c.names, (std::vector<std::string>{"price"}));
+  EXPECT_EQ(c.series.at(0).values, (std::vector<float>{1, 2, 3, 4}));
+  // ...and one cell of it that is not a timestamp is named as the odd one out.
+  expect_error(read("when,price\n2024-01-01,1\n2024-0l-02,2\n2024-01-03,3\n"),
+               {path + ":3", "column 1 (\"when\")", "\"2024-0l-02\" is not a timestamp"});
+}
+
+TEST(TemporalCsv, SemicolonsHexAndTrailingTyposNameTheCellAndWhatWasExpected) {
+  TempDir dir;
+  const std::string path = dir.file("odd.csv");
+  const struct {
+    const char* text;
+    std::vector<std::string> parts;
+  } cases[] = {
+      {"time;price\n2024-01-01;1.5\n2024-01-02;1.6\n",
+       {":2", "column 1 (\"time;price\")", "\"2024-01-01;1.5\" is not a number",
+        "separated by commas"}},
+      {"price\n0x1A\n0x2B\n", {":2", "\"0x1A\" is not a number", "hexadecimal"}},
+      {"price\n1\n2\n3x\n", {":4", "column 1 (\"price\")", "\"3x\" is not a number"}},
+  };
+  for (const auto& k : cases) {
+    std::vector<std::string> parts;
+    for (const auto& p : k.parts) parts.push_back(p[0] == ':' ? path + p : p);
+    try {
+      csv_written(path, k.text)();
+      ADD_FAILURE() << "no error for " << k.text;
+    } catch (const UsageError& e) {
+      for (const auto& p : parts) EXPECT_TRUE(testing::contains(e.what(), p)) << e.what() << p;
+      EXPECT_FALSE(testing::contains(e.what(), "no series column")) << e.what();
+    }
+  }
+}
+
+TEST(TimestampCell, DatesAndTimesAreTimestampsNumbersWithTyposAreNot) {
+  for (const char* yes :
+       {"2024-01-31", "31/01/2024", "2024-01-31T12:00:00.5+02:00", "12:30", "31.01.2024",
+        "Jan 31 2024 3:00 PM", "2024-01-31 12:00:00 UTC", "Mon, 1 Sept 2025", "20240131T120000Z"}) {
+    EXPECT_TRUE(is_timestamp_cell(yes)) << yes;
+  }
+  for (const char* no : {"", "1.5abc", "0x1A", "3x", "1.5", "2024-01-01;1.5", "abc", "1 2", "1-",
+                         "Jan", "12:30 tomorrow", "nan", "1e5"}) {
+    EXPECT_FALSE(is_timestamp_cell(no)) << no;
+  }
 }
 
 // ---- NPY ----
@@ -302,8 +370,8 @@ TEST(TemporalJsonl, BadLinesNameTheFileLineAndSeries) {
   expect_error(read("{\"input\": 3, \"output\": \"a\"}"), {at, "\"input\" must be a string"});
   expect_error(read("{\"input\": \"<ts><ts/>\", \"output\": \"a\", \"timeseries\": 5}"),
                {at, "\"timeseries\""});
-  expect_error(read("{\"input\": \"<ts><ts/>\", \"output\": \"a\", \"timeseries\": [5]}"),
-               {at, "timeseries[0]"});
+  expect_error(read("{\"input\": \"<ts><ts/>\", \"output\": \"a\", \"timeseries\": [5, [1]]}"),
+               {at, "mixes values and lists", "[v0, v1, ...]"});
   expect_error(read("{\"input\": \"a\", \"output\": \"a\", \"output\": \"b\"}"),
                {at, "appears twice"});
   expect_error(read("{\"input\": \"a\", \"output\": \"a\", \"choices\": [1]}"),
@@ -314,6 +382,30 @@ TEST(TemporalJsonl, BadLinesNameTheFileLineAndSeries) {
                {at, "attributes"});
   write_text(path, "\n\n");
   expect_error([&] { read_temporal_jsonl(path, {}); }, {path, "no samples"});
+}
+
+TEST(TemporalJsonl, AFlatListOfValuesIsOneSeries) {
+  TempDir dir;
+  const std::string path = dir.file("flat.jsonl");
+  std::string values;
+  for (int i = 0; i < 64; ++i) values += (i ? "," : "") + std::to_string(i);
+  write_text(path,
+             "{\"input\": \"<ts><ts/>\", \"output\": \"a\", \"timeseries\": [" + values +
+                 "]}\n{\"input\": \"<ts><ts/>\", \"output\": \"b\", \"timeseries\": [1, null, "
+                 "3]}\n");
+  const auto samples = read_temporal_jsonl(path, {});
+  ASSERT_EQ(samples.size(), 2u);
+  ASSERT_EQ(samples[0].series.size(), 1u);
+  EXPECT_EQ(samples[0].series[0].length, 64);
+  EXPECT_EQ(samples[0].series[0].channels, 1);
+  EXPECT_EQ(samples[0].series[0].values[63], 63.0f);
+  EXPECT_EQ(samples[1].series.at(0).values, (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(samples[1].series.at(0).valid, (std::vector<uint8_t>{1, 0, 1}));
+  // Two placeholders and one flat list: the count says how a flat list is read.
+  write_text(path,
+             "{\"input\": \"<ts><ts/> <ts><ts/>\", \"output\": \"a\", \"timeseries\": [1, 2]}\n");
+  expect_error([&] { read_temporal_jsonl(path, {}); },
+               {path + ":1", "holds 1 series", "a flat list of values is one series"});
 }
 
 TEST(TemporalJsonl, WrittenSamplesReadBackBitForBit) {
@@ -394,6 +486,17 @@ TEST(TemporalSeriesFile, PicksTheReaderByExtension) {
   expect_error([&] { read_series_file(dir.file("a.txt"), 0); }, {"a.txt", ".csv, .npy or .jsonl"});
   expect_error([&] { read_series_file(dir.file("missing.npy"), 0); },
                {"missing.npy", "no such file"});
+  // A directory is named as one, whatever its name ends with.
+  std::filesystem::create_directories(dir.file("series.csv"));
+  for (const std::string& d : {dir.path(), dir.file("series.csv")}) {
+    try {
+      read_series_file(d, 0);
+      ADD_FAILURE() << "no error for " << d;
+    } catch (const UsageError& e) {
+      EXPECT_TRUE(testing::contains(e.what(), d + " is a directory")) << e.what();
+      EXPECT_FALSE(testing::contains(e.what(), "no such file")) << e.what();
+    }
+  }
   write_text(dir.file("s.jsonl"), "{\"timeseries\": [[1, 2], [3]]}\n");
   EXPECT_EQ(read_series_file(dir.file("s.jsonl"), 0).size(), 2u);
   write_text(dir.file("s.jsonl"), "{\"input\": \"text only\"}\n");

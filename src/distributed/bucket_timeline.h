@@ -1,0 +1,44 @@
+// When each gradient bucket of one step became ready, went out and came back, against the end of
+// backward: the picture that says which bucket's communication backward did not hide.
+// GradSync records one per armed step under TORCH_DISTRIBUTED_DEBUG=DETAIL and logs it as a
+// table (times in ms since arm(), i.e. since the last micro-step's backward began).
+// done() runs on the backend's completion thread, so every time is an atomic.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/bucket_plan.h"
+
+namespace lmtrain::dist {
+
+class BucketTimeline {
+ public:
+  explicit BucketTimeline(size_t buckets);
+
+  void start();  // arm(): time zero, every mark cleared
+  void ready(size_t bucket) { mark(ready_[bucket]); }
+  void launched(size_t bucket) { mark(launched_[bucket]); }
+  // The first of the completion callback and the wait's return wins.
+  void done(size_t bucket);
+  void backward_end() { mark(backward_end_); }
+
+  // One line per bucket: size, parameters, ready / launched / done, and the part of its
+  // transfer that ran after backward ended; then the step's unhidden total.
+  std::string table(const std::vector<GradBucket>& buckets, int64_t element_size) const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr double kUnset = -1.0;
+  void mark(std::atomic<double>& slot) const;
+
+  Clock::time_point zero_;
+  std::unique_ptr<std::atomic<double>[]> ready_, launched_, done_;
+  size_t size_;
+  std::atomic<double> backward_end_{kUnset};
+};
+
+}  // namespace lmtrain::dist
