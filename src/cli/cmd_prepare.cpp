@@ -25,7 +25,9 @@ int cmd_prepare(const Args& argv) {
        "(default 4096)",
        "N"},
       {"val_fraction", FlagKind::kValue,
-       "share of documents held out for validation, chosen by content hash (0.05)", "F"},
+       "share of documents held out for validation, chosen by content hash; with too few "
+       "documents for that, the last F of each document's bytes (0.05)",
+       "F"},
       {"seed", FlagKind::kValue, "seed of the train/val split and the tokenizer sample (1337)",
        "N"},
       {"doc_separator", FlagKind::kValue,
@@ -102,7 +104,10 @@ int cmd_prepare(const Args& argv) {
   auto display = std::make_shared<PhaseDisplay>();
   opts.progress = [display](const data::PrepareProgress& p) {
     static const std::map<std::string, std::string> names = {
-        {"hash", "checksums"}, {"sample", "sampling for the tokenizer"}, {"encode", "encoding"}};
+        {"hash", "checksums"},
+        {"sample", "sampling for the tokenizer"},
+        {"count", "counting documents for the split"},
+        {"encode", "encoding"}};
     if (!display->progress || display->phase != p.phase) {
       const auto name = names.count(p.phase) ? names.at(p.phase) : p.phase;
       display->phase = p.phase;

@@ -40,9 +40,12 @@ std::string read_input(const std::string& path) {
   return core::read_file(path);
 }
 
-// Every document of `path` (a file or a directory), read as `lmtrain prepare` reads its inputs.
-std::vector<std::string> read_documents(const std::string& path, const ParsedArgs& args) {
+// Every document of `path` (a file or a directory), read as `lmtrain prepare` reads its inputs;
+// with keep_blank the blank ones too, so that output line N is document N.
+std::vector<std::string> read_documents(const std::string& path, const ParsedArgs& args,
+                                        bool keep_blank) {
   data::DocumentReaderOptions options;
+  options.keep_blank = keep_blank;
   options.doc_separator = args.get("doc_separator");
   if (args.has("text_column")) options.text_column = args.get("text_column");
   std::vector<std::string> docs;
@@ -165,9 +168,10 @@ int cmd_tokenize(const Args& argv) {
           "Hugging Face `tokenizers`, the text of a special token (<|endoftext|>) becomes\n"
           "its id unless --no_special; no token is added. --decode does the reverse.\n"
           "--documents encodes each document of a corpus on its own (one line of ids per\n"
-          "document), on --threads threads. --train_vocab_size trains a tokenizer as\n"
-          "`lmtrain prepare` does, on every document of CORPUS. --timing reports the\n"
-          "speed of the work alone on stderr (bench/tokenizer_compare.sh).\n\n")) {
+          "document, an empty line for an empty one: line N is document N), on --threads\n"
+          "threads. --train_vocab_size trains a tokenizer as `lmtrain prepare` does, on\n"
+          "every document of CORPUS. --timing reports the speed of the work alone on\n"
+          "stderr (bench/tokenizer_compare.sh).\n\n")) {
     return 0;
   }
   if (!args.positional.empty())
@@ -196,7 +200,7 @@ int cmd_tokenize(const Args& argv) {
     }
     data::BpeTrainerOptions topt;
     topt.vocab_size = static_cast<size_t>(args.get_int("train_vocab_size", 0, 257, 1 << 24));
-    const auto docs = read_documents(input, args);
+    const auto docs = read_documents(input, args, /*keep_blank=*/false);
     uint64_t bytes = 0;
     for (const auto& d : docs) bytes += d.size();
     const auto t0 = Clock::now();
@@ -226,7 +230,7 @@ int cmd_tokenize(const Args& argv) {
   if (documents) {
     int threads = static_cast<int>(args.get_int("threads", 1, 0, kMaxThreadsFlag));
     if (threads == 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    const auto docs = read_documents(input, args);
+    const auto docs = read_documents(input, args, /*keep_blank=*/true);
     uint64_t bytes = 0;
     for (const auto& d : docs) bytes += d.size();
     const auto t0 = Clock::now();

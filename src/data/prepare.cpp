@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <queue>
 #include <thread>
 
@@ -28,6 +29,7 @@
 #include "data/corpus/document_reader.h"
 #include "data/corpus/input_files.h"
 #include "data/document_hash.h"
+#include "data/position_split.h"
 #include "data/prepare_journal.h"
 #include "data/token_shard.h"
 #include "data/token_split.h"
@@ -157,13 +159,20 @@ nlohmann::json hash_inputs(const std::vector<InputFile>& files, const PrepareOpt
 
 struct SampleStats {
   uint64_t documents = 0, bytes = 0;
-  uint64_t corpus_documents = 0, corpus_val_documents = 0;
+  // Documents as read (a long text document in pieces), those with validation text, and the
+  // documents themselves (pieces joined).
+  uint64_t corpus_documents = 0, corpus_val_documents = 0, whole_documents = 0;
+  PiecedDocumentSizes pieced;  // the sizes of the documents read in pieces
 };
 
 // The training documents with the smallest sample keys that fit in `budget` bytes, read in one
-// pass with at most `budget` bytes of them held.
+// pass with at most `budget` bytes of them held; and how many documents go to validation. By
+// position (`by_position`: the sizes of the documents read in pieces), every document's
+// training part is a candidate; else the content hash decides. A budget of 0 only counts.
 std::vector<std::string> sample_for_tokenizer(const std::vector<InputFile>& files,
-                                              const PrepareOptions& opt, SampleStats* stats,
+                                              const PrepareOptions& opt,
+                                              const PiecedDocumentSizes* by_position,
+                                              const char* phase, SampleStats* stats,
                                               size_t* peak_reader_bytes) {
   struct Candidate {
     uint64_t key, seq;
@@ -174,13 +183,21 @@ std::vector<std::string> sample_for_tokenizer(const std::vector<InputFile>& file
   uint64_t held = 0, seq = 0;
   const uint64_t budget = opt.tokenizer_train_bytes;
   CorpusReader reader(files, reader_options(opt));
-  ProgressMeter meter(opt.progress, "sample", reader.bytes_total(), opt.progress_seconds);
+  ProgressMeter meter(opt.progress, phase, reader.bytes_total(), opt.progress_seconds);
   std::string text;
   while (!reader.at_end()) {
     if (!reader.next_in_file(&text)) continue;
     ++stats->corpus_documents;
+    const PieceOfDocument piece = reader.piece();
+    if (!piece.continues) ++stats->whole_documents;
+    if (!piece.whole()) stats->pieced[piece.first] = piece.offset + text.size();
     const uint64_t h = document_hash(text);
-    if (is_val_document(h, opt.seed, opt.val_fraction)) {
+    if (by_position) {
+      const size_t cut = position_split_cut(text, piece, *by_position, opt.val_fraction);
+      if (cut < text.size()) ++stats->corpus_val_documents;
+      text.resize(cut);
+    }
+    if (!by_position && is_val_document(h, opt.seed, opt.val_fraction)) {
       ++stats->corpus_val_documents;
     } else if (text.size() <= budget) {
       const uint64_t key = sample_key(h, opt.seed);
@@ -211,43 +228,91 @@ std::vector<std::string> sample_for_tokenizer(const std::vector<InputFile>& file
   return docs;
 }
 
-void check_counts(uint64_t documents, uint64_t val_documents, const PrepareOptions& opt) {
+// The content-hash split needs a document on each side; fewer documents than that (one book,
+// a few files) are split by position within each document instead. One document read in pieces
+// is still one document.
+bool hash_split_works(const SampleStats& s) {
+  return s.whole_documents >= 2 && s.corpus_val_documents > 0 &&
+         s.corpus_val_documents < s.corpus_documents;
+}
+
+// The options of the pass that samples the tokenizer's training text; with a given tokenizer
+// nothing is sampled (budget 0), the pass only counts the split.
+PrepareOptions counting_or_sampling(const PrepareOptions& opt) {
+  PrepareOptions o = opt;
+  if (!opt.tokenizer.empty()) o.tokenizer_train_bytes = 0;
+  return o;
+}
+
+// `documents` of the corpus; the parts of them that went to training and to validation.
+void check_counts(uint64_t documents, uint64_t train_parts, uint64_t val_parts, bool by_position,
+                  const PrepareOptions& opt) {
+  if (documents == 0) throw UsageError("prepare: the inputs hold no non-empty document");
+  if (by_position) {
+    if (val_parts == 0) {
+      throw UsageError(log::format(
+          "prepare: %llu documents are too few for the content-hash split, and none has a line "
+          "boundary to cut its last %g of bytes off at for validation: give more documents, or "
+          "text with line breaks",
+          static_cast<unsigned long long>(documents), opt.val_fraction));
+    }
+    return;
+  }
   if (documents < 2) {
     throw UsageError("prepare: need at least 2 non-empty documents (train and val), found " +
                      std::to_string(documents));
   }
-  if (val_documents == 0 || val_documents == documents) {
+  if (val_parts == 0 || train_parts == 0) {
     throw UsageError(log::format(
         "prepare: no document fell into the %s split (%llu documents, val_fraction %g; the "
         "split goes by each document's hash): %s --val_fraction, or give more documents",
-        val_documents == 0 ? "validation" : "training", static_cast<unsigned long long>(documents),
-        opt.val_fraction, val_documents == 0 ? "raise" : "lower"));
+        val_parts == 0 ? "validation" : "training", static_cast<unsigned long long>(documents),
+        opt.val_fraction, val_parts == 0 ? "raise" : "lower"));
   }
 }
 
 // ---- stage 3: encoding
 
-// A chunk's documents encoded, in order: document i is ids[ends[i-1], ends[i]) (with its
-// <|endoftext|>), in the validation split when val[i].
+// A chunk's documents encoded, in order, as parts: part i is ids[ends[i-1], ends[i]) (with its
+// <|endoftext|>), of the chunk's document doc[i], in the validation split when val[i]. By hash a
+// document is one part; by position its training part and its validation part (either may be
+// empty, and is then left out).
 struct EncodedChunk {
-  CorpusPosition start;  // the chunk's: document i ends at (start.file, start.document + i + 1)
+  CorpusPosition start;  // the chunk's: document j ends at (start.file, start.document + j + 1)
   std::vector<uint32_t> ids;
   std::vector<size_t> ends;
   std::vector<uint8_t> val;
   std::vector<uint64_t> bytes;
+  std::vector<size_t> doc;
+  std::vector<uint8_t> last_piece;  // per document: it ends the document it is a piece of
 };
 
 EncodedChunk encode_chunk(const BpeTokenizer& tok, const DocumentChunk& chunk, uint64_t seed,
-                          double val_fraction) {
+                          double val_fraction, const PiecedDocumentSizes* by_position) {
   EncodedChunk out;
   out.start = chunk.start;
+  // Text encodes to about a token per 4 bytes: room for a token per 3 spares a 64 MiB piece
+  // of one long document the vector's doubling (twice its ids, and a copy) in most cases.
+  out.ids.reserve(chunk.bytes / 3 + 2 * chunk.documents.size());
+  for (const PieceOfDocument& p : chunk.pieces) out.last_piece.push_back(!p.continues);
   const uint32_t eot = tok.eot_id();
-  for (const std::string& d : chunk.documents) {
-    out.val.push_back(is_val_document(document_hash(d), seed, val_fraction));
-    tok.encode_append(d, &out.ids);
+  auto add_part = [&](std::string_view text, bool val, size_t doc) {
+    tok.encode_append(text, &out.ids);
     out.ids.push_back(eot);
     out.ends.push_back(out.ids.size());
-    out.bytes.push_back(d.size());
+    out.val.push_back(val);
+    out.bytes.push_back(text.size());
+    out.doc.push_back(doc);
+  };
+  for (size_t j = 0; j < chunk.documents.size(); ++j) {
+    const std::string& d = chunk.documents[j];
+    if (!by_position) {
+      add_part(d, is_val_document(document_hash(d), seed, val_fraction), j);
+      continue;
+    }
+    const size_t cut = position_split_cut(d, chunk.pieces[j], *by_position, val_fraction);
+    if (cut > 0) add_part(std::string_view(d).substr(0, cut), false, j);
+    if (cut < d.size()) add_part(std::string_view(d).substr(cut), true, j);
   }
   return out;
 }
@@ -294,6 +359,7 @@ struct Encoder {
   void write(const EncodedChunk& c) {
     size_t begin = 0;
     for (size_t i = 0; i < c.ends.size(); ++i) {
+      const bool document_ends = i + 1 == c.ends.size() || c.doc[i + 1] != c.doc[i];
       if (!train) open_piece();
       const size_t n = c.ends[i] - begin;
       if (c.val[i]) {
@@ -308,8 +374,10 @@ struct Encoder {
         totals.train_bytes += c.bytes[i];
       }
       begin = c.ends[i];
+      if (!document_ends) continue;
+      totals.documents += c.last_piece[c.doc[i]];
       if (train->num_tokens() >= opt.shard_tokens) {
-        close_piece({c.start.file, c.start.document + i + 1});
+        close_piece({c.start.file, c.start.document + c.doc[i] + 1});
       }
     }
   }
@@ -346,7 +414,8 @@ struct Encoder {
 };
 
 void encode_corpus(const std::vector<InputFile>& files, const PrepareOptions& opt,
-                   const BpeTokenizer& tok, const std::string& stage, PrepareJournal& journal,
+                   const PiecedDocumentSizes* by_position, const BpeTokenizer& tok,
+                   const std::string& stage, PrepareJournal& journal,
                    std::vector<PieceRecord>& records, size_t* peak_reader_bytes) {
   Encoder enc(opt, tok, stage, journal, records);
   enc.dtype = shard_dtype_for_vocab(tok.vocab_size());
@@ -356,7 +425,7 @@ void encode_corpus(const std::vector<InputFile>& files, const PrepareOptions& op
     start = records.back().next;
   }
   CorpusReader reader(files, reader_options(opt), start);
-  const uint64_t docs_before = enc.totals.train_documents + enc.totals.val_documents;
+  const uint64_t docs_before = enc.totals.documents;
   ProgressMeter meter(opt.progress, "encode", reader.bytes_total(), opt.progress_seconds,
                       reader.bytes_done(), docs_before);
   const size_t threads = static_cast<size_t>(thread_count(opt));
@@ -374,8 +443,8 @@ void encode_corpus(const std::vector<InputFile>& files, const PrepareOptions& op
       auto chunk = std::make_shared<DocumentChunk>();
       if (!next_chunk(reader, opt.chunk_bytes, chunk.get())) break;
       documents_read += chunk->documents.size();
-      inflight.push_back(std::async(std::launch::async, [&tok, &opt, chunk]() {
-        return encode_chunk(tok, *chunk, opt.seed, opt.val_fraction);
+      inflight.push_back(std::async(std::launch::async, [&tok, &opt, chunk, by_position]() {
+        return encode_chunk(tok, *chunk, opt.seed, opt.val_fraction, by_position);
       }));
       while (inflight.size() >= threads) write_front();
       meter.update(reader.bytes_done(), documents_read);
@@ -413,6 +482,24 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
     out.clear_staging();
     journal = PrepareJournal(stage, fingerprint);
   }
+  // The fingerprint knows sizes and mtimes; an input edited in place with both kept still
+  // matches it. So the inputs are hashed again before any finished work is trusted.
+  std::optional<nlohmann::json> rehashed;
+  if (journal.matched() && journal.state().hashes) {
+    rehashed = hash_inputs(all_files, opt);
+    const auto& was = (*journal.state().hashes)["hashes"];
+    const auto& now = (*rehashed)["hashes"];
+    for (size_t i = 0; i < all_files.size(); ++i) {
+      if (i < was.size() && was[i] == now[i]) continue;
+      log::warn("prepare: input " + all_files[i].path +
+                " changed since the interrupted prepare in " + stage +
+                " (its sha256 differs, though its size and modification time do not): starting "
+                "over");
+      out.clear_staging();
+      journal = PrepareJournal(stage, fingerprint);
+      break;
+    }
+  }
   JournalState state = journal.state();
   std::vector<PieceRecord> records = state.pieces;
   remove_unjournaled(stage, records.size());
@@ -425,7 +512,7 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
 
   // 1. Checksums; binary files among the text ones are skipped.
   if (!state.hashes) {
-    state.hashes = hash_inputs(all_files, opt);
+    state.hashes = rehashed ? *rehashed : hash_inputs(all_files, opt);
     journal.append(*state.hashes);
   }
   const auto& hashes = (*state.hashes)["hashes"];
@@ -455,6 +542,36 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   auto t0 = Clock::now();
   if (!state.tokenizer) {
     nlohmann::json rec;
+    // Sampling also counts the documents the content-hash split puts in validation; when
+    // either side would be empty, the split goes by position instead (and a trained
+    // tokenizer's sample is then drawn again, from the training parts).
+    const char* phase = opt.tokenizer.empty() ? "sample" : "count";
+    SampleStats stats;
+    std::vector<std::string> sample = sample_for_tokenizer(
+        files, counting_or_sampling(opt), nullptr, phase, &stats, &res.peak_reader_bytes);
+    const bool by_position = !hash_split_works(stats);
+    if (by_position && stats.whole_documents > 0) {
+      log::info(log::format(
+          "prepare: too few documents for the content-hash split (%llu, of which it puts %llu "
+          "in validation at val_fraction %g): splitting by position instead, the last %g of "
+          "each document's bytes, cut at a line boundary, goes to validation",
+          static_cast<unsigned long long>(stats.whole_documents),
+          static_cast<unsigned long long>(stats.corpus_val_documents), opt.val_fraction,
+          opt.val_fraction));
+      const PiecedDocumentSizes pieced = std::move(stats.pieced);
+      stats = SampleStats{};
+      sample = sample_for_tokenizer(files, counting_or_sampling(opt), &pieced, phase, &stats,
+                                    &res.peak_reader_bytes);
+    }
+    check_counts(stats.whole_documents, stats.corpus_documents - stats.corpus_val_documents,
+                 stats.corpus_val_documents, by_position, opt);
+    rec["split"] = by_position ? "position" : "hash";
+    // The sizes of the documents read in pieces, which the split by position cuts by.
+    nlohmann::json pieced = nlohmann::json::array();
+    for (const auto& [first, size] : stats.pieced) {
+      pieced.push_back({first.file, first.document, size});
+    }
+    rec["pieced_documents"] = pieced;
     if (!opt.tokenizer.empty()) {
       const auto given = BpeTokenizer::load(opt.tokenizer);
       log::info(log::format("tokenizer %s: vocab %zu, %zu merges", opt.tokenizer.c_str(),
@@ -470,11 +587,9 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
         copied = false;
       }
       if (!copied) given.save_hf(res.tokenizer_path);
-      rec = {{"hash", given.hash()}, {"given", opt.tokenizer}};
+      rec["hash"] = given.hash();
+      rec["given"] = opt.tokenizer;
     } else {
-      SampleStats stats;
-      auto sample = sample_for_tokenizer(files, opt, &stats, &res.peak_reader_bytes);
-      check_counts(stats.corpus_documents, stats.corpus_val_documents, opt);
       BpeTrainerOptions topt;
       topt.vocab_size = static_cast<size_t>(opt.vocab_size);
       BpeTrainer trainer(topt);
@@ -490,10 +605,10 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
           static_cast<unsigned long long>(stats.corpus_documents), trained.vocab_size(),
           trained.merges().size(), trainer.num_unique_words(), seconds_since(t0)));
       trained.save_hf(res.tokenizer_path);
-      rec = {{"hash", trained.hash()},
-             {"sample_documents", stats.documents},
-             {"sample_bytes", stats.bytes},
-             {"seconds", seconds_since(t0)}};
+      rec["hash"] = trained.hash();
+      rec["sample_documents"] = stats.documents;
+      rec["sample_bytes"] = stats.bytes;
+      rec["seconds"] = seconds_since(t0);
     }
     core::fsync_path(res.tokenizer_path);
     journal.append({{"tokenizer", rec}});
@@ -507,14 +622,20 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
                 " and run prepare again");
   }
   res.train_seconds = state.tokenizer->value("seconds", seconds_since(t0));
+  const bool by_position = state.tokenizer->value("split", "hash") == "position";
+  PiecedDocumentSizes pieced;
+  for (const auto& p : state.tokenizer->value("pieced_documents", nlohmann::json::array())) {
+    pieced[{p.at(0).get<uint64_t>(), p.at(1).get<uint64_t>()}] = p.at(2).get<uint64_t>();
+  }
 
   // 3. Encode into pieces, on all threads.
   t0 = Clock::now();
-  encode_corpus(files, opt, tok, stage, journal, records, &res.peak_reader_bytes);
+  encode_corpus(files, opt, by_position ? &pieced : nullptr, tok, stage, journal, records,
+                &res.peak_reader_bytes);
   res.encode_seconds = seconds_since(t0);
   const PieceRecord totals = records.empty() ? PieceRecord{} : records.back();
-  const uint64_t n = totals.train_documents + totals.val_documents;
-  check_counts(n, totals.val_documents, opt);
+  const uint64_t n = totals.documents;
+  check_counts(n, totals.train_documents, totals.val_documents, by_position, opt);
 
   res.num_files = files.size();
   res.num_documents = n;
@@ -576,7 +697,10 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
   s["dtype_bytes"] = shard_dtype_for_vocab(tok.vocab_size());
   s["tokenizer_hash"] = res.tokenizer_hash;
   s["val_fraction"] = opt.val_fraction;
-  s["split"] = "by document content hash (data/document_hash.h)";
+  s["split"] = by_position
+                   ? "by position: the last val_fraction of each document's bytes, cut at a "
+                     "line boundary (data/position_split.h)"
+                   : "by document content hash (data/document_hash.h)";
   s["seed"] = opt.seed;
   s["train_seconds"] = res.train_seconds;
   s["encode_seconds"] = res.encode_seconds;

@@ -34,6 +34,7 @@ nlohmann::json PieceRecord::to_json() const {
           {"next", {next.file, next.document}},
           {"train_tokens", train_tokens},
           {"val_tokens", val_tokens},
+          {"documents", documents},
           {"train_documents", train_documents},
           {"val_documents", val_documents},
           {"train_bytes", train_bytes},
@@ -51,6 +52,8 @@ PieceRecord PieceRecord::from_json(const nlohmann::json& j) {
   r.val_tokens = j.at("val_tokens").get<uint64_t>();
   r.train_documents = j.at("train_documents").get<uint64_t>();
   r.val_documents = j.at("val_documents").get<uint64_t>();
+  // Journals written before the split by position had one part per document.
+  r.documents = j.value("documents", r.train_documents + r.val_documents);
   r.train_bytes = j.at("train_bytes").get<uint64_t>();
   r.val_bytes = j.at("val_bytes").get<uint64_t>();
   r.piece_train_tokens = j.at("piece_train_tokens").get<uint64_t>();

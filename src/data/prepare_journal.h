@@ -23,6 +23,7 @@ struct PieceRecord {
   CorpusPosition next;  // where the corpus goes on after this piece
   // Running totals after this piece.
   uint64_t train_tokens = 0, val_tokens = 0;
+  uint64_t documents = 0;  // of the corpus; by position each has a train and a val part
   uint64_t train_documents = 0, val_documents = 0;
   uint64_t train_bytes = 0, val_bytes = 0;
   // This piece alone.

@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
+#include "data/onig_pattern.h"
 
 namespace lmtrain::data {
 
@@ -35,12 +36,15 @@ struct Pretokenizer::Impl {
 Pretokenizer::Pretokenizer(const std::string& pattern) : pattern_(pattern), impl_(new Impl) {
   int err = 0;
   PCRE2_SIZE err_off = 0;
-  // UCP: \s, \d, \w use Unicode properties, as Python's `regex` and Oniguruma do for GPT-2.
+  // UCP: \d and \p{...} use Unicode properties; \w and \s are spelled out as Oniguruma
+  // (Hugging Face `tokenizers`) defines them (data/onig_pattern.h).
+  const std::string pcre2_pattern = pcre2_pattern_for_onig(pattern);
   impl_->code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pcre2_pattern.data()), pcre2_pattern.size(),
                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_off, nullptr);
   if (!impl_->code) {
-    throw Error("pre-tokenizer regex does not compile at offset " + std::to_string(err_off) + ": " +
+    throw Error("pre-tokenizer regex does not compile at offset " + std::to_string(err_off) +
+                (pcre2_pattern == pattern ? "" : " of its PCRE2 form " + pcre2_pattern) + ": " +
                 pcre2_message(err) + " (pattern: " + pattern + ")");
   }
   uint32_t min_len = 0;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/onig_pattern.h"
 
 namespace lmtrain::data {
 
@@ -165,7 +166,9 @@ class ReplaceRegexStep : public TextNormalizer::Step {
       : content_(std::move(content)) {
     int code = 0;
     PCRE2_SIZE offset = 0;
-    re_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+    // \w and \s as Oniguruma (Hugging Face `tokenizers`) defines them (data/onig_pattern.h).
+    const std::string pcre2_pattern = pcre2_pattern_for_onig(pattern);
+    re_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pcre2_pattern.data()), pcre2_pattern.size(),
                         PCRE2_UTF | PCRE2_UCP, &code, &offset, nullptr);
     if (!re_) {
       PCRE2_UCHAR buf[256];

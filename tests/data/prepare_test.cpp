@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -335,11 +336,79 @@ TEST(PrepareTest, BadOptionsAreUsageErrors) {
   opt = c.options();
   opt.vocab_size = 200;
   EXPECT_THROW(run_prepare(opt), UsageError);
-  // A single document cannot be split into train and val.
+  // A single document of a single line cannot be split into train and val at a line boundary.
   write_text(c.dir.file("one.txt"), "just one document");
   opt = c.options();
   opt.inputs = {c.dir.file("one.txt")};
-  EXPECT_THROW(run_prepare(opt), UsageError);
+  try {
+    run_prepare(opt);
+    ADD_FAILURE() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("none has a line boundary"), std::string::npos)
+        << e.what();
+  }
+}
+
+// DIR/book.txt alone into DIR/out, a tenth held out.
+PrepareOptions book_options(const TempDir& d) {
+  PrepareOptions o;
+  o.inputs = {d.file("book.txt")};
+  o.output_dir = d.file("out");
+  o.vocab_size = 300;
+  o.val_fraction = 0.1;
+  o.progress = [](const PrepareProgress&) {};
+  return o;
+}
+
+// A corpus of one document (issue 38, item 25) is too few for the content-hash split: the last
+// val_fraction of its bytes, from the start of a line on, is the validation split, and train
+// and val together are the document, byte for byte.
+TEST(PrepareTest, OneDocumentIsSplitByPositionAtALineBoundary) {
+  TempDir d("lmtrain_prepare_one");
+  std::string text, tail;
+  for (int i = 0; i < 200; ++i) {
+    const std::string line = "Line " + std::to_string(i) + " of the only book.\n";
+    text += line;
+    if (i >= 180) tail += line;  // line 180 starts at byte 4750 of 5289 (end without its \n)
+  }
+  write_text(d.file("book.txt"), text);
+  const auto r = run_prepare(book_options(d));
+  EXPECT_EQ(r.num_documents, 1u);
+  EXPECT_EQ(r.num_train_documents, 1u);
+  EXPECT_EQ(r.num_val_documents, 1u);
+  const BpeTokenizer tok = BpeTokenizer::load_hf(r.tokenizer_path);
+  const auto train = decode_split(r.train_paths, tok), val = decode_split(r.val_paths, tok);
+  ASSERT_EQ(train.size(), 1u);
+  ASSERT_EQ(val.size(), 1u);
+  EXPECT_EQ(val[0], tail);
+  EXPECT_EQ(train[0] + val[0], text);
+  const auto summary = nlohmann::json::parse(read_text(r.summary_path));
+  EXPECT_EQ(summary["bytes"]["val"].get<uint64_t>(), tail.size());
+  EXPECT_EQ(summary["documents"]["total"].get<uint64_t>(), 1u);
+  EXPECT_EQ(summary["split"].get<std::string>().rfind("by position", 0), 0u) << summary["split"];
+}
+
+// A document longer than max_document_bytes is read in pieces, and split by its whole size: the
+// pieces before the cut are training text, those after it validation text, so the validation
+// split is the document's last tenth (from a line start), not the last tenth of every piece.
+TEST(PrepareTest, OneDocumentReadInPiecesIsSplitByItsWholeSize) {
+  TempDir d("lmtrain_prepare_pieces");
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "Row " + std::to_string(i * 7919 % 10007) + " here.\n";
+  write_text(d.file("book.txt"), text);
+  PrepareOptions o = book_options(d);
+  o.max_document_bytes = 1024;
+  const auto r = run_prepare(o);
+  EXPECT_EQ(r.num_documents, 1u);
+  const BpeTokenizer tok = BpeTokenizer::load_hf(r.tokenizer_path);
+  std::string train, val;
+  for (const auto& part : decode_split(r.train_paths, tok)) train += part;
+  for (const auto& part : decode_split(r.val_paths, tok)) val += part;
+  const size_t target = static_cast<size_t>(std::llround(text.size() * 0.9));
+  const size_t cut = text.rfind('\n', target - 1) + 1;
+  EXPECT_EQ(val, text.substr(cut));
+  EXPECT_EQ(train, text.substr(0, cut));
+  EXPECT_GT(r.num_val_documents, 1u);  // the pieces after the cut, each with its own end
 }
 
 // An existing output is refused unless overwrite, which moves it aside.

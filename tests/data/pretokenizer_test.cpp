@@ -94,7 +94,8 @@ TEST(PretokenizerTest, LongRunsDoNotFail) {
 
 TEST(PretokenizerTest, BadPatternsAreErrors) {
   EXPECT_THROW(Pretokenizer("(unclosed"), Error);
-  EXPECT_THROW(Pretokenizer("a*"), Error);  // can match the empty string
+  EXPECT_THROW(Pretokenizer("a*"), Error);    // can match the empty string
+  EXPECT_THROW(Pretokenizer("[\\w"), Error);  // unclosed, even once \w is spelled out
 }
 
 }  // namespace

@@ -128,7 +128,7 @@ TEST_F(PrepareE2E, BadInputIsRefusedNamingTheFileAndLine) {
   write_text(dir_.file("bad.jsonl"), "{\"text\": \"fine\"}\n{\"text\": \"broken\n");
   auto r = run_command(lmtrain_binary() + " prepare --input " + dir_.file("bad.jsonl") +
                        " --output " + dir_.file("out"));
-  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // bad data, not a usage error
   EXPECT_TRUE(contains(r.output, dir_.file("bad.jsonl") + ":2")) << r.output;
   EXPECT_FALSE(fs::exists(dir_.file("out")));
 
@@ -143,6 +143,80 @@ TEST_F(PrepareE2E, BadInputIsRefusedNamingTheFileAndLine) {
   r = run_command(lmtrain_binary() + " prepare --input " + dir_.path() + " --output " +
                   dir_.file("inside"));
   expect_refused(r, {"lies inside this command's input"});
+}
+
+// One book read in pieces (--max_document_bytes) and split by position (issue 38, item 25): a
+// prepare killed after its second piece resumes in the middle of the document, where the
+// pieces' offsets in it must be found again, and ends with the bytes of an uninterrupted one.
+TEST_F(PrepareE2E, KilledOneFilePrepareResumesToTheSameBytes) {
+  std::string book;
+  for (int i = 0; i < 3000; ++i) book += "Line " + std::to_string(i * 7919 % 10007) + " here.\n";
+  write_text(dir_.file("book.txt"), book);
+  const std::string cmd = lmtrain_binary() + " prepare --input " + dir_.file("book.txt") +
+                          " --vocab_size 300 --max_document_bytes 2048 --shard_tokens 3000" +
+                          " --progress_seconds 0 --output ";
+  auto r = run_command(cmd + dir_.file("book_whole"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "splitting by position instead")) << r.output;
+  r = run_command("LMTRAIN_FAULT_KILL=0:2 " + cmd + dir_.file("book_resumed") + " --threads 1");
+  ASSERT_NE(r.exit_code, 0) << r.output;
+  r = run_command(cmd + dir_.file("book_resumed"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "resumed after 2 finished pieces")) << r.output;
+  EXPECT_EQ(prepared_dir_bytes(dir_.file("book_resumed")),
+            prepared_dir_bytes(dir_.file("book_whole")));
+  const auto summary = nlohmann::json::parse(read_text(dir_.file("book_whole/prepare.json")));
+  EXPECT_EQ(summary["documents"]["total"], 1);
+  EXPECT_GE(summary["pieces"]["train"].get<int>(), 4);
+}
+
+// Invalid UTF-8 and a lone surrogate in a JSONL line are bad data: exit 1 like every other data
+// error (README, exit codes), naming the file, the line and what is wrong; 2 is for usage.
+TEST_F(PrepareE2E, InvalidUtf8AndLoneSurrogatesInJsonlAreBadDataExitingOne) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"utf8.jsonl", "{\"text\": \"fine\"}\n{\"text\": \"bad \xFF byte\"}\n"},
+      {"surrogate.jsonl", "{\"text\": \"fine\"}\n{\"text\": \"lone \\ud800 half\"}\n"},
+  };
+  for (const auto& [name, text] : cases) {
+    write_text(dir_.file(name), text);
+    auto r = run_command(lmtrain_binary() + " prepare --input " + dir_.file(name) + " --output " +
+                         dir_.file("out_" + name));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(contains(r.output, dir_.file(name) + ":2: not valid JSON")) << r.output;
+    EXPECT_TRUE(contains(r.output, name == "utf8.jsonl" ? "ill-formed UTF-8" : "surrogate"))
+        << r.output;
+    EXPECT_FALSE(fs::exists(dir_.file("out_" + name)));
+  }
+}
+
+// A resumed prepare hashes its inputs again: an input edited in place with its size and mtime
+// kept is caught, the interrupted work is dropped, and the output and prepare.json's sha256 are
+// the edited text's, byte for byte what a fresh prepare of it writes.
+TEST_F(PrepareE2E, ResumeNoticesAnInputEditedInPlaceWithSizeAndMtimeKept) {
+  const std::string out = dir_.file("edited");
+  auto r = run_command("LMTRAIN_FAULT_KILL=0:1 " + prepare(out));
+  ASSERT_NE(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(fs::exists(dir_.file(".edited.partial/train_00000.bin")));
+  const auto mtime = fs::last_write_time(corpus_);
+  std::string text = read_text(corpus_);
+  const size_t size = text.size();
+  for (size_t at = 0; (at = text.find("the", at)) != std::string::npos; at += 3) text[at] = 'T';
+  write_text(corpus_, text);
+  fs::last_write_time(corpus_, mtime);
+  ASSERT_EQ(fs::file_size(corpus_), size);
+
+  r = run_command(prepare(out));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "input " + corpus_ + " changed since the interrupted prepare"))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "resumed after")) << r.output;
+  r = run_command(prepare(dir_.file("fresh")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(prepared_dir_bytes(out), prepared_dir_bytes(dir_.file("fresh")));
+  const auto summary = nlohmann::json::parse(read_text(out + "/prepare.json"));
+  auto sum = run_command("sha256sum " + corpus_);
+  ASSERT_EQ(sum.exit_code, 0) << sum.output;
+  EXPECT_EQ(summary["input_files"][0]["sha256"].get<std::string>(), sum.output.substr(0, 64));
 }
 
 }  // namespace

@@ -54,6 +54,9 @@ class TokenizerNormalizers : public ::testing::Test {
     j["pre_tokenizer"] = pre;
     const std::string tok = dir_.file(name + ".json");
     write_text(tok, j.dump(2));
+    expect_same_ids_with(tok, name);
+  }
+  void expect_same_ids_with(const std::string& tok, const std::string& name) {
     const std::string py_ids = dir_.file(name + ".py"), lm_ids = dir_.file(name + ".lm");
     auto r = run_hf_check("tokenize " + tok + " " + text_ + " --out " + py_ids);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -124,6 +127,29 @@ TEST_F(TokenizerNormalizers, SequencesOfTheOtherNormalizersMatchTokenizers) {
 TEST_F(TokenizerNormalizers, SplitThenByteLevelAddsThePrefixSpacePerPiece) {
   expect_same_ids("split_prefix", nullptr, split_byte_level(true));
   expect_same_ids("bytelevel_prefix", nullptr, byte_level(true, true));
+}
+
+// A Split whose regex uses \w and \s (issue 38, item 3), behind a BPE that `tokenizers` trained
+// with that Split, so its merges join letters with their combining marks and emoji with their
+// variation selectors: lmtrain must cut the text where `tokenizers` does (Oniguruma's \w holds
+// the marks; PCRE2's did not) to give the same ids.
+TEST_F(TokenizerNormalizers, SplitWithWordAndSpaceClassesMatchesTokenizersOnMarks) {
+  std::string more;
+  for (int i = 0; i < 3; ++i) {
+    more +=
+        "\xE2\x9D\xA4\xEF\xB8\x8F love \xE2\x98\x80\xEF\xB8\x8E sun x\xC2\xB2 \xC2\xBD "
+        "\xE2\x85\xAB \xE2\x92\xB6 snake_case a\xE2\x80\xBF"
+        "b\n\xE0\xAE\xA4\xE0\xAE\xAE\xE0\xAE\xBF\xE0\xAE\xB4\xE0\xAF\x8D "
+        "\xE0\xA6\xAC\xE0\xA6\xBE\xE0\xA6\x82\xE0\xA6\xB2\xE0\xA6\xBE c\xE1\xA0\x8E"
+        "d\n";
+  }
+  write_text(text_, read_text(text_) + more);
+  const std::string tok = dir_.file("split_w.json");
+  auto r = run_hf_check("train-tokenizer " + text_ + " " + tok +
+                        " --vocab-size 400 --split '\\w+|[^\\w\\s]+|\\s+'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(contains(read_text(tok), "\"Split\"")) << read_text(tok);
+  expect_same_ids_with(tok, "split_w");
 }
 
 TEST_F(TokenizerNormalizers, UnsupportedNormalizerIsAnErrorNamingIt) {

@@ -22,24 +22,33 @@ CorpusReader::CorpusReader(std::vector<InputFile> files, DocumentReaderOptions o
   open_current();
   std::string skipped;
   while (pos_.document < start.document) {
-    if (!reader_->next(&skipped)) {
+    if (!read_piece(&skipped)) {
       throw Error("input file " + files_[pos_.file].path + " has " + std::to_string(pos_.document) +
                   " documents, fewer than the " + std::to_string(start.document) +
                   " an earlier run read from it (did it change?)");
     }
-    ++pos_.document;
   }
 }
 
-void CorpusReader::open_current() { reader_ = open_document_reader(files_[pos_.file], options_); }
+void CorpusReader::open_current() {
+  reader_ = open_document_reader(files_[pos_.file], options_);
+  next_offset_ = 0;
+}
+
+bool CorpusReader::read_piece(std::string* text) {
+  if (!reader_->next(text)) return false;
+  if (next_offset_ == 0) piece_.first = pos_;
+  piece_.offset = next_offset_;
+  piece_.continues = reader_->continues();
+  next_offset_ = piece_.continues ? next_offset_ + text->size() : 0;
+  ++pos_.document;
+  return true;
+}
 
 bool CorpusReader::next_in_file(std::string* text) {
   if (at_end()) return false;
   if (!reader_) open_current();
-  if (reader_->next(text)) {
-    ++pos_.document;
-    return true;
-  }
+  if (read_piece(text)) return true;
   peak_ = std::max(peak_, reader_->peak_buffer_bytes());
   reader_.reset();
   pos_ = {pos_.file + 1, 0};
@@ -58,6 +67,7 @@ size_t CorpusReader::peak_buffer_bytes() const {
 
 bool next_chunk(CorpusReader& reader, uint64_t target_bytes, DocumentChunk* chunk) {
   chunk->documents.clear();
+  chunk->pieces.clear();
   chunk->bytes = 0;
   std::string text;
   while (!reader.at_end()) {
@@ -65,6 +75,7 @@ bool next_chunk(CorpusReader& reader, uint64_t target_bytes, DocumentChunk* chun
     while (chunk->bytes < target_bytes && reader.next_in_file(&text)) {
       chunk->bytes += text.size();
       chunk->documents.push_back(std::move(text));
+      chunk->pieces.push_back(reader.piece());
       text = std::string();
     }
     if (!chunk->documents.empty()) {

@@ -18,6 +18,18 @@ struct CorpusPosition {
   bool operator==(const CorpusPosition& o) const {
     return file == o.file && document == o.document;
   }
+  bool operator<(const CorpusPosition& o) const {
+    return file != o.file ? file < o.file : document < o.document;
+  }
+};
+
+// Where a document read stands in the document it was cut from (a text document longer than
+// max_document_bytes is read in pieces); a document read whole is its own first piece.
+struct PieceOfDocument {
+  CorpusPosition first;  // of the document's first piece
+  uint64_t offset = 0;   // bytes of the document before this piece
+  bool continues = false;
+  bool whole() const { return offset == 0 && !continues; }
 };
 
 class CorpusReader {
@@ -30,6 +42,10 @@ class CorpusReader {
   // The next document of the current file into *text. False at that file's end, and the
   // position moves to the next file's start (call again to read it).
   bool next_in_file(std::string* text);
+  // The document last read, when it is a piece of a longer one (DocumentReader::continues):
+  // the bytes of that document before it, whether more of it follows, and the position of its
+  // first piece (which names the whole document).
+  PieceOfDocument piece() const { return piece_; }
   bool at_end() const { return pos_.file >= files_.size(); }
   CorpusPosition position() const { return pos_; }
   // Input bytes (on disk) done: the files before the current one, and what the current one
@@ -48,8 +64,12 @@ class CorpusReader {
   std::vector<InputFile> files_;
   DocumentReaderOptions options_;
   CorpusPosition pos_;
+  bool read_piece(std::string* text);  // one document of the open file, tracking piece_
+
   std::unique_ptr<DocumentReader> reader_;  // of files_[pos_.file], opened lazily
-  std::vector<uint64_t> bytes_before_;      // input bytes of the files before each file
+  PieceOfDocument piece_;
+  uint64_t next_offset_ = 0;            // of the next piece, when the last one continues
+  std::vector<uint64_t> bytes_before_;  // input bytes of the files before each file
   uint64_t total_bytes_ = 0;
   size_t peak_ = 0;
 };
@@ -59,6 +79,7 @@ class CorpusReader {
 struct DocumentChunk {
   CorpusPosition start, end;  // end: the position after its last document
   std::vector<std::string> documents;
+  std::vector<PieceOfDocument> pieces;  // of each document
   uint64_t bytes = 0;
 };
 

@@ -40,6 +40,7 @@ class TextDocuments : public DocumentReader {
         return false;
       }
       bool at_end = true;
+      continues_ = false;
       std::string_view line;
       bool complete = true;
       while (lines_.next(&line, &complete)) {
@@ -52,6 +53,7 @@ class TextDocuments : public DocumentReader {
           warn_cut();
           pending_.assign(line);  // starts the next piece of this document
           have_pending_ = true;
+          continues_ = true;
           at_end = false;
           break;
         }
@@ -59,7 +61,9 @@ class TextDocuments : public DocumentReader {
       }
       if (at_end) eof_ = true;
       line_ = lines_.line_number();
-      if (!is_blank(*text)) {
+      // Blank text after the last separator ends the file; it is no document of its own.
+      const bool keep = options_.keep_blank && !(at_end && documents_ > 0 && is_blank(*text));
+      if (keep || !is_blank(*text)) {
         ++documents_;
         return true;
       }
@@ -92,6 +96,17 @@ class TextDocuments : public DocumentReader {
   uint64_t line_ = 0;
 };
 
+// A JSONL line of a corpus. Malformed JSON (invalid UTF-8, a lone surrogate, a key twice) is
+// bad data like a missing field, exit code 1, not the usage error (2) parse_json_strict throws
+// for what a command is given.
+nlohmann::json parse_document_line(std::string_view line, const std::string& at) {
+  try {
+    return core::parse_json_strict(line, at);
+  } catch (const UsageError& e) {
+    throw Error(e.what());
+  }
+}
+
 // JSONL: one JSON object per line, its text field a string (null: no document).
 class JsonlDocuments : public DocumentReader {
  public:
@@ -111,7 +126,7 @@ class JsonlDocuments : public DocumentReader {
                     " bytes (the longest document read)");
       }
       if (is_blank(line)) continue;
-      const auto j = core::parse_json_strict(line, at);
+      const auto j = parse_document_line(line, at);
       const std::string& key = options_.text_column;
       if (!j.is_object())
         throw Error(at + ": expected a JSON object with a \"" + key + "\" string");
@@ -120,12 +135,17 @@ class JsonlDocuments : public DocumentReader {
         throw Error(at + ": the object has no \"" + key + "\" field (name the text field with " +
                     options_.text_column_setting + ")");
       }
-      if (it->is_null()) continue;
+      if (it->is_null()) {
+        if (!options_.keep_blank) continue;
+        text->clear();
+        ++documents_;
+        return true;
+      }
       if (!it->is_string()) {
         throw Error(at + ": field \"" + key + "\" is a " + it->type_name() + ", not a string");
       }
       const auto& s = it->get_ref<const std::string&>();
-      if (is_blank(s)) continue;
+      if (is_blank(s) && !options_.keep_blank) continue;
       text->assign(s);
       ++documents_;
       return true;
@@ -151,7 +171,8 @@ class JsonlDocuments : public DocumentReader {
 class ParquetDocuments : public DocumentReader {
  public:
   ParquetDocuments(const InputFile& file, const DocumentReaderOptions& options)
-      : file_(file.path, options.text_column, options.text_column_setting) {}
+      : file_(file.path, options.text_column, options.text_column_setting),
+        keep_blank_(options.keep_blank) {}
 
   bool next(std::string* text) override {
     for (;;) {
@@ -165,8 +186,8 @@ class ParquetDocuments : public DocumentReader {
         continue;
       }
       const auto v = file_.value(row_++);
-      if (!v || is_blank(*v)) continue;
-      text->assign(v->data(), v->size());
+      if ((!v || is_blank(*v)) && !keep_blank_) continue;
+      text->assign(v ? v->data() : "", v ? v->size() : 0);
       ++documents_;
       return true;
     }
@@ -184,6 +205,7 @@ class ParquetDocuments : public DocumentReader {
 
  private:
   ParquetFile file_;
+  bool keep_blank_;
   int group_ = -1;
   int64_t row_ = 0, rows_ = 0;
   uint64_t done_bytes_ = 0;

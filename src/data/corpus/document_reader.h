@@ -26,14 +26,19 @@ struct DocumentReaderOptions {
   // JSONL line is an error. Bounds the memory a reader holds.
   size_t max_document_bytes = size_t{64} << 20;
   size_t read_buffer_bytes = kDefaultReadBufferBytes;
+  // Return blank documents too (an empty or null JSONL text, a blank parquet row, an empty
+  // text between two separators, an empty file), so that document N of the output is record N
+  // of the input (`tokenize --documents`). Blank lines of a JSONL file and what follows the
+  // last separator of a text file are still no document.
+  bool keep_blank = false;
 };
 
 class DocumentReader {
  public:
   virtual ~DocumentReader() = default;
-  // The next document that is not blank (all whitespace) into *text; false at the end of the
-  // file. Throws lmtrain::Error (UsageError for invalid JSON) naming the file and where in it:
-  // the line, or the row group.
+  // The next document that is not blank (all whitespace; see keep_blank) into *text; false at the
+  // end of the file. Throws lmtrain::Error (bad data, invalid JSON included) naming the file and
+  // where in it: the line, or the row group.
   virtual bool next(std::string* text) = 0;
   // Where the last document came from: "FILE:LINE", "FILE row group G row R".
   virtual std::string where() const = 0;
@@ -44,9 +49,13 @@ class DocumentReader {
   virtual size_t peak_buffer_bytes() const = 0;
   // Documents returned so far.
   uint64_t documents() const { return documents_; }
+  // True when the document last returned is a piece of a longer one, cut at
+  // max_document_bytes: the next document goes on with its text.
+  bool continues() const { return continues_; }
 
  protected:
   uint64_t documents_ = 0;
+  bool continues_ = false;
 };
 
 std::unique_ptr<DocumentReader> open_document_reader(const InputFile& file,
