@@ -16,8 +16,8 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& where
     if (event == json::parse_event_t::key) {
       const auto key = parsed.get<std::string>();
       if (!keys.back().insert(key).second) {
-        throw UsageError(where + ": key \"" + key +
-                         "\" appears twice in one object (which one is meant is ambiguous)");
+        throw Error(where + ": key \"" + key +
+                    "\" appears twice in one object (which one is meant is ambiguous)");
       }
     }
     return true;
@@ -25,7 +25,7 @@ nlohmann::json parse_json_strict(std::string_view text, const std::string& where
   try {
     return json::parse(text.begin(), text.end(), check);
   } catch (const json::exception& e) {
-    throw UsageError(where + ": not valid JSON (" + e.what() + ")");
+    throw Error(where + ": not valid JSON (" + e.what() + ")");
   }
 }
 

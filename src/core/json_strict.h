@@ -8,8 +8,8 @@
 
 namespace lmtrain::core {
 
-// Throws UsageError "`where`: not valid JSON (...)" or "`where`: key "k" appears twice in one
-// object" (where: "FILE:LINE").
+// Throws Error (bad data, exit code 1) "`where`: not valid JSON (...)" or "`where`: key "k"
+// appears twice in one object" (where: "FILE:LINE"): every caller reads a data file.
 nlohmann::json parse_json_strict(std::string_view text, const std::string& where);
 
 }  // namespace lmtrain::core

@@ -13,27 +13,26 @@ namespace {
 
 PromptLine parse_line(const std::string& text, const std::string& where, int64_t line) {
   const auto j = core::parse_json_strict(text, where);
-  if (!j.is_object()) throw UsageError(where + ": expected a JSON object with a \"prompt\"");
+  if (!j.is_object()) throw Error(where + ": expected a JSON object with a \"prompt\"");
   PromptLine p;
   p.line = line;
   for (const auto& [key, value] : j.items()) {
     if (key == "prompt") {
-      if (!value.is_string()) throw UsageError(where + ": \"prompt\" must be a string");
+      if (!value.is_string()) throw Error(where + ": \"prompt\" must be a string");
       p.prompt = value.get<std::string>();
     } else if (key == "id") {
       p.id_json = value.dump();
     } else if (key == "max_new_tokens") {
       if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-        throw UsageError(where + ": \"max_new_tokens\" must be an integer >= 0");
+        throw Error(where + ": \"max_new_tokens\" must be an integer >= 0");
       }
       p.max_new_tokens = value.get<int64_t>();
     } else {
-      throw UsageError(
-          where + ": unknown key \"" + key +
-          "\" (a line holds \"prompt\", and optionally \"id\" and \"max_new_tokens\")");
+      throw Error(where + ": unknown key \"" + key +
+                  "\" (a line holds \"prompt\", and optionally \"id\" and \"max_new_tokens\")");
     }
   }
-  if (!j.contains("prompt")) throw UsageError(where + ": no \"prompt\"");
+  if (!j.contains("prompt")) throw Error(where + ": no \"prompt\"");
   if (p.id_json.empty()) p.id_json = std::to_string(line);
   return p;
 }
@@ -49,7 +48,7 @@ std::vector<PromptLine> read_prompt_file(const std::string& path) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     out.push_back(parse_line(text, path + ":" + std::to_string(line), line));
   }
-  if (out.empty()) throw UsageError("--prompts: " + path + " holds no prompts");
+  if (out.empty()) throw Error("--prompts: " + path + " holds no prompts");
   return out;
 }
 

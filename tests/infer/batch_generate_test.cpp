@@ -125,7 +125,8 @@ TEST(KvBatch, PromptFileLinesAreCheckedAndBatchesPlannedShortestFirst) {
     try {
       read_prompt_file(path);
       ADD_FAILURE() << bad << " was accepted";
-    } catch (const UsageError& e) {
+    } catch (const Error& e) {
+      EXPECT_EQ(dynamic_cast<const UsageError*>(&e), nullptr) << "bad data: " << e.what();
       EXPECT_NE(std::string(e.what()).find(path + ":2"), std::string::npos) << e.what();
     }
   }

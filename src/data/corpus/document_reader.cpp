@@ -96,17 +96,6 @@ class TextDocuments : public DocumentReader {
   uint64_t line_ = 0;
 };
 
-// A JSONL line of a corpus. Malformed JSON (invalid UTF-8, a lone surrogate, a key twice) is
-// bad data like a missing field, exit code 1, not the usage error (2) parse_json_strict throws
-// for what a command is given.
-nlohmann::json parse_document_line(std::string_view line, const std::string& at) {
-  try {
-    return core::parse_json_strict(line, at);
-  } catch (const UsageError& e) {
-    throw Error(e.what());
-  }
-}
-
 // JSONL: one JSON object per line, its text field a string (null: no document).
 class JsonlDocuments : public DocumentReader {
  public:
@@ -126,7 +115,7 @@ class JsonlDocuments : public DocumentReader {
                     " bytes (the longest document read)");
       }
       if (is_blank(line)) continue;
-      const auto j = parse_document_line(line, at);
+      const auto j = core::parse_json_strict(line, at);
       const std::string& key = options_.text_column;
       if (!j.is_object())
         throw Error(at + ": expected a JSON object with a \"" + key + "\" string");

@@ -46,7 +46,7 @@ std::vector<std::string> split_csv_line(const std::string& line, const std::stri
       cell += ch;
     }
   }
-  if (quoted) throw UsageError(where + ": a quoted cell is not closed on its line");
+  if (quoted) throw Error(where + ": a quoted cell is not closed on its line");
   cells.push_back(was_quoted ? cell : csv_trim(cell));
   return cells;
 }
@@ -139,7 +139,7 @@ CsvSeries parse_csv_series(const std::string& text, const std::string& path,
     if (csv_trim(line).empty()) continue;
     lines.emplace_back(line_no, std::move(line));
   }
-  if (lines.empty()) throw UsageError(path + ": an empty CSV file (a header row is required)");
+  if (lines.empty()) throw Error(path + ": an empty CSV file (a header row is required)");
   const auto where = [&](size_t i) { return path + ":" + std::to_string(lines[i].first); };
   const std::vector<std::string> header = split_csv_line(lines[0].second, where(0));
   const size_t n_cols = header.size();
@@ -147,30 +147,30 @@ CsvSeries parse_csv_series(const std::string& text, const std::string& path,
   bool header_numeric = true;
   for (const auto& h : header) header_numeric = header_numeric && csv_number(h, v);
   if (header_numeric) {
-    throw UsageError(where(0) +
-                     ": the first row holds only numbers; a header row naming the "
-                     "columns is required");
+    throw Error(where(0) +
+                ": the first row holds only numbers; a header row naming the "
+                "columns is required");
   }
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 1; i < lines.size(); ++i) {
     rows.push_back(split_csv_line(lines[i].second, where(i)));
     if (rows.back().size() != n_cols) {
-      throw UsageError(where(i) + ": " + std::to_string(rows.back().size()) +
-                       " cells where the header has " + std::to_string(n_cols) + " (ragged row)");
+      throw Error(where(i) + ": " + std::to_string(rows.back().size()) +
+                  " cells where the header has " + std::to_string(n_cols) + " (ragged row)");
     }
   }
-  if (rows.empty()) throw UsageError(path + ": no data rows after the header");
+  if (rows.empty()) throw Error(path + ": no data rows after the header");
 
   const int64_t ts_col = timestamp_column(header, rows);
   if (ts_col < 0) {
     const int64_t odd = odd_timestamp_row(rows);
     if (odd >= 0) {
       const std::string& cell = rows[static_cast<size_t>(odd)][0];
-      throw UsageError(where(static_cast<size_t>(odd) + 1) + " column 1 (\"" + header[0] +
-                       "\"): \"" + cell +
-                       "\" is not a timestamp, as the column's other cells are (a date or time "
-                       "such as 2024-01-31 or 2024-01-31T12:00:00); fix the cell, or leave it "
-                       "empty");
+      throw Error(where(static_cast<size_t>(odd) + 1) + " column 1 (\"" + header[0] + "\"): \"" +
+                  cell +
+                  "\" is not a timestamp, as the column's other cells are (a date or time "
+                  "such as 2024-01-31 or 2024-01-31T12:00:00); fix the cell, or leave it "
+                  "empty");
     }
   }
   CsvSeries out;
@@ -188,7 +188,7 @@ CsvSeries parse_csv_series(const std::string& text, const std::string& path,
       if (cell.empty()) continue;  // missing
       const std::string at = where(r + 1) + " " + column;
       if (!csv_number(cell, v)) {
-        throw UsageError(at + ": \"" + cell + "\" is not a number" + not_a_number_hint(cell));
+        throw Error(at + ": \"" + cell + "\" is not a number" + not_a_number_hint(cell));
       }
       s.values[r] = checked_series_value(v, at);
       s.valid[r] = 1;
@@ -197,7 +197,7 @@ CsvSeries parse_csv_series(const std::string& text, const std::string& path,
     out.names.push_back(header[c]);
     out.series.push_back(std::move(s));
   }
-  if (out.series.empty()) throw UsageError(path + ": no series column (only a timestamp column)");
+  if (out.series.empty()) throw Error(path + ": no series column (only a timestamp column)");
   return out;
 }
 

@@ -20,12 +20,11 @@ struct CsvSeries {
   std::string timestamp_column;      // the header of the skipped column, "" when none
 };
 
-// UsageError naming the file and the line and column (header) for: no header, a row with
-// another number of cells than the header (ragged), a cell that is not a number (saying why when
-// it holds a ';' or a tab, or is hexadecimal), a first column of timestamps with a cell that is
-// not one, NaN or inf,
-// an unterminated quote, no data rows, a column without any value, a series longer than
-// options.max_length.
+// Error (bad data, exit 1) naming the file and the line and column (header) for: no header, a row
+// with another number of cells than the header (ragged), a cell that is not a number (saying why
+// when it holds a ';' or a tab, or is hexadecimal), a first column of timestamps with a cell that
+// is not one, NaN or inf, an unterminated quote, no data rows, a column without any value, a series
+// longer than options.max_length.
 CsvSeries read_csv_series(const std::string& path, const ReadOptions& options);
 // The same from the file's text (`path` only names it in errors).
 CsvSeries parse_csv_series(const std::string& text, const std::string& path,

@@ -61,8 +61,8 @@ class NpyDictParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw UsageError(path_ + ": not a valid .npy header at byte " + std::to_string(i_) +
-                     " of the header: " + what);
+    throw Error(path_ + ": not a valid .npy header at byte " + std::to_string(i_) +
+                " of the header: " + what);
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void skip_space() {
@@ -135,39 +135,39 @@ uint64_t npy_load_le(const unsigned char* p, int bytes) {
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& path) {
   static const char kMagic[] = "\x93NUMPY";
   if (bytes.size() < 10 || std::memcmp(bytes.data(), kMagic, 6) != 0) {
-    throw UsageError(path + ": not a .npy file (no \\x93NUMPY magic at its start)");
+    throw Error(path + ": not a .npy file (no \\x93NUMPY magic at its start)");
   }
   const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
   const int major = u[6];
   if (major < 1 || major > 3) {
-    throw UsageError(path + ": .npy format version " + std::to_string(major) + "." +
-                     std::to_string(u[7]) + " is not supported (1.0 to 3.0)");
+    throw Error(path + ": .npy format version " + std::to_string(major) + "." +
+                std::to_string(u[7]) + " is not supported (1.0 to 3.0)");
   }
   const size_t len_bytes = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + len_bytes) throw UsageError(path + ": truncated .npy header");
+  if (bytes.size() < 8 + len_bytes) throw Error(path + ": truncated .npy header");
   const uint64_t header_len = npy_load_le(u + 8, static_cast<int>(len_bytes));
   const size_t start = 8 + len_bytes;
   if (header_len > bytes.size() - start) {
-    throw UsageError(path + ": truncated .npy file: its header says " + std::to_string(header_len) +
-                     " bytes but only " + std::to_string(bytes.size() - start) + " follow");
+    throw Error(path + ": truncated .npy file: its header says " + std::to_string(header_len) +
+                " bytes but only " + std::to_string(bytes.size() - start) + " follow");
   }
   const std::string text = bytes.substr(start, header_len);
   NpyHeader h = NpyDictParser(text, path).parse();
   h.data_offset = start + header_len;
   if (h.descr != "<f4" && h.descr != "<f8") {
     const bool big = (h.descr == ">f4" || h.descr == ">f8");
-    throw UsageError(path + ": dtype '" + h.descr + "' is not supported: " +
-                     (big ? "big-endian; save it little-endian (a.astype('<f4'))"
-                          : "only float32 and float64 arrays are read (a.astype(np.float32))"));
+    throw Error(path + ": dtype '" + h.descr + "' is not supported: " +
+                (big ? "big-endian; save it little-endian (a.astype('<f4'))"
+                     : "only float32 and float64 arrays are read (a.astype(np.float32))"));
   }
   if (h.fortran_order) {
-    throw UsageError(path +
-                     ": the array is in Fortran order; save it in C order "
-                     "(np.save(path, np.ascontiguousarray(a)))");
+    throw Error(path +
+                ": the array is in Fortran order; save it in C order "
+                "(np.save(path, np.ascontiguousarray(a)))");
   }
   if (h.shape.empty() || h.shape.size() > 3) {
-    throw UsageError(path + ": an array of " + std::to_string(h.shape.size()) +
-                     " dimensions; series are read from (L,), (N, L) or (N, C, L)");
+    throw Error(path + ": an array of " + std::to_string(h.shape.size()) +
+                " dimensions; series are read from (L,), (N, L) or (N, C, L)");
   }
   return h;
 }
@@ -183,9 +183,8 @@ std::vector<SeriesValues> parse_npy_series(const std::string& bytes, const std::
   for (size_t i = 0; i < h.shape.size(); ++i)
     shape_text += (i ? ", " : "") + std::to_string(h.shape[i]);
   shape_text += h.shape.size() == 1 ? ",)" : ")";
-  if (n == 0) throw UsageError(path + ": the array of shape " + shape_text + " holds no series");
-  if (c == 0 || l == 0)
-    throw UsageError(path + ": the series are empty (shape " + shape_text + ")");
+  if (n == 0) throw Error(path + ": the array of shape " + shape_text + " holds no series");
+  if (c == 0 || l == 0) throw Error(path + ": the series are empty (shape " + shape_text + ")");
   // n * c * l * item without overflow (128 bits, stopped once beyond 2^64).
   const size_t available = bytes.size() - h.data_offset;
   unsigned __int128 need = item;
@@ -198,7 +197,7 @@ std::vector<SeriesValues> parse_npy_series(const std::string& bytes, const std::
     }
   }
   if (need != available) {
-    throw UsageError(
+    throw Error(
         path + ": " + (need > available ? "truncated" : "overlong") + " .npy file: shape " +
         shape_text + " of " + (item == 4 ? "float32" : "float64") + " needs " +
         (huge ? std::string("more than 2^64") : std::to_string(static_cast<uint64_t>(need))) +

@@ -20,12 +20,12 @@ struct NpyHeader {
   size_t data_offset = 0;  // where the values start
 };
 
-// The header of an .npy file's bytes; UsageError naming `path` for a bad magic, an unknown
-// version, a header that runs past the file or is not the dict numpy writes, a dtype other
+// The header of an .npy file's bytes; Error (bad data, exit 1) naming `path` for a bad magic, an
+// unknown version, a header that runs past the file or is not the dict numpy writes, a dtype other
 // than float32/float64 little-endian, Fortran order, or a shape that is not 1-, 2- or 3-D.
 NpyHeader parse_npy_header(const std::string& bytes, const std::string& path);
 
-// Every series of the file (see above). UsageError naming the file and the series, channel and
+// Every series of the file (see above). Error naming the file and the series, channel and
 // position for: truncated or overlong data, NaN, inf, an empty series, a series longer than
 // options.max_length.
 std::vector<SeriesValues> read_npy_series(const std::string& path, const ReadOptions& options);

@@ -15,11 +15,11 @@ struct ReadOptions {
   int64_t channels = 0;    // every series must have this many channels; 0: any
 };
 
-// UsageError "`where`: ..." for a series with no values or no valid value, one longer than
-// options.max_length, or with another channel count than options.channels.
+// Error (bad data, exit 1) "`where`: ..." for a series with no values or no valid value, one longer
+// than options.max_length, or with another channel count than options.channels.
 void check_series(const SeriesValues& s, const std::string& where, const ReadOptions& options);
 
-// `v` as a float32 value; UsageError "`where`: ..." when it is NaN, infinite or beyond float32's
+// `v` as a float32 value; Error "`where`: ..." when it is NaN, infinite or beyond float32's
 // range (a missing value must be written as missing: an empty CSV cell, JSON null).
 float checked_series_value(double v, const std::string& where);
 

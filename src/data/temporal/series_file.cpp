@@ -32,8 +32,7 @@ std::vector<SeriesValues> read_series_file(const std::string& path, const ReadOp
   for (auto& s : read_temporal_jsonl(path, options, JsonlFields::kSeriesOnly)) {
     for (auto& v : s.series) out.push_back(std::move(v));
   }
-  if (out.empty())
-    throw UsageError(path + ": no series in any line (\"timeseries\": [[...], ...])");
+  if (out.empty()) throw Error(path + ": no series in any line (\"timeseries\": [[...], ...])");
   return out;
 }
 

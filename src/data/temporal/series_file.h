@@ -11,8 +11,8 @@
 
 namespace lmtrain::data::temporal {
 
-// UsageError for a directory, another extension, a missing file, or whatever the format's reader
-// refuses (naming the file and the position).
+// UsageError for a directory, another extension or a missing file; Error (bad data) for what the
+// reader refuses (naming the file and the position).
 std::vector<SeriesValues> read_series_file(const std::string& path, const ReadOptions& options);
 inline std::vector<SeriesValues> read_series_file(const std::string& path, int64_t max_length) {
   return read_series_file(path, ReadOptions{max_length, 0});

@@ -54,7 +54,7 @@ nlohmann::json manifest_json(const TemporalManifest& m) {
           {"shards", shards}};
 }
 
-// A manifest key of the expected kind, or UsageError naming the file and the key.
+// A manifest key of the expected kind, or Error naming the file and the key.
 const nlohmann::json& manifest_key(const nlohmann::json& j, const char* key,
                                    const std::string& file, nlohmann::json::value_t kind) {
   const auto it = j.find(key);
@@ -62,8 +62,8 @@ const nlohmann::json& manifest_key(const nlohmann::json& j, const char* key,
                   (it->type() == kind || (kind == nlohmann::json::value_t::number_integer &&
                                           it->type() == nlohmann::json::value_t::number_unsigned));
   if (!ok) {
-    throw UsageError(file + ": key \"" + key + "\" is missing or of the wrong type (" +
-                     std::string(kFormatName) + " manifest)");
+    throw Error(file + ": key \"" + key + "\" is missing or of the wrong type (" +
+                std::string(kFormatName) + " manifest)");
   }
   return *it;
 }
@@ -180,14 +180,14 @@ TemporalManifest read_temporal_manifest(const std::string& dir) {
   using vt = nlohmann::json::value_t;
   const std::string file = dir + "/" + kTemporalManifest;
   const nlohmann::json j = core::parse_json_strict(core::read_file(file), file);
-  if (!j.is_object()) throw UsageError(file + ": not a JSON object (" + kFormatName + " manifest)");
+  if (!j.is_object()) throw Error(file + ": not a JSON object (" + kFormatName + " manifest)");
   if (manifest_key(j, "format", file, vt::string).get<std::string>() != kFormatName) {
-    throw UsageError(file + ": \"format\" is not \"" + kFormatName + "\"");
+    throw Error(file + ": \"format\" is not \"" + kFormatName + "\"");
   }
   const auto version = manifest_key(j, "format_version", file, vt::number_integer).get<int64_t>();
   if (version != kTemporalFormatVersion) {
-    throw UsageError(file + ": format_version " + std::to_string(version) + " is not " +
-                     std::to_string(kTemporalFormatVersion) + " (made by another lmtrain version)");
+    throw Error(file + ": format_version " + std::to_string(version) + " is not " +
+                std::to_string(kTemporalFormatVersion) + " (made by another lmtrain version)");
   }
   TemporalManifest m;
   m.generator_version =
@@ -198,16 +198,16 @@ TemporalManifest read_temporal_manifest(const std::string& dir) {
   m.generator.channels = manifest_key(j, "channels", file, vt::number_integer).get<int64_t>();
   m.generator.lengths.clear();
   for (const auto& l : manifest_key(j, "lengths", file, vt::array)) {
-    if (!l.is_number_integer()) throw UsageError(file + ": \"lengths\" must be integers");
+    if (!l.is_number_integer()) throw Error(file + ": \"lengths\" must be integers");
     m.generator.lengths.push_back(l.get<int64_t>());
   }
   for (const auto& t : manifest_key(j, "tasks", file, vt::array)) {
-    if (!t.is_string()) throw UsageError(file + ": \"tasks\" must be strings");
+    if (!t.is_string()) throw Error(file + ": \"tasks\" must be strings");
     m.generator.tasks.push_back(t.get<std::string>());
   }
   int64_t expected_first = 0;
   for (const auto& s : manifest_key(j, "shards", file, vt::array)) {
-    if (!s.is_object()) throw UsageError(file + ": \"shards\" must hold objects");
+    if (!s.is_object()) throw Error(file + ": \"shards\" must hold objects");
     TemporalShardInfo info;
     info.file = manifest_key(s, "file", file, vt::string).get<std::string>();
     info.first_index = manifest_key(s, "first_index", file, vt::number_integer).get<int64_t>();
@@ -216,14 +216,14 @@ TemporalManifest read_temporal_manifest(const std::string& dir) {
     info.sha256 = manifest_key(s, "sha256", file, vt::string).get<std::string>();
     if (info.file.empty() || info.file.find('/') != std::string::npos ||
         info.first_index != expected_first || info.num_samples < 0) {
-      throw UsageError(file + ": shard \"" + info.file + "\" is not the next shard of the cache");
+      throw Error(file + ": shard \"" + info.file + "\" is not the next shard of the cache");
     }
     expected_first += info.num_samples;
     m.shards.push_back(std::move(info));
   }
   if (expected_first != m.num_samples) {
-    throw UsageError(file + ": the shards hold " + std::to_string(expected_first) +
-                     " samples, num_samples says " + std::to_string(m.num_samples));
+    throw Error(file + ": the shards hold " + std::to_string(expected_first) +
+                " samples, num_samples says " + std::to_string(m.num_samples));
   }
   return m;
 }
@@ -289,18 +289,18 @@ TemporalDataReader::TemporalDataReader(const std::string& path, const ReadOption
       const TemporalShardInfo& s = manifest_->shards[f];
       const auto held = static_cast<int64_t>(lines_.size() - first_line);
       if (held != s.num_samples) {
-        throw UsageError(file + ": holds " + std::to_string(held) + " samples, " +
-                         kTemporalManifest + " says " + std::to_string(s.num_samples) +
-                         " (an incomplete or edited cache: generate it again)");
+        throw Error(file + ": holds " + std::to_string(held) + " samples, " + kTemporalManifest +
+                    " says " + std::to_string(s.num_samples) +
+                    " (an incomplete or edited cache: generate it again)");
       }
       if (verify_checksums &&
           (static_cast<int64_t>(offset) != s.bytes || sha.hex_digest() != s.sha256)) {
-        throw UsageError(file + ": its size or sha256 differs from " + kTemporalManifest +
-                         " (an edited or damaged cache: generate it again)");
+        throw Error(file + ": its size or sha256 differs from " + kTemporalManifest +
+                    " (an edited or damaged cache: generate it again)");
       }
     }
   }
-  if (lines_.empty()) throw UsageError(path + ": no samples");
+  if (lines_.empty()) throw Error(path + ": no samples");
 }
 
 TemporalDataReader::~TemporalDataReader() {

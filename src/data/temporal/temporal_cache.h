@@ -75,7 +75,7 @@ struct TemporalDataSummary {
 TemporalDataSummary write_temporal_data(const TemporalDataOptions& options,
                                         const ProgressCallback& progress = {});
 
-// DIR/temporal_data.json; UsageError naming the file and key when it is not one.
+// DIR/temporal_data.json; Error (bad data) naming the file and key when it is not one.
 TemporalManifest read_temporal_manifest(const std::string& dir);
 
 // Random access to the samples of a cache (or a folder of JSONL files, or one JSONL file)
@@ -91,7 +91,7 @@ class TemporalDataReader {
   TemporalDataReader& operator=(const TemporalDataReader&) = delete;
 
   int64_t size() const { return static_cast<int64_t>(lines_.size()); }
-  // Sample i in [0, size()); UsageError "FILE:LINE: ..." for a bad line.
+  // Sample i in [0, size()); Error (bad data) "FILE:LINE: ..." for a bad line.
   TemporalSample sample(int64_t i) const;
   // The manifest of a cache; nullopt for plain JSONL files.
   const std::optional<TemporalManifest>& manifest() const { return manifest_; }

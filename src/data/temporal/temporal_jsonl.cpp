@@ -62,8 +62,8 @@ void read_channel_json(const nlohmann::json& list, SeriesValues& s, int64_t c,
     const size_t i = static_cast<size_t>(c * s.length + t);
     if (v.is_null()) continue;  // missing: value 0, valid 0
     if (!v.is_number()) {
-      throw UsageError(where + " value " + std::to_string(t) + ": " + v.type_name() +
-                       " is not a number (a missing value is null)");
+      throw Error(where + " value " + std::to_string(t) + ": " + v.type_name() +
+                  " is not a number (a missing value is null)");
     }
     s.values[i] = checked_series_value(v.get<double>(), where + " value " + std::to_string(t));
     s.valid[i] = 1;
@@ -72,25 +72,25 @@ void read_channel_json(const nlohmann::json& list, SeriesValues& s, int64_t c,
 
 SeriesValues series_from_json(const nlohmann::json& e, const std::string& where) {
   if (!e.is_array()) {
-    throw UsageError(where + ": a series must be a list of values or of channels, not " +
-                     std::string(e.type_name()));
+    throw Error(where + ": a series must be a list of values or of channels, not " +
+                std::string(e.type_name()));
   }
-  if (e.empty()) throw UsageError(where + ": the series is empty");
+  if (e.empty()) throw Error(where + ": the series is empty");
   SeriesValues s;
   const bool multichannel = e[0].is_array();
   s.channels = multichannel ? static_cast<int64_t>(e.size()) : 1;
   s.length = multichannel ? static_cast<int64_t>(e[0].size()) : static_cast<int64_t>(e.size());
-  if (s.length == 0) throw UsageError(where + " channel 0: the series is empty");
+  if (s.length == 0) throw Error(where + " channel 0: the series is empty");
   if (multichannel) {
     for (size_t c = 0; c < e.size(); ++c) {
       if (!e[c].is_array()) {
-        throw UsageError(where + " channel " + std::to_string(c) +
-                         ": not a list of values (channel 0 is one)");
+        throw Error(where + " channel " + std::to_string(c) +
+                    ": not a list of values (channel 0 is one)");
       }
       if (static_cast<int64_t>(e[c].size()) != s.length) {
-        throw UsageError(where + " channel " + std::to_string(c) + ": " +
-                         std::to_string(e[c].size()) + " values where channel 0 has " +
-                         std::to_string(s.length) + " (ragged channels)");
+        throw Error(where + " channel " + std::to_string(c) + ": " + std::to_string(e[c].size()) +
+                    " values where channel 0 has " + std::to_string(s.length) +
+                    " (ragged channels)");
       }
     }
   }
@@ -111,10 +111,10 @@ bool is_flat_series(const nlohmann::json& ts, const std::string& where) {
   const size_t lists = static_cast<size_t>(std::count_if(ts.begin(), ts.end(), is_list));
   if (lists == 0) return !ts.empty();
   if (lists != ts.size()) {
-    throw UsageError(where +
-                     ": \"timeseries\" mixes values and lists: give one series as a list of "
-                     "values [v0, v1, ...], or several as a list of series [[v0, ...], [v0, "
-                     "...]] (a multichannel series: a list of equal-length channels)");
+    throw Error(where +
+                ": \"timeseries\" mixes values and lists: give one series as a list of "
+                "values [v0, v1, ...], or several as a list of series [[v0, ...], [v0, "
+                "...]] (a multichannel series: a list of equal-length channels)");
   }
   return false;
 }
@@ -128,11 +128,11 @@ std::string string_field(const nlohmann::json& j, const char* key, const std::st
                          bool required) {
   const nlohmann::json* v = temporal_field(j, key);
   if (!v) {
-    if (required) throw UsageError(where + ": no \"" + key + "\" (a string) in the sample");
+    if (required) throw Error(where + ": no \"" + key + "\" (a string) in the sample");
     return "";
   }
   if (!v->is_string()) {
-    throw UsageError(where + ": \"" + key + "\" must be a string, not " + v->type_name());
+    throw Error(where + ": \"" + key + "\" must be a string, not " + v->type_name());
   }
   return v->get<std::string>();
 }
@@ -172,10 +172,10 @@ std::string sample_to_jsonl(const TemporalSample& s) {
 TemporalSample sample_from_json(const nlohmann::json& j, const std::string& where,
                                 const ReadOptions& options, JsonlFields fields) {
   if (!j.is_object()) {
-    throw UsageError(where +
-                     ": a sample must be a JSON object {\"input\", \"output\", "
-                     "\"timeseries\"}, not " +
-                     std::string(j.type_name()));
+    throw Error(where +
+                ": a sample must be a JSON object {\"input\", \"output\", "
+                "\"timeseries\"}, not " +
+                std::string(j.type_name()));
   }
   TemporalSample s;
   const bool required = fields == JsonlFields::kSample;
@@ -183,16 +183,16 @@ TemporalSample sample_from_json(const nlohmann::json& j, const std::string& wher
   s.output = string_field(j, "output", where, required);
   const nlohmann::json* ts = temporal_field(j, "timeseries");
   if (ts && !ts->is_array()) {
-    throw UsageError(where + ": \"timeseries\" must be a list of series, not " +
-                     std::string(ts->type_name()));
+    throw Error(where + ": \"timeseries\" must be a list of series, not " +
+                std::string(ts->type_name()));
   }
   const bool flat = ts && is_flat_series(*ts, where);
   const int64_t n_series = !ts ? 0 : flat ? 1 : static_cast<int64_t>(ts->size());
   if (temporal_field(j, "input") && count_placeholders(s.input) != n_series) {
-    throw UsageError(where + ": the input has " + std::to_string(count_placeholders(s.input)) +
-                     " placeholder(s) " + kSeriesPlaceholder + " but \"timeseries\" holds " +
-                     std::to_string(n_series) + " series (one per placeholder" +
-                     (flat ? "; a flat list of values is one series)" : ")"));
+    throw Error(where + ": the input has " + std::to_string(count_placeholders(s.input)) +
+                " placeholder(s) " + kSeriesPlaceholder + " but \"timeseries\" holds " +
+                std::to_string(n_series) + " series (one per placeholder" +
+                (flat ? "; a flat list of values is one series)" : ")"));
   }
   for (int64_t k = 0; k < n_series; ++k) {
     const std::string at = where + ": timeseries" + (flat ? "" : "[" + std::to_string(k) + "]");
@@ -202,20 +202,20 @@ TemporalSample sample_from_json(const nlohmann::json& j, const std::string& wher
   s.task = string_field(j, "task", where, false);
   s.answer = string_field(j, "answer", where, false);
   if (const nlohmann::json* c = temporal_field(j, "choices")) {
-    if (!c->is_array()) throw UsageError(where + ": \"choices\" must be a list of strings");
+    if (!c->is_array()) throw Error(where + ": \"choices\" must be a list of strings");
     for (const auto& e : *c) {
-      if (!e.is_string()) throw UsageError(where + ": \"choices\" must be a list of strings");
+      if (!e.is_string()) throw Error(where + ": \"choices\" must be a list of strings");
       s.choices.push_back(e.get<std::string>());
     }
   }
   if (const nlohmann::json* n = temporal_field(j, "numeric_answer")) {
     if (!n->is_null() && !n->is_number()) {
-      throw UsageError(where + ": \"numeric_answer\" must be a number or null");
+      throw Error(where + ": \"numeric_answer\" must be a number or null");
     }
     if (n->is_number()) s.numeric_answer = n->get<double>();
   }
   if (const nlohmann::json* a = temporal_field(j, "attributes")) {
-    if (!a->is_object()) throw UsageError(where + ": \"attributes\" must be an object");
+    if (!a->is_object()) throw Error(where + ": \"attributes\" must be an object");
     s.attributes_json = a->dump();
   }
   return s;
@@ -242,7 +242,7 @@ std::vector<NumberedSample> read_numbered_temporal_jsonl(const std::string& path
     out.push_back(
         {line_no, sample_from_jsonl(line, path + ":" + std::to_string(line_no), options, fields)});
   }
-  if (out.empty()) throw UsageError(path + ": no samples (an empty JSONL file)");
+  if (out.empty()) throw Error(path + ": no samples (an empty JSONL file)");
   return out;
 }
 

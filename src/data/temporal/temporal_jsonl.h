@@ -28,8 +28,8 @@ enum class JsonlFields {
   kSeriesOnly  // only the series (a line may have none); input, when present, must match them
 };
 
-// One parsed line. UsageError "`where`: ..." (where: "FILE:LINE") for a line that is not a
-// JSON object, a missing or mistyped field, a placeholder count that differs from the series
+// One parsed line. Error (bad data, exit 1) "`where`: ..." (where: "FILE:LINE") for a line that is
+// not a JSON object, a missing or mistyped field, a placeholder count that differs from the series
 // count, a bad value ("timeseries[1] channel 0 value 7: ..."), ragged channels, or a series
 // check_series refuses.
 TemporalSample sample_from_json(const nlohmann::json& j, const std::string& where,
@@ -40,7 +40,7 @@ TemporalSample sample_from_jsonl(const std::string& line, const std::string& whe
                                  const ReadOptions& options,
                                  JsonlFields fields = JsonlFields::kSample);
 
-// Every non-blank line of a JSONL file; UsageError for a file without samples.
+// Every non-blank line of a JSONL file; Error (bad data) for a file without samples.
 std::vector<TemporalSample> read_temporal_jsonl(const std::string& path, const ReadOptions& options,
                                                 JsonlFields fields = JsonlFields::kSample);
 // The same, each with the (1-based) line it came from.

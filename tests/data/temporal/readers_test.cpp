@@ -1,6 +1,6 @@
 // The readers of real time-series data (issue 26): CSV, NPY (written by numpy here) and
 // ChatTS JSONL, and read_series_file. Good files give the values and masks; every bad file is
-// a UsageError naming the file and the position.
+// a bad-data Error (exit 1) naming the file and the position.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,13 +25,15 @@ namespace {
 using testing::TempDir;
 using testing::write_text;
 
-// The UsageError `fn` throws must hold every one of `parts`.
+// The error `fn` throws must hold every one of `parts`, and be bad data (exit 1), not a
+// UsageError (exit 2), unless `usage`: a path that names no readable series file.
 template <typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
+void expect_error(Fn&& fn, const std::vector<std::string>& parts, bool usage = false) {
   try {
     fn();
     ADD_FAILURE() << "no error; expected one naming " << parts.at(0);
-  } catch (const UsageError& e) {
+  } catch (const Error& e) {
+    EXPECT_EQ(dynamic_cast<const UsageError*>(&e) != nullptr, usage) << e.what();
     for (const auto& p : parts)
       EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
   }
@@ -141,7 +143,9 @@ TEST(TemporalCsv, SemicolonsHexAndTrailingTyposNameTheCellAndWhatWasExpected) {
     try {
       csv_written(path, k.text)();
       ADD_FAILURE() << "no error for " << k.text;
-    } catch (const UsageError& e) {
+    } catch (const Error& e) {
+      EXPECT_EQ(dynamic_cast<const UsageError*>(&e), nullptr)
+          << "bad data, not usage: " << e.what();
       for (const auto& p : parts) EXPECT_TRUE(testing::contains(e.what(), p)) << e.what() << p;
       EXPECT_FALSE(testing::contains(e.what(), "no series column")) << e.what();
     }
@@ -483,9 +487,10 @@ TEST(TemporalSeriesFile, PicksTheReaderByExtension) {
   EXPECT_EQ(read_series_file(dir.file("a.CSV"), 0).at(0).values, (std::vector<float>{1, 2}));
   expect_error([&] { read_series_file(dir.file("a.CSV"), 1); }, {"a.CSV", "maximum length 1"});
   write_text(dir.file("a.txt"), "1 2 3\n");
-  expect_error([&] { read_series_file(dir.file("a.txt"), 0); }, {"a.txt", ".csv, .npy or .jsonl"});
+  expect_error([&] { read_series_file(dir.file("a.txt"), 0); }, {"a.txt", ".csv, .npy or .jsonl"},
+               true);
   expect_error([&] { read_series_file(dir.file("missing.npy"), 0); },
-               {"missing.npy", "no such file"});
+               {"missing.npy", "no such file"}, true);
   // A directory is named as one, whatever its name ends with.
   std::filesystem::create_directories(dir.file("series.csv"));
   for (const std::string& d : {dir.path(), dir.file("series.csv")}) {
