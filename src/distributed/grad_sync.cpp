@@ -203,18 +203,24 @@ void GradSync::launch(size_t i) {
 }
 
 void GradSync::launch_work(size_t i) {
+  const auto& b = buckets_[i];
+  auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
+  // Divided by the world size here, then summed (PyTorch DDP's order): the divide runs while
+  // earlier buckets are in flight instead of after the wait in finish(), and in fp32 before any
+  // lowering. Exact for a power-of-two world; otherwise it rounds each term, not the sum. Every
+  // path divides the same way, so sharded and replicated gradients stay bitwise equal. Owner
+  // mode divides its packed copies: a parameter another rank owns keeps its local gradient.
   if (!owners_.empty()) {
     launch_to_owners(i);
     return;
   }
-  const auto& b = buckets_[i];
-  auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
+  slice.div_(group_.size());
   if (!reduce_scatter_) {
     if (reduce_dtype_) {
       lowered_[i] = slice.to(*reduce_dtype_);
-      works_[i] = group_.allreduce(lowered_[i], ReduceOp::kAvg);
+      works_[i] = group_.allreduce(lowered_[i], ReduceOp::kSum);
     } else {
-      works_[i] = group_.allreduce(slice, ReduceOp::kAvg);
+      works_[i] = group_.allreduce(slice, ReduceOp::kSum);
     }
     return;
   }
@@ -227,7 +233,7 @@ void GradSync::launch_work(size_t i) {
     parts.push_back(flat_grads_.narrow(0, lo, hi - lo));
   }
   auto own = parts[group_.rank()];
-  works_[i] = group_.reduce_scatter(own, parts, ReduceOp::kAvg);
+  works_[i] = group_.reduce_scatter(own, parts, ReduceOp::kSum);
 }
 
 at::Tensor GradSync::pack(size_t i, int owner) const {
@@ -255,15 +261,15 @@ void GradSync::launch_to_owners(size_t i) {
   std::vector<at::Tensor> to_rank;
   bool owned = false;
   for (int q = 0; q < group_.size(); ++q) {
-    to_rank.push_back(pack(i, q));
+    to_rank.push_back(pack(i, q).div_(group_.size()));
     owned |= to_rank.back().numel() > 0;
   }
   if (owned) {
     received_[i] = at::empty_like(to_rank[group_.rank()]);
-    works_[i] = group_.reduce_scatter(received_[i], to_rank, ReduceOp::kAvg);
+    works_[i] = group_.reduce_scatter(received_[i], to_rank, ReduceOp::kSum);
   }
-  shared_[i] = pack(i, -1);
-  if (shared_[i].numel() > 0) shared_works_[i] = group_.allreduce(shared_[i], ReduceOp::kAvg);
+  shared_[i] = pack(i, -1).div_(group_.size());
+  if (shared_[i].numel() > 0) shared_works_[i] = group_.allreduce(shared_[i], ReduceOp::kSum);
 }
 
 void GradSync::complete(size_t i) {

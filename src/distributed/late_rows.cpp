@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kernels/lookup_rows_add.h"
+
 namespace lmtrain::dist {
 
 void LateRows::add(const at::Tensor& ids, const at::Tensor& rows) {
@@ -46,12 +48,8 @@ void LateRows::add_mean(Group& group) {
   rows_work_->wait();
   ids_work_.reset();
   rows_work_.reset();
-  // In rank order, through libtorch's embedding backward: deterministic on the CPU and on CUDA,
-  // and the same sum on every rank.
-  const auto dense =
-      at::embedding_backward(at::cat(all_rows_), at::cat(all_ids_), grad_.size(0),
-                             /*padding_idx=*/-1, /*scale_grad_by_freq=*/false, /*sparse=*/false);
-  grad_.add_(dense, 1.0 / group.size());
+  // In rank order (kernels/lookup_rows_add.h: deterministic, the same sum on every rank).
+  kernels::add_lookup_rows(grad_, at::cat(all_ids_), at::cat(all_rows_), 1.0 / group.size());
   all_ids_.clear();
   all_rows_.clear();
 }

@@ -4,18 +4,13 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "kernels/lookup_rows_add.h"
+
 namespace lmtrain::model {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// The dense (V, C) gradient of a lookup, deterministic on the CPU and on CUDA (libtorch's
-// embedding backward sorts the ids there instead of adding with atomics).
-at::Tensor table_grad(const at::Tensor& ids, const at::Tensor& rows, int64_t table_rows) {
-  return at::embedding_backward(rows, ids, table_rows, /*padding_idx=*/-1,
-                                /*scale_grad_by_freq=*/false, /*sparse=*/false);
-}
 
 // The table itself, handed to the function as a non-tensor argument: a tensor argument that
 // requires grad would give the graph the very edge to the table's accumulator this avoids.
@@ -44,12 +39,8 @@ class DeferredLookup : public torch::autograd::Function<DeferredLookup> {
     const auto rows = grads[0].reshape({-1, weight.size(1)}).to(weight.scalar_type());
     if (!sink->take(ids, rows)) {
       torch::NoGradGuard no_grad;
-      auto dense = table_grad(ids, rows, weight.size(0));
-      if (weight.grad().defined()) {
-        weight.mutable_grad().add_(dense);
-      } else {
-        weight.mutable_grad() = dense;
-      }
+      if (!weight.grad().defined()) weight.mutable_grad() = at::zeros_like(weight);
+      kernels::add_lookup_rows(weight.mutable_grad(), ids, rows, 1.0);
     }
     return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
