@@ -5,7 +5,8 @@
 #            (compressed corpora), nlohmann-json, GoogleTest; fortunes (the demo
 #            corpus); openmpi-bin (mpirun tests), iproute2 (the multi-node test's network namespaces); clang-14 + libclang-rt-14-dev
 #            (libFuzzer, ASan, UBSan for scripts/fuzz.sh); clang-format (scripts/check_format.sh);
-#            chromium-headless-shell (the report's real-browser test renders the page with it);
+#            chromium-headless-shell (the report's and the chat page's real-browser tests render
+#            the pages with it); cpp-httplib (`lmtrain serve`'s HTTP server);
 #            python3-venv
 #   PyPI:    scripts/requirements.txt into .venv/ (torch 2.11 = the libtorch we build against,
 #            plus transformers, tokenizers, safetensors, tensorboard, peft for the tests)
@@ -21,6 +22,7 @@ packages=(
   fortunes openmpi-bin iproute2
   clang-14 libclang-rt-14-dev clang-format
   chromium-headless-shell
+  libcpp-httplib-dev
 )
 python_ok() { python3 -c 'import venv, ensurepip' >/dev/null 2>&1; }
 python_ok || packages+=(python3 python3-venv)

@@ -123,17 +123,17 @@ const char* stop_reason_name(StopReason r) {
       return "length";
     case StopReason::kContext:
       return "context";
+    case StopReason::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
 
-BatchGeneration generate_batch(model::GptImpl& model,
-                               const std::vector<std::vector<uint32_t>>& prompts,
-                               const std::vector<int64_t>& max_new_tokens,
-                               const SamplingOptions& opts, uint64_t seed, int64_t eot_id,
-                               const KvPolicy& policy,
-                               const std::function<void(size_t, uint32_t)>& on_token,
-                               const PromptSoftTokens& soft) {
+BatchGeneration generate_batch(
+    model::GptImpl& model, const std::vector<std::vector<uint32_t>>& prompts,
+    const std::vector<int64_t>& max_new_tokens, const SamplingOptions& opts, uint64_t seed,
+    int64_t eot_id, const KvPolicy& policy, const std::function<void(size_t, uint32_t)>& on_token,
+    const PromptSoftTokens& soft, const std::function<bool(size_t)>& cancelled) {
   const size_t B = prompts.size();
   BatchGeneration result;
   auto& out = result.rows;
@@ -199,6 +199,14 @@ BatchGeneration generate_batch(model::GptImpl& model,
     }
   }
   for (int64_t i = 0; i < budget && running > 0; ++i) {
+    for (size_t b = 0; cancelled && b < B; ++b) {
+      if (!done[b] && cancelled(b)) {
+        out[b].stop = StopReason::kCancelled;
+        done[b] = true;
+        --running;
+      }
+    }
+    if (running == 0) break;
     auto next = sample_next(last_logits(logits), opts, gen);  // (B,)
     auto ids = next.accessor<int64_t, 1>();
     for (size_t b = 0; b < B; ++b) {

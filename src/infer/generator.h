@@ -13,10 +13,10 @@
 
 namespace lmtrain::infer {
 
-// Why a sequence stopped: its end-of-text token, its max_new_tokens, or the model's block_size
-// (bounded caches only).
-enum class StopReason { kEot, kLength, kContext };
-const char* stop_reason_name(StopReason r);  // "eot", "length", "context"
+// Why a sequence stopped: its end-of-text token, its max_new_tokens, the model's block_size
+// (bounded caches only), or its caller gave up on it (`cancelled` below).
+enum class StopReason { kEot, kLength, kContext, kCancelled };
+const char* stop_reason_name(StopReason r);  // "eot", "length", "context", "cancelled"
 
 struct Generated {
   std::vector<uint32_t> tokens;  // the new ids (the end-of-text token included when it stopped)
@@ -33,6 +33,8 @@ struct Generated {
 // generator for the whole batch. Policies without padding support (streaming, h2o) need prompts
 // of one length (UsageError otherwise). on_token(row, id) receives each kept new id. `soft`:
 // soft tokens in the prompts (empty or one entry per prompt), placed in the prefill.
+// `cancelled(row)`, asked before each step, stops a row whose caller has gone (a server's
+// client that closed its connection); the batch ends early when every row has stopped.
 // Soft tokens in the prompts (model/soft_tokens.h), e.g. a time-series encoder's: per prompt, a
 // flag per token (1: a soft token stands there, the id only holds its place) and the embeddings
 // of its flagged positions in order, (n_b, C) with n_b its flags' count (C: the model's width).
@@ -53,7 +55,8 @@ BatchGeneration generate_batch(model::GptImpl& model,
                                const SamplingOptions& opts, uint64_t seed, int64_t eot_id,
                                const KvPolicy& policy = KvPolicy(),
                                const std::function<void(size_t, uint32_t)>& on_token = {},
-                               const PromptSoftTokens& soft = {});
+                               const PromptSoftTokens& soft = {},
+                               const std::function<bool(size_t)>& cancelled = {});
 
 // One prompt: stops after max_new_tokens or at the end-of-text token when eot_id >= 0.
 // on_token receives each new id as it is produced (for streaming output). Returns the new ids.
