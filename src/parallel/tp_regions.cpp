@@ -1,0 +1,137 @@
+#include "parallel/tp_regions.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "core/error.h"
+
+namespace lmtrain::train {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+dist::Group* group_of(AutogradContext* ctx) {
+  return reinterpret_cast<dist::Group*>(ctx->saved_data["group"].toInt());
+}
+
+at::Tensor all_reduce(const at::Tensor& x, dist::Group& g) {
+  auto y = x.contiguous().clone();
+  g.allreduce(y, dist::ReduceOp::kSum)->wait();
+  return y;
+}
+
+// The ranks' pieces concatenated along `dim`.
+at::Tensor all_gather(const at::Tensor& x, int64_t dim, dist::Group& g) {
+  const auto piece = x.movedim(dim, 0).contiguous();  // gathered along dim 0, then moved back
+  std::vector<at::Tensor> parts(g.size());
+  for (auto& p : parts) p = at::empty_like(piece);
+  g.allgather(parts, piece)->wait();
+  return at::cat(parts, 0).movedim(0, dim);
+}
+
+// The sum over ranks of x, this rank's piece along `dim`.
+at::Tensor reduce_scatter(const at::Tensor& x, int64_t dim, dist::Group& g) {
+  const int64_t n = x.size(dim);
+  if (n % g.size() != 0) {
+    throw Error("tensor parallel: dimension " + std::to_string(dim) + " of size " +
+                std::to_string(n) + " does not split over " + std::to_string(g.size()) + " ranks");
+  }
+  const auto moved = x.movedim(dim, 0).contiguous();
+  std::vector<at::Tensor> parts;
+  for (auto& p : moved.chunk(g.size(), 0)) parts.push_back(p.contiguous());
+  auto out = at::empty_like(parts[0]);
+  g.reduce_scatter(out, parts, dist::ReduceOp::kSum)->wait();
+  return out.movedim(0, dim);
+}
+
+class CopyToTp : public torch::autograd::Function<CopyToTp> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, dist::Group* g) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(g);
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_reduce(grads[0], *group_of(ctx)), at::Tensor()};
+  }
+};
+
+class ReduceFromTp : public torch::autograd::Function<ReduceFromTp> {
+ public:
+  static at::Tensor forward(AutogradContext*, const at::Tensor& x, dist::Group* g) {
+    return all_reduce(x, *g);
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    return {grads[0], at::Tensor()};
+  }
+};
+
+class GatherSequence : public torch::autograd::Function<GatherSequence> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
+                            dist::Group* g) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(g);
+    ctx->saved_data["dim"] = dim;
+    return all_gather(x, dim, *g);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {reduce_scatter(grads[0], ctx->saved_data["dim"].toInt(), *group_of(ctx)), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+class ScatterSequence : public torch::autograd::Function<ScatterSequence> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim,
+                            dist::Group* g) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(g);
+    ctx->saved_data["dim"] = dim;
+    return reduce_scatter(x, dim, *g);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_gather(grads[0], ctx->saved_data["dim"].toInt(), *group_of(ctx)), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+class GatherLastDim : public torch::autograd::Function<GatherLastDim> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, dist::Group* g) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(g);
+    return all_gather(x, x.dim() - 1, *g);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* g = group_of(ctx);
+    return {grads[0].chunk(g->size(), -1)[g->rank()].contiguous(), at::Tensor()};
+  }
+};
+
+int64_t checked_dim(const at::Tensor& x, int64_t dim) {
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  if (d < 0 || d >= x.dim()) throw Error("tensor parallel: no dimension " + std::to_string(dim));
+  return d;
+}
+
+}  // namespace
+
+at::Tensor copy_to_tp(const at::Tensor& x, dist::Group& group) {
+  return group.size() == 1 ? x : CopyToTp::apply(x, &group);
+}
+
+at::Tensor reduce_from_tp(const at::Tensor& x, dist::Group& group) {
+  return group.size() == 1 ? x : ReduceFromTp::apply(x, &group);
+}
+
+at::Tensor gather_sequence(const at::Tensor& x, int64_t dim, dist::Group& group) {
+  return group.size() == 1 ? x : GatherSequence::apply(x, checked_dim(x, dim), &group);
+}
+
+at::Tensor scatter_sequence(const at::Tensor& x, int64_t dim, dist::Group& group) {
+  return group.size() == 1 ? x : ScatterSequence::apply(x, checked_dim(x, dim), &group);
+}
+
+at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& group) {
+  return group.size() == 1 ? x : GatherLastDim::apply(x, &group);
+}
+
+}  // namespace lmtrain::train

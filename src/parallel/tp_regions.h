@@ -1,0 +1,34 @@
+// The four crossings of a tensor-parallel region (Megatron-LM's f and g, and their sequence-
+// parallel forms), as autograd functions over a dist::Group of T ranks. Each pairs a collective
+// in one direction with its adjoint in the other, so a layer built from them is differentiable
+// end to end and model code never calls a collective itself:
+//
+//   copy_to_tp            forward: identity            backward: all-reduce (sum)
+//   reduce_from_tp        forward: all-reduce (sum)    backward: identity
+//   gather_sequence       forward: all-gather on dim   backward: reduce-scatter on dim
+//   scatter_sequence      forward: reduce-scatter      backward: all-gather on dim
+//   gather_last_dim       forward: all-gather on -1    backward: this rank's slice of -1
+//
+// copy/reduce wrap a column-parallel layer's input and a row-parallel layer's output; with
+// sequence parallelism the activations between them stay split along the sequence (dim 1 of
+// (B, T, C)), and gather/scatter take their place: the same bytes as one all-reduce, split in two.
+// Shapes along the split dim must divide by T.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "distributed/group.h"
+
+namespace lmtrain::train {
+
+at::Tensor copy_to_tp(const at::Tensor& x, dist::Group& group);
+at::Tensor reduce_from_tp(const at::Tensor& x, dist::Group& group);
+// (.., n, ..) -> (.., n * T, ..): the ranks' pieces in rank order.
+at::Tensor gather_sequence(const at::Tensor& x, int64_t dim, dist::Group& group);
+// (.., n * T, ..) summed over the ranks -> this rank's (.., n, ..) piece.
+at::Tensor scatter_sequence(const at::Tensor& x, int64_t dim, dist::Group& group);
+// (.., n) -> (.., n * T), for a column-parallel output someone needs whole.
+at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& group);
+
+}  // namespace lmtrain::train
