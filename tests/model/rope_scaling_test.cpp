@@ -155,5 +155,35 @@ TEST(RopeScaling, ApplyRopeUsesTheScaledTablesAndAttentionFactor) {
   EXPECT_GT((model::apply_rope(x, start, 10000.0) - want).abs().max().item<double>(), 1e-2);
 }
 
+// Dynamic scaling grows the base per forward from the positions it reaches, as transformers'
+// dynamic_rope_update: a 50-token forward past original_max 32 rotates by the frequencies of
+// seq_len 50 (the last token decoded alone at position 49 too, as HF's cached generation),
+// one within 32 by the plain ones.
+TEST(RopeScaling, DynamicFrequenciesFollowTheLengthAForwardReaches) {
+  model::RopeParams dyn(10000.0);
+  dyn.scaling.type = model::RopeType::kDynamic;
+  dyn.scaling.factor = 2;
+  dyn.scaling.original_max = 32;
+  torch::manual_seed(0);
+  auto x = torch::randn({1, 1, 50, 16});
+  auto rotate = [](const at::Tensor& x, const at::Tensor& pos, const at::Tensor& inv_freq) {
+    auto angles = pos.to(torch::kFloat).unsqueeze(1) * inv_freq;
+    auto emb = torch::cat({angles, angles}, -1);
+    auto x1 = x.narrow(-1, 0, 8), x2 = x.narrow(-1, 8, 8);
+    return x * emb.cos() + torch::cat({-x2, x1}, -1) * emb.sin();
+  };
+  const auto grown = model::rope_frequencies(dyn, 16, 50, c10::kCPU).inv_freq;
+  const auto plain = model::rope_frequencies(10000.0, 16, 50, c10::kCPU).inv_freq;
+  EXPECT_GT((grown - plain).abs().max().item<double>(), 1e-4);
+  EXPECT_TRUE(torch::equal(model::apply_rope(x, 0, dyn), rotate(x, torch::arange(50), grown)));
+  auto last = x.narrow(2, 49, 1);
+  EXPECT_TRUE(
+      torch::equal(model::apply_rope(last, 49, dyn), rotate(last, torch::arange(49, 50), grown)));
+  EXPECT_TRUE(torch::equal(model::apply_rope_at(last, torch::arange(49, 50), dyn),
+                           rotate(last, torch::arange(49, 50), grown)));
+  auto early = x.narrow(2, 0, 20);
+  EXPECT_TRUE(torch::equal(model::apply_rope(early, 0, dyn), model::apply_rope(early, 0, 10000.0)));
+}
+
 }  // namespace
 }  // namespace lmtrain::testing
