@@ -8,6 +8,8 @@
 
 #include <limits>
 
+#include "core/error.h"
+#include "interop/hf_format.h"
 #include "model/attention.h"
 #include "model/gpt.h"
 #include "model_fixtures.h"
@@ -130,6 +132,41 @@ TEST(SlidingWindow, Gpt2AttentionTakesTheWindowInTraining) {
   loss.backward();
   EXPECT_GT(std::abs(loss.item<double>() - plain->loss(ids, targets).item<double>()), 1e-4);
   EXPECT_GT(m->transformer->blocks[0]->attn->c_attn->weight.grad().abs().sum().item<double>(), 0);
+}
+
+// Export writes the windows a family can hold (Mistral: one for every layer; Qwen2/Qwen3: full
+// layers, then sliding ones of one window) and refuses the rest, naming model.windows; what
+// it writes imports back to the same windows.
+TEST(SlidingWindow, ExportWritesWhatTheFamilyHoldsAndRefusesTheRest) {
+  auto family = [](Arch arch, std::vector<int64_t> windows) {
+    GptConfig c = with_llama_family(tiny_gpt_config(32, 64, 32), arch);
+    c.n_layer = 3;
+    c.qkv_bias = arch == Arch::kQwen2;
+    c.windows = std::move(windows);
+    return c;
+  };
+  auto refused = [](const GptConfig& c, const std::string& part) {
+    try {
+      hf::hf_config(c);
+      ADD_FAILURE() << "exported " << describe_windows(c);
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused(family(Arch::kLlama, {8}), "model.windows = 8: Hugging Face's llama has no");
+  refused(family(Arch::kMistral, {8, 0}), "one sliding window for every layer");
+  refused(family(Arch::kQwen2, {8, 0}), "slides the layers from max_window_layers on");
+  refused(family(Arch::kQwen3, {0, 8, 4}), "all with one window");
+  auto windows_after_round_trip = [](const GptConfig& c) {
+    for (const auto& [key, value] : hf::config_overrides(hf::hf_config(c))) {
+      if (key == "model.windows") return value;
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(windows_after_round_trip(family(Arch::kMistral, {8})), "8");
+  EXPECT_EQ(windows_after_round_trip(family(Arch::kQwen2, {0, 8, 8})), "0,8,8");
+  EXPECT_EQ(windows_after_round_trip(family(Arch::kQwen3, {0, 0, 8})), "0,0,8");
+  EXPECT_EQ(windows_after_round_trip(family(Arch::kQwen3, {})), "");
 }
 
 }  // namespace
