@@ -152,7 +152,7 @@ inline void check_qkv_split(const QkvCase& c, c10::Device dev, int64_t T = 6, in
   spec.n_kv_head = K;
   spec.head_dim = D;
   spec.rope = c.rope;
-  spec.rope_theta = 10000;
+  spec.rope_params = 10000.0;
   if (c.qk_norm) {
     spec.q_norm_weight = draw(torch::rand({D}) + 0.5, at::kFloat, dev).requires_grad_(true);
     spec.k_norm_weight = draw(torch::rand({D}) + 0.5, at::kFloat, dev).requires_grad_(true);

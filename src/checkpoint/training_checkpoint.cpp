@@ -164,6 +164,8 @@ void check_model_compatible(const LoadedCheckpoint& ckpt, const model::ModelOpti
   cmp("qk_norm", n(a.qk_norm), n(b.qk_norm));
   cmp("tie_embeddings", n(a.tie_embeddings), n(b.tie_embeddings));
   cmp("rope_theta", n(a.rope_theta), n(b.rope_theta));
+  cmp("rope_scaling", model::describe_rope(a.rope_params()), model::describe_rope(b.rope_params()));
+  cmp("windows", model::describe_windows(a), model::describe_windows(b));
   cmp("logit_softcap", n(a.logit_softcap), n(b.logit_softcap));
   cmp("moe.num_experts", n(a.moe.num_experts), n(b.moe.num_experts));
   if (a.moe.enabled() && b.moe.enabled()) {

@@ -33,7 +33,7 @@ const std::vector<KeySpec>& config_schema() {
       S("run.dir", "runs/lmtrain", {}, "output directory: config, logs, metrics, checkpoints"),
 
       S("model.arch", "gpt2",
-        {"gpt2", "llama", "qwen2", "qwen3", "nanochat", "qwen3_moe", "mixtral"},
+        {"gpt2", "llama", "qwen2", "qwen3", "nanochat", "qwen3_moe", "mixtral", "mistral"},
         "model family (the options below set the architecture; arch names it for HF I/O)"),
       I("model.n_layer", 4, 1, 1024, "transformer blocks"),
       I("model.n_head", 4, 1, 1024, "attention heads (n_embd must be divisible by n_head)"),
@@ -48,6 +48,26 @@ const std::vector<KeySpec>& config_schema() {
       F("model.norm_eps", "1e-5", 0, 1, "epsilon of the normalisation layers"),
       S("model.pos", "learned", {"learned", "rope"}, "positions: learned table or rotary (RoPE)"),
       F("model.rope_theta", "10000", 1, 1e12, "RoPE base frequency"),
+      S("model.rope_scaling", "none", {"none", "linear", "dynamic", "yarn", "llama3"},
+        "RoPE frequency scaling, as transformers' rope_type: linear (positions / factor), dynamic "
+        "(NTK base grown past rope_original_max), yarn, llama3"),
+      F("model.rope_factor", "1", 1, 1e6, "RoPE scaling factor (context extension ratio)"),
+      I("model.rope_original_max", 0, 0, 1 << 30,
+        "RoPE scaling: the pretraining context (yarn, llama3: original_max_position_embeddings; "
+        "dynamic: the length past which the base grows); 0 = model.block_size"),
+      F("model.rope_low_freq_factor", "1", 0, 1e6,
+        "llama3 scaling: wavelengths over original_max / this are divided by rope_factor"),
+      F("model.rope_high_freq_factor", "4", 0, 1e6,
+        "llama3 scaling: wavelengths under original_max / this are kept"),
+      F("model.rope_beta_fast", "32", 0, 1e6, "yarn scaling: rotations where extrapolation ends"),
+      F("model.rope_beta_slow", "1", 0, 1e6, "yarn scaling: rotations where interpolation starts"),
+      F("model.rope_attention_factor", "0", 0, 1e6,
+        "yarn scaling: cos and sin are multiplied by it; 0 = 0.1 ln(rope_factor) + 1"),
+      B("model.rope_truncate", true, "yarn scaling: round the correction range to whole dims"),
+      S("model.windows", "", {},
+        "sliding-window attention: comma-separated window per layer, tiled over the layers "
+        "(\"\" or 0 = full causal attention; \"4096\" = every layer; \"0,0,512\" = every third); a "
+        "query attends to the last W keys, itself included"),
       S("model.mlp", "gelu", {"gelu", "swiglu", "relu2"},
         "MLP: GELU(tanh), SwiGLU (silu(gate) * up) or relu^2"),
       I("model.mlp_hidden", 0, 0, 1 << 20, "MLP hidden width (0 = 4 * n_embd)"),

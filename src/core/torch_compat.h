@@ -32,6 +32,24 @@ inline at::Tensor fused_causal_sdpa_grouped(const at::Tensor& q, const at::Tenso
 #endif
 }
 
+// Attention with an additive mask broadcastable to (B, H, Tq, Tk) (a sliding window, pad slots)
+// and no dropout; k and v may have fewer heads than q (grouped-query attention).
+inline at::Tensor masked_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                              const at::Tensor& mask) {
+  const int64_t groups = q.size(1) / k.size(1);
+#if LMTRAIN_TORCH_AT_LEAST(2, 5)
+  if (groups > 1) {
+    return at::scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/false,
+                                            /*scale=*/std::nullopt, /*enable_gqa=*/true);
+  }
+#endif
+  if (groups > 1) {
+    return at::scaled_dot_product_attention(q, k.repeat_interleave(groups, 1),
+                                            v.repeat_interleave(groups, 1), mask, 0.0, false);
+  }
+  return at::scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/false);
+}
+
 inline std::string torch_version_string() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
          std::to_string(TORCH_VERSION_PATCH);

@@ -21,7 +21,7 @@ std::pair<at::Tensor, at::Tensor> H2oKvCache::update(int64_t layer, const at::Te
                                                      const at::Tensor& v) {
   const auto l = static_cast<size_t>(layer);
   const int64_t B = k.size(0), K = k.size(1), T = k.size(2);
-  auto kr = rope_.enabled ? model::apply_rope(k, length_, rope_.theta) : k;
+  auto kr = rope_.enabled ? model::apply_rope(k, length_, rope_.params) : k;
   auto pos = at::arange(length_, length_ + T, at::TensorOptions().dtype(at::kLong))
                  .to(k.device())
                  .expand({B, K, T});

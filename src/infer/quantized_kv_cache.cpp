@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "model/attention.h"
+
 namespace lmtrain::infer {
 
 QuantizedKvCache::QuantizedKvCache(int64_t layers, int64_t max_len, model::RopeSpec rope,
@@ -35,9 +37,15 @@ bool QuantizedKvCache::attends() const {
 }
 
 at::Tensor QuantizedKvCache::attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
-                                    const at::Tensor& v) {
+                                    const at::Tensor& v, int64_t window) {
   auto& store = append(layer, k, v);
-  return store.attend(q, key_mask(store.size(), q.options()));
+  auto key_bias = key_mask(store.size(), q.options());
+  if (window > 0 && store.size() > window) {
+    // The codes' kernel has no window: attend over the dequantised keys with the window's mask.
+    auto [kd, vd] = store.read(q.scalar_type());  // (B, K, L, D)
+    return model::causal_attention(q, kd, vd, 0.0, key_bias, window);
+  }
+  return store.attend(q, key_bias);
 }
 
 void QuantizedKvCache::advance(int64_t t) {

@@ -25,8 +25,8 @@ class QuantizedKvCache : public model::KvCache {
   enum class Read { kAuto, kCodes, kDequantised };
   void set_read(Read read) { read_ = read; }
   bool attends() const override;
-  at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
-                    const at::Tensor& v) override;
+  at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    int64_t window) override;
   void advance(int64_t t) override;
   int64_t held() const override { return length_; }
   int64_t bytes() const override;

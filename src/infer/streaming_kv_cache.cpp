@@ -25,7 +25,7 @@ std::pair<at::Tensor, at::Tensor> StreamingKvCache::update(int64_t layer, const 
   store.append(k, v);
   auto [kl, vl] = store.read(k.scalar_type());  // (B, K, L, D)
   // Positions by index in the cache: the kept tokens 0..held-1, the new ones after them.
-  return {rope_.enabled ? model::apply_rope(kl, 0, rope_.theta) : kl, vl};
+  return {rope_.enabled ? model::apply_rope(kl, 0, rope_.params) : kl, vl};
 }
 
 void StreamingKvCache::advance(int64_t /*t*/) {

@@ -135,8 +135,8 @@ QkvHeads qkv_split_unfused(const at::Tensor& packed, const QkvSplitSpec& spec) {
   q = q.transpose(1, 2);
   k = k.transpose(1, 2);
   if (spec.rope) {
-    q = apply_rope(q, 0, spec.rope_theta);
-    k = apply_rope(k, 0, spec.rope_theta);
+    q = apply_rope(q, 0, spec.rope_params);
+    k = apply_rope(k, 0, spec.rope_params);
   }
   return {q, k, v};
 }
@@ -151,7 +151,7 @@ QkvHeads qkv_split(const at::Tensor& packed, const QkvSplitSpec& spec) {
   at::Tensor cos, sin;
   if (spec.rope)
     std::tie(cos, sin) =
-        rope_half_tables(packed.size(1), spec.head_dim, spec.rope_theta, packed.device());
+        rope_half_tables(packed.size(1), spec.head_dim, spec.rope_params, packed.device());
   auto out = QkvSplitFunction::apply(
       packed, fused::absent_as_empty(spec.q_norm_weight, packed),
       fused::absent_as_empty(spec.k_norm_weight, packed), fused::absent_as_empty(cos, packed),

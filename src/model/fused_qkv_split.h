@@ -9,6 +9,8 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include "model/rope_params.h"
+
 namespace lmtrain::model {
 
 struct QkvHeads {
@@ -21,8 +23,8 @@ struct QkvSplitSpec {
   int64_t n_head = 0, n_kv_head = 0, head_dim = 0;
   at::Tensor q_norm_weight, k_norm_weight;  // (D) each, or both undefined: no QK-norm
   double norm_eps = 1e-6;
-  bool rope = false;  // rotate q and k at positions 0 .. T-1
-  double rope_theta = 10000;
+  bool rope = false;       // rotate q and k at positions 0 .. T-1
+  RopeParams rope_params;  // base and scaling
 };
 
 // packed: (B, T, (H + 2K) D). The fused kernel runs when it is switched on for packed's device

@@ -19,14 +19,15 @@
 
 namespace lmtrain::model {
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg)
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg, int64_t layer)
     : n_head(cfg.n_head),
       n_kv_head(cfg.kv_heads()),
       head_dim(cfg.head_dim()),
       n_embd(cfg.n_embd),
       dropout(cfg.dropout),
       rope(cfg.pos == PosEncoding::kRope),
-      rope_theta(cfg.rope_theta) {
+      rope_params(cfg.rope_params()),
+      window(cfg.window(layer)) {
   const int64_t qkv = (n_head + 2 * n_kv_head) * head_dim;
   c_attn = register_module("c_attn", Linear(cfg.n_embd, qkv, cfg.bias || cfg.qkv_bias));
   c_proj = register_module("c_proj", Linear(n_head * head_dim, cfg.n_embd, cfg.bias,
@@ -43,7 +44,9 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   const double p = is_training() ? dropout : 0.0;
   auto packed = c_attn(x);                                           // (B, T, (H + 2K) D)
   const bool plain = K == H && H * D == n_embd && !rope && !q_norm;  // GPT-2's attention
-  if (plain && !cache && p == 0 && fused_attention_supported(packed)) {
+  // The CPU kernel has no window: a windowed layer takes the masked path below.
+  if (plain && !cache && p == 0 && (window == 0 || T <= window) &&
+      fused_attention_supported(packed)) {
     return c_proj(fused_causal_attention(packed, H));
   }
   torch::Tensor q, k, v;  // (B, H or K, T, D)
@@ -65,14 +68,14 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     }
     // With a cache, q rotates at the cache's positions (and the cache rotates the keys it keeps).
     spec.rope = rope && !cache;
-    spec.rope_theta = rope_theta;
+    spec.rope_params = rope_params;
     auto heads = cache ? qkv_split_unfused(packed, spec) : qkv_split(packed, spec);
     q = heads.q, k = heads.k, v = heads.v;
     if (rope && cache)
-      q = apply_rope_at(q, cache->positions(cache->next_position(), T, x.options()), rope_theta);
+      q = apply_rope_at(q, cache->positions(cache->next_position(), T, x.options()), rope_params);
   }
-  if (cache && cache->attends()) {           // the cache reads its own (quantised) storage
-    auto y = cache->attend(layer, q, k, v);  // (B, H, T, D)
+  if (cache && cache->attends()) {                   // the cache reads its own (quantised) storage
+    auto y = cache->attend(layer, q, k, v, window);  // (B, H, T, D)
     y = c_proj(y.transpose(1, 2).reshape({B, T, H * D}));
     return p > 0 ? model::dropout(y, p) : y;
   }
@@ -84,12 +87,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
       v = v.repeat_interleave(H / K, /*dim=*/1);
     }
     at::Tensor weights;
-    std::tie(y, weights) = causal_attention_with_weights(q, k, v);
+    std::tie(y, weights) = causal_attention_with_weights(q, k, v, window);
     cache->observe(layer, weights);
   } else {
     // Left-padded batches: hide each row's pad slots (undefined mask otherwise).
-    y = causal_attention(q, k, v, p,
-                         cache ? cache->key_mask(k.size(2), q.options()) : at::Tensor());
+    y = causal_attention(q, k, v, p, cache ? cache->key_mask(k.size(2), q.options()) : at::Tensor(),
+                         window);
   }
   y = y.transpose(1, 2).reshape({B, T, H * D});
   y = c_proj(y);
@@ -101,7 +104,7 @@ BlockImpl::BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement expert
     : dropout(cfg.dropout) {
   const bool rms = cfg.norm == Norm::kRmsNorm;
   ln_1 = register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
-  attn = register_module("attn", CausalSelfAttention(cfg));
+  attn = register_module("attn", CausalSelfAttention(cfg, layer));
   ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
   if (cfg.moe.is_moe_layer(layer)) {
     mlp = register_module("mlp", std::make_shared<MoeImpl>(cfg, experts));

@@ -29,7 +29,8 @@ namespace lmtrain::model {
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  explicit CausalSelfAttentionImpl(const GptConfig& cfg);
+  // layer: which block it is in (its window, cfg.window(layer)).
+  CausalSelfAttentionImpl(const GptConfig& cfg, int64_t layer);
   // x: (B, T, C). With a cache, hands this call's keys/values to it (layer `layer`) and
   // attends over what it keeps; the queries sit at the cache's next_position().
   torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
@@ -38,7 +39,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   int64_t n_head, n_kv_head, head_dim, n_embd;
   double dropout;
   bool rope;
-  double rope_theta;
+  RopeParams rope_params;
+  int64_t window;  // > 0: sliding-window attention over the last `window` keys
 };
 TORCH_MODULE(CausalSelfAttention);
 
@@ -153,7 +155,7 @@ class GptImpl : public torch::nn::Module {
   // The exact cache (model/full_kv_cache.h) for up to min(max_len, block_size) tokens.
   std::unique_ptr<KvCache> make_cache(int64_t batch, int64_t max_len) const;
   // How this model rotates keys (for caches that store them unrotated).
-  RopeSpec rope_spec() const { return {cfg_.pos == PosEncoding::kRope, cfg_.rope_theta}; }
+  RopeSpec rope_spec() const { return {cfg_.pos == PosEncoding::kRope, cfg_.rope_params()}; }
 
   // GPT-2 init: N(0, init_std) weights, residual projections N(0, init_std/sqrt(2 n_layer)),
   // zero biases, unit LayerNorm weights. Uses the global torch generator. Frozen parameters are

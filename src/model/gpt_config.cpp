@@ -65,18 +65,47 @@ int64_t GptConfig::active_params() const {
          moe.moe_layers(n_layer) * (moe.num_experts - moe.top_k) * expert_params(*this);
 }
 
+std::string describe_rope(const RopeParams& rope) {
+  const auto& s = rope.scaling;
+  std::string out = log::format("rope theta %g", rope.theta);
+  switch (s.type) {
+    case RopeType::kNone:
+      return out;
+    case RopeType::kLinear:
+      return out + log::format(", linear x%g", s.factor);
+    case RopeType::kDynamic:
+      return out + log::format(", dynamic x%g past %lld", s.factor, (long long)s.original_max);
+    case RopeType::kYarn:
+      return out + log::format(", yarn x%g from %lld (beta %g/%g, attention factor %g%s)", s.factor,
+                               (long long)s.original_max, s.beta_fast, s.beta_slow,
+                               s.attention_factor, s.truncate ? "" : ", untruncated");
+    case RopeType::kLlama3:
+      return out + log::format(", llama3 x%g from %lld (%g, %g)", s.factor,
+                               (long long)s.original_max, s.low_freq_factor, s.high_freq_factor);
+  }
+  return out;
+}
+
+std::string describe_windows(const GptConfig& c) {
+  if (!c.windowed()) return "none";
+  std::string out;
+  for (int64_t w : c.windows) out += (out.empty() ? "" : ",") + std::to_string(w);
+  return out;
+}
+
 std::string GptConfig::describe() const {
   std::string extra;
   if (arch != Arch::kGpt2 || norm != Norm::kLayerNorm || pos != PosEncoding::kLearned ||
       mlp != MlpKind::kGelu) {
     extra = log::format(
         " (%s, %s, %s, %lld kv heads, head_dim %lld%s%s)", core::to_string(norm).c_str(),
-        pos == PosEncoding::kRope ? log::format("rope theta %g", rope_theta).c_str()
+        pos == PosEncoding::kRope ? describe_rope(rope_params()).c_str()
                                   : core::to_string(pos).c_str(),
         core::to_string(mlp).c_str(), (long long)kv_heads(), (long long)head_dim(),
         qk_norm ? ", qk-norm" : "",
         logit_softcap > 0 ? log::format(", softcap %g", logit_softcap).c_str() : "");
   }
+  if (windowed()) extra += "; sliding windows " + describe_windows(*this);
   if (moe.enabled()) {
     extra +=
         log::format("; %s in %lld of %lld layers, %.2fM active per token", moe.describe().c_str(),

@@ -5,10 +5,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config_schema.h"
 #include "model/decoder_options.h"
 #include "model/moe_config.h"
+#include "model/rope_params.h"
 
 namespace lmtrain::model {
 
@@ -29,6 +31,9 @@ struct GptConfig {
   double norm_eps = core::default_float("model.norm_eps");
   PosEncoding pos = core::default_choice<PosEncoding>();
   double rope_theta = core::default_float("model.rope_theta");
+  // model.rope_scaling and model.rope_*: scaled RoPE (rope_params.h); original_max is resolved
+  // (0 becomes block_size) by options::read_gpt_config.
+  RopeScaling rope_scaling;
   MlpKind mlp = core::default_choice<MlpKind>();
   int64_t mlp_hidden = core::default_int("model.mlp_hidden");  // 0: 4 * n_embd
   // 0: n_head (grouped-query attention when fewer)
@@ -40,11 +45,25 @@ struct GptConfig {
   // > 0: logits = cap * tanh(logits / cap) (nanochat).
   double logit_softcap = core::default_float("model.logit_softcap");
   MoeConfig moe;  // model.moe.*: MoE feed-forward in some or all blocks
+  // model.windows: sliding-window attention, tiled over the layers: layer l attends to the last
+  // windows[l % size] keys (itself included); 0 = the whole causal context. Empty: no window.
+  std::vector<int64_t> windows;
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t hidden_dim() const { return mlp_hidden > 0 ? mlp_hidden : 4 * n_embd; }
   bool learned_pos() const { return pos == PosEncoding::kLearned; }  // else RoPE
+  RopeParams rope_params() const { return {rope_theta, rope_scaling}; }
+  // Layer l's attention window (0: full causal attention), and whether any layer has one.
+  int64_t window(int64_t layer) const {
+    return windows.empty() ? 0 : windows[static_cast<size_t>(layer) % windows.size()];
+  }
+  bool windowed() const {
+    for (int64_t w : windows) {
+      if (w > 0) return true;
+    }
+    return false;
+  }
 
   // vocab_size 0 becomes the tokenizer's vocabulary rounded up to a multiple of 64 (which keeps
   // the output GEMM well shaped); a set one smaller than the tokenizer's, or 0 without a
@@ -56,5 +75,11 @@ struct GptConfig {
   int64_t active_params() const;
   std::string describe() const;
 };
+
+// "rope theta 10000" or "rope theta 500000, llama3 x8 from 8192 (1, 4)": the RoPE a model uses,
+// for describe() and checkpoint mismatch messages.
+std::string describe_rope(const RopeParams& rope);
+// "none" or the per-layer windows as model.windows lists them ("0,0,512").
+std::string describe_windows(const GptConfig& c);
 
 }  // namespace lmtrain::model

@@ -17,8 +17,8 @@ void KvCache::set_left_padding(const at::Tensor& pad) {
 }
 
 at::Tensor KvCache::attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
-                           const at::Tensor& v) {
-  (void)layer, (void)q, (void)k, (void)v;
+                           const at::Tensor& v, int64_t window) {
+  (void)layer, (void)q, (void)k, (void)v, (void)window;
   throw Error("internal: this KV cache does not attend itself (attends() is false)");
 }
 
@@ -42,8 +42,8 @@ at::Tensor KvCache::key_mask(int64_t l, const at::TensorOptions& options) const 
 
 at::Tensor KvCache::rotate(const at::Tensor& k, int64_t start, const RopeSpec& rope) const {
   if (!rope.enabled) return k;
-  if (!pad_.defined()) return apply_rope(k, start, rope.theta);
-  return apply_rope_at(k, positions(start, k.size(2), k.options()), rope.theta);
+  if (!pad_.defined()) return apply_rope(k, start, rope.params);
+  return apply_rope_at(k, positions(start, k.size(2), k.options()), rope.params);
 }
 
 }  // namespace lmtrain::model

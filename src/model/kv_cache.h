@@ -19,12 +19,14 @@
 #include <cstdint>
 #include <utility>
 
+#include "model/rope_params.h"
+
 namespace lmtrain::model {
 
-// How keys are rotated: RoPE (theta) or not at all (learned positions).
+// How keys are rotated: RoPE (base and scaling) or not at all (learned positions).
 struct RopeSpec {
   bool enabled = false;
-  double theta = 10000.0;
+  RopeParams params;
 };
 
 class KvCache {
@@ -49,10 +51,11 @@ class KvCache {
   // Caches that attend over their own storage (reading quantised keys and values inside the
   // attention) take the whole call instead of update(): q (B, H, T, D) at next_position(),
   // rotated; k, v (B, K, T, D) new, keys not yet rotated. Returns the causal attention output
-  // (B, H, T, D) over the kept tokens and the new ones, pad slots masked.
+  // (B, H, T, D) over the kept tokens and the new ones, pad slots masked; window > 0: over the
+  // last `window` keys of each query (model/attention.h).
   virtual bool attends() const { return false; }
   virtual at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v);
+                            const at::Tensor& v, int64_t window);
   // All layers have taken T new tokens.
   virtual void advance(int64_t t) = 0;
   // Tokens currently held (per layer and sequence; pad slots included).

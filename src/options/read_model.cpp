@@ -25,6 +25,63 @@ std::vector<int64_t> parse_layer_list(const std::string& text, int64_t n_layer) 
   return out;
 }
 
+// model.windows: non-negative window sizes, at most one per layer (tiled over the layers).
+std::vector<int64_t> parse_windows(const std::string& text, int64_t n_layer) {
+  std::vector<int64_t> out;
+  for (const auto& item : core::split_list(text)) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (*end != '\0' || v < 0) {
+      throw UsageError(log::format(
+          "config key 'model.windows' = '%s': '%s' is not a window size (an integer >= 0; 0 = "
+          "full attention)",
+          text.c_str(), item.c_str()));
+    }
+    out.push_back(v);
+  }
+  if (static_cast<int64_t>(out.size()) > n_layer) {
+    throw UsageError(log::format(
+        "config key 'model.windows' = '%s' lists %lld windows for %lld layers (at most one per "
+        "layer; a shorter list is tiled)",
+        text.c_str(), (long long)out.size(), (long long)n_layer));
+  }
+  bool any = false;
+  for (int64_t w : out) any = any || w > 0;
+  if (!any) out.clear();  // all zero: no window
+  return out;
+}
+
+// model.rope_scaling and its parameters; original_max 0 becomes the block size.
+model::RopeScaling read_rope_scaling(const core::Config& cfg, int64_t block_size) {
+  model::RopeScaling s;
+  s.type = core::get_choice<model::RopeType>(cfg);
+  s.factor = cfg.get_float("model.rope_factor");
+  s.original_max = cfg.get_int("model.rope_original_max");
+  s.low_freq_factor = cfg.get_float("model.rope_low_freq_factor");
+  s.high_freq_factor = cfg.get_float("model.rope_high_freq_factor");
+  s.beta_fast = cfg.get_float("model.rope_beta_fast");
+  s.beta_slow = cfg.get_float("model.rope_beta_slow");
+  s.attention_factor = cfg.get_float("model.rope_attention_factor");
+  s.truncate = cfg.get_bool("model.rope_truncate");
+  if (s.type == model::RopeType::kNone) return s;
+  if (s.original_max == 0) s.original_max = block_size;
+  if (s.type == model::RopeType::kLlama3 &&
+      !(s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor)) {
+    throw UsageError(
+        log::format("model.rope_scaling = llama3 needs 0 < 'model.rope_low_freq_factor' (%g) < "
+                    "'model.rope_high_freq_factor' (%g)",
+                    s.low_freq_factor, s.high_freq_factor));
+  }
+  if (s.type == model::RopeType::kYarn && !(s.beta_fast > 0 && s.beta_slow > 0)) {
+    throw UsageError(log::format(
+        "model.rope_scaling = yarn needs 'model.rope_beta_fast' (%g) and 'model.rope_beta_slow' "
+        "(%g) > 0",
+        s.beta_fast, s.beta_slow));
+  }
+  return s;
+}
+
 }  // namespace
 
 model::GptConfig read_gpt_config(const core::Config& cfg, int64_t tokenizer_vocab) {
@@ -61,6 +118,12 @@ model::GptConfig read_gpt_config(const core::Config& cfg, int64_t tokenizer_voca
     }
   }
   c.moe = read_moe_config(cfg, c.n_layer, c.hidden_dim());
+  c.rope_scaling = read_rope_scaling(cfg, c.block_size);
+  if (c.rope_scaling.type != model::RopeType::kNone && c.pos != model::PosEncoding::kRope) {
+    throw UsageError("config key 'model.rope_scaling' = " + core::to_string(c.rope_scaling.type) +
+                     " needs model.pos = rope");
+  }
+  c.windows = parse_windows(cfg.get_string("model.windows"), c.n_layer);
   if (c.n_kv_head > 0 && c.n_head % c.n_kv_head != 0) {
     throw UsageError(
         log::format("config key 'model.n_kv_head' = %lld must divide 'model.n_head' "

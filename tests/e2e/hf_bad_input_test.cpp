@@ -38,8 +38,11 @@ class HfBadInput : public ::testing::Test {
 };
 
 TEST_F(HfBadInput, UnsupportedArchitecture) {
+  expect_usage_error(copy("llama", [](auto& c) { c["model_type"] = "gemma3"; }),
+                     "model_type 'gemma3' is not supported (supported: gpt2, llama, mistral");
+  // A Llama checkpoint relabelled mistral keeps its Llama class: refused, naming both.
   expect_usage_error(copy("llama", [](auto& c) { c["model_type"] = "mistral"; }),
-                     "model_type 'mistral' is not supported");
+                     "architectures 'LlamaForCausalLM' is not supported for model_type mistral");
   expect_usage_error(
       copy("llama", [](auto& c) { c["architectures"] = {"LlamaForSequenceClassification"}; }),
       "architectures 'LlamaForSequenceClassification' is not supported");
@@ -73,25 +76,21 @@ TEST_F(HfBadInput, TensorOfTheWrongShape) {
   expect_usage_error(dir, "'transformer.h.1.mlp.c_fc.weight' has shape [32, 100]");
 }
 
-TEST_F(HfBadInput, RopeScalingOfAnyKind) {
-  const nlohmann::json yarn = {{"rope_type", "yarn"},
-                               {"factor", 4.0},
-                               {"original_max_position_embeddings", 32},
-                               {"rope_theta", 1e6}};
-  // 5.x style: rope_parameters.
-  expect_usage_error(copy("qwen3", [&](auto& c) { c["rope_parameters"] = yarn; }),
-                     "rope_parameters.rope_type 'yarn'");
-  // 4.x style: rope_scaling, with "type" (older) or "rope_type".
+TEST_F(HfBadInput, RopeScalingLmtrainLacks) {
+  // longrope and unknown types, 5.x and 4.x style ("type" in older 4.x configs).
+  expect_usage_error(copy("qwen3",
+                          [](auto& c) {
+                            c["rope_parameters"] = {{"rope_type", "longrope"},
+                                                    {"rope_theta", 1e6},
+                                                    {"short_factor", {1.0}},
+                                                    {"long_factor", {1.0}}};
+                          }),
+                     "rope_parameters.rope_type 'longrope'");
   expect_usage_error(copy("qwen2_v4",
                           [](auto& c) {
-                            c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+                            c["rope_scaling"] = {{"type", "su"}, {"factor", 4.0}};
                           }),
-                     "rope_scaling.rope_type 'yarn'");
-  expect_usage_error(copy("llama_v4",
-                          [](auto& c) {
-                            c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-                          }),
-                     "rope_scaling.rope_type 'llama3'");
+                     "rope_scaling.rope_type 'su'");
   expect_usage_error(copy("llama",
                           [](auto& c) {
                             c["rope_parameters"] = {{"rope_type", "default"},
@@ -99,44 +98,87 @@ TEST_F(HfBadInput, RopeScalingOfAnyKind) {
                                                     {"partial_rotary_factor", 0.5}};
                           }),
                      "partial_rotary_factor");
+  // A factor below 1 and rope_scaling disagreeing with rope_parameters.
+  expect_usage_error(copy("llama_v4",
+                          [](auto& c) {
+                            c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.5}};
+                          }),
+                     "rope_scaling.factor must be a number >= 1, got 0.5");
+  expect_usage_error(
+      copy("llama",
+           [](auto& c) {
+             c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+             c["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"rope_theta", 1e4}};
+           }),
+      "rope_scaling.rope_type 'linear' and rope_parameters.rope_type 'yarn' "
+      "disagree");
   // Both styles present and disagreeing: 4.x and 5.x would build different models.
   expect_usage_error(copy("qwen2", [](auto& c) { c["rope_theta"] = 10000.0; }),
                      "rope_theta 10000 and rope_parameters.rope_theta 1000000 disagree");
 }
 
-TEST_F(HfBadInput, ActiveSlidingWindow) {
-  // 5.x style: layer_types.
-  expect_usage_error(copy("qwen2",
+TEST_F(HfBadInput, SlidingWindowsLmtrainLacks) {
+  // Qwen3-MoE's windows are refused, 5.x and 4.x style.
+  expect_usage_error(copy("qwen3_moe",
                           [](auto& c) {
                             c["use_sliding_window"] = true;
                             c["sliding_window"] = 4;
                             c["layer_types"] = {"full_attention", "sliding_attention"};
                           }),
                      "sliding_window=4 with use_sliding_window=true");
-  // 4.x style: layers from max_window_layers on slide.
-  expect_usage_error(copy("qwen3_v4",
+  expect_usage_error(copy("qwen3_moe_v4",
                           [](auto& c) {
                             c["use_sliding_window"] = true;
                             c["sliding_window"] = 8;
                             c["max_window_layers"] = 0;
                           }),
                      "sliding_window=8 with use_sliding_window=true (2 of 2 layers");
-  // A window as long as the context, or a window not in use, changes nothing: imports.
-  for (const auto& edit : std::vector<std::function<void(nlohmann::json&)>>{
-           [](auto& c) {
-             c["use_sliding_window"] = true;
-             c["sliding_window"] = 64;
-             c["layer_types"] = {"sliding_attention", "sliding_attention"};
-           },
-           [](auto& c) {
-             c["use_sliding_window"] = false;
-             c["sliding_window"] = 4;
-             c["layer_types"] = {"sliding_attention", "sliding_attention"};
-           }}) {
+  expect_usage_error(copy("qwen2",
+                          [](auto& c) {
+                            c["use_sliding_window"] = true;
+                            c["sliding_window"] = 0;
+                          }),
+                     "sliding_window must be >= 1 or null, got 0");
+  expect_usage_error(copy("qwen2",
+                          [](auto& c) {
+                            c["use_sliding_window"] = true;
+                            c["sliding_window"] = 4;
+                            c["layer_types"] = {"full_attention", "chunked_attention"};
+                          }),
+                     "layer_types[1] 'chunked_attention' is not supported");
+  // What imports, and the windows it gives (config.yaml's model.windows): a window as long
+  // as the context or not in use changes nothing; Qwen2's sliding layers; Mixtral's window.
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](auto& c) {
+         c["use_sliding_window"] = true;
+         c["sliding_window"] = 64;
+         c["layer_types"] = {"sliding_attention", "sliding_attention"};
+       },
+       "windows: \"\""},
+      {[](auto& c) {
+         c["use_sliding_window"] = false;
+         c["sliding_window"] = 4;
+         c["layer_types"] = {"sliding_attention", "sliding_attention"};
+       },
+       "windows: \"\""},
+      {[](auto& c) {
+         c["use_sliding_window"] = true;
+         c["sliding_window"] = 4;
+         c["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       "windows: \"0,4\""}};
+  for (const auto& [edit, want] : cases) {
     const std::string dir = copy("qwen2", edit);
     auto r = run_command(lmtrain_binary() + " import hf " + dir + " --output " + dir + "_run");
-    EXPECT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(read_text(dir + "_run/config.yaml").find(want), std::string::npos)
+        << read_text(dir + "_run/config.yaml");
   }
+  const std::string mixtral = copy("mixtral", [](auto& c) { c["sliding_window"] = 3; });
+  auto r =
+      run_command(lmtrain_binary() + " import hf " + mixtral + " --output " + mixtral + "_run");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(read_text(mixtral + "_run/config.yaml").find("windows: \"3\""), std::string::npos);
 }
 
 // Sizes are checked before anything is allocated in proportion to them: 1e8 and 1e9 layers
@@ -154,7 +196,7 @@ TEST_F(HfBadInput, HugeLayerCountIsRefusedBeforeAllocating) {
                  c["use_sliding_window"] = sliding;
                  c["sliding_window"] = 16;
                }),
-          sliding ? "sliding_window=16 with use_sliding_window=true" : "'model.n_layer'");
+          sliding ? "with sliding windows is more layers than lmtrain holds" : "'model.n_layer'");
     }
   }
 }

@@ -130,6 +130,11 @@ TEST(EndToEnd, QwenAndNanochatStyleModelsTrainAndGenerate) {
   const std::vector<std::pair<std::string, std::string>> variants = {
       {"qwen3", " --model.arch=qwen3 --model.mlp=swiglu --model.mlp_hidden=96 --model.n_kv_head=1"},
       {"nanochat", " --model.arch=nanochat --model.mlp=relu2 --model.logit_softcap=15"},
+      // Sliding windows of 8 on every layer and YaRN-scaled RoPE (issue 40).
+      {"mistral",
+       " --model.arch=mistral --model.mlp=swiglu --model.mlp_hidden=96 --model.qk_norm=false"
+       " --model.windows=8 --model.rope_scaling=yarn --model.rope_factor=2"
+       " --model.rope_original_max=16"},
   };
   for (const auto& [name, extra] : variants) {
     SCOPED_TRACE(name);
@@ -153,6 +158,19 @@ TEST(EndToEnd, QwenAndNanochatStyleModelsTrainAndGenerate) {
                          "/checkpoints/latest --prompt 'The cat' --max_new_tokens 20 --seed 1");
     ASSERT_EQ(g.exit_code, 0) << g.output;
     EXPECT_GT(g.output.size(), 10u);
+    if (name != "mistral") continue;
+    EXPECT_NE(r.output.find("sliding windows 8"), std::string::npos) << r.output;
+    // Every layer reads the last 8 keys: a streaming cache of 7 tokens and no sinks generates
+    // what the exact cache does.
+    const std::string greedy = " generate --checkpoint " + run +
+                               "/checkpoints/latest --prompt 'The cat' --max_new_tokens 24"
+                               " --temperature 0 --stop_at_eot=false --print_ids";
+    auto full = run_command(lmtrain_binary() + greedy);
+    auto bounded =
+        run_command(lmtrain_binary() + greedy + " --kv_cache=streaming:sinks=0,window=7");
+    ASSERT_EQ(full.exit_code, 0) << full.output;
+    ASSERT_EQ(bounded.exit_code, 0) << bounded.output;
+    EXPECT_EQ(full.output, bounded.output);
   }
 }
 

@@ -79,7 +79,7 @@ TEST(RmsNorm, MatchesTheFormula) {
 TEST(GroupedQueryAttention, MatchesPerHeadReference) {
   const auto cfg = qwen_like();
   torch::manual_seed(1);
-  CausalSelfAttention attn(cfg);
+  CausalSelfAttention attn(cfg, 0);
   {
     torch::NoGradGuard g;
     for (auto& p : attn->parameters()) p.normal_(0, 0.3);

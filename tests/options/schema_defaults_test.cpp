@@ -41,6 +41,11 @@ TEST(SchemaDefaults, ModelReadersGiveTheDefaultMadeStructs) {
   EXPECT_SAME(g, d, qk_norm);
   EXPECT_SAME(g, d, qkv_bias);
   EXPECT_SAME(g, d, logit_softcap);
+  EXPECT_TRUE(g.rope_scaling == d.rope_scaling);
+  EXPECT_SAME(g, d, rope_scaling.factor);
+  EXPECT_SAME(g, d, rope_scaling.beta_fast);
+  EXPECT_SAME(g, d, rope_scaling.high_freq_factor);
+  EXPECT_SAME(g, d, windows);
 
   // dense_hidden 0 keeps expert_hidden as read.
   const auto m = read_moe_config(cfg, d.n_layer, /*dense_hidden=*/0);
