@@ -64,6 +64,18 @@ struct TextBuilder {
 
 int64_t RenderedChat::targets() const { return std::count(mask.begin(), mask.end(), uint8_t{1}); }
 
+BpeTokenizer with_special_tokens(const BpeTokenizer& tok, const std::vector<std::string>& names) {
+  std::vector<std::string> tokens;
+  for (uint32_t id = 0; id < tok.vocab_size(); ++id) tokens.push_back(tok.token_bytes(id));
+  std::vector<SpecialToken> specials = tok.special_tokens();
+  for (const auto& n : names) {
+    if (tok.special_id(n)) continue;
+    specials.push_back({n, static_cast<uint32_t>(tokens.size())});
+    tokens.push_back(n);
+  }
+  return BpeTokenizer(std::move(tokens), tok.merges(), std::move(specials), tok.options());
+}
+
 std::string python_strip(const std::string& s) {
   size_t b = 0;
   while (b < s.size()) {
@@ -285,6 +297,34 @@ RenderedChat ChatRenderer::render_nanochat(const Conversation& c, const std::str
     add(assistant_end, 1);
   }
   return out;
+}
+
+std::vector<uint32_t> ChatRenderer::render_prompt(const Conversation& c,
+                                                  const std::string& where) const {
+  if (c.messages.empty()) throw UsageError(where + ": a conversation without messages");
+  if (format_.kind == ChatFormatKind::kNanochat) {
+    auto ids = render_nanochat(c, where).ids;
+    ids.push_back(special_ids_[3]);  // <|assistant_start|>
+    return ids;
+  }
+  RenderedText r = render_text(c, where);
+  r.text += format_.kind == ChatFormatKind::kLlama3
+                ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
+                : "<|im_start|>assistant\n";
+  return tokenizer_->encode_with_special(r.text);
+}
+
+uint32_t ChatRenderer::end_token() const {
+  switch (format_.kind) {
+    case ChatFormatKind::kNanochat:
+      return special_ids_[4];  // <|assistant_end|>
+    case ChatFormatKind::kChatml:
+    case ChatFormatKind::kQwen3:
+      return special_ids_[1];  // <|im_end|>
+    case ChatFormatKind::kLlama3:
+      return special_ids_[3];  // <|eot_id|>
+  }
+  return special_ids_.back();
 }
 
 RenderedChat ChatRenderer::render(const Conversation& c, const std::string& where) const {

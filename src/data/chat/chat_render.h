@@ -42,6 +42,12 @@ class ChatRenderer {
   // Throws UsageError naming `where` for a conversation the format cannot hold (nanochat: the
   // turns must alternate user, assistant, ...; a system message only first).
   RenderedChat render(const Conversation& c, const std::string& where) const;
+  // A prompt for the assistant's next turn: the conversation (its last message from the user)
+  // then the assistant's header (<|assistant_start|>; "<|im_start|>assistant\n";
+  // "<|start_header_id|>assistant<|end_header_id|>\n\n"), as add_generation_prompt renders it.
+  std::vector<uint32_t> render_prompt(const Conversation& c, const std::string& where) const;
+  // The token that ends an assistant's turn (<|assistant_end|>, <|im_end|>, <|eot_id|>).
+  uint32_t end_token() const;
   // The HF formats' text (not nanochat, which is not rendered through text).
   RenderedText render_text(const Conversation& c, const std::string& where) const;
 
@@ -55,6 +61,10 @@ class ChatRenderer {
   const BpeTokenizer* tokenizer_;
   std::vector<uint32_t> special_ids_;  // chat_format_special_tokens(kind), in order
 };
+
+// `tok` with `names` added as special tokens after its last id (those it has already are kept
+// where they are): nanochat's tokens on the tokenizer `lmtrain prepare --chat_tokens` trains.
+BpeTokenizer with_special_tokens(const BpeTokenizer& tok, const std::vector<std::string>& names);
 
 // Python's str.strip() (Jinja's trim filter) on UTF-8: removes leading and trailing Unicode
 // whitespace as Python defines it.
