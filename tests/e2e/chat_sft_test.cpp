@@ -270,3 +270,41 @@ TEST_F(ChatSft, RefusesWhatItCannotTrain) {
 
 }  // namespace
 }  // namespace lmtrain::testing
+
+namespace lmtrain::testing {
+namespace {
+
+// An HF model's tokenizer: `prepare --chat` finds Qwen3's format in the tokenizer_config.json
+// beside it, and refuses a template it does not render, naming the model's directory.
+TEST(ChatPrepareHf, FindsTheFormatOrRefusesNamingTheModel) {
+  TempDir dir("lmtrain_chat_hf");
+  const std::string model = dir.file("Qwen3-tiny");
+  auto r = run_command(lmtrain_python() + " " + source_dir() +
+                       "/tests/fixtures/chat_check.py render qwen3 " + model + " --count 60");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " prepare --chat --input " + model +
+                  "/conversations.jsonl --tokenizer " + model + "/tokenizer.json --output " +
+                  dir.file("data") + " --val_fraction 0.2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "(qwen3)")) << r.output;
+  const auto summary = nlohmann::json::parse(read_text(dir.file("data/chat.json")));
+  EXPECT_EQ(summary["format"], "qwen3");
+  EXPECT_EQ(summary["train"]["conversations"].get<int>() +
+                summary["val"]["conversations"].get<int>() +
+                summary["skipped_without_targets"].get<int>(),
+            60);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("data/tokenizer_config.json")));
+  // Llama 3.1's date header is not Llama 3's rendering: refused, never guessed.
+  auto config = nlohmann::json::parse(read_text(model + "/tokenizer_config.json"));
+  config["chat_template"] =
+      "{{ '<|start_header_id|>system<|end_header_id|>\\n\\nCutting Knowledge Date: December "
+      "2023' }}{% for m in messages %}{{ m['content'] | trim + '<|eot_id|>' }}{% endfor %}";
+  write_text(model + "/tokenizer_config.json", config.dump());
+  r = run_command(lmtrain_binary() + " prepare --chat --input " + model +
+                  "/conversations.jsonl --tokenizer " + model + "/tokenizer.json --output " +
+                  dir.file("data31"));
+  expect_refused(r, {"Qwen3-tiny", "Llama 3.1"});
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
