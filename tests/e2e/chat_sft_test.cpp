@@ -253,6 +253,63 @@ TEST_F(ChatSft, ChatTasksEqualTheReference) {
   EXPECT_NEAR(got["tasks"][0]["baseline"].get<double>(), 1.0 / 3, 1e-12);
 }
 
+// The proof: SFT on conversations whose answer is a lookup (an item's code, "#### N"),
+// then held-out prompts (new noise) through `eval --chat_tasks`: the fine-tuned model answers
+// most of them, the base none (chance is 0 for a generated answer).
+TEST_F(ChatSft, HeldOutChatAccuracyRisesFarAboveTheBase) {
+  const std::vector<int> codes = {3, 7, 1, 9, 4, 2};
+  std::mt19937 rng(11);
+  auto noise = [&] {
+    std::string n;
+    for (int k = 0; k < 6; ++k) n += kNoise[rng() % kNoise.size()] + " ";
+    return n;
+  };
+  {
+    std::ofstream f(dir_->file("codes.jsonl"));
+    for (int i = 0; i < 400; ++i) {
+      const size_t item = rng() % kItems.size();
+      f << nlohmann::json{{"messages",
+                           {{{"role", "user"},
+                             {"content", noise() + "code of " + kItems[item] + "?"}},
+                            {{"role", "assistant"},
+                             {"content", "#### " + std::to_string(codes[item])}}}}}
+               .dump()
+        << "\n";
+    }
+    std::filesystem::create_directories(dir_->file("codes_eval"));
+    std::ofstream g(dir_->file("codes_eval/gen.jsonl"));
+    for (int i = 0; i < 30; ++i) {
+      const size_t item = static_cast<size_t>(i) % kItems.size();
+      g << nlohmann::json{{"question", noise() + "code of " + kItems[item] + "?"},
+                          {"answer", "#### " + std::to_string(codes[item])}}
+               .dump()
+        << "\n";
+    }
+  }
+  write_text(dir_->file("codes_eval/tasks.yaml"),
+             "chat_tasks:\n- {label: codes, type: gsm8k, dataset: gen.jsonl, max_new_tokens: 6}\n");
+  auto r = run_command(lmtrain_binary() + " prepare --chat --input " + dir_->file("codes.jsonl") +
+                       " --tokenizer " + dir_->file("base_data/tokenizer.json") + " --output " +
+                       dir_->file("codes_data") + " --val_fraction 0.1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(lmtrain_binary() + " train" + chat_flags() +
+                  " --data.dir=" + dir_->file("codes_data") + " --data.format=chat --run.dir=" +
+                  dir_->file("codes_sft") + " --model.init_from=" + dir_->file("base") +
+                  " --optim.lr=1e-2 --optim.warmup_steps=2 --train.max_steps=1500");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto accuracy = [&](const std::string& run) {
+    const std::string out = run + "_codes.json";
+    auto e =
+        run_command(lmtrain_binary() + " eval --checkpoint " + run + " --chat_tasks " +
+                    dir_->file("codes_eval/tasks.yaml") + " --chat_format nanochat --json " + out);
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    return nlohmann::json::parse(read_text(out))["tasks"][0]["accuracy"].get<double>();
+  };
+  const double base = accuracy(dir_->file("base")), sft = accuracy(dir_->file("codes_sft"));
+  EXPECT_EQ(base, 0.0);
+  EXPECT_GE(sft, 0.8) << "base " << base;
+}
+
 TEST_F(ChatSft, RefusesWhatItCannotTrain) {
   // Plain token data as chat data, and chat with a stream.
   auto r = run_command(
