@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/eval_scores.h"
 #include "cli/generate_temporal.h"
 #include "cli/read_options.h"
 #include "core/error.h"
@@ -57,7 +58,9 @@ int eval_temporal(const ParsedArgs& args, const core::Runtime& rt) {
     j["checkpoint"] = loaded.lm.checkpoint_dir;
     j["step"] = loaded.lm.step;
     j["val_answer_loss"] = loss;
-    core::write_file_atomic(args.get("json"), j.dump(2) + "\n");
+    // Generated text may hold invalid UTF-8 (a token cut mid-character): replaced.
+    core::write_file_atomic(args.get("json"),
+                            j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   return 0;
 }
@@ -85,7 +88,27 @@ int cmd_eval(const Args& argv) {
       {"data.temporal.dir", FlagKind::kValue,
        "a temporal-encoder run: score these samples' validation split (default: the run's)", "DIR"},
       {"max_samples", FlagKind::kValue, "--temporal_qa: score the first N held-out samples", "N"},
-      {"json", FlagKind::kValue, "--temporal_qa: also write the scores to this JSON file", "FILE"},
+      {"json", FlagKind::kValue,
+       "--temporal_qa, --bpb, --tasks: also write the scores to this JSON file", "FILE"},
+      {"bpb", FlagKind::kBool,
+       "bits per byte (independent of the tokenizer) on the split's windows, or on --text"},
+      {"text", FlagKind::kValue, "--bpb: score this raw text file instead of a token split",
+       "FILE"},
+      {"tasks", FlagKind::kValue,
+       "CORE-style tasks in the DCLM eval bundle's format: a dir with core.yaml, "
+       "eval_meta_data.csv and eval_data/, or a task-list YAML; prints accuracy and centered "
+       "accuracy per task and the CORE mean",
+       "DIR|FILE"},
+      {"max_per_task", FlagKind::kValue,
+       "--tasks, --chat_tasks: score the first N items of each (0 = all)", "N"},
+      {"chat_tasks", FlagKind::kValue,
+       "a chat model's tasks (a YAML list of multiple_choice / gsm8k JSONL files): accuracy "
+       "per task, centered against chance, and ChatCORE",
+       "FILE"},
+      {"chat_format", FlagKind::kValue,
+       "--chat_tasks: the model's chat format (auto: the chat.json of the data it was "
+       "fine-tuned on, else nanochat's when its tokenizer has them)",
+       "NAME"},
       {"threads", FlagKind::kValue, "intra-op threads (default: all cores)", "N"},
       {"device", FlagKind::kValue,
        "auto | cpu | cuda (default auto: a GPU when visible); fp32, without TF32", "D"},
@@ -99,7 +122,9 @@ int cmd_eval(const Args& argv) {
           "Prints the mean cross-entropy loss and perplexity of the checkpoint on\n"
           "non-overlapping windows of data.seq_len tokens. For a temporal-encoder run\n"
           "(model.temporal.enabled) it prints the answer loss on the held-out samples,\n"
-          "and with --temporal_qa the question-answering accuracy per attribute.\n\n")) {
+          "and with --temporal_qa the question-answering accuracy per attribute.\n"
+          "--bpb prints bits per byte instead; --tasks DIR scores CORE-style tasks,\n"
+          "--chat_tasks FILE a chat model's (multiple choice by letter, GSM8K).\n\n")) {
     return 0;
   }
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
@@ -126,6 +151,20 @@ int cmd_eval(const Args& argv) {
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   if (loaded.temporal) return eval_temporal(args, rt);
   const core::Config cfg = train::recorded_config(loaded.config_yaml, loaded.checkpoint_dir);
+  const int asked = args.get_bool("bpb") + args.has("tasks") + args.has("chat_tasks");
+  if (asked > 0) {
+    if (!loaded.tokenizer) {
+      throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
+    }
+    if (asked > 1) throw UsageError("--bpb, --tasks and --chat_tasks: one evaluation at a time");
+    if (args.has("chat_tasks")) return eval_chat_tasks(args, loaded, cfg);
+    return args.has("tasks") ? eval_tasks(args, loaded, cfg) : eval_bpb(args, loaded, cfg, split);
+  }
+  if (args.has("text") || args.has("max_per_task") || args.has("chat_format")) {
+    throw UsageError(args.has("text")           ? "--text goes with --bpb"
+                     : args.has("max_per_task") ? "--max_per_task goes with --tasks or --chat_tasks"
+                                                : "--chat_format goes with --chat_tasks");
+  }
   const std::string data_dir =
       args.get("data_dir", args.get("data.dir", cfg.get_string("data.dir")));
   if (data_dir.empty()) {

@@ -7,9 +7,43 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "data/chat/chat_prepare.h"
 #include "data/prepare.h"
 
 namespace lmtrain::cli {
+namespace {
+
+// --chat: conversations into masked shards (data/chat/chat_prepare.h).
+int prepare_chat(const ParsedArgs& args) {
+  for (const char* flag : {"vocab_size", "doc_separator", "text_column", "tokenizer_train_bytes",
+                           "shard_tokens", "chat_tokens", "threads"}) {
+    if (args.has(flag)) {
+      throw UsageError(std::string("--") + flag +
+                       " does not go with --chat (conversations are encoded with --tokenizer, "
+                       "one per JSONL line)");
+    }
+  }
+  data::chat::ChatPrepareOptions opts;
+  opts.inputs = args.get_all("input");
+  opts.output_dir = args.get("output");
+  opts.tokenizer = args.get("tokenizer");
+  opts.format = args.get("chat_format", "auto");
+  opts.val_fraction = args.get_float("val_fraction", 0.05);
+  opts.seed = static_cast<uint64_t>(args.get_int("seed", 1337));
+  opts.max_line_bytes = static_cast<uint64_t>(
+      args.get_int("max_document_bytes", int64_t{64} << 20, 1024, int64_t{1} << 40));
+  opts.overwrite = args.get_bool("overwrite");
+  const auto r = data::chat::run_chat_prepare(opts);
+  std::cout << log::format(
+      "prepared %s (%s): %lld train conversations (%lld tokens, %lld targets), %lld val "
+      "conversations (%lld tokens, %lld targets), %lld without an assistant turn left out\n",
+      opts.output_dir.c_str(), r.format.c_str(), (long long)r.train_conversations,
+      (long long)r.train_tokens, (long long)r.train_targets, (long long)r.val_conversations,
+      (long long)r.val_tokens, (long long)r.val_targets, (long long)r.skipped_without_targets);
+  return 0;
+}
+
+}  // namespace
 
 int cmd_prepare(const Args& argv) {
   const std::vector<FlagSpec> flags = {
@@ -52,6 +86,15 @@ int cmd_prepare(const Args& argv) {
        "line is an error (67108864)",
        "N"},
       {"progress_seconds", FlagKind::kValue, "seconds between progress updates (1)", "S"},
+      {"chat_tokens", FlagKind::kBool,
+       "add nanochat's chat tokens (<|bos|>, <|user_start|>, ...) to the tokenizer it trains"},
+      {"chat", FlagKind::kBool,
+       "the inputs are conversations (JSONL of {\"messages\": [{role, content}, ...]}): write "
+       "token shards with a loss mask for SFT (data.format: chat); needs --tokenizer"},
+      {"chat_format", FlagKind::kValue,
+       "--chat: auto (the tokenizer_config.json beside --tokenizer, else nanochat's tokens), "
+       "nanochat, chatml, qwen2.5, qwen3 or llama3 (auto)",
+       "NAME"},
       overwrite_flag(),
   };
   const auto args = parse_args("prepare", argv, flags, /*accept_config=*/false);
@@ -68,7 +111,9 @@ int cmd_prepare(const Args& argv) {
           "With --tokenizer FILE it encodes with that tokenizer instead (the data a\n"
           "model that brings its own, e.g. an imported one, is fine-tuned on).\n"
           "A prepare that was killed resumes from its last finished piece when run again\n"
-          "with the same inputs and flags (the work in progress is in .DIR.partial).\n\n")) {
+          "with the same inputs and flags (the work in progress is in .DIR.partial).\n"
+          "With --chat the inputs are conversations: DIR gets train.bin / val.bin and\n"
+          "train_mask.bin / val_mask.bin (the assistant's tokens) in a chat format.\n\n")) {
     return 0;
   }
   apply_quiet(args);
@@ -79,6 +124,8 @@ int cmd_prepare(const Args& argv) {
     throw UsageError("--input is required (text, directory, .jsonl, .gz, .zst or .parquet)");
   }
   if (!args.has("output")) throw UsageError("--output is required");
+  if (args.get_bool("chat")) return prepare_chat(args);
+  if (args.has("chat_format")) throw UsageError("--chat_format goes with --chat");
   data::PrepareOptions opts;
   opts.inputs = args.get_all("input");
   opts.output_dir = args.get("output");
@@ -118,6 +165,7 @@ int cmd_prepare(const Args& argv) {
     if (p.finished) display->progress.reset();  // its "done:" line
   };
   opts.overwrite = args.get_bool("overwrite");
+  opts.chat_tokens = args.get_bool("chat_tokens");
   if (!opts.tokenizer.empty() && args.has("vocab_size")) {
     throw UsageError("--vocab_size and --tokenizer: a given tokenizer has its own vocabulary");
   }

@@ -118,6 +118,9 @@ std::string cuda_graphs_refusal(const core::Config& cfg, const core::Runtime& rt
   if (cfg.get_int("lora.rank") > 0 && cfg.get_float("lora.dropout") > 0) {
     refuse("needs lora.dropout=0: dropout masks are seeded on the host per step");
   }
+  if (core::get_choice<train::DataFormat>(cfg) == train::DataFormat::kChat) {
+    refuse("needs data.format=tokens: a chat batch's width follows its longest conversation");
+  }
   if (cfg.get_int("model.moe.num_experts") > 0) check_moe_for_cuda_graphs(cfg, rt, refuse);
   if (world_size > 1 && core::get_choice<dist::BackendChoice>(cfg) == dist::BackendChoice::kGloo) {
     refuse(
@@ -207,6 +210,8 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
 train::DataOptions read_data_options(const core::Config& cfg) {
   train::DataOptions o;
   o.source = core::get_choice<train::DataSource>(cfg);
+  o.format = core::get_choice<train::DataFormat>(cfg);
+  o.chat_bucket = cfg.get_int("data.chat.bucket");
   o.dir = cfg.get_string("data.dir");
   o.seq_len = cfg.get_int("data.seq_len");
   o.shuffle = cfg.get_bool("data.shuffle");

@@ -137,6 +137,12 @@ const std::vector<KeySpec>& config_schema() {
       S("data.dir", "", {}, "directory written by `lmtrain prepare` (tokenizer.json, *.bin)"),
       I("data.seq_len", 256, 1, 1 << 20, "tokens per training window (T)"),
       B("data.shuffle", true, "shuffle windows each epoch (seeded by train.seed and epoch)"),
+      S("data.format", "tokens", {"tokens", "chat"},
+        "tokens: windows of data.dir's token shards; chat: its conversations with their loss "
+        "mask (`lmtrain prepare --chat`), one per row, loss on the assistant's tokens only (SFT)"),
+      I("data.chat.bucket", 64, 1, 1 << 20,
+        "data.format=chat: a batch is as wide as its longest conversation rounded up to a "
+        "multiple of this (at most data.seq_len)"),
       S("data.source", "prepared", {"prepared", "stream"},
         "prepared: the token shards of data.dir; stream: tokenize data.stream.inputs on the fly "
         "(each rank reads its own files / parquet row groups, resumable to the token)"),
@@ -373,6 +379,14 @@ const std::vector<std::pair<std::string, std::string>>& config_aliases() {
       {"device_batch_size", "train.micro_batch_size"},
       {"total_batch_size", "train.total_batch_size"},
       {"max_seq_len", "data.seq_len"},
+      // nanochat (chat_sft.py; --max_seq_len, --device_batch_size, --total_batch_size above)
+      {"num_iterations", "train.max_steps"},
+      {"eval_every", "train.eval_every"},
+      {"embedding_lr", "optim.embedding_lr"},
+      {"unembedding_lr", "optim.head_lr"},
+      {"matrix_lr", "optim.muon_lr"},
+      {"warmdown_ratio", "optim.decay_fraction"},
+      {"final_lr_frac", "optim.min_lr_ratio"},
       // Qwen3 distributed trainer (run_distributed_training.py)
       {"max_length", "data.seq_len"},
       {"num_epochs", "train.epochs"},

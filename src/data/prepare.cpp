@@ -25,6 +25,8 @@
 #include "core/sha256.h"
 #include "data/bpe_tokenizer.h"
 #include "data/bpe_trainer.h"
+#include "data/chat/chat_format.h"
+#include "data/chat/chat_render.h"
 #include "data/corpus/corpus_reader.h"
 #include "data/corpus/document_reader.h"
 #include "data/corpus/input_files.h"
@@ -53,6 +55,16 @@ void validate(const PrepareOptions& opt) {
   if (opt.tokenizer.empty() && opt.vocab_size < 257) {
     throw UsageError("prepare: vocab_size must be at least 257 (256 bytes + <|endoftext|>), got " +
                      std::to_string(opt.vocab_size));
+  }
+  if (opt.chat_tokens && !opt.tokenizer.empty()) {
+    throw UsageError(
+        "prepare: --chat_tokens adds nanochat's tokens to the tokenizer prepare "
+        "trains; a given --tokenizer is used as it is");
+  }
+  if (opt.chat_tokens && opt.vocab_size < 257 + 9) {
+    throw UsageError(
+        "prepare: --chat_tokens needs --vocab_size of at least 266 (256 bytes, "
+        "<|endoftext|> and nanochat's 9 chat tokens)");
   }
   if (!(opt.val_fraction > 0 && opt.val_fraction < 1)) {
     throw UsageError(
@@ -106,7 +118,8 @@ nlohmann::json fingerprint_of(const std::vector<InputFile>& files, const Prepare
           {"tokenizer_train_bytes", opt.tokenizer.empty() ? opt.tokenizer_train_bytes : 0},
           {"shard_tokens", opt.shard_tokens},
           {"max_document_bytes", opt.max_document_bytes},
-          {"format", 1}};
+          {"format", 1},
+          {"chat_tokens", opt.chat_tokens}};
 }
 
 // ---- stage 1: every input's sha256, and which text files are binary (skipped)
@@ -591,13 +604,17 @@ PrepareResult run_prepare(const PrepareOptions& opt) {
       rec["given"] = opt.tokenizer;
     } else {
       BpeTrainerOptions topt;
-      topt.vocab_size = static_cast<size_t>(opt.vocab_size);
+      // nanochat's chat tokens come out of the same vocabulary (as nanochat's tok_train does).
+      const size_t chat_tokens = opt.chat_tokens ? chat::nanochat_special_tokens().size() : 0;
+      topt.vocab_size = static_cast<size_t>(opt.vocab_size) - chat_tokens;
       BpeTrainer trainer(topt);
       for (auto& d : sample) {
         trainer.add_document(d);
         std::string().swap(d);
       }
       auto trained = trainer.train();
+      if (opt.chat_tokens)
+        trained = chat::with_special_tokens(trained, chat::nanochat_special_tokens());
       log::info(log::format(
           "trained BPE tokenizer on %llu documents (%.2f MB) of %llu: vocab %zu, %zu merges, "
           "%zu unique words, %.2f s",

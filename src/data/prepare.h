@@ -48,6 +48,9 @@ struct PrepareOptions {
   // Text each thread encodes at once; a text document longer than max_document_bytes is cut.
   uint64_t chunk_bytes = 1 << 20;
   uint64_t max_document_bytes = uint64_t{64} << 20;
+  // Add nanochat's chat tokens (<|bos|>, <|user_start|>, ...: data/chat/chat_format.h) to the
+  // tokenizer it trains, within vocab_size, so `prepare --chat` can render nanochat's format.
+  bool chat_tokens = false;
   bool overwrite = false;        // an existing, non-empty output is moved aside into previous-<n>/
   PrepareProgressFn progress;    // empty: log lines (log_prepare_progress)
   double progress_seconds = 10;  // between two reports of a phase

@@ -14,6 +14,10 @@ namespace lmtrain::train {
 enum class DataSource { kPrepared, kStream };
 constexpr core::ChoiceKey choice_key(DataSource) { return {"data.source", 2}; }
 
+// data.format: token windows of a corpus, or conversations with a loss mask (SFT: chat_data.h).
+enum class DataFormat { kTokens, kChat };
+constexpr core::ChoiceKey choice_key(DataFormat) { return {"data.format", 2}; }
+
 // Each member starts at its key's schema default (core/config_schema.h).
 
 // data.source = stream (stream_data.h): raw files tokenized on the fly.
@@ -44,6 +48,9 @@ struct TemporalSampleOptions {
 
 struct DataOptions {
   DataSource source = core::default_choice<DataSource>();
+  DataFormat format = core::default_choice<DataFormat>();
+  // data.format = chat: a batch's width is its longest conversation rounded up to this.
+  int64_t chat_bucket = core::default_int("data.chat.bucket");
   std::string dir = core::default_string("data.dir");
   int64_t seq_len = core::default_int("data.seq_len");
   bool shuffle = core::default_bool("data.shuffle");

@@ -13,6 +13,7 @@
 #include "model/build_model.h"
 #include "model/lora.h"
 #include "optim/optimizer_factory.h"
+#include "train/chat_data.h"
 #include "train/temporal_setup.h"
 
 namespace lmtrain::train {
@@ -159,6 +160,11 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
   SetupOptions& setup = s.setup;
   std::optional<LoadedCheckpoint> temporal_lm;
   const bool streaming = setup.data.source == DataSource::kStream;
+  if (setup.data.format == DataFormat::kChat && (streaming || setup.temporal)) {
+    throw UsageError(std::string("data.format = chat reads the conversations `lmtrain prepare "
+                                 "--chat` wrote to data.dir; it does not go with ") +
+                     (streaming ? "data.source = stream" : "model.temporal.enabled"));
+  }
   if (streaming) check_stream_config(s);
   if (streaming) {
     auto stream_data =
@@ -178,6 +184,19 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
         make_temporal_data(setup.data, setup.encoder, std::move(tok), s.options.seed);
     s.tokenizer = &temporal_data->tokenizer();
     s.data = std::move(temporal_data);
+  } else if (setup.data.format == DataFormat::kChat) {
+    // SFT: one conversation per row, the loss on the assistant's tokens (chat_data.h).
+    if (setup.distill.enabled) {
+      throw UsageError(
+          "data.format = chat trains on the assistant's tokens with the LM loss; "
+          "distillation (distill.enabled) reads token windows: use one or the other");
+    }
+    auto chat_data =
+        std::make_unique<ChatData>(setup.data.dir, setup.data.seq_len, setup.data.chat_bucket,
+                                   s.options.seed, setup.data.shuffle);
+    s.tokenizer_path = chat_data->tokenizer_path();
+    s.tokenizer = &chat_data->tokenizer();
+    s.data = std::move(chat_data);
   } else {
     auto token_data = std::make_unique<TokenWindowData>(setup.data.dir, setup.data.seq_len,
                                                         s.options.seed, setup.data.shuffle);

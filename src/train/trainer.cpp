@@ -242,7 +242,8 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                        LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
                        &ep);
   stepper.set_objective(objective);
-  stepper.set_masked_targets(temporal);  // only a temporal row's answer tokens are targets
+  // Only a temporal row's answer tokens, or a conversation's assistant tokens, are targets.
+  stepper.set_masked_targets(temporal || s.setup.data.format == DataFormat::kChat);
   std::unique_ptr<CudaGraphStep> graphed;
   if (options.cuda_graphs.enabled) {
     graphed = std::make_unique<CudaGraphStep>(stepper, optimizer, options.cuda_graphs.warmup);

@@ -52,6 +52,7 @@ TEST(ConfigChoice, EveryOptionEnumMatchesItsSchemaChoices) {
   expect_enum_matches_schema<dist::BackendChoice>();
   expect_enum_matches_schema<train::TeacherDtype>();
   expect_enum_matches_schema<train::DataSource>();
+  expect_enum_matches_schema<train::DataFormat>();
   expect_enum_matches_schema<train::CudaGraphsChoice>();
 }
 

@@ -266,6 +266,17 @@ TEST_F(SeedCliTest, EveryAliasResolvesToTheConfigOfItsNativeKey) {
            " --model.depth=1 --train.micro_batch_size=2 --train.total_batch_size=128"
            " --data.seq_len=32 --train.epochs=3 --optim.lr=0.002 --train.grad_clip=0.5"
            " --checkpoint.every=7 --train.seed=5"},
+      // nanochat's chat_sft (its --num_iterations: tests/e2e/chat_sft_test; --eval_every would
+      // clash with common()'s --train.eval_every)
+      {config_file("nanochat-d12.yaml") +
+           " --depth=1 --max_seq_len=32 --total_batch_size=128 --device_batch_size=2"
+           " --embedding_lr=0.2 --unembedding_lr=0.004 --matrix_lr=0.03"
+           " --warmdown_ratio=0.4 --final_lr_frac=0.05",
+       config_file("nanochat-d12.yaml") +
+           " --model.depth=1 --data.seq_len=32 --train.total_batch_size=128"
+           " --train.micro_batch_size=2 --optim.embedding_lr=0.2"
+           " --optim.head_lr=0.004 --optim.muon_lr=0.03 --optim.decay_fraction=0.4"
+           " --optim.min_lr_ratio=0.05"},
       // the Qwen3 trainer and the seeds' flat flags
       {" --batch_size 4 --max_length 16 --epochs 2 --lr 0.003 --gradient_accumulation_steps 2",
        " --train.micro_batch_size=4 --data.seq_len=16 --train.epochs=2 --optim.lr=0.003"

@@ -1,0 +1,34 @@
+// Bits per byte, independent of the tokenizer (nanochat's evaluate_bpb): the summed
+// cross-entropy (nats) of every predicted token over ln 2 times the UTF-8 bytes those tokens
+// spell. Special tokens spell no text: they are left out of both sums, as nanochat's
+// token_bytes of 0 leaves them out.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/bpe_tokenizer.h"
+#include "data/token_split.h"
+#include "model/gpt.h"
+
+namespace lmtrain::eval {
+
+struct BpbResult {
+  double bpb = 0;
+  double nats = 0;     // summed loss of the counted tokens
+  int64_t tokens = 0;  // predicted tokens counted (not special)
+  int64_t bytes = 0;   // their bytes
+  int64_t windows = 0;
+};
+
+// Non-overlapping windows of seq_len + 1 tokens (inputs seq_len, targets the next tokens) of
+// `tokens`, `batch` windows per forward; at most max_windows (<= 0: all; a last shorter
+// window is scored too). Throws UsageError when there is not a single target.
+BpbResult bits_per_byte(model::GptImpl& model, const data::BpeTokenizer& tok,
+                        const std::vector<int64_t>& tokens, int64_t seq_len, int64_t batch,
+                        int64_t max_windows);
+
+// The tokens of a split (all of them; a split larger than max_tokens is cut there, > 0).
+std::vector<int64_t> split_tokens(const data::TokenSplit& split, int64_t max_tokens);
+
+}  // namespace lmtrain::eval
