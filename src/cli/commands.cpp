@@ -22,7 +22,10 @@ Commands:
   train      train a model from a YAML config (+ --section.key=value overrides)
   launch     start and supervise the ranks of a distributed job on this node (torchrun flags)
   generate   sample text from a checkpoint (KV cache, temperature / top-k / top-p)
-  eval       loss and perplexity of a checkpoint on a token split
+  eval       loss and perplexity of a checkpoint on a token split; bits per byte, CORE and
+             chat tasks
+  chat       talk to a chat model in the terminal (streams; /clear, /temperature)
+  serve      a chat model behind an OpenAI-compatible HTTP API and a chat page
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
   distill-cache  a distillation teacher's top-k logits of every training window, to a file
   temporal-data  synthetic time-series question/answer samples (curves + text), sharded JSONL
@@ -66,6 +69,8 @@ int run_main(int argc, char** argv) {
     if (command == "lora") return cmd_lora(args);
     if (command == "temporal-data") return cmd_temporal_data(args);
     if (command == "report") return cmd_report(args);
+    if (command == "chat") return cmd_chat(args);
+    if (command == "serve") return cmd_serve(args);
     if (command == "version" || command == "--version") {
       std::cout << "lmtrain 0.1.0 (libtorch " << compat::torch_version_string() << ")\n";
       return 0;

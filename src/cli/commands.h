@@ -21,6 +21,8 @@ int cmd_export(const Args& args);
 int cmd_lora(const Args& args);
 int cmd_temporal_data(const Args& args);
 int cmd_report(const Args& args);
+int cmd_chat(const Args& args);
+int cmd_serve(const Args& args);
 
 // Dispatch on argv[1]; UsageError -> 2, other errors -> 1.
 int run_main(int argc, char** argv);

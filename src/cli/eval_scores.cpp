@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/chat_model.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -119,48 +120,11 @@ int eval_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core
   return 0;
 }
 
-// The chat format a checkpoint's model was fine-tuned in: --chat_format, else the chat.json of
-// the data it was trained on (`prepare --chat`), else nanochat's when its tokenizer has them.
-namespace {
-
-data::chat::ChatFormat eval_chat_format(const ParsedArgs& args, const train::InferenceModel& loaded,
-                                        const core::Config& cfg) {
-  const std::string name = args.get("chat_format", "auto");
-  if (name != "auto") {
-    const auto f = data::chat::chat_format_from_name(name);
-    if (!f) {
-      throw UsageError("--chat_format " + name +
-                       " is not one of auto, nanochat, chatml, qwen2.5, qwen3, llama3");
-    }
-    return *f;
-  }
-  const std::string chat_json = cfg.get_string("data.dir") + "/chat.json";
-  std::error_code ec;
-  if (!cfg.get_string("data.dir").empty() && std::filesystem::is_regular_file(chat_json, ec)) {
-    const auto j = nlohmann::json::parse(core::read_file(chat_json), nullptr, false);
-    if (j.is_object() && j.value("format", "") != "") {
-      auto f = data::chat::chat_format_from_name(j.value("format", ""));
-      if (f) {
-        f->default_system = j.value("default_system", "");
-        return *f;
-      }
-    }
-  }
-  if (loaded.tokenizer->special_id("<|assistant_start|>")) {
-    return *data::chat::chat_format_from_name("nanochat");
-  }
-  throw UsageError("--chat_tasks: checkpoint " + loaded.checkpoint_dir +
-                   " was not fine-tuned on `prepare --chat` data lmtrain can find (data.dir's "
-                   "chat.json): give --chat_format");
-}
-
-}  // namespace
-
 // --chat_tasks: multiple choice by letter and GSM8K on a chat model (eval/chat_tasks.h).
 int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded,
                     const core::Config& cfg) {
   const auto tasks = eval::read_chat_tasks(args.get("chat_tasks"));
-  const auto format = eval_chat_format(args, loaded, cfg);
+  const auto format = chat_format_of(loaded, args.get("chat_format", "auto"), "--chat_format");
   const data::chat::ChatRenderer renderer(format, *loaded.tokenizer,
                                           loaded.checkpoint_dir + "/tokenizer.json");
   loaded.model->eval();

@@ -155,6 +155,12 @@ ImportResult import_hf(const std::string& hf_dir, const std::string& run_dir, bo
       log::warn("tokenizer.json was copied but lmtrain's byte-level BPE cannot load it (" +
                 std::string(e.what()) + "): generate/eval need a compatible tokenizer");
     }
+    // The chat template: `lmtrain chat`, `serve` and `eval --chat_tasks` read the model's chat
+    // format from it (data/chat/chat_format.h).
+    const std::string tok_config = hf_dir + "/tokenizer_config.json";
+    if (fs::is_regular_file(tok_config)) {
+      files.raw_files.emplace_back("tokenizer_config.json", core::read_file(tok_config));
+    }
   } else {
     log::warn(hf_dir +
               " has no tokenizer.json: the checkpoint can be fine-tuned on data "
