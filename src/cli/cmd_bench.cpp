@@ -68,6 +68,8 @@ int cmd_bench(const Args& argv) {
             << "world_size: " << r.world_size << "\n"
             << "optimizer: " << r.optimizer << "\n"
             << "optimizer_state_bytes_per_rank: " << r.state_bytes << "\n"
+            << "model_state_bytes_per_rank: " << r.model_state_bytes << "\n"
+            << "gathered_peak_bytes: " << r.gathered_peak_bytes << "\n"
             << r.runtime << "\n"  // "runtime: cuda:0, bf16 (...)"
             << log::format("peak_rss_mib: %.1f\n", r.peak_rss_bytes / 1048576.0)
             << log::format("peak_device_mib: %.1f\n", r.peak_device_bytes / 1048576.0)

@@ -13,6 +13,8 @@ optim::OptimizerOptions read_optimizer_options(const core::Config& cfg) {
   optim::OptimizerOptions o;
   o.name = core::get_choice<optim::OptimizerName>(cfg);
   o.zero = static_cast<int>(cfg.get_int("dist.zero"));
+  o.reshard_after_forward = cfg.get_bool("dist.reshard_after_forward");
+  o.shard_group_size = static_cast<int>(cfg.get_int("dist.shard_group_size"));
   o.lr = cfg.get_float("optim.lr");
   o.adamw.beta1 = cfg.get_float("optim.beta1");
   o.adamw.beta2 = cfg.get_float("optim.beta2");
@@ -60,6 +62,40 @@ void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& opti
   }
   if (cfg.get_int("dist.ep") > 1) {
     throw UsageError("config key 'lora.rank' > 0 does not combine with dist.ep > 1 yet");
+  }
+}
+
+// What ZeRO-3 (dist.zero=3) supports yet, refused before the run writes anything; each error
+// names the key that asks for the rest. HSDP's group size must divide the world.
+void check_zero3_run(const core::Config& cfg, int world_size) {
+  const int64_t zero = cfg.get_int("dist.zero");
+  const int64_t g = cfg.get_int("dist.shard_group_size");
+  if (zero != 3) {
+    if (g != 0) {
+      throw UsageError("config key 'dist.shard_group_size' (HSDP) applies to dist.zero=3");
+    }
+    return;
+  }
+  if (cfg.get_int("lora.rank") > 0) {
+    throw UsageError(
+        "config key 'lora.rank' > 0 does not combine with dist.zero=3 yet (a frozen base is "
+        "not sharded): use dist.zero=0, 1 or 2 for LoRA");
+  }
+  if (cfg.get_int("model.moe.num_experts") > 0) {
+    throw UsageError(
+        "config key 'model.moe.num_experts' > 0 does not combine with dist.zero=3 yet (MoE "
+        "blocks, with or without dist.ep, are not sharded): use dist.zero=1 or 2");
+  }
+  if (cfg.get_string("train.grad_reduce_dtype") != "fp32") {
+    throw UsageError(
+        "config key 'train.grad_reduce_dtype' must be fp32 with dist.zero=3: gradients are "
+        "reduce-scattered in fp32, as under dist.zero=2");
+  }
+  if (g != 0 && (g < 2 || world_size % g != 0)) {
+    throw UsageError(log::format(
+        "config key 'dist.shard_group_size' = %lld: give 0 (the world) or a divisor >= 2 of "
+        "the world of %d ranks",
+        (long long)g, world_size));
   }
 }
 
@@ -122,6 +158,9 @@ std::string cuda_graphs_refusal(const core::Config& cfg, const core::Runtime& rt
     refuse("needs data.format=tokens: a chat batch's width follows its longest conversation");
   }
   if (cfg.get_int("model.moe.num_experts") > 0) check_moe_for_cuda_graphs(cfg, rt, refuse);
+  if (cfg.get_int("dist.zero") == 3) {
+    refuse("needs dist.zero <= 2: ZeRO-3 gathers and frees parameters from gradient hooks");
+  }
   if (world_size > 1 && core::get_choice<dist::BackendChoice>(cfg) == dist::BackendChoice::kGloo) {
     refuse(
         "needs dist.backend=nccl (or auto) between several ranks: Gloo copies CUDA tensors "
@@ -204,6 +243,7 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
         "frozen LM, there is no student to distil into (turn one of them off)");
   }
   check_lora_run(cfg, o.optimizer);
+  check_zero3_run(cfg, world_size);
   return o;
 }
 

@@ -288,9 +288,16 @@ const std::vector<KeySpec>& config_schema() {
         "deadline for any one collective; a dead or stuck rank becomes an error after it"),
       F("dist.bucket_mb", "25", 0.001, 1 << 20,
         "gradient all-reduce bucket size in MiB (buckets start during backward)"),
-      I("dist.zero", 0, 0, 2,
+      I("dist.zero", 0, 0, 3,
         "ZeRO stage of the optimizer: 0 = replicated; 1 = optimizer state sharded over ranks; "
-        "2 = state sharded and gradients reduce-scattered"),
+        "2 = state sharded and gradients reduce-scattered; 3 = parameters sharded too, gathered "
+        "one transformer block at a time (FSDP)"),
+      B("dist.reshard_after_forward", true,
+        "dist.zero=3: free a block's gathered parameters after its forward and gather them "
+        "again for its backward (false keeps them until backward: more memory, less traffic)"),
+      I("dist.shard_group_size", 0, 0, 1 << 16,
+        "dist.zero=3: shard over groups of this many consecutive ranks and replicate across "
+        "the groups (HSDP: reduce-scatter within a group, all-reduce across); 0 = the world"),
       I("dist.ep", 1, 1, 1 << 16,
         "expert parallelism: groups of ep consecutive ranks split each MoE layer's experts "
         "between them (tokens travel by all-to-all); world/ep data-parallel replicas of each "

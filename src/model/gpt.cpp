@@ -255,10 +255,13 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
       auto run = [block, keep](const at::Tensor& in) {
         return block->forward_train(in, keep).to_tensors();
       };
-      const auto out = BlockOutput::from_tensors(recompute && checkpoint_.applies_to(layer)
-                                                     ? checkpointed(run, x, grad_params(block))
-                                                     : run(x),
-                                                 keep, moe);
+      // Hooks from outside (ZeRO-3's gathers) wrap the block and its recompute wrapper.
+      const at::Tensor in = block_hooks_ ? block_hooks_->before_block(layer, x) : x;
+      auto outs = recompute && checkpoint_.applies_to(layer)
+                      ? checkpointed(run, in, grad_params(block))
+                      : run(in);
+      if (block_hooks_) outs = block_hooks_->after_block(layer, std::move(outs));
+      const auto out = BlockOutput::from_tensors(outs, keep, moe);
       x = out.y;
       if (taps && moe) {
         taps->moe.push_back(out.balance);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/activation_checkpoint.h"
+#include "model/block_hooks.h"
 #include "model/expert_dispatcher.h"
 #include "model/feed_forward.h"
 #include "model/gpt_config.h"
@@ -177,6 +178,8 @@ class GptImpl : public torch::nn::Module {
 
   const GptConfig& config() const { return cfg_; }
   c10::Device device() const { return transformer->wte->weight.device(); }
+  // Hooks around every block of a training or scoring forward (block_hooks.h), or none.
+  void set_block_hooks(std::shared_ptr<BlockHooks> hooks) { block_hooks_ = std::move(hooks); }
   // Blocks recomputed in backward while training (see activation_checkpoint.h).
   void set_checkpointing(CheckpointPolicy policy) { checkpoint_ = policy; }
   const CheckpointPolicy& checkpointing() const { return checkpoint_; }
@@ -193,6 +196,7 @@ class GptImpl : public torch::nn::Module {
                               bool masked = false);
   GptConfig cfg_;
   CheckpointPolicy checkpoint_;
+  std::shared_ptr<BlockHooks> block_hooks_;
   ParamTags tags_;
   ExpertPlacement experts_;
   std::vector<MoeImpl*> moe_layers_;

@@ -4,6 +4,7 @@
 
 #include "core/crc32c.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace lmtrain::optim {
 namespace {
@@ -112,6 +113,8 @@ void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
   if (!in_experts) expert_begin_ = total;
   params_ = torch::zeros({total}, opts.requires_grad(false));
   grads_ = torch::zeros({total}, opts.requires_grad(false));
+  numel_ = total;
+  options_ = params_.options();
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < ordered.size(); ++i) {
     auto& p = ordered[i].param;
@@ -153,6 +156,42 @@ std::string FlatParams::layout_signature(bool shared_only) const {
   return buf;
 }
 
-at::Tensor FlatParams::grad_norm() const { return grads_.norm().to(torch::kFloat64); }
+at::Tensor FlatParams::grad_norm() const {
+  if (shard_only_) throw Error("internal: FlatParams::grad_norm of a sharded buffer");
+  return grads_.norm().to(torch::kFloat64);
+}
+
+void FlatParams::keep_shard(int64_t begin, int64_t size) {
+  if (shard_only_ || begin < 0 || size < 0 || begin + size > numel_) {
+    throw Error("internal: FlatParams::keep_shard: bad shard or already sharded");
+  }
+  torch::NoGradGuard no_grad;
+  shard_params_ = params_.narrow(0, begin, size).clone();
+  shard_grads_ = torch::zeros({size}, options_);
+  shard_begin_ = begin;
+  shard_only_ = true;
+  params_ = torch::Tensor();
+  grads_ = torch::Tensor();
+}
+
+namespace {
+torch::Tensor slice_of(const torch::Tensor& whole, const torch::Tensor& shard, bool shard_only,
+                       int64_t shard_begin, int64_t begin, int64_t n) {
+  if (!shard_only) return whole.narrow(0, begin, n);
+  if (begin < shard_begin || begin + n > shard_begin + shard.numel()) {
+    throw Error(log::format("internal: elements [%lld, %lld) are not in this rank's shard",
+                            (long long)begin, (long long)(begin + n)));
+  }
+  return shard.narrow(0, begin - shard_begin, n);
+}
+}  // namespace
+
+torch::Tensor FlatParams::param_slice(int64_t begin, int64_t n) const {
+  return slice_of(params_, shard_params_, shard_only_, shard_begin_, begin, n);
+}
+
+torch::Tensor FlatParams::grad_slice(int64_t begin, int64_t n) const {
+  return slice_of(grads_, shard_grads_, shard_only_, shard_begin_, begin, n);
+}
 
 }  // namespace lmtrain::optim

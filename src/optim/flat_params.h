@@ -61,9 +61,10 @@ class FlatParams {
   const std::vector<ParamSegment>& segments() const { return segments_; }
   // The parameter of each segment (views into params()), in segment order.
   const std::vector<torch::Tensor>& tensors() const { return tensors_; }
+  // The whole buffers; undefined once keep_shard() let them go (ZeRO-3).
   const torch::Tensor& params() const { return params_; }  // (numel,)
   const torch::Tensor& grads() const { return grads_; }    // (numel,)
-  int64_t numel() const { return params_.numel(); }
+  int64_t numel() const { return numel_; }
   const std::vector<std::pair<int64_t, int64_t>>& decay_ranges() const { return decay_ranges_; }
   int64_t num_parameters() const;  // real elements, without alignment padding
   // Start of the expert region (numel() when there are no expert parameters).
@@ -89,7 +90,19 @@ class FlatParams {
   // only: flat optimizer shards saved under another signature belong to a different model.
   std::string layout_signature(bool shared_only = false) const;
 
-  void zero_grad() { grads_.zero_(); }
+  // ZeRO-3 (parallel/fully_shard.h): keeps elements [begin, begin + size) of the parameter
+  // buffer as this rank's fp32 master shard, with a zeroed gradient shard as large, and lets go
+  // of the whole buffers (their memory is freed once nothing views them: the caller has pointed
+  // the parameters elsewhere first). numel(), segments and offsets keep the whole layout.
+  void keep_shard(int64_t begin, int64_t size);
+  bool shard_only() const { return shard_only_; }
+  // Elements [begin, begin + n) of the parameter / gradient buffer: views of the whole buffers,
+  // or of the shard after keep_shard() (then the range must lie inside it).
+  torch::Tensor param_slice(int64_t begin, int64_t n) const;
+  torch::Tensor grad_slice(int64_t begin, int64_t n) const;
+  torch::TensorOptions options() const { return options_; }
+
+  void zero_grad() { (shard_only_ ? shard_grads_ : grads_).zero_(); }
   // L2 norm of all gradients: float64 scalar tensor on the buffers' device.
   at::Tensor grad_norm() const;
 
@@ -112,6 +125,12 @@ class FlatParams {
   std::vector<std::pair<int64_t, int64_t>> decay_ranges_;
   int64_t expert_begin_ = 0;
   int64_t expert_first_ = 0;
+  int64_t numel_ = 0;
+  torch::TensorOptions options_;
+  // keep_shard(): this rank's [shard_begin_, + shard_params_.numel()) of the buffers.
+  bool shard_only_ = false;
+  int64_t shard_begin_ = 0;
+  torch::Tensor shard_params_, shard_grads_;
 };
 
 }  // namespace lmtrain::optim

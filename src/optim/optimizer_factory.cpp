@@ -24,8 +24,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, FlatPara
   }
   if (zero != 0) {
     throw UsageError(
-        "dist.zero applies to optim.name=adamw; Muon shards by matrix ownership on its own "
-        "(DistMuon) whenever there is more than one rank: set dist.zero=0");
+        zero == 3 ? "dist.zero=3 needs optim.name=adamw: Muon orthogonalises whole matrices, which "
+                    "ZeRO-3 keeps only as shards (DistMuon's matrix owners are not built on "
+                    "ZeRO-3 yet); use optim.name=adamw, or dist.zero=0 with Muon"
+                  : "dist.zero applies to optim.name=adamw; Muon shards by matrix ownership on "
+                    "its own (DistMuon) whenever there is more than one rank: set dist.zero=0");
   }
   // nanochat's grouping: Muon for the transformer blocks' 2-D weight matrices (their tag).
   auto is_muon = [&flat](const std::string& n, const std::vector<int64_t>& shape) {

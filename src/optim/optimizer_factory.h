@@ -1,4 +1,4 @@
-// Picks the optimizer for its options and world size: optim.name (adamw) and dist.zero (0, 1, 2).
+// Picks the optimizer for its options and world size: optim.name (adamw) and dist.zero (0-3).
 // The same config runs at any world size, single process included.
 #pragma once
 #include <memory>
@@ -21,8 +21,12 @@ constexpr core::ChoiceKey choice_key(OptimizerName) { return {"optim.name", 2}; 
 // cli/read_options.cpp).
 struct OptimizerOptions {
   OptimizerName name = core::default_choice<OptimizerName>();
-  // dist.zero: 0 replicated, 1 / 2 sharded AdamW state (and gradients).
+  // dist.zero: 0 replicated, 1 / 2 sharded AdamW state (and gradients), 3 parameters too.
   int zero = static_cast<int>(core::default_int("dist.zero"));
+  // ZeRO-3 (parallel/fully_shard.h): dist.reshard_after_forward, and dist.shard_group_size
+  // (HSDP: shard within groups of this many ranks, replicate across them; 0 = the world).
+  bool reshard_after_forward = core::default_bool("dist.reshard_after_forward");
+  int shard_group_size = static_cast<int>(core::default_int("dist.shard_group_size"));
   // optim.lr: the base peak rate (Muon scales its groups' rates from it).
   double lr = core::default_float("optim.lr");
   AdamWOptions adamw;  // AdamW, and Muon's AdamW group
@@ -31,6 +35,7 @@ struct OptimizerOptions {
 
 // FlatParams padding for these options: 16 * world size when the optimizer shards the flat
 // buffers (so they split evenly into aligned shards), else 16.
+// `world_size`: the ranks the buffers are sharded over (under HSDP, the shard group's).
 int64_t flat_pad_multiple(const OptimizerOptions& opts, int world_size);
 
 // expert_group: the EP group under expert parallelism (dist.ep > 1), else null: the flat

@@ -11,7 +11,12 @@ namespace lmtrain::optim {
 ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, int stage,
                      dist::Group* expert_group)
     : params_(params), opts_(opts), group_(group), stage_(stage), expert_group_(expert_group) {
-  if (stage != 1 && stage != 2) throw Error("ZeroAdamW: stage must be 1 or 2");
+  if (stage < 1 || stage > 3) throw Error("ZeroAdamW: stage must be 1, 2 or 3");
+  if (stage == 3 && expert_group) {
+    throw UsageError(
+        "dist.zero=3 does not combine with dist.ep > 1 yet: use dist.zero=1 or 2 with expert "
+        "parallelism");
+  }
   sharded_numel_ = expert_group ? params.expert_begin() : params.numel();
   const int64_t n = sharded_numel_, w = group.size();
   if (n % w != 0) {
@@ -22,8 +27,8 @@ ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, 
   }
   shard_ = n / w;
   begin_ = shard_ * group.rank();
-  exp_avg_ = torch::zeros({shard_}, params.params().options());
-  exp_avg_sq_ = torch::zeros({shard_}, params.params().options());
+  exp_avg_ = torch::zeros({shard_}, params.options());
+  exp_avg_sq_ = torch::zeros({shard_}, params.options());
   if (expert_group) {
     expert_avg_ = torch::zeros_like(params.expert_region(params.params()));
     expert_avg_sq_ = torch::zeros_like(expert_avg_);
@@ -31,7 +36,7 @@ ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, 
 }
 
 at::Tensor ZeroAdamW::grad_norm() {
-  auto own = params_.grads().narrow(0, begin_, shard_);
+  auto own = params_.grad_slice(begin_, shard_);
   if (expert_group_) return expert_grad_norm(params_, own, *expert_group_, &group_);
   auto sq = own.pow(2).sum().to(torch::kFloat64).reshape({1});
   group_.allreduce(sq, dist::ReduceOp::kSum)->wait();
@@ -40,41 +45,44 @@ at::Tensor ZeroAdamW::grad_norm() {
 
 void ZeroAdamW::scale_grads(const at::Tensor& coef) {
   torch::NoGradGuard no_grad;
-  params_.grads().narrow(0, begin_, shard_).mul_(coef);
+  params_.grad_slice(begin_, shard_).mul_(coef);
   if (expert_group_) params_.expert_region(params_.grads()).mul_(coef);
 }
 
 void ZeroAdamW::update(double lr, const at::Tensor& found_inf) {
   torch::NoGradGuard no_grad;
   ++step_;
-  auto flat = params_.params();
-  auto p = flat.narrow(0, begin_, shard_);
-  auto g = params_.grads().narrow(0, begin_, shard_);
+  // Stage 3 holds only this rank's shard of the buffers (FlatParams::keep_shard): every
+  // access below stays inside [begin_, begin_ + shard_) but the expert region's.
+  auto p = params_.param_slice(begin_, shard_);
+  auto g = params_.grad_slice(begin_, shard_);
   const int64_t expert_begin = params_.expert_begin();
   // On a GPU the step's scalars live on the device (a CUDA graph can replay the update); an
   // update that the device may skip takes that path on any device.
   if (found_inf.defined()) scalars_.use_on_cpu();
-  const DeviceStepScalars* dev = scalars_.begin_on_device(flat, lr, step_);
+  const DeviceStepScalars* dev = scalars_.begin_on_device(p, lr, step_);
   if (opts_.weight_decay != 0) {
     const StepDecay decay(lr, opts_.weight_decay, dev, found_inf);
     // Weight decay on the part of each decayed range that this rank updates: its shard and,
     // under expert parallelism, its experts.
     for (const auto& [b, e] : params_.decay_ranges()) {
       const int64_t lo = std::max(b, begin_), hi = std::min(e, begin_ + shard_);
-      if (lo < hi) decay.apply(flat.narrow(0, lo, hi - lo));
+      if (lo < hi) decay.apply(params_.param_slice(lo, hi - lo));
       if (expert_group_ && e > expert_begin) {
         const int64_t elo = std::max(b, expert_begin);
-        decay.apply(flat.narrow(0, elo, e - elo));
+        decay.apply(params_.params().narrow(0, elo, e - elo));
       }
     }
   }
   adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev, found_inf);
   if (expert_group_) {
-    adam_update(params_.expert_region(flat), params_.expert_region(params_.grads()), expert_avg_,
-                expert_avg_sq_, step_, lr, opts_, dev, found_inf);
+    adam_update(params_.expert_region(params_.params()), params_.expert_region(params_.grads()),
+                expert_avg_, expert_avg_sq_, step_, lr, opts_, dev, found_inf);
   }
   if (found_inf.defined()) scalars_.skip_if(found_inf);
-  if (group_.size() > 1) {
+  // Stage 3 gathers parameters where they are needed (parallel/fully_shard.h), not here.
+  if (group_.size() > 1 && stage_ < 3) {
+    auto flat = params_.params();
     // All-gather of the updated shards, as one in-place broadcast per shard: c10d's Gloo
     // allgather stages the whole buffer in a temporary (a full parameter copy per step), which
     // would cost more memory than the sharded state saves. Same traffic, no staging copy.

@@ -6,6 +6,10 @@
 //   stage 1: gradients are all-reduced (dist::GradSync), each rank reads its slice;
 //   stage 2: gradients are reduce-scattered bucket by bucket during backward, so each rank
 //            receives only its slice, averaged (grad_reduction() = kReduceScatter).
+//   stage 3: stage 2's update on parameters that are sharded too: the flat buffers hold only
+//            this rank's shard (FlatParams::keep_shard), parallel/fully_shard.h gathers each
+//            unit's parameters where forward and backward need them and reduce-scatters their
+//            gradients into the shard, so the update skips the final all-gather.
 // The per-element update is AdamW's, in the same operation order, so results equal the
 // replicated optimizer up to the gradient norm's summation order.
 // Under expert parallelism only the shared region [0, expert_begin) is sharded over the world;
@@ -47,7 +51,7 @@ class ZeroAdamW : public DeviceStepOptimizer {
 
  private:
   void update(double lr, const at::Tensor& found_inf) override;
-  c10::Device params_device() const override { return params_.params().device(); }
+  c10::Device params_device() const override { return params_.options().device(); }
 
   FlatParams& params_;
   AdamWOptions opts_;

@@ -14,6 +14,8 @@
 #include "observe/step_profiler.h"
 #include "optim/flat_params.h"
 #include "optim/optimizer_factory.h"
+#include "parallel/fully_shard.h"
+#include "parallel/hybrid_shard.h"
 #include "train/cuda_graph_step.h"
 #include "train/train_step.h"
 
@@ -52,12 +54,29 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   const auto& plan = run.batch;
   torch::manual_seed(run.seed);
   auto model = model::build_model(opts.model, rt);
+  // ZeRO-3 shards over the world or, under HSDP, this rank's shard group.
+  parallel::ShardGroups shards;
+  if (run.optimizer.zero == 3) {
+    shards = parallel::make_shard_groups(group, run.optimizer.shard_group_size);
+  }
+  dist::Group& shard_group = shards.shard_group(group);
   optim::FlatParams flat(*model, model->param_tags(),
-                         optim::flat_pad_multiple(run.optimizer, group.size()));
-  auto opt_ptr = optim::make_optimizer(run.optimizer, flat, group);
+                         optim::flat_pad_multiple(run.optimizer, shard_group.size()));
+  auto opt_ptr = optim::make_optimizer(run.optimizer, flat, shard_group);
   auto& opt = *opt_ptr;
   r.optimizer = opt.name();
   r.state_bytes = opt.state_bytes();
+  // Model state held by this rank: parameters and gradients (whole, or ZeRO-3's shards) and
+  // the optimizer's state.
+  r.model_state_bytes = 2 * flat.numel() * flat.options().dtype().itemsize() + r.state_bytes;
+  std::unique_ptr<parallel::FullyShard> fsdp;
+  if (run.optimizer.zero == 3 && shard_group.size() > 1) {
+    fsdp = std::make_unique<parallel::FullyShard>(*model, flat, shard_group, shards.replicas.get(),
+                                                  run.optimizer.reshard_after_forward);
+    fsdp->install();
+    const auto b = fsdp->bytes();
+    r.model_state_bytes = b.param_shard + b.grad_shard + r.state_bytes;
+  }
   model->train();
 
   // A fixed pool of random batches per rank, generated before timing.
@@ -80,7 +99,8 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   log::info(plan.describe());
   log::info(describe(run.cuda_graphs));
   r.workers = resolve_workers(run.workers, r.threads, plan.micro_batch);
-  TrainStepper stepper(*model, flat, opt, group, rt, r.workers, run.seed, run.bucket_bytes());
+  TrainStepper stepper(*model, flat, opt, group, rt, r.workers, run.seed, run.bucket_bytes(),
+                       LossScaler(false, 1, 1), nullptr, fsdp.get());
   // train.cuda_graphs (checked by the command): the warm-up also covers the graph's eager steps
   // and its capture.
   std::unique_ptr<CudaGraphStep> graphed;
@@ -125,6 +145,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   getrusage(RUSAGE_SELF, &usage);
   r.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
   r.peak_device_bytes = core::peak_device_memory(rt.device);
+  if (fsdp) r.gathered_peak_bytes = fsdp->bytes().gathered_peak;
   const double nominal_tflops = opts.peak_tflops;
   const double my_peak =
       rt.cuda() && nominal_tflops > 0

@@ -26,11 +26,13 @@ struct BenchResult {
   double mfu = 0;  // achieved / peak
   int world_size = 1;
   std::string optimizer;
-  int64_t state_bytes = 0;        // optimizer state on rank 0
-  int64_t peak_rss_bytes = 0;     // rank 0's peak resident set (getrusage)
-  int64_t peak_device_bytes = 0;  // GPU: rank 0's max_memory_allocated over the timed steps
-  std::string runtime;            // device and precision
-  double comm_wait_ms = 0;        // per step: gradient all-reduce not hidden behind backward
+  int64_t state_bytes = 0;          // optimizer state on rank 0
+  int64_t model_state_bytes = 0;    // rank 0's parameters + gradients + optimizer state
+  int64_t gathered_peak_bytes = 0;  // ZeRO-3: rank 0's gathered block parameters at most
+  int64_t peak_rss_bytes = 0;       // rank 0's peak resident set (getrusage)
+  int64_t peak_device_bytes = 0;    // GPU: rank 0's max_memory_allocated over the timed steps
+  std::string runtime;              // device and precision
+  double comm_wait_ms = 0;          // per step: gradient all-reduce not hidden behind backward
 };
 
 // In a distributed job every rank runs the benchmark on its own random batches; the figures are

@@ -296,11 +296,16 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   // Validation scores the run's loss without training-only terms: the LM loss for LM and
   // distillation runs, the answer loss for a temporal run.
   s.val_objective = s.setup.temporal ? s.objective : std::make_shared<LmObjective>();
+  // ZeRO-3 shards over the world, or under HSDP over this rank's shard group.
+  if (s.options.optimizer.zero == 3) {
+    s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
+  }
+  dist::Group& shard_group = s.shards.shard_group(group);
   s.flat = std::make_unique<optim::FlatParams>(
       trained_param_sources(*s.model, s.objective.get()),
-      optim::flat_pad_multiple(s.options.optimizer, group.size()));
+      optim::flat_pad_multiple(s.options.optimizer, shard_group.size()));
   s.flat->set_expert_first(s.ep.placement.first);
-  s.optimizer = optim::make_optimizer(s.options.optimizer, *s.flat, group,
+  s.optimizer = optim::make_optimizer(s.options.optimizer, *s.flat, shard_group,
                                       s.ep.active() ? s.ep.ep_group.get() : nullptr);
   s.schedule = s.options.schedule.over(s.max_steps);
 

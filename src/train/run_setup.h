@@ -21,6 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/hybrid_shard.h"
 #include "train/batch_plan.h"
 #include "train/config_snapshot.h"
 #include "train/run_options.h"
@@ -47,6 +48,8 @@ struct RunSetup {
 
   int64_t max_steps = 0;
   ExpertParallel ep;
+  // dist.zero=3: the groups it shards over (HSDP: a shard group and a replica group).
+  parallel::ShardGroups shards;
   model::Gpt model{nullptr};
   std::shared_ptr<AllToAllExpertDispatcher> dispatcher;  // expert parallelism only
   std::shared_ptr<Objective> objective;                  // what the step optimises

@@ -23,7 +23,8 @@ int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
 
 TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
                            dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
-                           int64_t bucket_bytes, LossScaler scaler, const ExpertParallel* ep)
+                           int64_t bucket_bytes, LossScaler scaler, const ExpertParallel* ep,
+                           parallel::FullyShard* fsdp)
     : model_(model),
       flat_(flat),
       opt_(opt),
@@ -32,8 +33,9 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
       scaler_(scaler),
       // Split-batch workers are a CPU feature; under EP the ranks' all-to-alls must come in one
       // order, so one worker.
-      workers_(rt.cuda() || (ep && ep->active()) ? 1 : workers),
+      workers_(rt.cuda() || (ep && ep->active()) || fsdp ? 1 : workers),
       seed_(seed),
+      fsdp_(fsdp),
       objective_(std::make_shared<LmObjective>()) {
   // fp16 on CUDA: the skip is decided on the device (nothing read on the host; capturable).
   if (scaler_.enabled() && rt.cuda() && !scaler_.on_device() && opt.skips_on_device()) {
@@ -75,11 +77,13 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
   // Expert parallelism: the non-expert region [0, expert_begin) over the world, the expert
   // region over the ranks that hold the same experts.
-  auto grads = split_experts ? flat.shared_region(flat.grads()) : flat.grads();
-  sync_ =
-      std::make_unique<dist::GradSync>(group, params_, ranges, grads, bucket_bytes,
-                                       opt.grad_reduction() == optim::GradReduction::kReduceScatter,
-                                       std::move(owners), rt.reduce_dtype);
+  if (!fsdp_) {
+    auto grads = split_experts ? flat.shared_region(flat.grads()) : flat.grads();
+    sync_ = std::make_unique<dist::GradSync>(
+        group, params_, ranges, grads, bucket_bytes,
+        opt.grad_reduction() == optim::GradReduction::kReduceScatter, std::move(owners),
+        rt.reduce_dtype);
+  }
   if (split_experts) {
     expert_sync_ = std::make_unique<dist::GradSync>(
         *ep->replica_group, expert_params, expert_ranges, flat.expert_region(flat.grads()),
@@ -99,7 +103,7 @@ TrainStepper::~TrainStepper() { model_.transformer->wte->set_lookup_grad_sink(nu
 void TrainStepper::install_deferred_table_grad() {
   // One worker: split-batch workers take gradients with autograd::grad into buffers of their
   // own, which the late rows would bypass. All-reduce mode: the rows are added to the average.
-  if (!sync_->active() || workers_.count() != 1 || !model_.config().tie_embeddings ||
+  if (!sync_ || !sync_->active() || workers_.count() != 1 || !model_.config().tie_embeddings ||
       opt_.grad_reduction() != optim::GradReduction::kAllReduce) {
     return;
   }
@@ -121,7 +125,7 @@ void TrainStepper::rebind_grad_hooks_to_current_stream() {
     sync_->stop_late_rows();
     table_grad_.reset();
   }
-  sync_->rebind_to_current_stream();
+  if (sync_) sync_->rebind_to_current_stream();
   if (expert_sync_) expert_sync_->rebind_to_current_stream();
 }
 
@@ -166,9 +170,11 @@ at::Tensor TrainStepper::accumulate_single(const std::vector<Batch>& batches, do
     const Batch& batch = batches[m];
     model::ScopedDropoutSeed dropout_seed(
         core::mix_seed(seed_, static_cast<uint64_t>(opt_.steps_started()), m, 0));
+    // ZeRO-3: the root unit gathered, block 0's gather issued; reduced on the last only.
+    if (fsdp_) fsdp_->begin_micro_step(m == accum_steps - 1);
     auto out = forward_objective(batch);
     moe.add(out.moe_stats, 1.0 / static_cast<double>(accum_steps));
-    if (m == accum_steps - 1) {  // communicate during the last backward only
+    if (m == accum_steps - 1 && sync_) {  // communicate during the last backward only
       sync_->arm();
       if (expert_sync_) expert_sync_->arm();
     }
@@ -270,7 +276,7 @@ StepResult TrainStepper::step(int64_t accum_steps, const BatchFn& next_batch, do
                                    : accumulate_single(batches, global_valid, moe);
   StepResult r;
   // Average across ranks (a no-op in a world of one).
-  r.comm_wait_s = sync_->finish();
+  r.comm_wait_s = fsdp_ ? fsdp_->finish() : sync_->finish();
   if (expert_sync_) {
     r.comm_wait_s += expert_sync_->finish();
     finish_expert_grads();
@@ -302,7 +308,10 @@ void TrainStepper::clip(const at::Tensor& grad_norm, double grad_clip) {
 
 void TrainStepper::update(StepResult& r, double lr, double grad_clip) {
   torch::NoGradGuard no_grad;
-  auto grads = flat_.grads();
+  // ZeRO-3 keeps this rank's gradient shard only (every rank checks its own for inf/nan).
+  auto grads = flat_.shard_only()
+                   ? flat_.grad_slice(opt_.shard_begin(), opt_.shard_end() - opt_.shard_begin())
+                   : flat_.grads();
   if (scaler_.on_device()) {
     // fp16, decided on the device: every step runs the same kernels, an overflowing one with
     // found_inf = 1, which leaves the update out (parameters, moments and the device step

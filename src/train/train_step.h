@@ -34,6 +34,7 @@
 #include "optim/optimizer.h"
 #include "parallel/deferred_table_grad.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/fully_shard.h"
 #include "train/step_workers.h"
 
 namespace lmtrain::train {
@@ -64,10 +65,12 @@ class TrainStepper {
   // `ep`: expert parallelism (null or inactive: every parameter is averaged over `group`).
   // An enabled `scaler` moves to the device on CUDA when `opt` skips on the device; one the
   // caller already moved (keep_on_device: CPU tests) needs such an optimizer.
+  // `fsdp`: ZeRO-3 over several ranks (parallel/fully_shard.h), which then gathers the
+  // parameters and reduces the gradients in place of GradSync; one worker.
   TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim::Optimizer& opt,
                dist::Group& group, const core::Runtime& rt, int workers, uint64_t seed,
                int64_t bucket_bytes, LossScaler scaler = LossScaler(false, 1, 1),
-               const ExpertParallel* ep = nullptr);
+               const ExpertParallel* ep = nullptr, parallel::FullyShard* fsdp = nullptr);
 
   ~TrainStepper();
   TrainStepper(const TrainStepper&) = delete;
@@ -83,7 +86,9 @@ class TrainStepper {
   // Must be set alike on every rank.
   void set_masked_targets(bool on) { masked_targets_ = on; }
   int workers() const { return workers_.count(); }
-  const dist::GradSync& grad_sync() const { return *sync_; }
+  // Null under ZeRO-3 (fully_shard()).
+  const dist::GradSync* grad_sync() const { return sync_.get(); }
+  parallel::FullyShard* fully_shard() const { return fsdp_; }
   // The gradient hooks' accumulators move to the current stream (GradSync): a CUDA graph step
   // calls it on its capture stream before the first step.
   void rebind_grad_hooks_to_current_stream();
@@ -123,6 +128,7 @@ class TrainStepper {
   std::vector<torch::Tensor> params_;        // in flat segment order
   std::vector<torch::Tensor> worker_grads_;  // workers 1..k-1 (worker 0 writes flat.grads())
   std::unique_ptr<dist::GradSync> sync_;
+  parallel::FullyShard* fsdp_ = nullptr;
   const ExpertParallel* ep_ = nullptr;
   std::unique_ptr<dist::GradSync> expert_sync_;  // EP: the expert region, over the replicas
   std::shared_ptr<Objective> objective_;

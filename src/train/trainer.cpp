@@ -29,6 +29,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/fully_shard.h"
 #include "parallel/replica_sync.h"
 #include "report/run_report.h"
 #include "train/batch_plan.h"
@@ -79,13 +80,74 @@ void log_loop_start(TrainStepper& stepper, const RunOptions& options, int worker
   }
   log::info(
       log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
-  if (group.size() > 1) {
+  if (group.size() > 1 && stepper.grad_sync()) {
     log::info(log::format("gradient sync: %zu bucket(s) of <= %.3g MiB over %s, %d ranks",
-                          stepper.grad_sync().buckets().size(), options.bucket_mb,
+                          stepper.grad_sync()->buckets().size(), options.bucket_mb,
                           group.backend().c_str(), group.size()));
   }
   log::info(describe(options.cuda_graphs));
 }
+
+// This rank's model state by kind: the trained parameters and their gradients (whole, or
+// ZeRO-3's shards) and the optimizer's state.
+void log_model_state(const RunSetup& s, int64_t params, int64_t grads) {
+  const int64_t state = s.optimizer->state_bytes();
+  log::info(log::format(
+      "model state on this rank (trained_parameters: %lld): parameters %lld + gradients %lld "
+      "+ optimizer %lld bytes; model_state_bytes_per_rank: %lld",
+      (long long)s.flat->num_parameters(), (long long)params, (long long)grads, (long long)state,
+      (long long)(params + grads + state)));
+}
+
+// ZeRO-3 (dist.zero=3) over more than one rank: the parameters sharded, the hooks installed,
+// and this rank's model state logged by kind. Null otherwise (one rank: ZeRO-2's path).
+std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group& world) {
+  const auto& o = s.options.optimizer;
+  dist::Group& shard_group = s.shards.shard_group(world);
+  if (o.zero != 3 || shard_group.size() == 1) {
+    const int64_t whole = s.flat->numel() * s.flat->options().dtype().itemsize();
+    log_model_state(s, whole, whole);
+    return nullptr;
+  }
+  auto fsdp = std::make_unique<parallel::FullyShard>(
+      *s.model, *s.flat, shard_group, s.shards.replicas.get(), o.reshard_after_forward);
+  fsdp->install();
+  const auto b = fsdp->bytes();
+  log::info(log::format(
+      "ZeRO-3: %zu units (root + %zu blocks) sharded over %d ranks%s, reshard_after_forward=%s",
+      fsdp->units().size(), fsdp->units().size() - 1, shard_group.size(),
+      s.shards.replicas
+          ? log::format(", replicated over %d groups (HSDP)", s.shards.replicas->size()).c_str()
+          : "",
+      o.reshard_after_forward ? "true" : "false"));
+  log_model_state(s, b.param_shard, b.grad_shard);
+  return fsdp;
+}
+
+void log_shard_peaks(const parallel::FullyShard& fsdp) {
+  const auto b = fsdp.bytes();
+  log::info(log::format(
+      "ZeRO-3 peaks: zero3_gathered_peak_bytes: %lld (blocks; largest block unit %lld bytes; "
+      "the root unit's %lld bytes held during each step), unit gradient buffers %lld bytes",
+      (long long)b.gathered_peak, (long long)b.largest_block, (long long)b.root_gathered,
+      (long long)b.grad_buffers_peak));
+}
+
+// While alive, a ZeRO-3 model is whole on every rank (evaluation, checkpoints).
+class WholeModel {
+ public:
+  explicit WholeModel(parallel::FullyShard* fsdp) : fsdp_(fsdp) {
+    if (fsdp_) fsdp_->gather_all();
+  }
+  ~WholeModel() {
+    if (fsdp_) fsdp_->release_all();
+  }
+  WholeModel(const WholeModel&) = delete;
+  WholeModel& operator=(const WholeModel&) = delete;
+
+ private:
+  parallel::FullyShard* fsdp_;
+};
 
 // Moves the data position past the step just taken; true when that step ended an epoch. A
 // stream's position is the loader's, per rank (state.stream at a save): there is no global window
@@ -238,9 +300,11 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   const int64_t start_step = state.step;
   const int workers = resolve_workers(options.workers, run.threads, plan.micro_batch);
   sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
+  // ZeRO-3 over several ranks: from here on the parameters live as shards (fully_shard.h).
+  std::unique_ptr<parallel::FullyShard> fsdp = make_fully_shard(s, group);
   TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, options.bucket_bytes(),
                        LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
-                       &ep);
+                       &ep, fsdp.get());
   stepper.set_objective(objective);
   // Only a temporal row's answer tokens, or a conversation's assistant tokens, are targets.
   stepper.set_masked_targets(temporal || s.setup.data.format == DataFormat::kChat);
@@ -255,6 +319,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   log_loop_start(stepper, options, workers, group, rt);
 
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
+    WholeModel whole(fsdp.get());  // ZeRO-3: rank 0 saves the gathered parameters
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
     if (stream) state.stream = stream->checkpoint_state(group);  // every rank's position
     if (optimizer.sharded()) {
@@ -334,6 +399,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     }
     std::optional<double> val_loss;
     if (eval_now) {
+      WholeModel whole(fsdp.get());
       val_loss =
           evaluate(*model, *s.val_objective, *data, plan.micro_batch, eval_batches, group, rt);
       if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
@@ -355,6 +421,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     }
   }
   result.steps_done = state.step;
+  if (fsdp) log_shard_peaks(*fsdp);
   // Rank 0 hosts the TCPStore: nobody leaves while another rank may still need it.
   group.barrier();
   log_loop_end(result, state, max_steps, stream, s.setup.data.stream.queue_batches, train_seconds);

@@ -1,0 +1,281 @@
+#include "parallel/fully_shard.h"
+
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace lmtrain::parallel {
+
+FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
+                       dist::Group* replicas, bool reshard_after_forward)
+    : model_(model),
+      flat_(flat),
+      group_(group),
+      replicas_(replicas),
+      reshard_(reshard_after_forward) {
+  if (flat.numel() % group.size() != 0) {
+    throw Error("internal: FullyShard: the flat buffers do not split over the shard group");
+  }
+  shard_ = flat.numel() / group.size();
+  units_ = plan_shard_units(flat, model.config().n_layer);
+  state_.resize(units_.size());
+  torch::NoGradGuard no_grad;
+  const auto& segs = flat.segments();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    auto& s = state_[u];
+    const auto& unit = units_[u];
+    s.params = torch::empty({unit.numel}, flat.options());
+    s.grads = torch::zeros({unit.numel}, flat.options());
+    int64_t at = 0;
+    for (const auto& [lo, hi] : unit.ranges) {
+      s.params.narrow(0, at, hi - lo).copy_(flat.params().narrow(0, lo, hi - lo));
+      at += hi - lo;
+    }
+    // The model's parameters become views of the unit's buffers; set_data keeps each one's
+    // autograd identity (its gradient accumulator and version counter).
+    for (size_t i : unit.segments) {
+      const auto& seg = segs[i];
+      const int64_t off = unit.buffer_offset(seg.offset);
+      auto p = flat.tensors()[i];
+      p.set_data(s.params.narrow(0, off, seg.numel).view(seg.shape));
+      p.mutable_grad() = s.grads.narrow(0, off, seg.numel).view(seg.shape);
+    }
+  }
+  flat.keep_shard(group.rank() * shard_, shard_);  // the whole buffers are freed here
+  for (size_t u = 0; u < units_.size(); ++u) {
+    release_storage(state_[u].params);
+    release_storage(state_[u].grads);
+  }
+}
+
+FullyShard::~FullyShard() {
+  // A step that threw leaves collectives in flight: they must end before their buffers go.
+  for (auto& s : state_) {
+    for (auto& w : s.gathering) {
+      try {
+        w->wait();
+      } catch (const std::exception&) {
+      }
+    }
+    for (auto& w : s.reducing) {
+      try {
+        w->wait();
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  uninstall();
+}
+
+void FullyShard::install() {
+  model_.set_block_hooks(std::shared_ptr<model::BlockHooks>(this, [](model::BlockHooks*) {}));
+}
+
+void FullyShard::uninstall() { model_.set_block_hooks(nullptr); }
+
+int64_t FullyShard::gathered_block_bytes() const {
+  int64_t n = 0;
+  for (size_t u = 1; u < units_.size(); ++u) {
+    if (state_[u].gathered) n += units_[u].numel * flat_.options().dtype().itemsize();
+  }
+  return n;
+}
+
+void FullyShard::issue_gather(size_t u) {
+  auto& s = state_[u];
+  if (s.gathered) return;
+  restore_storage(s.params, units_[u].numel * static_cast<int64_t>(s.params.element_size()));
+  s.gathered = true;
+  // The blocks gathered at once by a step (the whole model of gather_all() is not a step's).
+  if (!all_gathered_) gathered_peak_ = std::max(gathered_peak_, gathered_block_bytes());
+  torch::NoGradGuard no_grad;
+  const int me = group_.rank();
+  int64_t at = 0;
+  // Each rank's piece of each range, broadcast by its owner in place into the buffer: an
+  // all-gather with uneven pieces and no staging copy (as ZeroAdamW's stage-1/2 all-gather).
+  for (const auto& [lo, hi] : units_[u].ranges) {
+    for (int q = 0; q < group_.size(); ++q) {
+      const auto [a, b] = shard_piece(lo, hi, q, shard_);
+      if (a == b) continue;
+      auto dest = s.params.narrow(0, at + a - lo, b - a);
+      if (q == me) dest.copy_(flat_.param_slice(a, b - a));
+      s.gathering.push_back(group_.broadcast(dest, q));
+    }
+    at += hi - lo;
+  }
+}
+
+void FullyShard::wait_gather(size_t u) {
+  for (auto& w : state_[u].gathering) w->wait();
+  state_[u].gathering.clear();
+}
+
+void FullyShard::release_params(size_t u) {
+  auto& s = state_[u];
+  if (!s.gathered) return;
+  wait_gather(u);  // never free memory a collective still writes
+  release_storage(s.params);
+  s.gathered = false;
+}
+
+void FullyShard::hold_grads(size_t u) {
+  auto& s = state_[u];
+  if (s.grads_held) return;
+  restore_storage(s.grads, units_[u].numel * static_cast<int64_t>(s.grads.element_size()));
+  s.grads.zero_();
+  s.grads_held = true;
+  int64_t held = 0;
+  for (size_t v = 0; v < units_.size(); ++v) {
+    if (state_[v].grads_held) held += units_[v].numel * s.grads.element_size();
+  }
+  grads_peak_ = std::max(grads_peak_, held);
+}
+
+void FullyShard::launch_reduce(size_t u) {
+  auto& s = state_[u];
+  if (s.reduced) return;
+  s.reduced = true;
+  hold_grads(u);  // a unit that got no gradient reduces zeros, as ZeRO-2 does
+  torch::NoGradGuard no_grad;
+  const int me = group_.rank();
+  int64_t at = 0;
+  for (const auto& [lo, hi] : units_[u].ranges) {
+    // The piece of the range in shard q goes to rank q; this rank's comes back averaged, in
+    // rank order, straight into its gradient shard (ZeRO-2's GradSync reduce-scatter).
+    std::vector<at::Tensor> parts;
+    for (int q = 0; q < group_.size(); ++q) {
+      const auto [a, b] = shard_piece(lo, hi, q, shard_);
+      parts.push_back(s.grads.narrow(0, at + a - lo, b - a));
+    }
+    const auto [a, b] = shard_piece(lo, hi, me, shard_);
+    at::Tensor out = a < b ? flat_.grad_slice(a, b - a) : at::empty({0}, flat_.options());
+    s.reducing.push_back(group_.reduce_scatter(out, parts, dist::ReduceOp::kAvg));
+    at += hi - lo;
+  }
+  reduce_order_.push_back(u);
+}
+
+void FullyShard::wait_reduce(size_t u) {
+  auto& s = state_[u];
+  for (auto& w : s.reducing) w->wait();
+  s.reducing.clear();
+  if (s.grads_held) {
+    release_storage(s.grads);
+    s.grads_held = false;
+  }
+}
+
+void FullyShard::begin_micro_step(bool last) {
+  last_micro_ = last;
+  for (auto& s : state_) s.pre_backward_done = false;
+  issue_gather(0);
+  wait_gather(0);
+  hold_grads(0);
+  if (units_.size() > 1) issue_gather(1);
+}
+
+void FullyShard::pre_backward(size_t u) {
+  auto& s = state_[u];
+  if (s.pre_backward_done) return;
+  s.pre_backward_done = true;
+  issue_gather(u);
+  wait_gather(u);
+  hold_grads(u);
+  if (u > 1) issue_gather(u - 1);  // prefetch: the block before runs its backward next
+}
+
+void FullyShard::post_backward(size_t u) {
+  release_params(u);
+  if (!last_micro_) return;  // accumulation: the gradient buffer stays until the last
+  launch_reduce(u);
+  // At most two units' gradient buffers in flight: the oldest one's reduce-scatter has had
+  // a block's backward to finish.
+  while (reduce_order_.size() > 2) {
+    wait_reduce(reduce_order_.front());
+    reduce_order_.erase(reduce_order_.begin());
+  }
+}
+
+at::Tensor FullyShard::before_block(int64_t layer, const at::Tensor& x) {
+  if (all_gathered_) return x;
+  const size_t u = static_cast<size_t>(layer) + 1;
+  issue_gather(u);
+  wait_gather(u);
+  if (u + 1 < units_.size()) issue_gather(u + 1);  // prefetch the next block
+  if (x.requires_grad()) {
+    // x's gradient is complete once every gradient of block `layer` is accumulated (autograd
+    // runs the accumulators first): then this block's backward is over, the one before starts.
+    x.register_hook([this, u](const at::Tensor&) {
+      post_backward(u);
+      if (u > 1) pre_backward(u - 1);
+    });
+  }
+  return x;
+}
+
+std::vector<at::Tensor> FullyShard::after_block(int64_t layer, std::vector<at::Tensor> outputs) {
+  if (all_gathered_) return outputs;
+  const size_t u = static_cast<size_t>(layer) + 1;
+  if (reshard_ || !torch::GradMode::is_enabled()) release_params(u);
+  // The last block's output (and any other output, e.g. MoE balance terms, whose gradient may
+  // arrive first): its gradient starts the block's backward. Block L's y is block L+1's x,
+  // whose hook (above) covers it after L+1's backward.
+  const bool last_block = u + 1 == units_.size();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto& t = outputs[i];
+    if (!t.defined() || !t.requires_grad() || (i == 0 && !last_block)) continue;
+    t.register_hook([this, u](const at::Tensor&) { pre_backward(u); });
+  }
+  return outputs;
+}
+
+double FullyShard::finish() {
+  const auto t0 = std::chrono::steady_clock::now();
+  // Units whose input hook did not fire (the root always; a block whose input needs no
+  // gradient), in unit order on every rank.
+  for (size_t u = units_.size(); u-- > 0;) launch_reduce(u);
+  for (size_t u : reduce_order_) wait_reduce(u);
+  reduce_order_.clear();
+  if (replicas_ && replicas_->size() > 1) {
+    // HSDP: the shard's gradient averaged over the groups too (every rank of a replica group
+    // holds the same shard).
+    auto g = flat_.grad_slice(group_.rank() * shard_, shard_);
+    replicas_->allreduce(g, dist::ReduceOp::kAvg)->wait();
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    release_params(u);
+    state_[u].reduced = false;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void FullyShard::gather_all() {
+  all_gathered_ = true;
+  for (size_t u = 0; u < units_.size(); ++u) issue_gather(u);
+  for (size_t u = 0; u < units_.size(); ++u) wait_gather(u);
+}
+
+void FullyShard::release_all() {
+  all_gathered_ = false;
+  for (size_t u = 0; u < units_.size(); ++u) release_params(u);
+}
+
+ShardBytes FullyShard::bytes() const {
+  ShardBytes b;
+  const int64_t item = flat_.options().dtype().itemsize();
+  b.param_shard = shard_ * item;
+  b.grad_shard = shard_ * item;
+  b.gathered_peak = gathered_peak_;
+  b.root_gathered = units_[0].numel * item;
+  for (size_t u = 1; u < units_.size(); ++u) {
+    b.largest_block = std::max(b.largest_block, units_[u].numel * item);
+  }
+  b.grad_buffers_peak = grads_peak_;
+  return b;
+}
+
+}  // namespace lmtrain::parallel

@@ -1,0 +1,122 @@
+// ZeRO-3 / FSDP (dist.zero=3): parameters sharded over the data-parallel group, gathered one
+// unit at a time where forward and backward need them, applied from outside the model (the
+// way torchtitan applies fully_shard per block): the model only calls the BlockHooks this
+// installs (model/block_hooks.h) and makes no collective call.
+//
+// Layout: ZeRO-2's. The flat buffers (optim/flat_params.h, padded to 16 * ranks) are cut into
+// one equal shard of S elements per rank; FlatParams::keep_shard keeps only this rank's fp32
+// shard of parameters and gradients, which ZeroAdamW (stage 3) updates as under ZeRO-2. Units
+// (parallel/shard_units.h): unit 0 = embeddings, tied head, final norm; unit 1 + i = block i.
+// Each unit has a gathered parameter buffer and a gradient buffer (its numel,); the model's
+// parameters are views of the first, their .grad views of the second. Between uses both
+// buffers' memory is released (storage resized to 0), not merely dropped from scope.
+//
+// A step (TrainStepper):
+//   begin_micro_step: the root unit is gathered (it stays for the whole step: the embeddings
+//     start forward and end backward, the head ends forward and starts backward), block 0's
+//     gather is issued;
+//   forward, block L: wait for L's gather, issue L+1's (prefetch), run, free L's parameters
+//     (dist.reshard_after_forward; else they stay until L's backward);
+//   backward, block L: its output's gradient hook waits for L's gather (issued as prefetch by
+//     block L+1's backward, or here) and issues L-1's; the hook on its input's gradient fires
+//     once all of L's gradients are accumulated: L's parameters are freed and, on the last
+//     micro-step, its gradient buffer is reduce-scattered into the shard (Group::reduce_scatter,
+//     averaged: ZeRO-2's arithmetic, so ZeRO-3 equals ZeRO-2 bit for bit);
+//   finish: the root's reduce-scatter, the waits, every buffer released.
+// Gradient accumulation: each unit's unsharded gradient buffer is kept across the micro-steps
+// and reduce-scattered once, on the last (traffic of one step; the gradient memory of an
+// unsharded model, 4 bytes per parameter, while accumulating); without accumulation a unit's
+// gradient buffer lives from its backward until the next unit's reduce-scatter is launched.
+// Gathered parameters at any time: the root plus at most two blocks (the one computing and
+// the one prefetched). Collectives are issued in the same order on every rank, as the hooks
+// fire in the graph's order.
+//
+// HSDP (dist.shard_group_size): `group` is this rank's shard group; `replicas` (the ranks
+// holding the same shard in the other groups) all-reduce the reduce-scattered shard gradients.
+//
+// On one rank nothing of this is made (ZeRO-3 is then ZeRO-2: no gathers, no copies).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "distributed/group.h"
+#include "model/block_hooks.h"
+#include "model/gpt.h"
+#include "optim/flat_params.h"
+#include "parallel/shard_units.h"
+
+namespace lmtrain::parallel {
+
+// Bytes of model state held by this rank, by kind.
+struct ShardBytes {
+  int64_t param_shard = 0;        // fp32 master shard
+  int64_t grad_shard = 0;         // fp32 gradient shard
+  int64_t gathered_peak = 0;      // block units' gathered parameters, at most at once
+  int64_t root_gathered = 0;      // the root unit's gathered parameters (held during a step)
+  int64_t largest_block = 0;      // the largest block unit's gathered bytes
+  int64_t grad_buffers_peak = 0;  // unit gradient buffers, at most at once
+};
+
+class FullyShard : public model::BlockHooks {
+ public:
+  // Shards `flat` (its whole buffers freed) after every parameter is pointed into its unit;
+  // this rank keeps shard group.rank() of group.size(), the optimizer's (ZeroAdamW stage 3 over
+  // the same group). `replicas`: HSDP, else null. Collective-free; `model`'s parameters must be
+  // flat's (the same on every rank: sync_replicas first).
+  FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
+             dist::Group* replicas, bool reshard_after_forward);
+  ~FullyShard() override;
+  FullyShard(const FullyShard&) = delete;
+  FullyShard& operator=(const FullyShard&) = delete;
+
+  // The hooks go into the model (held there, without ownership, until uninstall()).
+  void install();
+  void uninstall();
+
+  void begin_micro_step(bool last);
+  // After the last micro-step's backward: the remaining reduce-scatters, waits, releases.
+  // Returns the seconds spent waiting here.
+  double finish();
+
+  // Evaluation and checkpoints see the whole model: every unit gathered (hooks pass through),
+  // then released.
+  void gather_all();
+  void release_all();
+
+  ShardBytes bytes() const;
+  const std::vector<ShardUnit>& units() const { return units_; }
+
+  at::Tensor before_block(int64_t layer, const at::Tensor& x) override;
+  std::vector<at::Tensor> after_block(int64_t layer, std::vector<at::Tensor> outputs) override;
+
+ private:
+  struct UnitState {
+    at::Tensor params, grads;  // (numel,) buffers the model's parameters / .grad view
+    std::vector<std::shared_ptr<dist::Work>> gathering;
+    std::vector<std::shared_ptr<dist::Work>> reducing;
+    bool gathered = false, grads_held = false, reduced = false, pre_backward_done = false;
+  };
+  void issue_gather(size_t u);
+  void wait_gather(size_t u);
+  void release_params(size_t u);
+  void hold_grads(size_t u);
+  void launch_reduce(size_t u);
+  void wait_reduce(size_t u);  // and releases the unit's gradient buffer
+  void pre_backward(size_t u);
+  void post_backward(size_t u);
+  int64_t gathered_block_bytes() const;
+
+  model::GptImpl& model_;
+  optim::FlatParams& flat_;
+  dist::Group& group_;
+  dist::Group* replicas_;
+  bool reshard_;
+  int64_t shard_ = 0;  // elements per rank
+  std::vector<ShardUnit> units_;
+  std::vector<UnitState> state_;
+  std::vector<size_t> reduce_order_;  // units whose reduce-scatter is in flight, oldest first
+  bool last_micro_ = true, all_gathered_ = false;
+  int64_t gathered_peak_ = 0, grads_peak_ = 0;
+};
+
+}  // namespace lmtrain::parallel

@@ -1,0 +1,165 @@
+// ZeRO-3 (dist.zero=3) and HSDP with real processes over Gloo: equal to ZeRO-2 bit for bit at
+// 2 and 3 ranks (an all-gather does no arithmetic; the reduce-scatter is ZeRO-2's), equal to
+// one process within float tolerance, HSDP 2x2 likewise, a resume in the same layout bit for
+// bit, the model state per rank from the log's byte accounting, and the clear refusals.
+// Few launches of a 2-layer model: every case shares its runs with the others.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
+#include "test_util.h"
+
+namespace lmtrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Zero3Test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("lmtrain_zero3");
+    data_ = prepare_synthetic_data(dir_->path());
+    one_ = dir_->file("one");
+    auto r = run_command(train(1) + flags(one_) + " --train.micro_batch_size=12");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  // 24 windows of 32 tokens per step, 2 micro-steps of accumulation at every world size used;
+  // blocks recomputed in backward, tied embeddings (gpt2-tiny), clipping that bites.
+  // optim.eps=1e-6: see ddp_test.cpp.
+  static std::string flags(const std::string& run) {
+    return tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
+           " --train.total_batch_size=768 --train.max_steps=10 --dist.bucket_mb=0.02"
+           " --optim.eps=1e-6 --train.activation_checkpointing=block --train.grad_clip=0.1";
+  }
+  static std::string train(int ranks) {
+    if (ranks == 1) return lmtrain_binary() + " train";
+    return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(ranks) +
+           " --master_port=" + std::to_string(free_port()) + " -- train";
+  }
+  // A run at `ranks` ranks, each accumulating 2 micro-steps.
+  static std::string run(const std::string& name, int ranks, const std::string& extra) {
+    const std::string dir = dir_->file(name);
+    auto r = run_command(train(ranks) + flags(dir) + extra +
+                         " --train.micro_batch_size=" + std::to_string(12 / ranks));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(fs::exists(dir + "/checkpoints/latest")) << r.output;
+    outputs_[name] = r.output;
+    return dir;
+  }
+  static void expect_bitwise(const std::string& a, const std::string& b) {
+    EXPECT_EQ(max_param_rel_diff(a + "/checkpoints/latest", b + "/checkpoints/latest"), 0.0);
+    EXPECT_EQ(max_param_rel_diff(a + "/checkpoints/latest", b + "/checkpoints/latest",
+                                 "optim.rank0.safetensors"),
+              0.0);
+    const auto la = logged_losses(a), lb = logged_losses(b);
+    ASSERT_EQ(la.size(), 10u);
+    EXPECT_EQ(la, lb);
+  }
+  // Loss within 1e-6 relative at every step, parameters within 1e-5 after 10 steps.
+  static void expect_matches_one_process(const std::string& run) {
+    const auto l = logged_losses(run), base = logged_losses(one_);
+    ASSERT_EQ(l.size(), base.size());
+    for (size_t i = 0; i < l.size(); ++i) {
+      EXPECT_LE(std::abs(l[i] - base[i]), 1e-6 * std::abs(base[i])) << "step " << i + 1;
+    }
+    EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", one_ + "/checkpoints/latest"), 1e-5);
+  }
+  static int64_t logged(const std::string& output, const std::string& key) {
+    std::smatch m;
+    const std::regex re(key + ":? ([0-9]+)");
+    if (!std::regex_search(output, m, re)) return -1;
+    return std::stoll(m[1]);
+  }
+
+  static TempDir* dir_;
+  static std::string data_, one_;
+  static std::map<std::string, std::string> outputs_;
+};
+TempDir* Zero3Test::dir_ = nullptr;
+std::string Zero3Test::data_, Zero3Test::one_;
+std::map<std::string, std::string> Zero3Test::outputs_;
+
+TEST_F(Zero3Test, EqualsZero2BitwiseAt2And3RanksAndOneProcessWithinTolerance) {
+  for (int ranks : {2, 3}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const std::string n = std::to_string(ranks);
+    const std::string z2 = run("z2_" + n, ranks, " --dist.zero=2");
+    // At 3 ranks the gathered blocks stay until backward (dist.reshard_after_forward=false).
+    const std::string z3 = run(
+        "z3_" + n, ranks,
+        " --dist.zero=3" + std::string(ranks == 3 ? " --dist.reshard_after_forward=false" : ""));
+    const std::string& out = outputs_["z3_" + n];
+    EXPECT_NE(out.find("optimizer: adamw-zero3"), std::string::npos) << out;
+    EXPECT_NE(out.find("ZeRO-3: 3 units (root + 2 blocks) sharded over " + n + " ranks"),
+              std::string::npos)
+        << out;
+    expect_bitwise(z3, z2);
+    expect_matches_one_process(z3);
+  }
+  // Bytes of model state per rank: 16 per parameter over N, plus the padding of the flat
+  // buffers (to 16 N elements): the log's accounting against the parameter count.
+  const std::string& out = outputs_["z3_2"];
+  const int64_t state = logged(out, "model_state_bytes_per_rank");
+  const int64_t params = logged(out, "trained_parameters");
+  ASSERT_GT(state, 0) << out;
+  ASSERT_GT(params, 0) << out;
+  EXPECT_GE(state, 16 * params / 2);
+  EXPECT_LE(state, 16 * params / 2 * 1.05) << out;
+  // Gathered block parameters at most: the computing block and the prefetched one.
+  const int64_t peak = logged(out, "zero3_gathered_peak_bytes");
+  const int64_t block = logged(out, "largest block unit");
+  ASSERT_GT(block, 0) << out;
+  EXPECT_GT(peak, 0) << out;
+  EXPECT_LE(peak, 2 * block) << out;
+}
+
+TEST_F(Zero3Test, Hsdp2x2EqualsOneProcessAndAResumeIsBitwise) {
+  const std::string hsdp = run("hsdp", 4, " --dist.zero=3 --dist.shard_group_size=2");
+  EXPECT_NE(outputs_["hsdp"].find("replicated over 2 groups (HSDP)"), std::string::npos)
+      << outputs_["hsdp"];
+  expect_matches_one_process(hsdp);
+
+  const std::string whole = run("z3_whole", 2, " --dist.zero=3");
+  const std::string resumed = run("z3_resumed", 2, " --dist.zero=3 --train.stop_at_step=5");
+  auto r = run_command(train(2) + flags(resumed) +
+                       " --dist.zero=3 --train.micro_batch_size=6 --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", whole + "/checkpoints/latest"),
+            0.0);
+  EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", whole + "/checkpoints/latest",
+                               "optim.rank1.safetensors"),
+            0.0);
+}
+
+TEST_F(Zero3Test, OneRankRunsZeroThreeAsZeroTwoAndWhatItCannotDoIsAClearError) {
+  // One rank: nothing is sharded, gathered or copied (no units are made).
+  auto one = run_command(train(1) + flags(dir_->file("z3_1")) +
+                         " --dist.zero=3 --train.micro_batch_size=12 --train.max_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("optimizer: adamw-zero3"), std::string::npos) << one.output;
+  EXPECT_EQ(one.output.find("ZeRO-3: "), std::string::npos) << one.output;
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {" --dist.zero=3 --optim.name=muon", "dist.zero=3 needs optim.name=adamw"},
+      {" --dist.zero=3 --model.moe.num_experts=4", "'model.moe.num_experts'"},
+      {" --dist.zero=3 --train.grad_reduce_dtype=bf16", "'train.grad_reduce_dtype'"},
+      {" --dist.zero=2 --dist.shard_group_size=2", "'dist.shard_group_size'"},
+      {" --dist.zero=3 --dist.shard_group_size=3", "'dist.shard_group_size' = 3"},
+  };
+  for (const auto& [extra, message] : refused) {
+    auto r = run_command(train(1) + flags(dir_->file("refused")) + extra +
+                         " --train.micro_batch_size=12");
+    EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << extra << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace lmtrain::testing
