@@ -142,6 +142,9 @@ void FullyShard::launch_reduce(size_t u) {
   hold_grads(u);  // a unit that got no gradient reduces zeros, as ZeRO-2 does
   torch::NoGradGuard no_grad;
   const int me = group_.rank();
+  // Divided by the world size, then summed: GradSync's order for ZeRO-2 (the same rounding, so
+  // ZeRO-3 stays bitwise equal to it at any world size).
+  s.grads.div_(group_.size());
   int64_t at = 0;
   for (const auto& [lo, hi] : units_[u].ranges) {
     // The piece of the range in shard q goes to rank q; this rank's comes back averaged, in
@@ -153,7 +156,7 @@ void FullyShard::launch_reduce(size_t u) {
     }
     const auto [a, b] = shard_piece(lo, hi, me, shard_);
     at::Tensor out = a < b ? flat_.grad_slice(a, b - a) : at::empty({0}, flat_.options());
-    s.reducing.push_back(group_.reduce_scatter(out, parts, dist::ReduceOp::kAvg));
+    s.reducing.push_back(group_.reduce_scatter(out, parts, dist::ReduceOp::kSum));
     at += hi - lo;
   }
   reduce_order_.push_back(u);
