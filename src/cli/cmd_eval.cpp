@@ -157,7 +157,7 @@ int cmd_eval(const Args& argv) {
       throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
     }
     if (asked > 1) throw UsageError("--bpb, --tasks and --chat_tasks: one evaluation at a time");
-    if (args.has("chat_tasks")) return eval_chat_tasks(args, loaded, cfg);
+    if (args.has("chat_tasks")) return eval_chat_tasks(args, loaded);
     return args.has("tasks") ? eval_tasks(args, loaded, cfg) : eval_bpb(args, loaded, cfg, split);
   }
   if (args.has("text") || args.has("max_per_task") || args.has("chat_format")) {

@@ -121,8 +121,7 @@ int eval_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core
 }
 
 // --chat_tasks: multiple choice by letter and GSM8K on a chat model (eval/chat_tasks.h).
-int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded,
-                    const core::Config& cfg) {
+int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded) {
   const auto tasks = eval::read_chat_tasks(args.get("chat_tasks"));
   const auto format = chat_format_of(loaded, args.get("chat_format", "auto"), "--chat_format");
   const data::chat::ChatRenderer renderer(format, *loaded.tokenizer,

@@ -14,6 +14,6 @@ int eval_bpb(const ParsedArgs& args, train::InferenceModel& loaded, const core::
 // --tasks: CORE-style tasks of the DCLM bundle format (eval/core_tasks.h).
 int eval_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core::Config& cfg);
 // --chat_tasks: a chat model's multiple choice by letter and GSM8K (eval/chat_tasks.h).
-int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core::Config& cfg);
+int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded);
 
 }  // namespace lmtrain::cli

@@ -42,6 +42,8 @@ def main():
         b.call("Page.navigate", {"url": url}, session=s)
         b.wait_event("Page.loadEventFired")
         title = evaluate(b, s, "document.title")
+        # Greedy, so the answers can be compared with `lmtrain chat --temperature 0`.
+        evaluate(b, s, "document.getElementById('temperature').value = '0'")
         for i, text in enumerate(messages):
             # Typed as a user would: the text into the box, then Enter.
             b.call("Runtime.evaluate", {"expression": "document.getElementById('input').focus()"},
