@@ -15,36 +15,36 @@ namespace {
 Role role_from(const nlohmann::json& m, const std::string& where) {
   const auto it = m.find("role");
   if (it == m.end() || !it->is_string()) {
-    throw UsageError(where + ": a message has no \"role\" string");
+    throw Error(where + ": a message has no \"role\" string");
   }
   const auto& r = it->get_ref<const std::string&>();
   if (r == "system") return Role::kSystem;
   if (r == "user") return Role::kUser;
   if (r == "assistant") return Role::kAssistant;
-  throw UsageError(where + ": role \"" + r +
-                   "\" is not one lmtrain trains on (system, user, assistant)");
+  throw Error(where + ": role \"" + r +
+              "\" is not one lmtrain trains on (system, user, assistant)");
 }
 
 PartKind part_kind_from(const std::string& type, const std::string& where) {
   if (type == "text") return PartKind::kText;
   if (type == "python") return PartKind::kPython;
   if (type == "python_output") return PartKind::kPythonOutput;
-  throw UsageError(where + ": content part type \"" + type +
-                   "\" is not one of text, python, python_output");
+  throw Error(where + ": content part type \"" + type +
+              "\" is not one of text, python, python_output");
 }
 
 Message message_from(const nlohmann::json& m, const std::string& where) {
-  if (!m.is_object()) throw UsageError(where + ": a message is not a JSON object");
+  if (!m.is_object()) throw Error(where + ": a message is not a JSON object");
   Message msg;
   msg.role = role_from(m, where);
   const auto c = m.find("content");
-  if (c == m.end()) throw UsageError(where + ": a message has no \"content\"");
+  if (c == m.end()) throw Error(where + ": a message has no \"content\"");
   if (c->is_string()) {
     msg.content = c->get<std::string>();
   } else if (c->is_array()) {
     if (msg.role != Role::kAssistant) {
-      throw UsageError(where + ": a " + role_name(msg.role) +
-                       " message's content is a list; only an assistant's may have parts");
+      throw Error(where + ": a " + role_name(msg.role) +
+                  " message's content is a list; only an assistant's may have parts");
     }
     msg.has_parts = true;
     for (const auto& p : *c) {
@@ -52,19 +52,19 @@ Message message_from(const nlohmann::json& m, const std::string& where) {
       const auto text = p.is_object() ? p.find("text") : p.end();
       if (!p.is_object() || type == p.end() || !type->is_string() || text == p.end() ||
           !text->is_string()) {
-        throw UsageError(where + ": a content part is not {\"type\": ..., \"text\": \"...\"}");
+        throw Error(where + ": a content part is not {\"type\": ..., \"text\": \"...\"}");
       }
       msg.parts.push_back(
           {part_kind_from(type->get<std::string>(), where), text->get<std::string>()});
       msg.content += msg.parts.back().text;
     }
   } else {
-    throw UsageError(where + ": a message's content is neither a string nor a list of parts");
+    throw Error(where + ": a message's content is neither a string nor a list of parts");
   }
   const auto r = m.find("reasoning_content");
   if (r != m.end() && !r->is_null()) {
     if (!r->is_string() || msg.role != Role::kAssistant) {
-      throw UsageError(where + ": \"reasoning_content\" must be a string of an assistant message");
+      throw Error(where + ": \"reasoning_content\" must be a string of an assistant message");
     }
     msg.has_reasoning = true;
     msg.reasoning = r->get<std::string>();
@@ -99,14 +99,14 @@ const char* role_name(Role role) {
 }
 
 Conversation conversation_from_json(const nlohmann::json& object, const std::string& where) {
-  if (!object.is_object()) throw UsageError(where + ": not a JSON object");
+  if (!object.is_object()) throw Error(where + ": not a JSON object");
   const auto it = object.find("messages");
   if (it == object.end() || !it->is_array()) {
-    throw UsageError(where +
-                     ": no \"messages\" list (a conversation is {\"messages\": "
-                     "[{\"role\": ..., \"content\": ...}, ...]})");
+    throw Error(where +
+                ": no \"messages\" list (a conversation is {\"messages\": "
+                "[{\"role\": ..., \"content\": ...}, ...]})");
   }
-  if (it->empty()) throw UsageError(where + ": \"messages\" is empty");
+  if (it->empty()) throw Error(where + ": \"messages\" is empty");
   Conversation c;
   for (const auto& m : *it) c.messages.push_back(message_from(m, where));
   return c;
@@ -155,8 +155,8 @@ void for_each_conversation(const std::string& path, uint64_t max_line_bytes,
   while (lines.next(&line, &complete)) {
     const std::string where = path + ":" + std::to_string(lines.line_number());
     if (!complete) {
-      throw UsageError(where + ": a line longer than " + std::to_string(max_line_bytes) +
-                       " bytes (one conversation per line)");
+      throw Error(where + ": a line longer than " + std::to_string(max_line_bytes) +
+                  " bytes (one conversation per line)");
     }
     if (line.find_first_not_of(" \t\r\n") == std::string_view::npos) continue;
     fn(conversation_from_jsonl(line, where), lines.line_number());

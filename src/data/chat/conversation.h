@@ -39,8 +39,8 @@ struct Conversation {
   std::vector<Message> messages;
 };
 
-// The conversation of one JSON object ({"messages": [...]}, other keys ignored). Throws
-// UsageError naming `where` (FILE:LINE) and what is wrong.
+// The conversation of one JSON object ({"messages": [...]}, other keys ignored). Throws Error
+// (bad data, exit 1) naming `where` (FILE:LINE) and what is wrong.
 Conversation conversation_from_json(const nlohmann::json& object, const std::string& where);
 // One JSONL line (strict JSON: a key twice is an error).
 Conversation conversation_from_jsonl(std::string_view line, const std::string& where);
@@ -48,8 +48,8 @@ Conversation conversation_from_jsonl(std::string_view line, const std::string& w
 std::string conversation_to_jsonl(const Conversation& c);
 
 // Calls fn(conversation, line_number) for every non-blank line of the JSONL file `path`, in
-// order. Throws UsageError for a missing file or a bad line, naming FILE:LINE; a line longer
-// than max_line_bytes is refused.
+// order. Throws UsageError for a missing file or a parquet one; Error (bad data) for a bad line,
+// naming FILE:LINE, and for a line longer than max_line_bytes.
 void for_each_conversation(const std::string& path, uint64_t max_line_bytes,
                            const std::function<void(Conversation&&, uint64_t)>& fn);
 

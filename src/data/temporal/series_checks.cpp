@@ -13,14 +13,15 @@ void check_series(const SeriesValues& s, const std::string& where, const ReadOpt
   for (uint8_t v : s.valid) any_valid = any_valid || v != 0;
   if (!any_valid) throw Error(where + ": the series has no value (every one is missing)");
   if (options.max_length > 0 && s.length > options.max_length) {
-    throw Error(where + ": the series has " + std::to_string(s.length) +
-                " values, more than the maximum length " + std::to_string(options.max_length) +
-                " (model.temporal.max_length): cut it or raise the maximum");
+    // Data that fits a differently set model: the key to change is named (a usage error, 2).
+    throw UsageError(where + ": the series has " + std::to_string(s.length) +
+                     " values, more than the maximum length " + std::to_string(options.max_length) +
+                     " (model.temporal.max_length): cut it or raise the maximum");
   }
   if (options.channels > 0 && s.channels != options.channels) {
-    throw Error(where + ": the series has " + std::to_string(s.channels) +
-                " channel(s), the model takes " + std::to_string(options.channels) +
-                " (model.temporal.channels)");
+    throw UsageError(where + ": the series has " + std::to_string(s.channels) +
+                     " channel(s), the model takes " + std::to_string(options.channels) +
+                     " (model.temporal.channels)");
   }
 }
 

@@ -15,8 +15,9 @@ struct ReadOptions {
   int64_t channels = 0;    // every series must have this many channels; 0: any
 };
 
-// Error (bad data, exit 1) "`where`: ..." for a series with no values or no valid value, one longer
-// than options.max_length, or with another channel count than options.channels.
+// Error (bad data, exit 1) "`where`: ..." for a series with no values or no valid value;
+// UsageError (2, naming the key) for one longer than options.max_length or with another channel
+// count than options.channels: data a differently set model would take.
 void check_series(const SeriesValues& s, const std::string& where, const ReadOptions& options);
 
 // `v` as a float32 value; Error "`where`: ..." when it is NaN, infinite or beyond float32's

@@ -47,7 +47,8 @@ TEST(Conversation, RefusesBadShapesNamingTheLine) {
     try {
       conversation_from_jsonl(line, "data.jsonl:7");
       ADD_FAILURE() << "accepted: " << line;
-    } catch (const UsageError& e) {
+    } catch (const Error& e) {  // bad data (exit 1), not a usage error
+      EXPECT_EQ(dynamic_cast<const UsageError*>(&e), nullptr) << e.what();
       EXPECT_NE(std::string(e.what()).find("data.jsonl:7"), std::string::npos) << e.what();
     }
   }
@@ -64,7 +65,8 @@ TEST(Conversation, ReadsAFileSkippingBlankLines) {
     for_each_conversation(dir.file("c.jsonl"), 1 << 20,
                           [&](Conversation&&, uint64_t line) { lines.push_back(line); });
     FAIL() << "the robot's line was accepted";
-  } catch (const UsageError& e) {
+  } catch (const Error& e) {
+    EXPECT_EQ(dynamic_cast<const UsageError*>(&e), nullptr) << e.what();
     EXPECT_NE(std::string(e.what()).find("c.jsonl:5"), std::string::npos) << e.what();
   }
   EXPECT_EQ(lines, (std::vector<uint64_t>{1, 4}));

@@ -93,7 +93,7 @@ TEST(TemporalCsv, BadFilesNameTheFileLineAndColumn) {
   expect_error(read("a,b\n1,\n2,\n"), {path, "column 2 (\"b\")", "no value"});
   expect_error(read("a,\"b\n1,2\n"), {path + ":1", "quoted cell"});
   expect_error(read("a\n1\n2\n3\n", {2, 0}),
-               {path, "column 1 (\"a\")", "3 values", "maximum length 2"});
+               {path, "column 1 (\"a\")", "3 values", "maximum length 2"}, true);
   expect_error(read("date\n2024-01-01\n"), {path, "no series column"});
 }
 
@@ -225,10 +225,10 @@ TEST(TemporalNpy, ReadsFloat32AndFloat64In2DAnd3D) {
   EXPECT_EQ(read_series_file(dir.file("f4_3d.npy"), 5).size(), 2u);
 
   const auto bad = [&](const std::string& name, const std::vector<std::string>& parts,
-                       ReadOptions o = {}) {
+                       ReadOptions o = {}, bool usage = false) {
     std::vector<std::string> all = {dir.file(name)};
     all.insert(all.end(), parts.begin(), parts.end());
-    expect_error([&] { read_npy_series(dir.file(name), o); }, all);
+    expect_error([&] { read_npy_series(dir.file(name), o); }, all, usage);
   };
   bad("nan.npy", {"series 1 value 1", "NaN"});
   bad("inf.npy", {"series 0 value 1", "infinite"});
@@ -243,8 +243,8 @@ TEST(TemporalNpy, ReadsFloat32AndFloat64In2DAnd3D) {
   bad("truncated.npy", {"truncated", "shape (3, 4) of float32", "the file has 45"});
   bad("overlong.npy", {"overlong", "needs 48 data bytes", "the file has 52"});
   bad("short_header.npy", {"truncated .npy file"});
-  bad("f4_3d.npy", {"series 0", "5 values", "maximum length 4"}, {4, 0});
-  bad("f4_3d.npy", {"series 0", "3 channel(s)", "takes 2"}, {0, 2});
+  bad("f4_3d.npy", {"series 0", "5 values", "maximum length 4"}, {4, 0}, true);
+  bad("f4_3d.npy", {"series 0", "3 channel(s)", "takes 2"}, {0, 2}, true);  // a key to change
 }
 
 TEST(TemporalNpy, HandMadeHeadersAreCheckedByteByByte) {
@@ -369,7 +369,7 @@ TEST(TemporalJsonl, BadLinesNameTheFileLineAndSeries) {
       {at, "timeseries[0]", "no value"});
   expect_error(
       read("{\"input\": \"<ts><ts/>\", \"output\": \"a\", \"timeseries\": [[1, 2, 3]]}", {2, 0}),
-      {at, "timeseries[0]", "3 values", "maximum length 2"});
+      {at, "timeseries[0]", "3 values", "maximum length 2"}, true);
   expect_error(read("{\"input\": \"<ts><ts/>\", \"timeseries\": [[1]]}"), {at, "no \"output\""});
   expect_error(read("{\"input\": 3, \"output\": \"a\"}"), {at, "\"input\" must be a string"});
   expect_error(read("{\"input\": \"<ts><ts/>\", \"output\": \"a\", \"timeseries\": 5}"),
@@ -485,7 +485,8 @@ TEST(TemporalSeriesFile, PicksTheReaderByExtension) {
   TempDir dir;
   write_text(dir.file("a.CSV"), "t,x\n2024-01-01,1\n2024-01-02,2\n");
   EXPECT_EQ(read_series_file(dir.file("a.CSV"), 0).at(0).values, (std::vector<float>{1, 2}));
-  expect_error([&] { read_series_file(dir.file("a.CSV"), 1); }, {"a.CSV", "maximum length 1"});
+  expect_error([&] { read_series_file(dir.file("a.CSV"), 1); }, {"a.CSV", "maximum length 1"},
+               true);  // a key to change (model.temporal.max_length): usage
   write_text(dir.file("a.txt"), "1 2 3\n");
   expect_error([&] { read_series_file(dir.file("a.txt"), 0); }, {"a.txt", ".csv, .npy or .jsonl"},
                true);
