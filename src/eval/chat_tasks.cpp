@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_strict.h"
+#include "eval/jsonl_items.h"
 #include "infer/generator.h"
 
 namespace lmtrain::eval {
@@ -157,18 +158,9 @@ std::vector<ChatTask> read_chat_tasks(const std::string& yaml_path) {
     if (!fs::is_regular_file(task.path, ec)) {
       throw UsageError(yaml_path + ", task " + task.label + ": no file " + task.path);
     }
-    const std::string text = core::read_file(task.path);
-    int64_t line = 0;
-    for (size_t pos = 0; pos < text.size();) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string::npos) end = text.size();
-      ++line;
-      const std::string_view l(text.data() + pos, end - pos);
-      pos = end + 1;
-      if (l.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      const std::string where = task.path + ":" + std::to_string(line);
-      task.items.push_back(read_chat_item(core::parse_json_strict(l, where), task.type, where));
-    }
+    for_each_jsonl_item(task.path, [&](const nlohmann::json& j, const std::string& where) {
+      task.items.push_back(read_chat_item(j, task.type, where));
+    });
     if (task.items.empty()) throw UsageError(task.path + ": no items");
     tasks.push_back(std::move(task));
   }

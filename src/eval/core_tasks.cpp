@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "core/json_strict.h"
 #include "data/chat/chat_render.h"
+#include "eval/jsonl_items.h"
 #include "eval/python_random.h"
 
 namespace lmtrain::eval {
@@ -198,18 +199,9 @@ std::vector<CoreTask> read_core_tasks(const std::string& dir_or_file) {
     if (!fs::is_regular_file(task.path, ec)) {
       throw UsageError(yaml_path + ", task " + task.label + ": no file " + task.path);
     }
-    const std::string text = core::read_file(task.path);
-    int64_t line = 0;
-    for (size_t pos = 0; pos < text.size();) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string::npos) end = text.size();
-      ++line;
-      const std::string_view l(text.data() + pos, end - pos);
-      pos = end + 1;
-      if (l.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      const std::string where = task.path + ":" + std::to_string(line);
-      task.items.push_back(read_item(core::parse_json_strict(l, where), task.type, where));
-    }
+    for_each_jsonl_item(task.path, [&](const nlohmann::json& j, const std::string& where) {
+      task.items.push_back(read_item(j, task.type, where));
+    });
     if (static_cast<int64_t>(task.items.size()) <= task.num_fewshot) {
       throw UsageError(task.path + ": " + std::to_string(task.items.size()) +
                        " items, too few for " + std::to_string(task.num_fewshot) +
