@@ -98,6 +98,20 @@ class Browser:
             self.proc.kill()
 
 
+def page_errors(events):
+    """Uncaught exceptions, console errors and failed loads among the DevTools events."""
+    errors = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            errors.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:300])
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            errors.append("console: " + json.dumps(p.get("args", []))[:300])
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            errors.append("log: " + p["entry"].get("text", "")[:300])
+    return errors
+
+
 def main():
     binary, page, out_png = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
     b = Browser(binary)
@@ -126,15 +140,7 @@ def main():
                       session=s)
         with open(out_png, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
-        errors = []
-        for e in b.events:
-            m, p = e.get("method"), e.get("params", {})
-            if m == "Runtime.exceptionThrown":
-                errors.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:300])
-            elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                errors.append("console: " + json.dumps(p.get("args", []))[:300])
-            elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
-                errors.append("log: " + p["entry"].get("text", "")[:300])
+        errors = page_errors(b.events)
     finally:
         b.close()
 

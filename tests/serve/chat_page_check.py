@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "report"))
-from browser_check import Browser  # noqa: E402
+from browser_check import Browser, page_errors  # noqa: E402
 
 
 def evaluate(b, s, expression):
@@ -73,15 +73,7 @@ def main():
         shot = b.call("Page.captureScreenshot", {"format": "png"}, session=s)
         with open(out_png, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
-        errors = []
-        for e in b.events:
-            m, p = e.get("method"), e.get("params", {})
-            if m == "Runtime.exceptionThrown":
-                errors.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:300])
-            elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                errors.append("console: " + json.dumps(p.get("args", []))[:300])
-            elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
-                errors.append("log: " + p["entry"].get("text", "")[:300])
+        errors = page_errors(b.events)
     finally:
         b.close()
     print("@@JSON@@" + json.dumps({"answers": answers, "errors": errors, "title": title}))
