@@ -320,16 +320,16 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   }
   auto x = transformer->wte(ids);  // (B, T, C)
   if (soft) x = place_soft_tokens(x, *soft);
-  if (cfg_.embed_norm) x = normed_embedding(x, cfg_.norm_eps);
-  if (cfg_.smear) x = smear(x, start, cache);
-  const torch::Tensor x0 = x;  // what model.x0_lambdas mixes back in
-  torch::Tensor x_backout;     // model.backout: the residual after layer n_layer / 2
   if (transformer->wpe) {
     auto pos = cache ? cache->positions(start, T, ids.options())  // (T,) or (B, T) padded
                      : torch::arange(start, start + T, ids.options().dtype(torch::kLong));
     x = x + transformer->wpe(pos);  // + (T, C) or (B, T, C)
   }
   if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
+  if (cfg_.embed_norm) x = normed_embedding(x, cfg_.norm_eps);
+  if (cfg_.smear) x = smear(x, start, cache);
+  const torch::Tensor x0 = x;  // what model.x0_lambdas mixes back in
+  torch::Tensor x_backout;     // model.backout: the residual after layer n_layer / 2
   const bool recompute = is_training() && torch::GradMode::is_enabled() && !cache;
   // The autograd inputs of a recomputed block: its parameters that take gradients (frozen ones,
   // e.g. a LoRA base, are constants of the recompute).
