@@ -166,6 +166,33 @@ INSTANTIATE_TEST_SUITE_P(Patterns, NanochatParity,
                                            NanochatCase{"L", true, 4}, NanochatCase{"L", false, 4},
                                            NanochatCase{"SSSL", true, 2}));
 
+// Cached decoding (the smear's previous embedding kept between calls, the value embeddings of
+// the new tokens) gives the full forward's logits; a call that does not continue the last one
+// is refused, naming model.smear.
+TEST(NanochatCache, DecodingEqualsTheFullForward) {
+  const auto mcfg = options::read_gpt_config(nanochat_config({"SSSL", true, 2}), 0);
+  torch::manual_seed(3);
+  Gpt model(mcfg);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  model->nanochat->smear_lambda.fill_(0.3);
+  auto ids = torch::randint(0, mcfg.vocab_size, {2, 24}, torch::kLong);
+  auto full = model->forward(ids);  // (2, 24, V)
+  auto cache = model->make_cache(2, 32);
+  std::vector<torch::Tensor> parts{model->forward_cached(ids.narrow(1, 0, 16), *cache)};
+  for (int64_t t = 16; t < 24; ++t)
+    parts.push_back(model->forward_cached(ids.narrow(1, t, 1), *cache));
+  EXPECT_LE((torch::cat(parts, 1) - full).abs().max().item<double>(), 1e-5);
+  auto other = model->make_cache(2, 32);
+  other->advance(4);  // positions 0..3 were never seen by this model
+  try {
+    model->forward_cached(ids.narrow(1, 4, 1), *other);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.smear"), std::string::npos) << e.what();
+  }
+}
+
 // nanochat's window w (FA3: i - j <= w) is lmtrain's w + 1; L and the last layer are full.
 TEST(NanochatWindows, PatternMapsOntoPerLayerWindows) {
   EXPECT_EQ(options::windows_from_pattern("SSSL", 6, 2048),
