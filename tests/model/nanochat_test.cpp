@@ -193,6 +193,18 @@ TEST(NanochatCache, DecodingEqualsTheFullForward) {
   }
 }
 
+// The d12 preset at vocabulary 8192 has the reference's parameter counts: 135266786 in all, and
+// nanochat's scaling parameters (transformer.h and lm_head, what train.target_param_data_ratio
+// multiplies) 91226544, both counted from bench/reference/nanochat_gpt.py's model.
+TEST(NanochatPreset, ParameterCountsAreTheReferences) {
+  auto cfg = core::Config::defaults();
+  cfg.merge_yaml_file(testing::source_dir() + "/configs/nanochat-d12.yaml");
+  cfg.set("model.vocab_size", "8192", "test");
+  const auto mcfg = options::read_gpt_config(cfg, 0);
+  EXPECT_EQ(mcfg.num_params(), 135266786);
+  EXPECT_EQ(mcfg.scaling_params(), 91226544);
+}
+
 // nanochat's window w (FA3: i - j <= w) is lmtrain's w + 1; L and the last layer are full.
 TEST(NanochatWindows, PatternMapsOntoPerLayerWindows) {
   EXPECT_EQ(options::windows_from_pattern("SSSL", 6, 2048),
