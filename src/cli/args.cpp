@@ -122,6 +122,10 @@ ParsedArgs parse_args(const std::string& command, const std::vector<std::string>
       }
       continue;
     }
+    if (accept_config && name == "fp8" && !has_value) {  // nanochat's store_true --fp8
+      out.overrides.emplace_back("train.precision", "fp8");
+      continue;
+    }
     if (accept_config) {
       std::string path;
       if (name.find('.') != std::string::npos) {

@@ -301,6 +301,7 @@ train::SetupOptions read_setup_options(const core::Config& cfg) {
   o.distill = read_distill_options(cfg);
   o.max_steps = cfg.get_int("train.max_steps");
   o.epochs = cfg.get_int("train.epochs");
+  o.target_param_data_ratio = cfg.get_float("train.target_param_data_ratio");
   o.ep = static_cast<int>(cfg.get_int("dist.ep"));
   return o;
 }

@@ -68,6 +68,27 @@ const std::vector<KeySpec>& config_schema() {
         "sliding-window attention: comma-separated window per layer, tiled over the layers "
         "(\"\" or 0 = full causal attention; \"4096\" = every layer; \"0,0,512\" = every third); a "
         "query attends to the last W keys, itself included"),
+      S("model.window_pattern", "", {},
+        "nanochat's windows: 'S' (short: a quarter of model.block_size, rounded up to 128) and "
+        "'L' (long: the whole context) tiled over the layers, the last always L; a query sees "
+        "the window's keys before it and itself (FA3 window_size=(w, 0)); sets model.windows "
+        "(\"\" = off)"),
+      B("model.norm_weight", true,
+        "RMSNorm / LayerNorm weights; false = nanochat's norm() without parameters (blocks, "
+        "final and QK-norm)"),
+      B("model.embed_norm", false, "RMSNorm on the token embeddings (nanochat)"),
+      F("model.qk_scale", "1", 0, 1e6, "q and k times this after the QK-norm (nanochat: 1.2)"),
+      B("model.x0_lambdas", false,
+        "nanochat's per-layer resid_lambdas and x0_lambdas: a block's input is "
+        "r_l x + x0_l x0 (x0: the embedding)"),
+      B("model.value_embeds", false,
+        "nanochat's value embeddings on alternating layers (the last included), mixed into v by "
+        "a per-kv-head gate 3 sigmoid(W x[:12])"),
+      B("model.smear", false,
+        "nanochat's smear: the previous token's embedding mixed in by a gate on 24 channels"),
+      B("model.backout", false,
+        "nanochat's backout: lambda times the residual after layer n_layer / 2 taken out before "
+        "the final norm"),
       S("model.mlp", "gelu", {"gelu", "swiglu", "relu2"},
         "MLP: GELU(tanh), SwiGLU (silu(gate) * up) or relu^2"),
       I("model.mlp_hidden", 0, 0, 1 << 20, "MLP hidden width (0 = 4 * n_embd)"),
@@ -194,6 +215,9 @@ const std::vector<KeySpec>& config_schema() {
         "micro-steps per optimizer step, when set instead of train.total_batch_size (0 = derive "
         "from it); both set must agree"),
       I("train.max_steps", 0, 0, kBig, "optimizer steps to run (0: use train.epochs)"),
+      F("train.target_param_data_ratio", "0", 0, 1e6,
+        "nanochat's horizon: with max_steps and epochs 0, steps = ratio * (block and head "
+        "parameters) / tokens per step (0 = off)"),
       I("train.stop_at_step", 0, 0, kBig,
         "stop after this many steps (with a checkpoint) without changing the schedule's "
         "horizon: split one run into chunks (0 = off)"),
@@ -394,6 +418,23 @@ const std::vector<std::pair<std::string, std::string>>& config_aliases() {
       {"matrix_lr", "optim.muon_lr"},
       {"warmdown_ratio", "optim.decay_fraction"},
       {"final_lr_frac", "optim.min_lr_ratio"},
+      // nanochat's dashed flags (scripts/base_train.py today)
+      {"device-batch-size", "train.micro_batch_size"},
+      {"total-batch-size", "train.total_batch_size"},
+      {"max-seq-len", "data.seq_len"},
+      {"head-dim", "model.head_dim"},
+      {"window-pattern", "model.window_pattern"},
+      {"num-iterations", "train.max_steps"},
+      {"target-param-data-ratio", "train.target_param_data_ratio"},
+      {"embedding-lr", "optim.embedding_lr"},
+      {"unembedding-lr", "optim.head_lr"},
+      {"matrix-lr", "optim.muon_lr"},
+      {"weight-decay", "optim.weight_decay"},
+      {"warmup-steps", "optim.warmup_steps"},
+      {"eval-every", "train.eval_every"},
+      {"save-every", "checkpoint.every"},
+      {"warmdown-ratio", "optim.decay_fraction"},
+      {"final-lr-frac", "optim.min_lr_ratio"},
       // Qwen3 distributed trainer (run_distributed_training.py)
       {"max_length", "data.seq_len"},
       {"num_epochs", "train.epochs"},

@@ -2,6 +2,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -19,6 +20,67 @@
 
 namespace lmtrain::model {
 
+namespace {
+// nanochat's norm() of the token embeddings: RMSNorm without a weight, in fp32.
+torch::Tensor normed_embedding(const torch::Tensor& x, double eps) {
+  auto x32 = x.to(torch::kFloat);
+  return (x32 * torch::rsqrt(x32.square().mean(-1, true) + eps)).to(x.scalar_type());
+}
+
+// Scalars: AdamW without decay at optim.lr, never Muon.
+ParamTag scalar_tag() {
+  ParamTag t;
+  t.init = InitRule::kZero;  // NanochatPartsImpl::init_weights sets the values
+  t.decay = false;
+  return t;
+}
+}  // namespace
+
+NanochatPartsImpl::NanochatPartsImpl(const GptConfig& cfg) {
+  const int64_t L = cfg.n_layer;
+  if (cfg.x0_lambdas) {
+    resid_lambdas = register_tagged("resid_lambdas", torch::ones({L}), scalar_tag());
+    x0_lambdas = register_tagged("x0_lambdas", torch::zeros({L}), scalar_tag());
+  }
+  if (cfg.smear) {
+    smear_gate = register_module("smear_gate", Linear(kSmearGateWidth, 1, false, scalar_tag()));
+    smear_lambda = register_tagged("smear_lambda", torch::zeros({1}), scalar_tag());
+  }
+  if (cfg.backout)
+    backout_lambda = register_tagged("backout_lambda", torch::zeros({1}), scalar_tag());
+  value_embeds.resize(static_cast<size_t>(L), Embedding(nullptr));
+  if (cfg.value_embeds) {
+    auto holder = register_module("value_embeds", std::make_shared<torch::nn::Module>());
+    for (int64_t l = 0; l < L; ++l) {
+      if (!cfg.has_value_embed(l)) continue;
+      value_embeds[l] = holder->register_module(
+          std::to_string(l),
+          Embedding(cfg.vocab_size, cfg.kv_heads() * cfg.head_dim(), LrGroup::kEmbedding));
+    }
+  }
+}
+
+void NanochatPartsImpl::init_weights(const GptConfig& cfg) {
+  torch::NoGradGuard no_grad;
+  const int64_t L = cfg.n_layer;
+  if (resid_lambdas.defined()) {
+    for (int64_t i = 0; i < L; ++i) {
+      const double f = static_cast<double>(i) / static_cast<double>(std::max<int64_t>(L - 1, 1));
+      resid_lambdas[i].fill_(1.15 - 0.10 * f);
+      x0_lambdas[i].fill_(0.20 - 0.15 * f);
+    }
+  }
+  if (smear_gate) {
+    smear_lambda.zero_();
+    smear_gate->weight.uniform_(0.0, 0.02);
+  }
+  if (backout_lambda.defined()) backout_lambda.fill_(0.2);
+  const double s = std::sqrt(3.0) / std::sqrt(static_cast<double>(cfg.n_embd));
+  for (auto& ve : value_embeds) {
+    if (ve) ve->weight.uniform_(-s, s);
+  }
+}
+
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg, int64_t layer)
     : n_head(cfg.n_head),
       n_kv_head(cfg.kv_heads()),
@@ -27,23 +89,30 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg, int64_t l
       dropout(cfg.dropout),
       rope(cfg.pos == PosEncoding::kRope),
       rope_params(cfg.rope_params()),
-      window(cfg.window(layer)) {
+      window(cfg.window(layer)),
+      qk_norm(cfg.qk_norm),
+      qk_scale(cfg.qk_scale),
+      norm_eps(cfg.norm_eps) {
   const int64_t qkv = (n_head + 2 * n_kv_head) * head_dim;
   c_attn = register_module("c_attn", Linear(cfg.n_embd, qkv, cfg.bias || cfg.qkv_bias));
   c_proj = register_module("c_proj", Linear(n_head * head_dim, cfg.n_embd, cfg.bias,
                                             block_matrix_tag(InitRule::kResidualProj)));
-  if (cfg.qk_norm) {
+  if (cfg.has_value_embed(layer)) {  // nanochat: in transformer.h, so one of Muon's matrices
+    ve_gate = register_module("ve_gate", Linear(kValueGateWidth, n_kv_head, false));
+  }
+  if (cfg.qk_norm && cfg.norm_weight) {
     q_norm = register_module("q_norm", LayerNorm(head_dim, false, true, cfg.norm_eps));
     k_norm = register_module("k_norm", LayerNorm(head_dim, false, true, cfg.norm_eps));
   }
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache,
-                                               int64_t layer) {
+                                               int64_t layer, const torch::Tensor& ve) {
   const int64_t B = x.size(0), T = x.size(1), H = n_head, K = n_kv_head, D = head_dim;
   const double p = is_training() ? dropout : 0.0;
-  auto packed = c_attn(x);                                           // (B, T, (H + 2K) D)
-  const bool plain = K == H && H * D == n_embd && !rope && !q_norm;  // GPT-2's attention
+  auto packed = c_attn(x);  // (B, T, (H + 2K) D)
+  const bool plain = K == H && H * D == n_embd && !rope && !qk_norm && qk_scale == 1.0 &&
+                     !ve.defined();  // GPT-2's attention
   // The CPU kernel has no window: a windowed layer takes the masked path below.
   if (plain && !cache && p == 0 && (window == 0 || T <= window) &&
       fused_attention_supported(packed)) {
@@ -65,12 +134,24 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
       spec.q_norm_weight = q_norm->weight;
       spec.k_norm_weight = k_norm->weight;
       spec.norm_eps = q_norm->eps;
+    } else if (qk_norm) {
+      // nanochat: norm(rope(q)) * qk_scale. The rotation keeps each head's RMS, so this is the
+      // norm before the rotation with a constant weight of qk_scale.
+      spec.q_norm_weight = torch::full({D}, qk_scale, packed.options().requires_grad(false));
+      spec.k_norm_weight = spec.q_norm_weight;
+      spec.norm_eps = norm_eps;
     }
     // With a cache, q rotates at the cache's positions (and the cache rotates the keys it keeps).
     spec.rope = rope && !cache;
     spec.rope_params = rope_params;
     auto heads = cache ? qkv_split_unfused(packed, spec) : qkv_split(packed, spec);
     q = heads.q, k = heads.k, v = heads.v;
+    if (qk_scale != 1.0 && !(qk_norm && !q_norm)) q = q * qk_scale, k = k * qk_scale;
+    if (ve.defined()) {
+      // nanochat's value embedding: v += 3 sigmoid(ve_gate(x[..., :12])) * ve, per kv head.
+      auto gate = 3.0 * torch::sigmoid(ve_gate(x.narrow(-1, 0, kValueGateWidth)));  // (B, T, K)
+      v = v + (gate.unsqueeze(-1) * ve.view({B, T, K, D})).transpose(1, 2);         // (B, K, T, D)
+    }
     if (rope && cache)
       q = apply_rope_at(q, cache->positions(cache->next_position(), T, x.options()), rope_params);
   }
@@ -103,9 +184,11 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
 BlockImpl::BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts)
     : dropout(cfg.dropout) {
   const bool rms = cfg.norm == Norm::kRmsNorm;
-  ln_1 = register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
+  ln_1 =
+      register_module("ln_1", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps, cfg.norm_weight));
   attn = register_module("attn", CausalSelfAttention(cfg, layer));
-  ln_2 = register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps));
+  ln_2 =
+      register_module("ln_2", LayerNorm(cfg.n_embd, cfg.bias, rms, cfg.norm_eps, cfg.norm_weight));
   if (cfg.moe.is_moe_layer(layer)) {
     mlp = register_module("mlp", std::make_shared<MoeImpl>(cfg, experts));
   } else {
@@ -117,13 +200,16 @@ torch::Tensor BlockImpl::residual(const torch::Tensor& h, const torch::Tensor& m
   return h + (is_training() && dropout > 0 ? model::dropout(m, dropout) : m);
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer) {
-  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x), cache, layer));  // h = x + attn
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t layer,
+                                 const torch::Tensor& ve) {
+  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x), cache, layer, ve));  // h = x + attn
   return residual(h, mlp->run(normed).y);
 }
 
-BlockOutput BlockImpl::forward_train(const torch::Tensor& x, bool keep_ffn_out) {
-  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x)));  // h = x + attn, normed = ln_2(h)
+BlockOutput BlockImpl::forward_train(const torch::Tensor& x, bool keep_ffn_out,
+                                     const torch::Tensor& ve) {
+  // h = x + attn, normed = ln_2(h)
+  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x), nullptr, 0, ve));
   auto out = mlp->run(normed);
   BlockOutput b;
   b.y = residual(h, out.y);
@@ -165,8 +251,8 @@ TransformerImpl::TransformerImpl(const GptConfig& cfg, ExpertPlacement experts) 
     blocks.push_back(Block(cfg, i, experts));
     h->push_back(blocks.back());
   }
-  ln_f = register_module("ln_f",
-                         LayerNorm(cfg.n_embd, cfg.bias, cfg.norm == Norm::kRmsNorm, cfg.norm_eps));
+  ln_f = register_module("ln_f", LayerNorm(cfg.n_embd, cfg.bias, cfg.norm == Norm::kRmsNorm,
+                                           cfg.norm_eps, cfg.norm_weight));
 }
 
 GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg_(cfg) {
@@ -177,6 +263,9 @@ GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg
     ParamTag head_tag;  // decayed, but not one of the blocks' matrices (Muon leaves it to AdamW)
     head_tag.lr_group = LrGroup::kHead;
     lm_head = register_module("lm_head", Linear(cfg.n_embd, cfg.vocab_size, false, head_tag));
+  }
+  if (cfg.x0_lambdas || cfg.value_embeds || cfg.smear || cfg.backout) {
+    nanochat = register_module("nanochat", NanochatParts(cfg));
   }
   for (auto& block : transformer->blocks) {
     if (auto* moe = block->mlp->moe_layer()) moe_layers_.push_back(moe);
@@ -205,6 +294,10 @@ void GptImpl::init_weights() {
     init_parameter(p, tag.init, cfg_.init_std, resid_std);
   }
   for (auto* moe : moe_layers_) moe->expert_bias.zero_();
+  if (nanochat) nanochat->init_weights(cfg_);
+  for (auto& block : transformer->blocks) {
+    if (block->attn->ve_gate) block->attn->ve_gate->weight.uniform_(0.0, 0.02);  // nanochat's
+  }
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> GptImpl::state_tensors() const {
@@ -233,6 +326,10 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
     x = x + transformer->wpe(pos);  // + (T, C) or (B, T, C)
   }
   if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
+  if (cfg_.embed_norm) x = normed_embedding(x, cfg_.norm_eps);
+  if (cfg_.smear) x = smear(x, start, cache);
+  const torch::Tensor x0 = x;  // what model.x0_lambdas mixes back in
+  torch::Tensor x_backout;     // model.backout: the residual after layer n_layer / 2
   const bool recompute = is_training() && torch::GradMode::is_enabled() && !cache;
   // The autograd inputs of a recomputed block: its parameters that take gradients (frozen ones,
   // e.g. a LoRA base, are constants of the recompute).
@@ -247,17 +344,24 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   if (taps) taps->blocks.assign(taps->block_layers.size(), torch::Tensor());
   for (int64_t layer = 0; layer < cfg_.n_layer; ++layer) {
     BlockImpl* block = transformer->blocks[layer].get();
+    if (nanochat && nanochat->resid_lambdas.defined()) {
+      x = nanochat->resid_lambdas[layer] * x + nanochat->x0_lambdas[layer] * x0;
+    }
+    torch::Tensor ve;  // (B, T, K D): this layer's value embedding, if it has one
+    if (nanochat && nanochat->value_embeds[layer]) ve = nanochat->value_embeds[layer](ids);
     if (cache) {
-      x = block->forward(x, cache, layer);
+      x = block->forward(x, cache, layer, ve);
     } else {
       // Training and scoring: keep the MoE layers' balance terms (and outputs when asked).
       const bool moe = block->is_moe(), keep = keep_ffn_out && moe;
-      auto run = [block, keep](const at::Tensor& in) {
-        return block->forward_train(in, keep).to_tensors();
+      auto run = [block, keep, &ve](const at::Tensor& in) {
+        return block->forward_train(in, keep, ve).to_tensors();
       };
       // Hooks from outside (ZeRO-3's gathers) wrap the block and its recompute wrapper.
+      // A layer with a value embedding is not recomputed: the recompute would hold ve as a
+      // constant and drop its gradient.
       const at::Tensor in = block_hooks_ ? block_hooks_->before_block(layer, x) : x;
-      auto outs = recompute && checkpoint_.applies_to(layer)
+      auto outs = recompute && checkpoint_.applies_to(layer) && !ve.defined()
                       ? checkpointed(run, in, grad_params(block))
                       : run(in);
       if (block_hooks_) outs = block_hooks_->after_block(layer, std::move(outs));
@@ -273,8 +377,32 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
         if (taps->block_layers[i] == layer) taps->blocks[i] = x;
       }
     }
+    if (cfg_.backout && layer == cfg_.n_layer / 2) x_backout = x;
   }
+  if (cfg_.backout) x = x - nanochat->backout_lambda * x_backout;
   return transformer->ln_f(x);
+}
+
+torch::Tensor GptImpl::smear(const torch::Tensor& x, int64_t start, KvCache* cache) {
+  const int64_t T = x.size(1);
+  torch::Tensor prev;  // (B, T, C): the embedding before each position (zeros where none)
+  if (start == 0) {
+    prev = torch::cat({torch::zeros_like(x.narrow(1, 0, 1)), x.narrow(1, 0, T - 1)}, 1);
+  } else {
+    if (!cache || cache != smear_cache_ || start != smear_next_) {
+      throw Error(
+          "model.smear: decoding from position " + std::to_string(start) +
+          " needs the embedding before it, which only a call on the same cache that ended there "
+          "keeps");
+    }
+    prev = torch::cat({smear_prev_, x.narrow(1, 0, T - 1)}, 1);
+  }
+  if (cache)
+    smear_prev_ = x.narrow(1, T - 1, 1).detach(), smear_cache_ = cache, smear_next_ = start + T;
+  // Position 0 has nothing before it: its gate multiplies zeros.
+  auto gate = nanochat->smear_lambda *
+              torch::sigmoid(nanochat->smear_gate(x.narrow(-1, 0, kSmearGateWidth)));  // (B, T, 1)
+  return x + gate * prev;
 }
 
 torch::Tensor GptImpl::head(const torch::Tensor& x) const {

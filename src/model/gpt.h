@@ -28,20 +28,31 @@
 
 namespace lmtrain::model {
 
+// Channels of its input nanochat's value-embedding gate and smear gate read (x[..., :12] and
+// x[..., :24]).
+inline constexpr int64_t kValueGateWidth = 12;
+inline constexpr int64_t kSmearGateWidth = 24;
+
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   // layer: which block it is in (its window, cfg.window(layer)).
   CausalSelfAttentionImpl(const GptConfig& cfg, int64_t layer);
   // x: (B, T, C). With a cache, hands this call's keys/values to it (layer `layer`) and
   // attends over what it keeps; the queries sit at the cache's next_position().
-  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
+  // ve: this layer's value embedding (B, T, K D) when it has one (model.value_embeds).
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0,
+                        const torch::Tensor& ve = {});
   Linear c_attn{nullptr}, c_proj{nullptr};
+  Linear ve_gate{nullptr};  // (K, 12): the value embedding's per-head gate, 3 sigmoid(.)
   LayerNorm q_norm{nullptr}, k_norm{nullptr};  // per-head RMSNorm (qk_norm only)
   int64_t n_head, n_kv_head, head_dim, n_embd;
   double dropout;
   bool rope;
   RopeParams rope_params;
-  int64_t window;  // > 0: sliding-window attention over the last `window` keys
+  int64_t window;   // > 0: sliding-window attention over the last `window` keys
+  bool qk_norm;     // with or without weights (q_norm set only with them)
+  double qk_scale;  // q and k times this after the QK-norm
+  double norm_eps;
 };
 TORCH_MODULE(CausalSelfAttention);
 
@@ -66,9 +77,11 @@ class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const GptConfig& cfg, int64_t layer, ExpertPlacement experts);
   // Inference (with or without a KV cache): the residual stream after the block.
-  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0);
+  torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0,
+                        const torch::Tensor& ve = {});
   // Training and scoring: everything BlockOutput holds.
-  BlockOutput forward_train(const torch::Tensor& x, bool keep_ffn_out = false);
+  BlockOutput forward_train(const torch::Tensor& x, bool keep_ffn_out = false,
+                            const torch::Tensor& ve = {});
   bool is_moe() { return mlp->moe_layer() != nullptr; }
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -108,6 +121,19 @@ struct LossTerms {
   std::vector<MoeStats> moe_stats;  // one per MoE layer, in layer order
   torch::Tensor total() const { return moe_objective.defined() ? ce + moe_objective : ce; }
 };
+
+// nanochat's model-level extras (model.x0_lambdas, value_embeds, smear, backout), registered
+// under "nanochat": resid_lambdas (L), x0_lambdas (L), smear_gate.weight (1, 24), smear_lambda
+// (1), backout_lambda (1), value_embeds.{layer}.weight (V, K D).
+class NanochatPartsImpl : public TaggedModule {
+ public:
+  explicit NanochatPartsImpl(const GptConfig& cfg);
+  void init_weights(const GptConfig& cfg);  // nanochat's init_weights for these
+  torch::Tensor resid_lambdas, x0_lambdas, smear_lambda, backout_lambda;
+  Linear smear_gate{nullptr};
+  std::vector<Embedding> value_embeds;  // by layer; null where a layer has none
+};
+TORCH_MODULE(NanochatParts);
 
 class GptImpl : public torch::nn::Module {
  public:
@@ -184,7 +210,8 @@ class GptImpl : public torch::nn::Module {
   void set_checkpointing(CheckpointPolicy policy) { checkpoint_ = policy; }
   const CheckpointPolicy& checkpointing() const { return checkpoint_; }
   Transformer transformer{nullptr};
-  Linear lm_head{nullptr};  // only when embeddings are untied
+  Linear lm_head{nullptr};          // only when embeddings are untied
+  NanochatParts nanochat{nullptr};  // only with one of nanochat's newer parts on
 
  private:
   // taps: when given, what the caller wants besides the result (MoE terms, activations).
@@ -192,8 +219,16 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
                        HiddenTaps* taps = nullptr, const SoftTokens* soft = nullptr);
   torch::Tensor head(const torch::Tensor& x) const;
+  // model.smear on embeddings x (B, T, C) at positions start..: x_t += lambda sigmoid(
+  // smear_gate(x_t[:24])) x_{t-1}; in cached decoding x_{start-1} is the one the last call kept.
+  torch::Tensor smear(const torch::Tensor& x, int64_t start, KvCache* cache);
   torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& targets,
                               bool masked = false);
+  // model.smear in cached decoding: the last normalised embedding (B, 1, C) a call on
+  // `smear_cache_` left, for the next call, which starts at `smear_next_`.
+  torch::Tensor smear_prev_;
+  const KvCache* smear_cache_ = nullptr;
+  int64_t smear_next_ = -1;
   GptConfig cfg_;
   CheckpointPolicy checkpoint_;
   std::shared_ptr<BlockHooks> block_hooks_;

@@ -41,12 +41,12 @@ int64_t expert_params(const GptConfig& c) {
 
 int64_t GptConfig::num_params() const {
   const int64_t C = n_embd, b = bias ? 1 : 0, D = head_dim(), H = n_head, K = kv_heads();
-  const int64_t norm_params = norm == Norm::kRmsNorm ? C : C + b * C;
+  const int64_t norm_params = !norm_weight ? 0 : norm == Norm::kRmsNorm ? C : C + b * C;
   const int64_t qkv = (H + 2 * K) * D;
   const int64_t attn_block = 2 * norm_params                          // ln_1, ln_2
                              + (C * qkv + (b || qkv_bias ? qkv : 0))  // c_attn
                              + (H * D * C + b * C)                    // attn.c_proj
-                             + (qk_norm ? 2 * D : 0);                 // q_norm, k_norm
+                             + (qk_norm && norm_weight ? 2 * D : 0);  // q_norm, k_norm
   // An MoE feed-forward: router, the routed experts, the shared experts' MLP.
   const int64_t moe_ffn =
       moe.num_experts * C + moe.num_experts * expert_params(*this) +
@@ -57,6 +57,28 @@ int64_t GptConfig::num_params() const {
   }
   if (pos == PosEncoding::kLearned) n += block_size * C;
   if (!tie_embeddings) n += vocab_size * C;
+  for (int64_t l = 0; l < n_layer; ++l) {
+    if (has_value_embed(l)) n += vocab_size * K * D + 12 * K;  // table, ve_gate
+  }
+  if (x0_lambdas) n += 2 * n_layer;
+  if (smear) n += 24 + 1;
+  if (backout) n += 1;
+  return n;
+}
+
+int64_t GptConfig::scaling_params() const {
+  int64_t n = num_params() - vocab_size * n_embd;  // less the token embedding
+  if (pos == PosEncoding::kLearned) n -= block_size * n_embd;
+  if (norm_weight) {
+    n -= norm == Norm::kRmsNorm ? n_embd : n_embd + (bias ? n_embd : 0);  // ln_f
+  }
+  for (int64_t l = 0; l < n_layer; ++l) {
+    if (has_value_embed(l)) n -= vocab_size * kv_heads() * head_dim();  // ve_gate stays
+  }
+  if (x0_lambdas) n -= 2 * n_layer;
+  if (smear) n -= 24 + 1;
+  if (backout) n -= 1;
+  if (tie_embeddings) n += vocab_size * n_embd;  // the head, counted once above
   return n;
 }
 
@@ -106,6 +128,11 @@ std::string GptConfig::describe() const {
         logit_softcap > 0 ? log::format(", softcap %g", logit_softcap).c_str() : "");
   }
   if (windowed()) extra += "; sliding windows " + describe_windows(*this);
+  if (value_embeds || smear || backout || x0_lambdas) {
+    extra += log::format("; nanochat parts:%s%s%s%s", value_embeds ? " value-embeds" : "",
+                         smear ? " smear" : "", backout ? " backout" : "",
+                         x0_lambdas ? " x0-lambdas" : "");
+  }
   if (moe.enabled()) {
     extra +=
         log::format("; %s in %lld of %lld layers, %.2fM active per token", moe.describe().c_str(),

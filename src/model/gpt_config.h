@@ -48,6 +48,18 @@ struct GptConfig {
   // model.windows: sliding-window attention, tiled over the layers: layer l attends to the last
   // windows[l % size] keys (itself included); 0 = the whole causal context. Empty: no window.
   std::vector<int64_t> windows;
+  // nanochat's newer parts (issue 40), each off by default so older checkpoints load as before.
+  // norm_weight false: every RMSNorm (blocks, final, QK) without a weight, as nanochat's norm().
+  bool norm_weight = core::default_bool("model.norm_weight");
+  bool embed_norm = core::default_bool("model.embed_norm");  // RMSNorm right after wte
+  // q and k times this after the QK-norm (nanochat: 1.2); 1 = none.
+  double qk_scale = core::default_float("model.qk_scale");
+  // Per-layer resid_lambdas and x0_lambdas: a block's input is r_l x + x0_l x0 (x0: embedding).
+  bool x0_lambdas = core::default_bool("model.x0_lambdas");
+  // Value embeddings on alternating layers (the last included), gated per kv head.
+  bool value_embeds = core::default_bool("model.value_embeds");
+  bool smear = core::default_bool("model.smear");      // previous token's embedding, gated
+  bool backout = core::default_bool("model.backout");  // x -= lambda * (residual at n_layer / 2)
 
   int64_t head_dim() const { return head_dim_ > 0 ? head_dim_ : n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -57,6 +69,9 @@ struct GptConfig {
   // Layer l's attention window (0: full causal attention), and whether any layer has one.
   int64_t window(int64_t layer) const {
     return windows.empty() ? 0 : windows[static_cast<size_t>(layer) % windows.size()];
+  }
+  bool has_value_embed(int64_t layer) const {
+    return value_embeds && layer % 2 == (n_layer - 1) % 2;
   }
   bool windowed() const {
     for (int64_t w : windows) {
@@ -73,6 +88,9 @@ struct GptConfig {
   // token uses (MoE: top_k of the routed experts, plus everything else).
   int64_t num_params() const;
   int64_t active_params() const;
+  // nanochat's scaling parameters (num_scaling_params: the blocks' weights and the output head),
+  // which train.target_param_data_ratio multiplies.
+  int64_t scaling_params() const;
   std::string describe() const;
 };
 

@@ -1,5 +1,6 @@
 #include "model/layers.h"
 
+#include "core/error.h"
 #include "model/fp8_linear.h"
 #include "model/fused_gelu.h"
 #include "model/fused_swiglu.h"
@@ -39,18 +40,34 @@ void LinearImpl::add_adapter(const std::string& name, LoraAdapter adapter) {
   adapters.emplace_back(name, register_module(name, adapter));
 }
 
-LayerNormImpl::LayerNormImpl(int64_t d, bool with_bias, bool rms_norm, double epsilon)
+LayerNormImpl::LayerNormImpl(int64_t d, bool with_bias, bool rms_norm, double epsilon,
+                             bool with_weight)
     : dim(d), rms(rms_norm), eps(epsilon) {
-  weight = register_tagged("weight", torch::ones({d}), constant_tag(InitRule::kOne));
+  if (!with_weight && !rms) throw Error("internal: a LayerNorm without weight must be an RMSNorm");
+  if (with_weight)
+    weight = register_tagged("weight", torch::ones({d}), constant_tag(InitRule::kOne));
   if (with_bias && !rms)
     bias = register_tagged("bias", torch::zeros({d}), constant_tag(InitRule::kZero));
 }
 
+namespace {
+// RMSNorm without a weight (nanochat's norm()): in fp32, back to x's type.
+torch::Tensor bare_rms_norm(const torch::Tensor& x, double eps) {
+  auto x32 = x.to(torch::kFloat);
+  return (x32 * torch::rsqrt(x32.square().mean(-1, true) + eps)).to(x.scalar_type());
+}
+}  // namespace
+
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) const {
+  if (!weight.defined()) return bare_rms_norm(x, eps);
   return add_norm(x, torch::Tensor(), weight, bias, rms, eps).y;
 }
 
 AddNormOutput LayerNormImpl::forward_add(const torch::Tensor& x, const torch::Tensor& delta) const {
+  if (!weight.defined()) {
+    auto h = delta.defined() ? x + delta : x;
+    return {h, bare_rms_norm(h, eps)};
+  }
   return add_norm(x, delta, weight, bias, rms, eps);
 }
 

@@ -37,7 +37,9 @@ TORCH_MODULE(Linear);
 // x / sqrt(mean(x^2) + eps) * weight (no bias; computed in fp32 like HF's LlamaRMSNorm).
 class LayerNormImpl : public TaggedModule {
  public:
-  LayerNormImpl(int64_t dim, bool bias, bool rms = false, double eps = 1e-5);
+  // with_weight false: an RMSNorm without any parameter (nanochat's norm()).
+  LayerNormImpl(int64_t dim, bool bias, bool rms = false, double eps = 1e-5,
+                bool with_weight = true);
   torch::Tensor forward(const torch::Tensor& x) const;
   // The residual add before the norm, fused with it where the kernel is on (fused_add_norm.h):
   // h = x + delta, y = forward(h).

@@ -1,5 +1,7 @@
 #include "options/read_model.h"
 
+#include <cctype>
+
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -51,6 +53,31 @@ std::vector<int64_t> parse_windows(const std::string& text, int64_t n_layer) {
   if (!any) out.clear();  // all zero: no window
   return out;
 }
+
+}  // namespace
+
+std::vector<int64_t> windows_from_pattern(const std::string& pattern, int64_t n_layer,
+                                          int64_t context) {
+  if (pattern.empty()) return {};
+  const int64_t short_window = (context / 4 + 127) / 128 * 128;  // nanochat: -(-T // 4 // 128)
+  std::vector<int64_t> out;
+  for (int64_t layer = 0; layer < n_layer; ++layer) {
+    const char c = static_cast<char>(std::toupper(pattern[layer % pattern.size()]));
+    if (c != 'S' && c != 'L') {
+      throw UsageError("config key 'model.window_pattern' = '" + pattern +
+                       "': use only S (short window) and L (long, the whole context)");
+    }
+    // Long, or a short window that covers the context anyway: full causal attention.
+    const bool full = c == 'L' || layer == n_layer - 1 || short_window + 1 >= context;
+    out.push_back(full ? 0 : short_window + 1);
+  }
+  bool any = false;
+  for (int64_t w : out) any = any || w > 0;
+  if (!any) out.clear();
+  return out;
+}
+
+namespace {
 
 // model.rope_scaling and its parameters; original_max 0 becomes the block size.
 model::RopeScaling read_rope_scaling(const core::Config& cfg, int64_t block_size) {
@@ -124,6 +151,28 @@ model::GptConfig read_gpt_config(const core::Config& cfg, int64_t tokenizer_voca
                      " needs model.pos = rope");
   }
   c.windows = parse_windows(cfg.get_string("model.windows"), c.n_layer);
+  if (const auto pattern = cfg.get_string("model.window_pattern"); !pattern.empty()) {
+    if (!c.windows.empty()) {
+      throw UsageError("config keys 'model.window_pattern' = '" + pattern +
+                       "' and 'model.windows' = '" + cfg.get_string("model.windows") +
+                       "' both set the windows: keep one of them");
+    }
+    c.windows = windows_from_pattern(pattern, c.n_layer, c.block_size);
+  }
+  c.norm_weight = cfg.get_bool("model.norm_weight");
+  c.embed_norm = cfg.get_bool("model.embed_norm");
+  c.qk_scale = cfg.get_float("model.qk_scale");
+  c.x0_lambdas = cfg.get_bool("model.x0_lambdas");
+  c.value_embeds = cfg.get_bool("model.value_embeds");
+  c.smear = cfg.get_bool("model.smear");
+  c.backout = cfg.get_bool("model.backout");
+  if ((c.x0_lambdas || c.value_embeds || c.smear || c.backout || c.embed_norm ||
+       c.qk_scale != 1.0 || !c.norm_weight) &&
+      c.arch != model::Arch::kNanochat) {
+    throw UsageError(
+        "config keys model.norm_weight=false, embed_norm, qk_scale, x0_lambdas, value_embeds, "
+        "smear and backout are nanochat's: they need model.arch = nanochat");
+  }
   if (c.n_kv_head > 0 && c.n_head % c.n_kv_head != 0) {
     throw UsageError(
         log::format("config key 'model.n_kv_head' = %lld must divide 'model.n_head' "

@@ -26,6 +26,13 @@ inline constexpr int64_t kTokenizerLater = -1;
 // (GptConfig::fill_vocab_size). Also refuses a data.seq_len beyond model.block_size.
 model::GptConfig read_gpt_config(const core::Config& cfg, int64_t tokenizer_vocab);
 // model.moe.*; `dense_hidden` fills expert_hidden = 0.
+// model.window_pattern (nanochat's "SSSL"): the per-layer windows model.windows holds, for a
+// context of `context` tokens. nanochat's window w (FA3 window_size=(w, 0): key j is seen when
+// i - j <= w) is lmtrain's w + 1 (the last w + 1 keys, the query's own included); a short window
+// is ceil(context / 4 / 128) * 128, a long one the whole context (0); the last layer is long.
+// "" gives none; anything but S and L is a UsageError naming the key.
+std::vector<int64_t> windows_from_pattern(const std::string& pattern, int64_t n_layer,
+                                          int64_t context);
 model::MoeConfig read_moe_config(const core::Config& cfg, int64_t n_layer, int64_t dense_hidden);
 // lora.*, validated against the model's keys. (What LoRA needs of the optimizer and of expert
 // parallelism the command checks: cli/read_options.cpp.)

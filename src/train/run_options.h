@@ -88,6 +88,8 @@ struct SetupOptions {
   DataOptions data;                                          // data.*
   DistillOptions distill;                                    // distill.*
   int64_t max_steps = core::default_int("train.max_steps");  // 0: train.epochs
+  // > 0 (and no max_steps or epochs): steps = ratio * scaling params / tokens per step (nanochat).
+  double target_param_data_ratio = core::default_float("train.target_param_data_ratio");
   int64_t epochs = core::default_int("train.epochs");
   int ep = static_cast<int>(core::default_int("dist.ep"));  // expert-parallel group size
 };

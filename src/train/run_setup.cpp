@@ -1,5 +1,6 @@
 #include "train/run_setup.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "checkpoint/checkpoint_config.h"
@@ -42,9 +43,23 @@ void check_start_checkpoint(const LoadedCheckpoint& ckpt, const model::ModelOpti
   }
 }
 
-int64_t resolve_max_steps(const SetupOptions& setup, int64_t steps_per_epoch, bool streamed) {
+// tokens_per_step: what one optimizer step trains on (train.target_param_data_ratio).
+int64_t resolve_max_steps(const SetupOptions& setup, int64_t steps_per_epoch, bool streamed,
+                          int64_t tokens_per_step) {
   int64_t max_steps = setup.max_steps;
   const int64_t epochs = setup.epochs;
+  if (max_steps == 0 && epochs == 0 && setup.target_param_data_ratio > 0) {
+    // nanochat's base_train: target tokens = ratio * scaling params, steps = tokens // batch.
+    const int64_t params = setup.model.shape.scaling_params();
+    const auto tokens = static_cast<int64_t>(setup.target_param_data_ratio * params);
+    max_steps = std::max<int64_t>(tokens / tokens_per_step, 1);
+    log::info(log::format(
+        "train.target_param_data_ratio = %g: %lld steps (%.3gM scaling parameters, %lld tokens "
+        "per step)",
+        setup.target_param_data_ratio, (long long)max_steps, params / 1e6,
+        (long long)tokens_per_step));
+    return max_steps;
+  }
   if (streamed && (max_steps == 0 || epochs != 0)) {
     // Each rank reads units of its own, so the ranks' epochs end at different steps.
     throw UsageError(log::format(
@@ -216,7 +231,8 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
         (long long)s.data->train_samples(), s.data->sample_name().c_str(),
         (long long)s.options.batch.seq_len, (long long)s.options.batch.global_windows));
   }
-  s.max_steps = resolve_max_steps(setup, steps_per_epoch, streaming);
+  s.max_steps =
+      resolve_max_steps(setup, steps_per_epoch, streaming, s.options.batch.tokens_per_step());
   if (!streaming) {
     log::info(log::format("data: %lld train %s (%lld steps/epoch), %lld val %s; %lld steps",
                           (long long)s.data->train_samples(), s.data->sample_name().c_str(),

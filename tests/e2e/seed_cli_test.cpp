@@ -94,6 +94,25 @@ TEST_F(SeedCliTest, NanochatBaseTrainUnderTorchrunOnTwoRanks) {
       << r.output;
 }
 
+TEST_F(SeedCliTest, NanochatTodaysDashedFlagsTrainItsCurrentModel) {
+  // python -m scripts.base_train --depth=1 --device-batch-size=2 --total-batch-size=64
+  //     --max-seq-len=32 --window-pattern=SL --target-param-data-ratio=0.002 --eval-every=-1
+  const std::string run = dir_->file("nanochat_dashed");
+  auto r = run_command(lmtrain_binary() + " train" + config_file("nanochat-d12.yaml") +
+                       " --depth=1 --device-batch-size=2 --total-batch-size=64 --max-seq-len=32"
+                       " --window-pattern=SL --target-param-data-ratio=0.002 --eval-every=0"
+                       " --embedding-lr=0.1 --output_dir=" +
+                       run + common());
+  expect_run_dir(run, r, 1);
+  for (const char* part : {"train.target_param_data_ratio = 0.002: ", "sliding windows 513,0",
+                           "nanochat parts: value-embeds smear backout x0-lambdas"}) {
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  }
+  const std::string cfg = read_text(run + "/config.yaml");
+  EXPECT_NE(cfg.find("window_pattern: SL"), std::string::npos) << cfg;
+  EXPECT_NE(cfg.find("embedding_lr: 0.1"), std::string::npos) << cfg;
+}
+
 TEST_F(SeedCliTest, NanochatTotalBatchThatDoesNotDivideNamesAllFourNumbersAndFlags) {
   auto r = run_command(lmtrain_binary() + " train" + config_file("nanochat-d12.yaml") +
                        " --depth=1 --device_batch_size=2 --total_batch_size=300 --max_seq_len=32"
