@@ -91,6 +91,7 @@ run_one() {
   fi
   result="$(field tokens_per_s <<<"$out")"
   comm="$(field comm_wait_ms <<<"$out")"
+  sent="$(field comm_bytes_per_step <<<"$out")"
   [[ -n "$result" ]] || { printf '%s\n' "$out" >&2; die "$label printed no tokens_per_s"; }
 }
 
@@ -107,8 +108,8 @@ for (( r = 1; r <= rounds; r++ )); do
   run_one "lmtrain 1 rank" "${lm1_cmd[@]}"; lm1+=("$result")
   printf 'round %d  lmtrain 1 rank    tokens_per_s: %s\n' "$r" "$result"
   run_one "lmtrain 2 ranks" "${lm2_cmd[@]}"; lm2+=("$result"); comms+=("${comm:-0}")
-  printf 'round %d  lmtrain 2 ranks   tokens_per_s: %s  (comm not hidden: %s ms/step)\n' \
-    "$r" "$result" "${comm:-?}"
+  printf 'round %d  lmtrain 2 ranks   tokens_per_s: %s  (comm not hidden: %s ms/step; sent %s bytes/step/rank)\n' \
+    "$r" "$result" "${comm:-?}" "${sent:-?}"
   run_one "PyTorch DDP" "${ref2_cmd[@]}"; ref2+=("$result")
   printf 'round %d  PyTorch DDP 2     tokens_per_s: %s\n' "$r" "$result"
 done

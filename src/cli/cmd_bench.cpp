@@ -32,7 +32,10 @@ int cmd_bench(const Args& argv) {
           "                                 compute dtype, or bench.peak_tflops when set (GPU)\n"
           "  mfu                            achieved / peak\n"
           "  peak_rss_mib, peak_device_mib  peak host memory; peak GPU memory (CUDA)\n"
-          "  comm_wait_ms                   gradient all-reduce time not hidden by backward\n\n"
+          "  comm_wait_ms                   gradient all-reduce time not hidden by backward\n"
+          "  comm_*_bytes_per_step          bytes rank 0 sent per step in collectives, by kind\n"
+          "                                 (ring accounting: an all-reduce of S sends\n"
+          "                                 2(W-1)/W S; see distributed/comm_bytes.h)\n\n"
           "With train.cuda_graphs=true the untimed steps also cover the graph's eager steps\n"
           "and its capture. LMTRAIN_PROFILE=FILE records the timed steps with libtorch's\n"
           "profiler: a chrome://tracing trace in FILE, and the GPU kernels and CPU ops that\n"
@@ -82,6 +85,12 @@ int cmd_bench(const Args& argv) {
             << log::format("peak_gemm_gflops: %.2f\n", r.peak_gemm_gflops)
             << log::format("mfu: %.3f\n", r.mfu)
             << log::format("comm_wait_ms: %.2f\n", r.comm_wait_ms)
+            << "comm_bytes_per_step: " << r.comm_bytes.total() << "\n"
+            << "comm_all_reduce_bytes_per_step: " << r.comm_bytes.all_reduce << "\n"
+            << "comm_all_gather_bytes_per_step: " << r.comm_bytes.all_gather << "\n"
+            << "comm_reduce_scatter_bytes_per_step: " << r.comm_bytes.reduce_scatter << "\n"
+            << "comm_broadcast_bytes_per_step: " << r.comm_bytes.broadcast << "\n"
+            << "comm_all_to_all_bytes_per_step: " << r.comm_bytes.all_to_all << "\n"
             << log::format("tokens_per_s: %.1f\n", r.tokens_per_s);
   return 0;
 }

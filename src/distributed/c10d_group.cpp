@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "distributed/c10d_error.h"
+#include "distributed/comm_bytes.h"
 #include "distributed/debug_level.h"
 #include "distributed/nccl_backend.h"
 #include "distributed/process_group.h"
@@ -138,6 +139,7 @@ class C10dGroup : public Group {
     std::vector<at::Tensor> tensors{staged};
     c10d::AllreduceOptions opts;
     opts.reduceOp = to_c10d(op);
+    count_all_reduce(tensor.numel() * tensor.element_size(), size_);
     auto work = run("allreduce", staged, [&] { return pg(host).allreduce(tensors, opts); });
     std::function<void()> finish = [t = tensor, staged, avg = op == ReduceOp::kAvg,
                                     n = size_]() mutable {
@@ -154,6 +156,7 @@ class C10dGroup : public Group {
     std::vector<at::Tensor> tensors{staged};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
+    count_broadcast(tensor.numel() * tensor.element_size(), size_);
     return wrap(run("broadcast", staged, [&] { return pg(host).broadcast(tensors, opts); }),
                 "broadcast", unstage(tensor, staged));
   }
@@ -168,6 +171,7 @@ class C10dGroup : public Group {
     for (auto& o : outputs) staged_out.push_back(stage(o, host));
     std::vector<std::vector<at::Tensor>> out{staged_out};
     std::vector<at::Tensor> in{stage(input, host)};
+    count_all_gather(input.numel() * input.element_size(), size_);
     auto work = run("allgather", input, [&] { return pg(host).allgather(out, in); });
     // The backend writes into the tensors it was given (views of `outputs` share storage).
     return wrap(std::move(work), "allgather", [outputs, staged_out]() mutable {
@@ -187,6 +191,9 @@ class C10dGroup : public Group {
     const bool equal_parts = std::all_of(inputs.begin(), inputs.end(), [&](const at::Tensor& t) {
       return t.numel() == inputs.front().numel();
     });
+    int64_t input_bytes = 0;
+    for (const auto& t : inputs) input_bytes += t.numel() * t.element_size();
+    count_reduce_scatter(input_bytes, size_);
     if (kind_ == BackendChoice::kNccl && !on_host(output) && equal_parts) {
       return reduce_scatter_native(output, inputs, op);
     }
@@ -199,7 +206,7 @@ class C10dGroup : public Group {
     const int64_t n = output.numel();
     auto recv = at::empty({n * size_}, send.options());
     std::vector<int64_t> out_splits(size_, n);
-    auto exchanged = all_to_all(recv, send, out_splits, in_splits);
+    auto exchanged = exchange(recv, send, out_splits, in_splits);
     return std::make_shared<C10dWork>(c10::intrusive_ptr<c10d::Work>(), "reduce_scatter",
                                       [exchanged, recv, output, op, n, size = size_]() mutable {
                                         exchanged->wait();
@@ -222,6 +229,20 @@ class C10dGroup : public Group {
   std::shared_ptr<Work> all_to_all(at::Tensor& output, const at::Tensor& input,
                                    const std::vector<int64_t>& output_splits,
                                    const std::vector<int64_t>& input_splits) override {
+    // Sent: everything but the rows this rank sends itself.
+    const int64_t row_bytes =
+        input.size(0) > 0 ? input.numel() / input.size(0) * input.element_size() : 0;
+    const int64_t kept_rows = input_splits.size() == static_cast<size_t>(size_)
+                                  ? input_splits[static_cast<size_t>(rank_)]
+                                  : input.size(0) / size_;
+    count_all_to_all((input.size(0) - kept_rows) * row_bytes);
+    return exchange(output, input, output_splits, input_splits);
+  }
+
+  // The all-to-all itself, uncounted: Gloo's reduce-scatter runs on it and counts itself.
+  std::shared_ptr<Work> exchange(at::Tensor& output, const at::Tensor& input,
+                                 const std::vector<int64_t>& output_splits,
+                                 const std::vector<int64_t>& input_splits) {
     auto check = [&](const std::vector<int64_t>& splits, const at::Tensor& t, const char* which) {
       if (splits.empty()) {
         if (t.size(0) % size_ != 0) {

@@ -85,6 +85,12 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   if (m.comm_wait_ms >= 0) j["comm_wait_ms"] = m.comm_wait_ms;
   if (m.data_wait_ms >= 0) j["data_wait_ms"] = m.data_wait_ms;
   if (m.a2a_ms >= 0) j["a2a_ms"] = m.a2a_ms;
+  if (m.comm_bytes) {
+    const auto& c = *m.comm_bytes;
+    j["comm_bytes"] = {{"all_reduce", c.all_reduce},         {"all_gather", c.all_gather},
+                       {"reduce_scatter", c.reduce_scatter}, {"broadcast", c.broadcast},
+                       {"all_to_all", c.all_to_all},         {"total", c.total()}};
+  }
   if (m.loss_scale > 0) {
     j["loss_scale"] = m.loss_scale;
     j["skipped_steps"] = m.skipped_steps;
@@ -122,6 +128,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
     if (m.comm_wait_ms >= 0) tb_->add_scalar("train/comm_wait_ms", m.comm_wait_ms, m.step);
     if (m.data_wait_ms >= 0) tb_->add_scalar("train/data_wait_ms", m.data_wait_ms, m.step);
     if (m.a2a_ms >= 0) tb_->add_scalar("train/a2a_ms", m.a2a_ms, m.step);
+    if (m.comm_bytes) tb_->add_scalar("train/comm_mb", m.comm_bytes->total() / 1e6, m.step);
     if (m.loss_scale > 0) {
       tb_->add_scalar("train/loss_scale", m.loss_scale, m.step);
       tb_->add_scalar("train/skipped_steps", static_cast<double>(m.skipped_steps), m.step);
@@ -153,6 +160,7 @@ void MetricsLogger::log_step(const StepMetrics& m) {
   if (m.comm_wait_ms >= 0) extra += log::format(" | comm wait %.1f ms", m.comm_wait_ms);
   if (m.data_wait_ms >= 0) extra += log::format(" | data wait %.1f ms", m.data_wait_ms);
   if (m.a2a_ms >= 0) extra += log::format(" | all-to-all %.1f ms", m.a2a_ms);
+  if (m.comm_bytes) extra += " | sent " + m.comm_bytes->describe();
   if (m.loss_scale > 0) {
     extra += log::format(" | scale %.6g, %lld skipped", m.loss_scale, (long long)m.skipped_steps);
   }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/comm_bytes.h"
 #include "observe/moe_step_stats.h"
 
 namespace lmtrain::train {
@@ -34,6 +35,9 @@ struct StepMetrics {
   int64_t peak_mem_bytes = 0;  // GPU: peak bytes allocated since start (0: CPU)
   std::vector<MoeLayerMetrics> moe;  // MoE models: per MoE layer, of the logged step
   double a2a_ms = -1;                // expert parallelism: per step, blocked in token exchanges
+  // Distributed runs: bytes this rank sent per step in collectives, by kind (distributed/
+  // comm_bytes.h); unset in a world of one.
+  std::optional<dist::CommBytes> comm_bytes;
 };
 
 class MetricsLogger {

@@ -124,12 +124,14 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   const char* profile_path = std::getenv("LMTRAIN_PROFILE");
   StepProfiler profile(profile_path ? profile_path : "", rt.cuda());
   auto t0 = Clock::now();
+  const auto sent_before = dist::comm_bytes_so_far();
   double comm_wait_s = 0;
   for (int64_t i = 0; i < steps; ++i) {
     comm_wait_s += one_step().comm_wait_s;
   }
   core::synchronize(rt.device);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.comm_bytes = (dist::comm_bytes_so_far() - sent_before).divided_by(steps);
   profile.finish(steps);
 
   r.model = mcfg.describe();

@@ -20,6 +20,11 @@ void StepInterval::report(StepMetrics& m, bool samples, bool comm, bool a2a,
   m.tokens_per_s = static_cast<double>(tokens_) / seconds;
   if (samples) m.samples_per_s = static_cast<double>(rows_) / seconds;
   m.comm_wait_ms = comm ? 1e3 * comm_s_ / steps : -1;
+  const auto sent_now = dist::comm_bytes_so_far();
+  if (comm) {
+    m.comm_bytes = (sent_now - comm_bytes_at_start_).divided_by(steps_);
+  }
+  comm_bytes_at_start_ = sent_now;
   m.a2a_ms = a2a ? 1e3 * a2a_s_ / steps : -1;
   if (loader_wait_total_s) {
     m.data_wait_ms = 1e3 * (*loader_wait_total_s - loader_wait_at_start_s_) / steps;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "distributed/comm_bytes.h"
 #include "observe/metrics_logger.h"
 
 namespace lmtrain::train {
@@ -16,7 +17,8 @@ class StepInterval {
   void add(double seconds, int64_t tokens, int64_t rows, double comm_s, double a2a_s);
 
   // Fills m.tokens_per_s and, where asked, m.samples_per_s, m.comm_wait_ms, m.a2a_ms and
-  // m.data_wait_ms (from the loader's running total of waited seconds), then starts a new
+  // m.data_wait_ms (from the loader's running total of waited seconds), with `comm` also
+  // m.comm_bytes (this rank's collectives since the last report, per step), then starts a new
   // interval.
   void report(StepMetrics& m, bool samples, bool comm, bool a2a,
               std::optional<double> loader_wait_total_s);
@@ -25,6 +27,7 @@ class StepInterval {
   double seconds_ = 0, comm_s_ = 0, a2a_s_ = 0;
   int64_t tokens_ = 0, rows_ = 0, steps_ = 0;
   double loader_wait_at_start_s_ = 0;
+  dist::CommBytes comm_bytes_at_start_ = dist::comm_bytes_so_far();
 };
 
 }  // namespace lmtrain::train

@@ -94,6 +94,23 @@ TEST_F(DdpTest, LaunchTwoRanksWithoutAccumulationMatchesOneRank) {
   EXPECT_TRUE(fs::exists(run + "/train.rank1.log"));
   EXPECT_FALSE(fs::exists(run + "/train.rank0.log"));
   EXPECT_NE(read_text(run + "/train.rank1.log").find("rank 1 of 2"), std::string::npos);
+  // Bytes sent per step: at 2 ranks a ring all-reduce sends (W-1)/W of the buffer twice, i.e.
+  // the whole flat gradient buffer once, plus the loss sums (a few doubles); the tied table's
+  // token rows go by all-gather. The first interval also holds the start-up broadcasts.
+  std::smatch m;
+  const std::string log = read_text(run + "/train.log");
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(trained_parameters: (\d+))"))) << log;
+  const int64_t grad_bytes = 4 * std::stoll(m[1]);
+  const auto records = step_records(run);
+  ASSERT_EQ(records.size(), 10u);
+  for (size_t i = 1; i < records.size(); ++i) {
+    const auto& c = records[i]["comm_bytes"];
+    EXPECT_GE(c["all_reduce"].get<int64_t>(), grad_bytes) << records[i].dump();
+    EXPECT_LE(c["all_reduce"].get<int64_t>(), grad_bytes + 256) << records[i].dump();
+    EXPECT_GT(c["all_gather"].get<int64_t>(), 0) << records[i].dump();
+    EXPECT_EQ(c["reduce_scatter"].get<int64_t>(), 0) << records[i].dump();
+  }
+  EXPECT_NE(log.find(" | sent "), std::string::npos) << log;
 }
 
 TEST_F(DdpTest, SigintToTheLauncherStopsEveryRankAtOneStepWithACheckpoint) {
