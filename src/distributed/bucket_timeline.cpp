@@ -29,6 +29,7 @@ void BucketTimeline::start() {
   zero_ = Clock::now();
   for (size_t i = 0; i < size_; ++i) ready_[i] = launched_[i] = done_[i] = kUnset;
   backward_end_ = kUnset;
+  backward_end_clock_ns_ = 0;
 }
 
 void BucketTimeline::mark(std::atomic<double>& slot) const {
@@ -39,6 +40,24 @@ void BucketTimeline::done(size_t bucket) {
   double expected = kUnset;
   const double now = std::chrono::duration<double, std::milli>(Clock::now() - zero_).count();
   done_[bucket].compare_exchange_strong(expected, now);
+}
+
+void BucketTimeline::backward_end() {
+  mark(backward_end_);
+  backward_end_clock_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::string BucketTimeline::skew_line(const std::vector<int64_t>& ends_ns, int rank) {
+  if (ends_ns.empty()) return {};
+  const int64_t first = *std::min_element(ends_ns.begin(), ends_ns.end());
+  const int64_t last = *std::max_element(ends_ns.begin(), ends_ns.end());
+  std::string ends;
+  for (const auto e : ends_ns)
+    ends += log::format("%s%.1f", ends.empty() ? "" : ", ", (e - first) / 1e6);
+  return log::format(
+      "  ranks' backward ends (ms after the first): %s; this rank waited %.1f ms for the last",
+      ends.c_str(), (last - ends_ns[static_cast<size_t>(rank)]) / 1e6);
 }
 
 std::string BucketTimeline::table(const std::vector<GradBucket>& buckets,

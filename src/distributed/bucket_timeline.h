@@ -24,11 +24,18 @@ class BucketTimeline {
   void launched(size_t bucket) { mark(launched_[bucket]); }
   // The first of the completion callback and the wait's return wins.
   void done(size_t bucket);
-  void backward_end() { mark(backward_end_); }
+  void backward_end();
+  // When backward ended on the steady clock (ns since its epoch: CLOCK_MONOTONIC on Linux, one
+  // clock for every process of a machine), for comparing ranks; 0 before backward_end().
+  int64_t backward_end_clock_ns() const { return backward_end_clock_ns_; }
 
   // One line per bucket: size, parameters, ready / launched / done, and the part of its
   // transfer that ran after backward ended; then the step's unhidden total.
   std::string table(const std::vector<GradBucket>& buckets, int64_t element_size) const;
+  // The ranks' backward ends (from backward_end_clock_ns() of every rank of one machine) against
+  // the last one: the part of this rank's wait that was the slower ranks still computing, not
+  // the transfers.
+  static std::string skew_line(const std::vector<int64_t>& ends_ns, int rank);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -39,6 +46,7 @@ class BucketTimeline {
   std::unique_ptr<std::atomic<double>[]> ready_, launched_, done_;
   size_t size_;
   std::atomic<double> backward_end_{kUnset};
+  int64_t backward_end_clock_ns_ = 0;
 };
 
 }  // namespace lmtrain::dist

@@ -311,11 +311,22 @@ double GradSync::finish() {
     }
   }
   for (auto& [p, late] : late_) late->add_mean(group_);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (timed) {
+    // Every rank's backward end, to tell the wait for slower ranks from the transfers (DETAIL
+    // only: one more small collective per step).
+    auto mine = at::full({1}, timeline_->backward_end_clock_ns(), at::kLong);
+    std::vector<at::Tensor> ends(static_cast<size_t>(group_.size()));
+    for (auto& e : ends) e = at::empty_like(mine);
+    group_.allgather(ends, mine)->wait();
+    std::vector<int64_t> ends_ns;
+    for (const auto& e : ends) ends_ns.push_back(e.item<int64_t>());
     log::info(log::format("TORCH_DISTRIBUTED_DEBUG: rank %d: ", group_.rank()) +
-              timeline_->table(buckets_, flat_grads_.element_size()));
+              timeline_->table(buckets_, flat_grads_.element_size()) + "\n" +
+              BucketTimeline::skew_line(ends_ns, group_.rank()));
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return waited;
 }
 
 }  // namespace lmtrain::dist

@@ -69,5 +69,19 @@ TEST(BucketTimeline, MarksEachBucketAndCountsOnlyWhatEndsAfterBackward) {
   EXPECT_NE(t.table(buckets, 4).find("backward ended at -"), std::string::npos);
 }
 
+TEST(BucketTimeline, SkewLineSaysHowLongThisRankWaitedForTheLastBackward) {
+  // Rank 1 ended first, rank 2 last: rank 1 waited 12.5 ms for it, rank 2 none.
+  const std::vector<int64_t> ends = {1'004'000'000, 1'000'000'000, 1'012'500'000};
+  EXPECT_EQ(BucketTimeline::skew_line(ends, 1),
+            "  ranks' backward ends (ms after the first): 4.0, 0.0, 12.5; this rank waited 12.5 "
+            "ms for the last");
+  EXPECT_NE(BucketTimeline::skew_line(ends, 2).find("waited 0.0 ms"), std::string::npos);
+  BucketTimeline t(1);
+  t.start();
+  EXPECT_EQ(t.backward_end_clock_ns(), 0);
+  t.backward_end();
+  EXPECT_GT(t.backward_end_clock_ns(), 0);
+}
+
 }  // namespace
 }  // namespace lmtrain::dist
