@@ -1,6 +1,9 @@
 #include "parallel/tensor_parallel_plan.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -46,6 +49,20 @@ at::Tensor tp_summed_grad(const at::Tensor& grad, dist::Group& g) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return y;
 }
+
+// Sums a whole parameter's gradient over the TP group before it accumulates.
+class TpGradSumHook : public torch::autograd::FunctionPreHook {
+ public:
+  explicit TpGradSumHook(dist::Group* g) : g_(g) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    auto out = grads;
+    if (!out.empty() && out[0].defined()) out[0] = tp_summed_grad(out[0], *g_);
+    return out;
+  }
+
+ private:
+  dist::Group* g_;
+};
 
 }  // namespace
 
@@ -143,8 +160,10 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp) : model_(
     } else if (p.requires_grad()) {
       // A whole parameter sees this rank's positions or heads only: its gradient is a partial
       // sum, completed over the TP group before it accumulates.
-      dist::Group* g = &tp;
-      p.register_hook([g](const at::Tensor& grad) { return tp_summed_grad(grad, *g); });
+      auto acc = torch::autograd::impl::grad_accumulator(p);
+      if (!acc) throw Error("internal: tensor parallelism over a parameter that is not a leaf");
+      acc->add_pre_hook(std::make_unique<TpGradSumHook>(&tp));
+      accumulators_.push_back(std::move(acc));
     }
   }
   dist::Group* g = &tp;

@@ -31,6 +31,10 @@
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 
+namespace torch::autograd {
+struct Node;
+}
+
 namespace lmtrain::parallel {
 
 // How one parameter is split across the TP group, for checkpoints that reshard: its whole
@@ -89,6 +93,10 @@ class TensorParallel {
   dist::Group& tp_;
   std::map<std::string, TpSlice> slices_;
   std::vector<std::pair<at::Tensor, at::Tensor>> held_;  // (parameter, its slice) while whole
+  // The gradient accumulators of whole parameters, kept alive with their hook (a node pre-hook:
+  // it runs when the accumulator does, once, and not for activation checkpointing's
+  // autograd::grad over the same leaves, as a tensor hook would).
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
 };
 
 }  // namespace lmtrain::parallel
