@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ZeRO stages side by side (issue 42): `lmtrain launch --nproc_per_node=2 -- bench` at
-# dist.zero=0, 1, 2 and 3 (3 also with dist.reshard_after_forward=false) on the same model and
-# per-rank batch, alternating the stages within each round so that drift hits all alike.
+# ZeRO stages and tensor parallelism side by side (issue 42): `lmtrain launch --nproc_per_node=2
+# -- bench` at dist.zero=0, 1, 2 and 3 (3 also with dist.reshard_after_forward=false) and at
+# dist.tp=2 (both ranks split every layer: one replica, so half the global batch of the others)
+# on the same model and per-rank batch, alternating within each round so that drift hits all
+# alike. tokens/s is global; under TP the communication not hidden is every TP collective.
 # Per stage: median tokens/s (global), rank 0's model-state bytes (parameters + gradients +
 # optimizer state, from the bench's byte accounting), its ratio to ZeRO-0's, rank 0's peak RSS,
 # the communication not hidden per step, and under ZeRO-3 the gathered blocks' peak.
@@ -31,7 +33,7 @@ while (( $# > 0 )); do
     --steps=*) steps="${1#*=}"; shift ;;
     --warmup) [[ $# -ge 2 ]] || die "--warmup needs a value"; warmup="$2"; shift 2 ;;
     --warmup=*) warmup="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -58,9 +60,9 @@ export OMP_NUM_THREADS=1
 bench_flags=(--config "$config" "--model.vocab_size=$vocab" "--data.seq_len=$seq_len"
   "--train.micro_batch_size=$batch" --train.total_batch_size=0 --train.threads=1
   --train.workers=1 "--bench.steps=$steps" "--bench.warmup=$warmup")
-labels=("zero0" "zero1" "zero2" "zero3" "zero3-keep")
+labels=("zero0" "zero1" "zero2" "zero3" "zero3-keep" "tp2")
 stage_flags=("--dist.zero=0" "--dist.zero=1" "--dist.zero=2" "--dist.zero=3"
-  "--dist.zero=3 --dist.reshard_after_forward=false")
+  "--dist.zero=3 --dist.reshard_after_forward=false" "--dist.tp=2")
 
 echo "preset: $preset (seq_len=$seq_len micro-batch per rank=$batch vocab=$vocab), 2 ranks x 1" \
   "thread, $steps timed + $warmup warmup steps, $rounds rounds"

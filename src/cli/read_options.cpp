@@ -99,6 +99,46 @@ void check_zero3_run(const core::Config& cfg, int world_size) {
   }
 }
 
+// What tensor parallelism (dist.tp > 1) supports yet, refused before the run writes anything,
+// naming the key; the model's shape is checked once the vocabulary is known
+// (parallel::check_tensor_parallel).
+void check_tp_run(const core::Config& cfg, int world_size) {
+  const int64_t tp = cfg.get_int("dist.tp");
+  if (tp <= 1) return;
+  auto refuse = [tp](const std::string& what) {
+    throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
+  };
+  if (core::get_choice<optim::OptimizerName>(cfg) != optim::OptimizerName::kAdamW) {
+    refuse("config key 'optim.name' other than adamw");
+  }
+  if (cfg.get_int("lora.rank") > 0) refuse("config key 'lora.rank' > 0 (LoRA)");
+  if (cfg.get_int("dist.ep") > 1) refuse("config key 'dist.ep' > 1");
+  if (cfg.get_int("model.moe.num_experts") > 0) refuse("config key 'model.moe.num_experts' > 0");
+  if (cfg.get_bool("distill.enabled")) refuse("config key 'distill.enabled'");
+  if (cfg.get_bool("model.temporal.enabled")) refuse("config key 'model.temporal.enabled'");
+  if (cfg.get_int("dist.shard_group_size") != 0)
+    refuse("config key 'dist.shard_group_size' (HSDP)");
+  if (cfg.get_int("train.workers") > 1) refuse("config key 'train.workers' > 1");
+  if (cfg.get_string("train.fused_kernels") == "on")
+    refuse("config key 'train.fused_kernels' = on");
+  if (cfg.get_string("train.cuda_graphs") == "true")
+    refuse("config key 'train.cuda_graphs' = true");
+  const std::string precision = cfg.get_string("train.precision");
+  if (precision == "fp16" || precision == "fp8") {
+    refuse("config key 'train.precision' = " + precision);
+  }
+  if (!cfg.get_string("checkpoint.resume").empty()) {
+    refuse(
+        "config key 'checkpoint.resume' (a TP run's checkpoint holds the whole model but this "
+        "rank's optimizer slices; resuming needs resharding checkpoints)");
+  }
+  if (!cfg.get_string("model.init_from").empty()) refuse("config key 'model.init_from'");
+  if (world_size % tp != 0) {
+    throw UsageError(log::format("config key 'dist.tp' = %lld must divide the world of %d ranks",
+                                 (long long)tp, world_size));
+  }
+}
+
 // An MoE layer reads nothing from the host when every expert is local (no exchange sized on the
 // host), nothing is dropped by capacity (no kept counts on the host) and its expert GEMMs are
 // CUDA grouped GEMMs, which take the group offsets on the device (model/grouped_linear.h):
@@ -215,7 +255,10 @@ train::RunOptions read_run_options(const core::Config& cfg, int world_size,
   train::RunOptions o;
   o.optimizer = read_optimizer_options(cfg);
   o.schedule = read_lr_schedule(cfg);
-  o.batch = read_batch_plan(cfg, world_size);
+  o.tp = static_cast<int>(cfg.get_int("dist.tp"));
+  check_tp_run(cfg, world_size);
+  // The TP ranks of one replica read the same batch: the batch splits over world / tp.
+  o.batch = read_batch_plan(cfg, world_size / o.tp);
   o.seed = static_cast<uint64_t>(cfg.get_int("train.seed"));
   o.threads = static_cast<int>(cfg.get_int("train.threads"));
   o.workers = cfg.get_int("train.workers");

@@ -322,6 +322,11 @@ const std::vector<KeySpec>& config_schema() {
       I("dist.shard_group_size", 0, 0, 1 << 16,
         "dist.zero=3: shard over groups of this many consecutive ranks and replicate across "
         "the groups (HSDP: reduce-scatter within a group, all-reduce across); 0 = the world"),
+      I("dist.tp", 1, 1, 1 << 16,
+        "tensor parallelism with sequence parallelism: groups of tp consecutive ranks split "
+        "each block's attention heads and MLP width, the token table and the LM head by "
+        "vocabulary (Megatron-LM's plan); world/tp data-parallel replicas (dist.zero shards "
+        "within them). Dense AdamW models, model.dropout=0"),
       I("dist.ep", 1, 1, 1 << 16,
         "expert parallelism: groups of ep consecutive ranks split each MoE layer's experts "
         "between them (tokens travel by all-to-all); world/ep data-parallel replicas of each "

@@ -108,9 +108,11 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg, int64_t l
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache,
                                                int64_t layer, const torch::Tensor& ve) {
-  const int64_t B = x.size(0), T = x.size(1), H = n_head, K = n_kv_head, D = head_dim;
   const double p = is_training() ? dropout : 0.0;
   auto packed = c_attn(x);  // (B, T, (H + 2K) D)
+  // T from c_attn's output, not x: under sequence parallelism x holds 1 / tp of the positions
+  // and c_attn gathers them (parallel/tensor_parallel_plan.h).
+  const int64_t B = packed.size(0), T = packed.size(1), H = n_head, K = n_kv_head, D = head_dim;
   const bool plain = K == H && H * D == n_embd && !rope && !qk_norm && qk_scale == 1.0 &&
                      !ve.defined();  // GPT-2's attention
   // The CPU kernel has no window: a windowed layer takes the masked path below.
@@ -441,6 +443,7 @@ void GptImpl::add_moe_terms(const std::vector<MoeBalance>& moe, LossTerms& t) {
 
 torch::Tensor GptImpl::cross_entropy(const torch::Tensor& x_in, const torch::Tensor& targets_in,
                                      bool masked) {
+  if (loss_head_) return loss_head_(x_in, targets_in);
   const auto& w = head_weight();
   auto x = x_in.reshape({-1, x_in.size(-1)});  // (N, C)
   auto targets = targets_in.reshape({-1});     // (N,)

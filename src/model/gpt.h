@@ -10,6 +10,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -206,6 +207,13 @@ class GptImpl : public torch::nn::Module {
   c10::Device device() const { return transformer->wte->weight.device(); }
   // Hooks around every block of a training or scoring forward (block_hooks.h), or none.
   void set_block_hooks(std::shared_ptr<BlockHooks> hooks) { block_hooks_ = std::move(hooks); }
+  // The training and scoring loss of final hidden states x (B, T', C) against targets (B, T)
+  // (kIgnoreIndex: no target), installed from outside the model in place of the head and
+  // cross-entropy: tensor parallelism's vocabulary-parallel loss, whose x holds this rank's
+  // T' = T / tp positions (parallel/tensor_parallel_plan.h). Null: the model's own.
+  using LossHead =
+      std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets)>;
+  void set_loss_head(LossHead f) { loss_head_ = std::move(f); }
   // Blocks recomputed in backward while training (see activation_checkpoint.h).
   void set_checkpointing(CheckpointPolicy policy) { checkpoint_ = policy; }
   const CheckpointPolicy& checkpointing() const { return checkpoint_; }
@@ -232,6 +240,7 @@ class GptImpl : public torch::nn::Module {
   GptConfig cfg_;
   CheckpointPolicy checkpoint_;
   std::shared_ptr<BlockHooks> block_hooks_;
+  LossHead loss_head_;
   ParamTags tags_;
   ExpertPlacement experts_;
   std::vector<MoeImpl*> moe_layers_;

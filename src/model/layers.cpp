@@ -22,6 +22,7 @@ LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias, ParamTag weight_
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) const {
+  if (product_) return product_(x, weight, bias);
   // at::linear folds (B, T, in) inputs into one addmm when x is contiguous.
   auto y = fp8 && fp8_linear_supported(x, weight) ? fp8_linear(x, weight, bias)
                                                   : torch::linear(x, weight, bias);  // (..., out)
@@ -79,6 +80,7 @@ EmbeddingImpl::EmbeddingImpl(int64_t num, int64_t d, LrGroup lr_group) {
 }
 
 torch::Tensor EmbeddingImpl::forward(const torch::Tensor& ids) const {
+  if (lookup_) return lookup_(ids, weight);
   return lookup(weight, ids, sink_);
 }
 

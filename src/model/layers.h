@@ -4,6 +4,7 @@
 #pragma once
 #include <torch/nn/module.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ class LinearImpl : public TaggedModule {
   // train.precision=fp8: the product runs through fp8 GEMMs (model/fp8_linear.h) where the shapes
   // allow; build_model sets it on the blocks' linears.
   bool fp8 = false;
+  // What runs instead of x W^T + b when set from outside the model (tensor parallelism's
+  // column- and row-parallel products over a shard of weight, parallel/tensor_parallel_plan.h):
+  // (x, weight, bias) -> y. Adapters and fp8 are not applied then.
+  using Product = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& weight,
+                                              const torch::Tensor& bias)>;
+  void set_product(Product p) { product_ = std::move(p); }
+
+ private:
+  Product product_;
 };
 TORCH_MODULE(Linear);
 
@@ -60,10 +70,16 @@ class EmbeddingImpl : public TaggedModule {
   // Where the lookup's weight gradient goes instead of the accumulator (deferred_lookup.h);
   // null (the default) for the usual path. Set from outside the model, by data parallelism.
   void set_lookup_grad_sink(LookupGradSink* sink) { sink_ = sink; }
+  // What runs instead of the lookup when set from outside the model (tensor parallelism's
+  // vocabulary-parallel lookup): (ids, weight) -> rows. The sink is not used then.
+  using Lookup =
+      std::function<torch::Tensor(const torch::Tensor& ids, const torch::Tensor& weight)>;
+  void set_lookup(Lookup f) { lookup_ = std::move(f); }
   torch::Tensor weight;
 
  private:
   LookupGradSink* sink_ = nullptr;
+  Lookup lookup_;
 };
 TORCH_MODULE(Embedding);
 

@@ -3,10 +3,29 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
+#include <chrono>
+
 #include "core/error.h"
 
 namespace lmtrain::train {
 namespace {
+
+std::atomic<int64_t> tp_comm_ns{0};
+
+// Adds the wait of a blocking collective to the process's TP communication time.
+class TpCommTimer {
+ public:
+  TpCommTimer() : t0_(std::chrono::steady_clock::now()) {}
+  ~TpCommTimer() {
+    tp_comm_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_)
+            .count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+};
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -17,6 +36,7 @@ dist::Group* group_of(AutogradContext* ctx) {
 
 at::Tensor all_reduce(const at::Tensor& x, dist::Group& g) {
   auto y = x.contiguous().clone();
+  TpCommTimer timer;
   g.allreduce(y, dist::ReduceOp::kSum)->wait();
   return y;
 }
@@ -26,7 +46,10 @@ at::Tensor all_gather(const at::Tensor& x, int64_t dim, dist::Group& g) {
   const auto piece = x.movedim(dim, 0).contiguous();  // gathered along dim 0, then moved back
   std::vector<at::Tensor> parts(g.size());
   for (auto& p : parts) p = at::empty_like(piece);
-  g.allgather(parts, piece)->wait();
+  {
+    TpCommTimer timer;
+    g.allgather(parts, piece)->wait();
+  }
   return at::cat(parts, 0).movedim(0, dim);
 }
 
@@ -41,7 +64,10 @@ at::Tensor reduce_scatter(const at::Tensor& x, int64_t dim, dist::Group& g) {
   std::vector<at::Tensor> parts;
   for (auto& p : moved.chunk(g.size(), 0)) parts.push_back(p.contiguous());
   auto out = at::empty_like(parts[0]);
-  g.reduce_scatter(out, parts, dist::ReduceOp::kSum)->wait();
+  {
+    TpCommTimer timer;
+    g.reduce_scatter(out, parts, dist::ReduceOp::kSum)->wait();
+  }
   return out.movedim(0, dim);
 }
 
@@ -113,6 +139,10 @@ int64_t checked_dim(const at::Tensor& x, int64_t dim) {
 }
 
 }  // namespace
+
+void add_tp_comm_seconds(double seconds) { tp_comm_ns += static_cast<int64_t>(seconds * 1e9); }
+
+double take_tp_comm_seconds() { return static_cast<double>(tp_comm_ns.exchange(0)) * 1e-9; }
 
 at::Tensor copy_to_tp(const at::Tensor& x, dist::Group& group) {
   return group.size() == 1 ? x : CopyToTp::apply(x, &group);

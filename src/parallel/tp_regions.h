@@ -31,4 +31,10 @@ at::Tensor scatter_sequence(const at::Tensor& x, int64_t dim, dist::Group& group
 // (.., n) -> (.., n * T), for a column-parallel output someone needs whole.
 at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& group);
 
+// Seconds this process waited in tensor parallelism's collectives (the crossings above, the
+// vocabulary-parallel loss's, the plan's gradient sums) since the last take: all of it unhidden,
+// as nothing overlaps them. For the benchmarks' comm_wait_ms.
+void add_tp_comm_seconds(double seconds);
+double take_tp_comm_seconds();
+
 }  // namespace lmtrain::train

@@ -16,6 +16,8 @@
 #include "optim/optimizer_factory.h"
 #include "parallel/fully_shard.h"
 #include "parallel/hybrid_shard.h"
+#include "parallel/tensor_parallel_plan.h"
+#include "parallel/tp_regions.h"
 #include "train/cuda_graph_step.h"
 #include "train/train_step.h"
 
@@ -54,12 +56,22 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   const auto& plan = run.batch;
   torch::manual_seed(run.seed);
   auto model = model::build_model(opts.model, rt);
+  // dist.tp > 1: each rank keeps its slices (tensor_parallel_plan.h); data parallelism, ZeRO
+  // and the batches then go over `dp`, world / tp ranks.
+  parallel::TpGroups tp_groups;
+  std::unique_ptr<parallel::TensorParallel> tp;
+  if (run.tp > 1) {
+    tp_groups = parallel::make_tp_groups(group, run.tp);
+    parallel::check_tensor_parallel(mcfg, plan.seq_len, run.tp);
+    tp = std::make_unique<parallel::TensorParallel>(*model, *tp_groups.tp);
+  }
+  dist::Group& dp = tp ? *tp_groups.dp : group;
   // ZeRO-3 shards over the world or, under HSDP, this rank's shard group.
   parallel::ShardGroups shards;
   if (run.optimizer.zero == 3) {
-    shards = parallel::make_shard_groups(group, run.optimizer.shard_group_size);
+    shards = parallel::make_shard_groups(dp, run.optimizer.shard_group_size);
   }
-  dist::Group& shard_group = shards.shard_group(group);
+  dist::Group& shard_group = shards.shard_group(dp);
   optim::FlatParams flat(*model, model->param_tags(),
                          optim::flat_pad_multiple(run.optimizer, shard_group.size()));
   auto opt_ptr = optim::make_optimizer(run.optimizer, flat, shard_group);
@@ -79,8 +91,9 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   }
   model->train();
 
-  // A fixed pool of random batches per rank, generated before timing.
-  torch::manual_seed(run.seed + 1 + group.rank());
+  // A fixed pool of random batches per replica (the TP ranks of one read the same), generated
+  // before timing.
+  torch::manual_seed(run.seed + 1 + dp.rank());
   const int64_t pool = 8;
   std::vector<torch::Tensor> batches;
   for (int64_t i = 0; i < pool; ++i) {
@@ -98,9 +111,15 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   log::info(mcfg.describe());
   log::info(plan.describe());
   log::info(describe(run.cuda_graphs));
-  r.workers = resolve_workers(run.workers, r.threads, plan.micro_batch);
-  TrainStepper stepper(*model, flat, opt, group, rt, r.workers, run.seed, run.bucket_bytes(),
+  r.workers = tp ? 1 : resolve_workers(run.workers, r.threads, plan.micro_batch);
+  TrainStepper stepper(*model, flat, opt, dp, rt, r.workers, run.seed, run.bucket_bytes(),
                        LossScaler(false, 1, 1), nullptr, fsdp.get());
+  if (tp) {
+    dist::Group* sharded_over = opt.sharded() ? &dp : nullptr;
+    stepper.set_grad_norm([&tp, &flat, &opt, sharded_over] {
+      return tp->grad_norm(flat, opt.shard_begin(), opt.shard_end(), sharded_over);
+    });
+  }
   // train.cuda_graphs (checked by the command): the warm-up also covers the graph's eager steps
   // and its capture.
   std::unique_ptr<CudaGraphStep> graphed;
@@ -126,9 +145,11 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   auto t0 = Clock::now();
   const auto sent_before = dist::comm_bytes_so_far();
   double comm_wait_s = 0;
+  take_tp_comm_seconds();  // the warm-up's
   for (int64_t i = 0; i < steps; ++i) {
     comm_wait_s += one_step().comm_wait_s;
   }
+  comm_wait_s += take_tp_comm_seconds();  // all of TP's collectives block the step
   core::synchronize(rt.device);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   r.comm_bytes = (dist::comm_bytes_so_far() - sent_before).divided_by(steps);

@@ -33,8 +33,9 @@ struct BenchResult {
   int64_t peak_rss_bytes = 0;       // rank 0's peak resident set (getrusage)
   int64_t peak_device_bytes = 0;    // GPU: rank 0's max_memory_allocated over the timed steps
   std::string runtime;              // device and precision
-  double comm_wait_ms = 0;          // per step: gradient all-reduce not hidden behind backward
-  dist::CommBytes comm_bytes;       // per timed step: rank 0's bytes sent in collectives
+  // Per step: gradient all-reduce not hidden behind backward, plus (dist.tp) every TP collective.
+  double comm_wait_ms = 0;
+  dist::CommBytes comm_bytes;  // per timed step: rank 0's bytes sent in collectives
 };
 
 // In a distributed job every rank runs the benchmark on its own random batches; the figures are

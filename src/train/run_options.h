@@ -72,6 +72,9 @@ struct RunOptions {
   int64_t loss_scale_window = core::default_int("train.loss_scale_window");
   double collective_timeout_s = core::default_float("dist.timeout_s");
   LoopOptions loop;  // train only
+  // dist.tp: ranks that split each layer (parallel/tensor_parallel_plan.h); `batch` is then
+  // planned over world / tp data-parallel ranks.
+  int tp = static_cast<int>(core::default_int("dist.tp"));
 
   int64_t bucket_bytes() const { return static_cast<int64_t>(bucket_mb * (1 << 20)); }
 };

@@ -269,7 +269,7 @@ void set_up_teacher(RunSetup& s, ConfigSnapshot& snapshot) {
 
 // ---- model (with its experts placed), objective, flat parameters, optimizer and schedule
 void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint>& temporal_lm,
-                               dist::Group& group, const core::Runtime& rt) {
+                               dist::Group& group, const core::Runtime& rt, dist::Group* tp) {
   const SetupOptions& setup = s.setup;
   const uint64_t seed = s.options.seed;
   s.ep = make_expert_parallel(group, setup.ep, s.setup.model.shape.moe.num_experts);
@@ -288,6 +288,16 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     // Before the encoder: its projector starts at the scale of the LM's token embeddings.
     s.state.lora_base = load_init_weights(*s.model, *temporal_lm);
     log::info("frozen LM from " + temporal_lm->dir);
+  }
+  if (tp) {
+    // Every TP rank built the same whole model from the seed: each keeps its slices, before
+    // the flat buffers are laid out over them.
+    parallel::check_tensor_parallel(s.setup.model.shape, setup.data.seq_len, tp->size());
+    s.tp = std::make_unique<parallel::TensorParallel>(*s.model, *tp);
+    log::info(
+        log::format("tensor parallelism: tp=%d (rank %d of its TP group), sequence-parallel; %d "
+                    "data-parallel replica(s)",
+                    tp->size(), tp->rank(), group.size()));
   }
   if (s.ep.active()) {
     s.dispatcher = std::make_shared<AllToAllExpertDispatcher>(*s.ep.ep_group,
@@ -426,14 +436,14 @@ void start_stream(RunSetup& s, dist::Group& group) {
 
 std::unique_ptr<RunSetup> set_up_run(const RunOptions& options, const SetupOptions& setup,
                                      ConfigSnapshot& snapshot, dist::Group& group,
-                                     const core::Runtime& rt) {
+                                     const core::Runtime& rt, dist::Group* tp) {
   auto s = std::make_unique<RunSetup>();
   s->options = options;
   s->setup = setup;
   const auto temporal_lm = open_data(*s, snapshot, group);
   set_up_teacher(*s, snapshot);
   s->config_snapshot = snapshot.yaml();
-  build_model_and_optimizer(*s, temporal_lm, group, rt);
+  build_model_and_optimizer(*s, temporal_lm, group, rt, tp);
   resume_or_init(*s, group);
   if (s->stream && s->complete_checkpoint.empty()) start_stream(*s, group);
   return s;

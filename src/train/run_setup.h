@@ -22,6 +22,7 @@
 #include "optim/optimizer.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/hybrid_shard.h"
+#include "parallel/tensor_parallel_plan.h"
 #include "train/batch_plan.h"
 #include "train/config_snapshot.h"
 #include "train/run_options.h"
@@ -51,6 +52,8 @@ struct RunSetup {
   // dist.zero=3: the groups it shards over (HSDP: a shard group and a replica group).
   parallel::ShardGroups shards;
   model::Gpt model{nullptr};
+  // dist.tp > 1: the plan that split the model over the TP group (this rank holds its slices).
+  std::unique_ptr<parallel::TensorParallel> tp;
   std::shared_ptr<AllToAllExpertDispatcher> dispatcher;  // expert parallelism only
   std::shared_ptr<Objective> objective;                  // what the step optimises
   std::shared_ptr<Objective> val_objective;  // the run's loss without training-only terms
@@ -67,8 +70,10 @@ struct RunSetup {
 // Collective (expert-parallel groups, a resumed optimizer's shards). `snapshot` is told what
 // set-up finds out (config_snapshot.h). Throws UsageError naming the key for what a run cannot
 // be (e.g. a stream with train.epochs, LoRA without a base).
+// Under tensor parallelism `group` is this rank's data-parallel group and `tp` its TP group
+// (parallel/tensor_parallel_plan.h); without, `group` is the world and `tp` null.
 std::unique_ptr<RunSetup> set_up_run(const RunOptions& options, const SetupOptions& setup,
                                      ConfigSnapshot& snapshot, dist::Group& group,
-                                     const core::Runtime& rt);
+                                     const core::Runtime& rt, dist::Group* tp = nullptr);
 
 }  // namespace lmtrain::train

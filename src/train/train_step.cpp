@@ -317,7 +317,7 @@ void TrainStepper::update(StepResult& r, double lr, double grad_clip) {
     // found_inf = 1, which leaves the update out (parameters, moments and the device step
     // count unchanged) and halves the scale. Clipping may scale inf/nan gradients: unused.
     const at::Tensor& found_inf = scaler_.unscale_and_check_on_device(grads, group_);
-    const auto norm = opt_.grad_norm();  // global, also when sharded or expert-parallel
+    const auto norm = grad_norm();  // global, also when sharded or expert-parallel
     clip(norm, grad_clip);
     opt_.step_unless(lr, found_inf);
     scaler_.update_on_device();
@@ -334,7 +334,7 @@ void TrainStepper::update(StepResult& r, double lr, double grad_clip) {
     return;
   }
   scaler_.update(false);
-  r.grad_norm = opt_.grad_norm();  // global, also when sharded or expert-parallel
+  r.grad_norm = grad_norm();  // global, also when sharded or expert-parallel
   clip(r.grad_norm, grad_clip);
   opt_.step(lr);
 }

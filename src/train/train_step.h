@@ -93,6 +93,10 @@ class TrainStepper {
   // calls it on its capture stream before the first step.
   void rebind_grad_hooks_to_current_stream();
   LossScaler& loss_scaler() { return scaler_; }
+  // The gradient norm clipping and the logs use, in place of the optimizer's (which counts this
+  // rank's parameters only): tensor parallelism's, over the TP group
+  // (parallel/tensor_parallel_plan.h).
+  void set_grad_norm(std::function<at::Tensor()> norm) { grad_norm_ = std::move(norm); }
 
  private:
   // Fills flat.grads() with this rank's share of the gradient (times the loss scale): each
@@ -136,6 +140,8 @@ class TrainStepper {
   // Several ranks, a tied token table: its lookup's rows go after backward on their own
   // (parallel/deferred_table_grad.h), so the table's bucket leaves early with the head's part.
   std::unique_ptr<DeferredTableGrad> table_grad_;
+  std::function<at::Tensor()> grad_norm_;  // null: the optimizer's
+  at::Tensor grad_norm() { return grad_norm_ ? grad_norm_() : opt_.grad_norm(); }
 };
 
 // Worker count from train.workers: a positive value as given; 0 (auto) means one per intra-op

@@ -149,6 +149,22 @@ class WholeModel {
   parallel::FullyShard* fsdp_;
 };
 
+// While alive, a tensor-parallel model holds every parameter whole on every rank (a save).
+class WholeTpModel {
+ public:
+  explicit WholeTpModel(parallel::TensorParallel* tp) : tp_(tp) {
+    if (tp_) tp_->gather_whole();
+  }
+  ~WholeTpModel() {
+    if (tp_) tp_->release_whole();
+  }
+  WholeTpModel(const WholeTpModel&) = delete;
+  WholeTpModel& operator=(const WholeTpModel&) = delete;
+
+ private:
+  parallel::TensorParallel* tp_;
+};
+
 // Moves the data position past the step just taken; true when that step ended an epoch. A
 // stream's position is the loader's, per rank (state.stream at a save): there is no global window
 // cursor (meta.json's data_cursor stays 0). Prepared windows: the remainder of an epoch's order
@@ -250,7 +266,13 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   const int rank = group.rank();
   const bool is_main = rank == 0;
   log::set_file(run.log_path);
-  auto setup = set_up_run(options, setup_options, snapshot, group, rt);
+  // dist.tp > 1: a 2-D mesh, TP inner, data parallelism outer (tensor_parallel_plan.h). `dp` is
+  // what the data, the gradient sync, ZeRO and evaluation run over; the world still agrees on
+  // stopping, and its rank 0 writes the run's files.
+  parallel::TpGroups tp_groups;
+  if (options.tp > 1) tp_groups = parallel::make_tp_groups(group, options.tp);
+  dist::Group& dp = options.tp > 1 ? *tp_groups.dp : group;
+  auto setup = set_up_run(options, setup_options, snapshot, dp, rt, tp_groups.tp.get());
   RunSetup& s = *setup;
   if (!s.complete_checkpoint.empty()) {
     TrainResult done;
@@ -298,13 +320,21 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   double train_seconds = 0;
   StepInterval interval;  // the steps since the last log line
   const int64_t start_step = state.step;
-  const int workers = resolve_workers(options.workers, run.threads, plan.micro_batch);
-  sync_replicas(group, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
+  // Split-batch workers would run the TP collectives from several threads: one under TP.
+  const int workers = s.tp ? 1 : resolve_workers(options.workers, run.threads, plan.micro_batch);
+  sync_replicas(dp, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
   // ZeRO-3 over several ranks: from here on the parameters live as shards (fully_shard.h).
-  std::unique_ptr<parallel::FullyShard> fsdp = make_fully_shard(s, group);
-  TrainStepper stepper(*model, flat, optimizer, group, rt, workers, seed, options.bucket_bytes(),
+  std::unique_ptr<parallel::FullyShard> fsdp = make_fully_shard(s, dp);
+  TrainStepper stepper(*model, flat, optimizer, dp, rt, workers, seed, options.bucket_bytes(),
                        LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
                        &ep, fsdp.get());
+  if (s.tp) {
+    // The norm of the whole model's gradient: this rank's slices summed over the TP group.
+    dist::Group* shard_group = optimizer.sharded() ? &dp : nullptr;
+    stepper.set_grad_norm([&s, &flat, &optimizer, shard_group] {
+      return s.tp->grad_norm(flat, optimizer.shard_begin(), optimizer.shard_end(), shard_group);
+    });
+  }
   stepper.set_objective(objective);
   // Only a temporal row's answer tokens, or a conversation's assistant tokens, are targets.
   stepper.set_masked_targets(temporal || s.setup.data.format == DataFormat::kChat);
@@ -316,15 +346,19 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   // A resumed fp16 run continues with its saved scale; anything else starts at
   // train.loss_scale.
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
-  log_loop_start(stepper, options, workers, group, rt);
+  log_loop_start(stepper, options, workers, dp, rt);
 
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
-    WholeModel whole(fsdp.get());  // ZeRO-3: rank 0 saves the gathered parameters
+    WholeModel whole(fsdp.get());       // ZeRO-3: rank 0 saves the gathered parameters
+    WholeTpModel whole_tp(s.tp.get());  // TP: the whole model too (the optimizer: TP rank 0's)
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
-    if (stream) state.stream = stream->checkpoint_state(group);  // every rank's position
+    if (stream) state.stream = stream->checkpoint_state(dp);  // every rank's position
     if (optimizer.sharded()) {
       // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
-      if (!is_main) write_optimizer_shard(run_dir, state.step, rank, optimizer);
+      // Under TP the replica of TP rank 0 writes, numbered by data-parallel rank.
+      const bool writes = !s.tp || tp_groups.tp->rank() == 0;
+      if (writes && dp.rank() != 0)
+        write_optimizer_shard(run_dir, state.step, dp.rank(), optimizer);
       group.barrier();
     }
     // EP: every rank contributes its experts to rank 0's complete checkpoint.
@@ -334,7 +368,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                         *model,
                         optimizer,
                         state,
-                        group.size(),
+                        dp.size(),
                         tokenizer_json,
                         tokenizer.hash(),
                         std::move(full_experts),
@@ -350,7 +384,9 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     const double lr = s.schedule.at(state.step);
     auto next_batch = [&](int64_t m) {
       std::vector<int64_t> positions;
-      for (int64_t slot : plan.slots(rank, m)) positions.push_back(state.position.cursor + slot);
+      for (int64_t slot : plan.slots(dp.rank(), m)) {
+        positions.push_back(state.position.cursor + slot);
+      }
       return data->train_batch(state.position.epoch, positions, rt.device);
     };
     auto r = graphed ? graphed->step(plan.accum_steps, next_batch, lr, grad_clip)
@@ -400,8 +436,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     std::optional<double> val_loss;
     if (eval_now) {
       WholeModel whole(fsdp.get());
-      val_loss =
-          evaluate(*model, *s.val_objective, *data, plan.micro_batch, eval_batches, group, rt);
+      val_loss = evaluate(*model, *s.val_objective, *data, plan.micro_batch, eval_batches, dp, rt);
       if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
       metrics.log_eval(state.step, *val_loss);
       if (is_main && loop.report) report::refresh_run_report(run_dir);  // RUN_DIR/report.html

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,6 +41,24 @@ double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
     worst = std::max(worst, diff / std::max(scale, 1e-12));
   }
   return worst;
+}
+
+std::string lmtrain_on_ranks(int ranks, const std::string& args) {
+  if (ranks == 1) return lmtrain_binary() + " " + args;
+  return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(ranks) +
+         " --master_port=" + std::to_string(free_port()) + " -- " + args;
+}
+
+void expect_run_matches(const std::string& run, const std::string& base, double loss_rel,
+                        double param_rel) {
+  const auto l = logged_losses(run), want = logged_losses(base);
+  ASSERT_EQ(l.size(), want.size()) << run;
+  for (size_t i = 0; i < l.size(); ++i) {
+    EXPECT_LE(std::abs(l[i] - want[i]), loss_rel * std::abs(want[i])) << run << " step " << i + 1;
+  }
+  EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", base + "/checkpoints/latest"),
+            param_rel)
+      << run;
 }
 
 std::vector<nlohmann::json> step_records(const std::string& run_dir) {

@@ -22,6 +22,15 @@ std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands
 double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
                           const std::string& file = "model.safetensors");
 
+// `lmtrain <args>` on `ranks` local ranks: the binary itself for one rank, `lmtrain launch` on a
+// free port for more (args: the command and its flags, e.g. "train --run.dir=...").
+std::string lmtrain_on_ranks(int ranks, const std::string& args);
+
+// `run` equals `base` (one process, say) within float tolerance: the logged loss within
+// loss_rel relative at every step, the parameters of checkpoints/latest within param_rel.
+void expect_run_matches(const std::string& run, const std::string& base, double loss_rel,
+                        double param_rel);
+
 // Every step record (a line with "loss") of RUN_DIR/metrics.jsonl, in order.
 std::vector<nlohmann::json> step_records(const std::string& run_dir);
 // The loss of every step record in RUN_DIR/metrics.jsonl, and of the last one (-1: none).

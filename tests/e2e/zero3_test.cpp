@@ -38,11 +38,7 @@ class Zero3Test : public ::testing::Test {
            " --train.total_batch_size=768 --train.max_steps=10 --dist.bucket_mb=0.02"
            " --optim.eps=1e-6 --train.activation_checkpointing=block --train.grad_clip=0.1";
   }
-  static std::string train(int ranks) {
-    if (ranks == 1) return lmtrain_binary() + " train";
-    return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(ranks) +
-           " --master_port=" + std::to_string(free_port()) + " -- train";
-  }
+  static std::string train(int ranks) { return lmtrain_on_ranks(ranks, "train"); }
   // A run at `ranks` ranks, each accumulating 2 micro-steps.
   static std::string run(const std::string& name, int ranks, const std::string& extra) {
     const std::string dir = dir_->file(name);
@@ -64,12 +60,7 @@ class Zero3Test : public ::testing::Test {
   }
   // Loss within 1e-6 relative at every step, parameters within 1e-5 after 10 steps.
   static void expect_matches_one_process(const std::string& run) {
-    const auto l = logged_losses(run), base = logged_losses(one_);
-    ASSERT_EQ(l.size(), base.size());
-    for (size_t i = 0; i < l.size(); ++i) {
-      EXPECT_LE(std::abs(l[i] - base[i]), 1e-6 * std::abs(base[i])) << "step " << i + 1;
-    }
-    EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", one_ + "/checkpoints/latest"), 1e-5);
+    expect_run_matches(run, one_, 1e-6, 1e-5);
   }
   static int64_t logged(const std::string& output, const std::string& key) {
     std::smatch m;
