@@ -193,6 +193,28 @@ TEST(NanochatCache, DecodingEqualsTheFullForward) {
   }
 }
 
+// window_pattern SSSL (windows 129, 129, 129, full) through cached decoding past the window:
+// the windowed layers' caches keep only their last 128 tokens (KvCache::window_keep), the smear
+// still reads the embedding the last call kept, and the logits are the full forward's.
+TEST(NanochatCache, WindowBoundedDecodingEqualsTheFullForward) {
+  const auto mcfg = options::read_gpt_config(nanochat_config({"SSSL", true, 2}), 0);
+  ASSERT_EQ(mcfg.layer_windows(), (std::vector<int64_t>{129, 129, 129, 0}));
+  torch::manual_seed(4);
+  Gpt model(mcfg);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  model->nanochat->smear_lambda.fill_(0.3);
+  auto ids = torch::randint(0, mcfg.vocab_size, {2, 180}, torch::kLong);
+  auto full = model->forward(ids);  // (2, 180, V)
+  auto cache = model->make_cache(2, 256);
+  std::vector<torch::Tensor> parts{model->forward_cached(ids.narrow(1, 0, 140), *cache)};
+  for (int64_t t = 140; t < 180; ++t)
+    parts.push_back(model->forward_cached(ids.narrow(1, t, 1), *cache));
+  EXPECT_LE((torch::cat(parts, 1) - full).abs().max().item<double>(), 1e-5);
+  const int64_t per_token = 2 * 2 * 2 * 16 * 4;  // K and V, B 2, kv heads 2, D 16, fp32
+  EXPECT_EQ(cache->bytes(), (3 * 128 + 180) * per_token);
+}
+
 // The d12 preset at vocabulary 8192 has the reference's parameter counts: 135266786 in all, and
 // nanochat's scaling parameters (transformer.h and lm_head, what train.target_param_data_ratio
 // multiplies) 91226544, both counted from bench/reference/nanochat_gpt.py's model.
