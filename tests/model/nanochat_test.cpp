@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -153,9 +154,11 @@ class NanochatParity : public ::testing::TestWithParam<NanochatCase> {
                        {"out", tag + "out.safetensors"}});
     }
     testing::write_text(dir.file("cases.json"), cases.dump());
-    const auto r = testing::run_command(testing::lmtrain_python() + " " + testing::source_dir() +
-                                        "/bench/reference/nanochat_gpt.py check --cases " +
-                                        dir.file("cases.json"));
+    const std::string command = testing::lmtrain_python() + " " + testing::source_dir() +
+                                "/bench/reference/nanochat_gpt.py check --cases " +
+                                dir.file("cases.json");
+    const auto r = testing::run_command(command);
+    std::cout << "reference: " << command << "\n";
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (size_t i = 0; i < cases.size(); ++i) {
       (*runs_)[i].ref = core::read_safetensors(cases[i]["out"].get<std::string>()).tensors;
