@@ -57,9 +57,9 @@ double window_bound_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
 
-// Policies over 60 tokens, windows 5 (layer 0) and none (layer 1), then 5 on both layers.
+// Policies over 36 tokens, windows 5 (layer 0) and none (layer 1), then 5 on both layers.
 const std::vector<std::pair<std::string, bool>> kWindowBoundPolicies = {
-    // (policy, whether it keeps every token a window reads over 60 tokens: exact)
+    // (policy, whether it keeps every token a window reads over 36 tokens: exact)
     {"full", true},
     {"h2o:budget=60,recent=4", true},
     {"streaming:sinks=0,window=62", true},
@@ -74,7 +74,7 @@ TEST(WindowBound, BoundedCachesGiveTheUnboundedLogitsAndTokens) {
   for (const auto& windows : {std::vector<int64_t>{5, 0}, std::vector<int64_t>{5}}) {
     auto m = eval_decoder(window_bound_decoder(windows), 11);
     torch::NoGradGuard g;
-    auto ids = torch::randint(64, {2, 60});
+    auto ids = torch::randint(64, {2, 36});
     const auto want = m->forward(ids);
     for (const auto& [policy, exact] : kWindowBoundPolicies) {
       SCOPED_TRACE(policy + (windows.size() == 1 ? " (every layer windowed)" : ""));
