@@ -188,7 +188,9 @@ class NanochatGPT(nn.Module):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("mode", choices=["check", "init", "bench"])
-    p.add_argument("--config", required=True)
+    p.add_argument("--config")
+    p.add_argument("--cases", help="check: a JSON list of {config, weights, batch, out}, "
+                   "checked in one process")
     p.add_argument("--weights")
     p.add_argument("--batch")
     p.add_argument("--out")
@@ -199,6 +201,18 @@ def main():
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.cases:
+        with open(a.cases) as f:
+            cases = json.load(f)
+        for case in cases:
+            run(argparse.Namespace(**{**vars(a), **case, "cases": None}))
+        return
+    if not a.config:
+        p.error("--config (or, for check, --cases) is required")
+    run(a)
+
+
+def run(a):
     with open(a.config) as f:
         cfg = {"head_dim": 0, "window_pattern": "SSSL", "value_embeds": True, "smear": True,
                "backout": True, **json.load(f)}

@@ -45,6 +45,17 @@ void H2oKvCache::advance(int64_t t) {
   length_ += t;
   for (size_t l = 0; l < k_.size(); ++l) {
     const int64_t L = k_[l].size(2);
+    const int64_t window_kept = window_keep(static_cast<int64_t>(l));
+    if (window_kept > 0 && window_kept <= budget_) {
+      // A window within the budget: the layer keeps the last W - 1 tokens, the same for every
+      // head (the window reads no others), and evicts nothing else; clone() frees the rest.
+      if (L > window_kept) {
+        for (auto* t : {&k_[l], &v_[l], &score_[l], &pos_[l]}) {
+          *t = t->narrow(2, L - window_kept, window_kept).clone();
+        }
+      }
+      continue;
+    }
     if (L <= budget_) continue;
     // Older tokens compete on accumulated attention; the R most recent always stay.
     auto older = score_[l].narrow(2, 0, L - recent_);

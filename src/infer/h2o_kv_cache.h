@@ -3,7 +3,10 @@
 // its weights to the cache (observe), which sums them per kv head (over the query heads of its
 // group and over queries); when more than B tokens are held, each head keeps its R most recent
 // and its B - R heaviest others, in position order. Positions stay absolute (keys rotated at
-// insertion), so the model's block_size still bounds the sequence.
+// insertion), so the model's block_size still bounds the sequence. A layer bounded by a window
+// of W - 1 <= B tokens (KvCache::window_keep) keeps exactly its last W - 1 (what the window
+// reads: exact); with W - 1 > B the budget already bounds it below the window and H2O chooses
+// as before (over the held tokens, the window counted over them).
 #pragma once
 #include <vector>
 

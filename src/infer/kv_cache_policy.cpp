@@ -58,8 +58,16 @@ void parse_part(const std::string& part, const std::string& text, KvPolicy& p) {
   const auto colon = part.find(':');
   const std::string name = part.substr(0, colon);
   auto params = parse_params(text, colon == std::string::npos ? "" : part.substr(colon + 1));
+  if (auto it = params.find("window_bound"); it != params.end()) {  // any part takes it
+    if (it->second > 1) {
+      throw UsageError("--kv_cache=" + text + ": window_bound=" + std::to_string(it->second) +
+                       " must be 0 or 1");
+    }
+    p.window_bound = it->second == 1;
+    params.erase(it);
+  }
   if (name == "full") {
-    reject_leftovers(params, text, "full takes none");
+    reject_leftovers(params, text, "full takes only window_bound");
   } else if (name == "int8" || name == "int4") {
     QuantizedKvOptions q;
     q.bits = name == "int8" ? 8 : 4;
@@ -97,6 +105,36 @@ std::string role(const std::string& name) {
   if (name == "streaming" || name == "h2o") return "selection";
   if (name == "int8" || name == "int4") return "storage";
   return name;
+}
+
+std::unique_ptr<model::KvCache> make_policy_cache(const KvPolicy& policy,
+                                                  const model::GptImpl& model, int64_t batch,
+                                                  int64_t max_len) {
+  const auto& c = model.config();
+  if (policy.quant) check_quantized_fits(*policy.quant, c.head_dim(), "--kv_cache=" + policy.text);
+  switch (policy.select) {
+    case KvPolicy::Select::kAll:
+      if (!policy.quant) return model.make_cache(batch, max_len);
+      return std::make_unique<QuantizedKvCache>(c.n_layer, std::min(max_len, c.block_size),
+                                                model.rope_spec(), *policy.quant);
+    case KvPolicy::Select::kStreaming: {
+      if (policy.sinks + policy.window >= c.block_size) {
+        throw UsageError("--kv_cache=" + policy.text +
+                         ": sinks + window = " + std::to_string(policy.sinks + policy.window) +
+                         " must be below the model's block_size " + std::to_string(c.block_size));
+      }
+      KvStoreFactory store;
+      if (policy.quant) {
+        store = [q = *policy.quant] { return std::make_unique<QuantizedKvStore>(q); };
+      }
+      return std::make_unique<StreamingKvCache>(c.n_layer, policy.sinks, policy.window,
+                                                model.rope_spec(), store);
+    }
+    case KvPolicy::Select::kH2o:
+      return std::make_unique<H2oKvCache>(c.n_layer, std::min(max_len, c.block_size), policy.budget,
+                                          policy.recent, model.rope_spec());
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -142,31 +180,10 @@ KvPolicy parse_kv_policy(const std::string& text) {
 
 std::unique_ptr<model::KvCache> make_kv_cache(const KvPolicy& policy, const model::GptImpl& model,
                                               int64_t batch, int64_t max_len) {
-  const auto& c = model.config();
-  if (policy.quant) check_quantized_fits(*policy.quant, c.head_dim(), "--kv_cache=" + policy.text);
-  switch (policy.select) {
-    case KvPolicy::Select::kAll:
-      if (!policy.quant) return model.make_cache(batch, max_len);
-      return std::make_unique<QuantizedKvCache>(c.n_layer, std::min(max_len, c.block_size),
-                                                model.rope_spec(), *policy.quant);
-    case KvPolicy::Select::kStreaming: {
-      if (policy.sinks + policy.window >= c.block_size) {
-        throw UsageError("--kv_cache=" + policy.text +
-                         ": sinks + window = " + std::to_string(policy.sinks + policy.window) +
-                         " must be below the model's block_size " + std::to_string(c.block_size));
-      }
-      KvStoreFactory store;
-      if (policy.quant) {
-        store = [q = *policy.quant] { return std::make_unique<QuantizedKvStore>(q); };
-      }
-      return std::make_unique<StreamingKvCache>(c.n_layer, policy.sinks, policy.window,
-                                                model.rope_spec(), store);
-    }
-    case KvPolicy::Select::kH2o:
-      return std::make_unique<H2oKvCache>(c.n_layer, std::min(max_len, c.block_size), policy.budget,
-                                          policy.recent, model.rope_spec());
-  }
-  return nullptr;
+  auto cache = make_policy_cache(policy, model, batch, max_len);
+  cache->bound_to_windows(policy.window_bound ? model.config().layer_windows()
+                                              : std::vector<int64_t>{});
+  return cache;
 }
 
 }  // namespace lmtrain::infer

@@ -9,6 +9,9 @@
 // anything, int8+int4, streaming+h2o, a part given twice) and h2o+int8/int4 (h2o keeps a
 // different set per head, which would split KIVI's per-channel key groups unevenly) are
 // UsageErrors, like unknown policies, parameters and values; each names the text.
+// Every part also takes window_bound=0|1 (default 1): with 1, a layer with a sliding window
+// (model.windows) keeps only the last W - 1 tokens it can still read (KvCache::window_keep);
+// 0 keeps what the policy alone keeps (for comparing, e.g. full:window_bound=0).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,6 +29,7 @@ struct KvPolicy {
   std::optional<QuantizedKvOptions> quant;  // storage: KIVI-quantised; nullopt: dense, exact
   int64_t sinks = 4, window = 0;            // streaming
   int64_t budget = 0, recent = 0;           // h2o
+  bool window_bound = true;                 // bound windowed layers' caches to their window
   std::string text = "full";
   // The exact cache.
   bool full() const { return select == Select::kAll && !quant; }

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "model/attention.h"
 
 namespace lmtrain::infer {
@@ -32,16 +34,20 @@ std::pair<at::Tensor, at::Tensor> QuantizedKvCache::update(int64_t layer, const 
 
 bool QuantizedKvCache::attends() const {
   if (read_ != Read::kAuto) return read_ == Read::kCodes;
-  const auto& store = layers_.front();  // every layer holds as many groups
-  return store.groups() * store.batch() >= 16;
+  // The layer with the most groups (a layer bounded by its window holds fewer).
+  int64_t most = 0;
+  for (const auto& store : layers_) most = std::max(most, store.groups() * store.batch());
+  return most >= 16;
 }
 
 at::Tensor QuantizedKvCache::attend(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                     const at::Tensor& v, int64_t window) {
   auto& store = append(layer, k, v);
-  auto key_bias = key_mask(store.size(), q.options());
-  if (window > 0 && store.size() > window) {
-    // The codes' kernel has no window: attend over the dequantised keys with the window's mask.
+  // The held slots end at the newest (a windowed layer dropped the ones before).
+  auto key_bias = key_mask(store.size(), q.options(), length_ + k.size(2) - store.size());
+  if (window > 0 && (store.size() > window || window_keep(layer) > 0)) {
+    // The codes' kernel has no window (and wants whole groups, which a window bound cuts):
+    // attend over the dequantised keys with the window's mask.
     auto [kd, vd] = store.read(q.scalar_type());  // (B, K, L, D)
     return model::causal_attention(q, kd, vd, 0.0, key_bias, window);
   }
@@ -50,7 +56,14 @@ at::Tensor QuantizedKvCache::attend(int64_t layer, const at::Tensor& q, const at
 
 void QuantizedKvCache::advance(int64_t t) {
   length_ += t;
-  for (auto& store : layers_) store.settle();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    auto& store = layers_[l];
+    store.settle();
+    // A windowed layer keeps its last W - 1 tokens, after settle() so that the groups are cut
+    // from the same tokens as without the bound (codes stay valid: quantized_kv_store.h).
+    const int64_t keep = window_keep(static_cast<int64_t>(l)), L = store.size();
+    if (keep > 0 && L > keep) store.keep({{L - keep, L}});
+  }
 }
 
 int64_t QuantizedKvCache::bytes() const {

@@ -2,7 +2,11 @@
 // QuantizedKvStore. Positions are absolute, as in the full cache, and keys are rotated before
 // quantisation, so block_size bounds the sequence. Holds left-padded batches: pad slots are
 // stored as zeros, so that their (masked, arbitrary) values do not widen the per-channel key
-// ranges of the groups they share with real tokens.
+// ranges of the groups they share with real tokens. A layer bounded by its window
+// (KvCache::window_keep) drops the tokens before its last W - 1 after quantising, cutting
+// groups without requantising them, so it holds the codes the unbounded cache would; the
+// quantisation is the same as without the bound while W - 1 >= R + G - 1 (the residual and
+// the group being filled are never cut).
 #pragma once
 #include <vector>
 

@@ -3,7 +3,10 @@
 // cache (0 .. L-1), and new tokens sit at position L, so positions never leave the range the
 // model was trained on: generation can run far past block_size with a cache of S + W tokens.
 // Which tokens are kept is decided here; how they are stored (dense, or KIVI-quantised: then
-// keys are quantised before rotation) by the store each layer gets from `store`.
+// keys are quantised before rotation) by the store each layer gets from `store`. A layer
+// bounded by its window (KvCache::window_keep) keeps only the last W - 1 of those, rotated so
+// that they end at the index the other layers' newest token has (held()), which keeps each
+// query's distance to them.
 #pragma once
 #include <vector>
 

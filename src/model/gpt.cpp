@@ -173,9 +173,13 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     std::tie(y, weights) = causal_attention_with_weights(q, k, v, window);
     cache->observe(layer, weights);
   } else {
-    // Left-padded batches: hide each row's pad slots (undefined mask otherwise).
-    y = causal_attention(q, k, v, p, cache ? cache->key_mask(k.size(2), q.options()) : at::Tensor(),
-                         window);
+    // Left-padded batches: hide each row's pad slots (undefined mask otherwise). The keys are
+    // the slots that end at the newest (a windowed layer's cache dropped the ones before).
+    const int64_t L = k.size(2);
+    y = causal_attention(
+        q, k, v, p,
+        cache ? cache->key_mask(L, q.options(), cache->next_position() + T - L) : at::Tensor(),
+        window);
   }
   y = y.transpose(1, 2).reshape({B, T, H * D});
   y = c_proj(y);
@@ -483,9 +487,11 @@ torch::Tensor GptImpl::forward_cached(const torch::Tensor& ids, KvCache& cache,
 
 std::unique_ptr<KvCache> GptImpl::make_cache(int64_t batch, int64_t max_len) const {
   auto opts = transformer->wte->weight.options().requires_grad(false);
-  return std::make_unique<FullKvCache>(cfg_.n_layer, batch, cfg_.kv_heads(),
-                                       std::min(max_len, cfg_.block_size), cfg_.head_dim(), opts,
-                                       rope_spec());
+  auto cache = std::make_unique<FullKvCache>(cfg_.n_layer, batch, cfg_.kv_heads(),
+                                             std::min(max_len, cfg_.block_size), cfg_.head_dim(),
+                                             opts, rope_spec());
+  cache->bound_to_windows(cfg_.layer_windows());
+  return cache;
 }
 
 }  // namespace lmtrain::model

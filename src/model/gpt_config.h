@@ -79,6 +79,12 @@ struct GptConfig {
     }
     return false;
   }
+  // window(l) of every layer (what KvCache::bound_to_windows takes).
+  std::vector<int64_t> layer_windows() const {
+    std::vector<int64_t> out;
+    for (int64_t l = 0; l < n_layer; ++l) out.push_back(window(l));
+    return out;
+  }
 
   // vocab_size 0 becomes the tokenizer's vocabulary rounded up to a multiple of 64 (which keeps
   // the output GEMM well shaped); a set one smaller than the tokenizer's, or 0 without a

@@ -28,12 +28,12 @@ at::Tensor KvCache::positions(int64_t start, int64_t t, const at::TensorOptions&
   return (pos.unsqueeze(0) - pad_.to(pos.device()).unsqueeze(1)).clamp_min(0);  // (B, T)
 }
 
-at::Tensor KvCache::key_mask(int64_t l, const at::TensorOptions& options) const {
+at::Tensor KvCache::key_mask(int64_t l, const at::TensorOptions& options, int64_t first) const {
   if (!pad_.defined()) return {};
   // Half the lowest finite value: masked scores stay finite in fp16 and bf16 too, and far below
   // any real score, so exp() of them is exactly 0 beside a real key.
   const double big = 0.5 * static_cast<double>(std::numeric_limits<c10::Half>::lowest());
-  auto slots = at::arange(l, options.dtype(at::kLong));
+  auto slots = at::arange(first, first + l, options.dtype(at::kLong));
   auto is_pad = slots.unsqueeze(0) < pad_.to(slots.device()).unsqueeze(1);  // (B, L)
   return at::zeros({pad_.size(0), l}, options)
       .masked_fill(is_pad, big)

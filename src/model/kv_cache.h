@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "model/rope_params.h"
 
@@ -72,15 +73,30 @@ class KvCache {
   // Positions of T tokens starting at slot `start`: (T,) int64 without padding, else (B, T)
   // (pad slots clamped to 0: they are masked).
   at::Tensor positions(int64_t start, int64_t t, const at::TensorOptions& options) const;
-  // Additive mask (B, 1, 1, L) over the first L slots: a large negative value at pad slots, 0
-  // elsewhere (finite, so that a pad query, which sees only pad keys, stays finite); undefined
-  // without padding.
-  at::Tensor key_mask(int64_t l, const at::TensorOptions& options) const;
+  // Additive mask (B, 1, 1, L) over the L slots first..first+L-1: a large negative value at pad
+  // slots, 0 elsewhere (finite, so that a pad query, which sees only pad keys, stays finite);
+  // undefined without padding. first > 0: a layer bounded by its window (below) has dropped
+  // the slots before it.
+  at::Tensor key_mask(int64_t l, const at::TensorOptions& options, int64_t first = 0) const;
   // k (B, K, T, D) at slots start..start+T-1 rotated by `rope` at its positions (per row).
   at::Tensor rotate(const at::Tensor& k, int64_t start, const RopeSpec& rope) const;
 
+  // Sliding windows (model.windows, one per layer, 0: none): a layer with window W > 0 reads
+  // only the last W keys of each query, so between calls its cache keeps only the last W - 1
+  // tokens (window_keep(l) = W - 1; 0: the layer keeps what its policy keeps). Kept keys stay
+  // a contiguous run ending at the newest slot, so the window's mask, which counts keys back
+  // from the query, still applies; positions are the policy's (absolute but in streaming). Set
+  // before the first token (GptImpl::make_cache and infer::make_kv_cache do, from the model's
+  // config).
+  void bound_to_windows(const std::vector<int64_t>& windows) { windows_ = windows; }
+  int64_t window_keep(int64_t layer) const {
+    const auto l = static_cast<size_t>(layer);
+    return l < windows_.size() && windows_[l] > 0 ? windows_[l] - 1 : 0;
+  }
+
  private:
   at::Tensor pad_;
+  std::vector<int64_t> windows_;  // per layer
 };
 
 }  // namespace lmtrain::model

@@ -6,6 +6,11 @@
 // and past original_max_position_embeddings (16, 32).
 //   - import: logits within 1e-4 of transformers', and the greedy tokens of transformers' full
 //     forward without a cache, from lmtrain's cached generation and from its full forward;
+//     windowed models also with each KV cache bounded by the windows (16 tokens after the
+//     40-token prompt, 56 in all, past windows of 5 and 6): the same tokens with the exact
+//     cache, H2O and StreamingLLM with room for the whole sequence, the exact cache's bytes
+//     those of W - 1 tokens per windowed layer, and the lossy int8/int4 caches the tokens they
+//     give unbounded (window_bound=0);
 //   - export: `lmtrain export hf` loads in transformers with the original's logits (1e-5), its
 //     config.json keeps the original's rope type and windows, and imports back to the same
 //     logits.
@@ -64,6 +69,37 @@ std::string modern_import(const std::string& hf_dir, const std::string& run) {
   return imp.output;
 }
 
+// Generation of a windowed model with window-bounded caches (KvCache::window_keep).
+void modern_bounded_generation(model::GptImpl& m, const std::vector<uint32_t>& prompt,
+                               const std::vector<uint32_t>& want) {
+  infer::SamplingOptions greedy;
+  greedy.temperature = 0;
+  auto run = [&](const std::string& policy) {
+    return infer::generate_batch(m, {prompt}, {static_cast<int64_t>(want.size())}, greedy, 0, -1,
+                                 infer::parse_kv_policy(policy));
+  };
+  // The prompt and all but the last new token go through the cache.
+  const auto length = static_cast<int64_t>(prompt.size() + want.size()) - 1;
+  ASSERT_LT(length, 60) << "the policies below hold 60 tokens";
+  for (const std::string policy :
+       {"full", "h2o:budget=60,recent=4", "streaming:sinks=0,window=60"}) {
+    SCOPED_TRACE(policy);
+    EXPECT_EQ(run(policy).rows[0].tokens, want);
+  }
+  const auto& c = m.config();
+  const int64_t per_token = 2 * c.kv_heads() * c.head_dim() * 4;  // K and V, fp32
+  int64_t bounded = 0;
+  for (const int64_t w : c.layer_windows()) bounded += (w > 0 ? w - 1 : length) * per_token;
+  EXPECT_EQ(run("full").peak_cache_bytes, bounded);
+  EXPECT_EQ(run("full:window_bound=0").peak_cache_bytes, c.n_layer * length * per_token);
+  for (const std::string policy : {"int8:group=2,residual=2", "int4:group=2,residual=2"}) {
+    SCOPED_TRACE(policy);
+    const auto lossy = run(policy);
+    EXPECT_EQ(lossy.rows[0].tokens, run(policy + ",window_bound=0").rows[0].tokens);
+    EXPECT_LT(lossy.peak_cache_bytes, run(policy + ",window_bound=0").peak_cache_bytes);
+  }
+}
+
 TEST(HfModernParity, ImportMatchesTransformersLogitsAndGreedyTokens) {
   const auto ref = modern_reference();
   ASSERT_GE(ref["models"].size(), 11u);
@@ -85,6 +121,7 @@ TEST(HfModernParity, ImportMatchesTransformersLogitsAndGreedyTokens) {
     greedy.temperature = 0;
     const std::vector<uint32_t> prompt(ids.begin(), ids.end());
     EXPECT_EQ(infer::generate(*m.model, prompt, 16, greedy, 0, -1), want);
+    if (m.model->config().windowed()) modern_bounded_generation(*m.model, prompt, want);
   }
 }
 

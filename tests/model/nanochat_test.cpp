@@ -6,7 +6,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -87,58 +91,102 @@ core::NamedTensors to_nanochat(const std::vector<std::pair<std::string, torch::T
   return out;
 }
 
-class NanochatParity : public ::testing::TestWithParam<NanochatCase> {};
+const std::vector<NanochatCase> kNanochatCases = {
+    {"SSSL", true, 4}, {"SSSL", false, 4}, {"L", true, 4}, {"L", false, 4}, {"SSSL", true, 2}};
+
+// One case's side of the comparison: lmtrain's logits and gradients (under nanochat's names)
+// and the reference's outputs on the same weights and batch.
+struct NanochatRun {
+  torch::Tensor logits;
+  core::NamedTensors grads;
+  std::map<std::string, torch::Tensor> ref;
+};
+
+// Every case's model runs here, then one reference process checks them all (starting Python
+// and torch costs seconds per call).
+class NanochatParity : public ::testing::TestWithParam<NanochatCase> {
+ protected:
+  static void SetUpTestSuite() {
+    runs_ = new std::vector<NanochatRun>();
+    testing::TempDir dir("nanochat_parity");
+    nlohmann::json cases = nlohmann::json::array();
+    for (size_t i = 0; i < kNanochatCases.size(); ++i) {
+      const auto& tc = kNanochatCases[i];
+      const auto mcfg = options::read_gpt_config(nanochat_config(tc), 0);
+      torch::manual_seed(5);
+      Gpt model(mcfg);
+      {
+        torch::NoGradGuard no_grad;  // exercise the smear gate (nanochat starts its lambda at 0)
+        model->nanochat->smear_lambda.fill_(0.3);
+      }
+      const int64_t B = 2, T = 256;
+      auto ids = torch::randint(0, mcfg.vocab_size, {B, T}, torch::kLong);
+      auto targets = torch::randint(0, mcfg.vocab_size, {B, T}, torch::kLong);
+      NanochatRun run;
+      run.logits = model->forward(ids).detach();
+      model->zero_grad();
+      model->loss(ids, targets).backward();
+      std::vector<std::pair<std::string, torch::Tensor>> params, grads;
+      for (const auto& p : model->named_parameters()) {
+        params.emplace_back(p.key(), p.value().detach());
+        grads.emplace_back(p.key(), p.value().grad());
+      }
+      run.grads = to_nanochat(grads, mcfg);
+      runs_->push_back(std::move(run));
+      const std::string tag = dir.file(std::to_string(i));
+      core::write_safetensors(tag + "w.safetensors", to_nanochat(params, mcfg));
+      core::write_safetensors(tag + "b.safetensors", {{"idx", ids}, {"targets", targets}});
+      nlohmann::json cfg_json = {{"sequence_len", T},
+                                 {"vocab_size", mcfg.vocab_size},
+                                 {"n_layer", mcfg.n_layer},
+                                 {"n_head", mcfg.n_head},
+                                 {"n_kv_head", mcfg.kv_heads()},
+                                 {"n_embd", mcfg.n_embd},
+                                 {"head_dim", mcfg.head_dim()},
+                                 {"window_pattern", tc.pattern},
+                                 {"value_embeds", tc.value_embeds},
+                                 {"smear", true},
+                                 {"backout", true}};
+      testing::write_text(tag + "cfg.json", cfg_json.dump());
+      cases.push_back({{"config", tag + "cfg.json"},
+                       {"weights", tag + "w.safetensors"},
+                       {"batch", tag + "b.safetensors"},
+                       {"out", tag + "out.safetensors"}});
+    }
+    testing::write_text(dir.file("cases.json"), cases.dump());
+    const std::string command = testing::lmtrain_python() + " " + testing::source_dir() +
+                                "/bench/reference/nanochat_gpt.py check --cases " +
+                                dir.file("cases.json");
+    const auto r = testing::run_command(command);
+    std::cout << "reference: " << command << "\n";
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      (*runs_)[i].ref = core::read_safetensors(cases[i]["out"].get<std::string>()).tensors;
+    }
+  }
+  static void TearDownTestSuite() { delete runs_, runs_ = nullptr; }
+  static std::vector<NanochatRun>* runs_;
+};
+
+std::vector<NanochatRun>* NanochatParity::runs_ = nullptr;
 
 TEST_P(NanochatParity, LogitsAndEveryGradientMatchTheReference) {
   const auto& tc = GetParam();
-  const auto mcfg = options::read_gpt_config(nanochat_config(tc), 0);
-  torch::manual_seed(5);
-  Gpt model(mcfg);
-  {
-    torch::NoGradGuard no_grad;  // exercise the smear gate (nanochat starts its lambda at 0)
-    model->nanochat->smear_lambda.fill_(0.3);
-  }
-  const int64_t B = 2, T = 256;
-  auto ids = torch::randint(0, mcfg.vocab_size, {B, T}, torch::kLong);
-  auto targets = torch::randint(0, mcfg.vocab_size, {B, T}, torch::kLong);
-  auto logits = model->forward(ids).detach();
-  model->zero_grad();
-  model->loss(ids, targets).backward();
+  const auto at = std::find_if(kNanochatCases.begin(), kNanochatCases.end(), [&](const auto& c) {
+    return c.pattern == tc.pattern && c.value_embeds == tc.value_embeds &&
+           c.n_kv_head == tc.n_kv_head;
+  });
+  ASSERT_TRUE(runs_ && at != kNanochatCases.end());
+  const auto& run = (*runs_)[static_cast<size_t>(at - kNanochatCases.begin())];
+  ASSERT_FALSE(run.ref.empty()) << "the reference did not run";
+  const auto& ref = run.ref;
 
-  testing::TempDir dir("nanochat_parity");
-  std::vector<std::pair<std::string, torch::Tensor>> params, grads;
-  for (const auto& p : model->named_parameters()) {
-    params.emplace_back(p.key(), p.value().detach());
-    grads.emplace_back(p.key(), p.value().grad());
-  }
-  core::write_safetensors(dir.file("w.safetensors"), to_nanochat(params, mcfg));
-  core::write_safetensors(dir.file("b.safetensors"), {{"idx", ids}, {"targets", targets}});
-  nlohmann::json cfg_json = {{"sequence_len", T},
-                             {"vocab_size", mcfg.vocab_size},
-                             {"n_layer", mcfg.n_layer},
-                             {"n_head", mcfg.n_head},
-                             {"n_kv_head", mcfg.kv_heads()},
-                             {"n_embd", mcfg.n_embd},
-                             {"head_dim", mcfg.head_dim()},
-                             {"window_pattern", tc.pattern},
-                             {"value_embeds", tc.value_embeds},
-                             {"smear", true},
-                             {"backout", true}};
-  testing::write_text(dir.file("cfg.json"), cfg_json.dump());
-  const auto r = testing::run_command(
-      testing::lmtrain_python() + " " + testing::source_dir() +
-      "/bench/reference/nanochat_gpt.py check --config " + dir.file("cfg.json") + " --weights " +
-      dir.file("w.safetensors") + " --batch " + dir.file("b.safetensors") + " --out " +
-      dir.file("out.safetensors"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto ref = core::read_safetensors(dir.file("out.safetensors")).tensors;
-
-  const double logit_diff = (logits - ref.at("logits")).abs().max().item<double>();
+  const double logit_diff = (run.logits - ref.at("logits")).abs().max().item<double>();
   EXPECT_LE(logit_diff, 1e-5);
   double worst = 0, worst_rel = 0;
   std::string worst_name;
   int compared = 0;
-  for (const auto& [name, g] : to_nanochat(grads, mcfg)) {
+  for (const auto& [name, g] : run.grads) {
     ASSERT_TRUE(ref.count("grad." + name)) << name << " has no gradient in the reference";
     const auto& r = ref.at("grad." + name);
     const double d = (g - r).abs().max().item<double>();
@@ -160,11 +208,7 @@ TEST_P(NanochatParity, LogitsAndEveryGradientMatchTheReference) {
       compared, worst, worst_name.c_str(), worst_rel);
 }
 
-INSTANTIATE_TEST_SUITE_P(Patterns, NanochatParity,
-                         ::testing::Values(NanochatCase{"SSSL", true, 4},
-                                           NanochatCase{"SSSL", false, 4},
-                                           NanochatCase{"L", true, 4}, NanochatCase{"L", false, 4},
-                                           NanochatCase{"SSSL", true, 2}));
+INSTANTIATE_TEST_SUITE_P(Patterns, NanochatParity, ::testing::ValuesIn(kNanochatCases));
 
 // Cached decoding (the smear's previous embedding kept between calls, the value embeddings of
 // the new tokens) gives the full forward's logits; a call that does not continue the last one
@@ -191,6 +235,28 @@ TEST(NanochatCache, DecodingEqualsTheFullForward) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.smear"), std::string::npos) << e.what();
   }
+}
+
+// window_pattern SSSL (windows 129, 129, 129, full) through cached decoding past the window:
+// the windowed layers' caches keep only their last 128 tokens (KvCache::window_keep), the smear
+// still reads the embedding the last call kept, and the logits are the full forward's.
+TEST(NanochatCache, WindowBoundedDecodingEqualsTheFullForward) {
+  const auto mcfg = options::read_gpt_config(nanochat_config({"SSSL", true, 2}), 0);
+  ASSERT_EQ(mcfg.layer_windows(), (std::vector<int64_t>{129, 129, 129, 0}));
+  torch::manual_seed(4);
+  Gpt model(mcfg);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  model->nanochat->smear_lambda.fill_(0.3);
+  auto ids = torch::randint(0, mcfg.vocab_size, {2, 180}, torch::kLong);
+  auto full = model->forward(ids);  // (2, 180, V)
+  auto cache = model->make_cache(2, 256);
+  std::vector<torch::Tensor> parts{model->forward_cached(ids.narrow(1, 0, 140), *cache)};
+  for (int64_t t = 140; t < 180; ++t)
+    parts.push_back(model->forward_cached(ids.narrow(1, t, 1), *cache));
+  EXPECT_LE((torch::cat(parts, 1) - full).abs().max().item<double>(), 1e-5);
+  const int64_t per_token = 2 * 2 * 2 * 16 * 4;  // K and V, B 2, kv heads 2, D 16, fp32
+  EXPECT_EQ(cache->bytes(), (3 * 128 + 180) * per_token);
 }
 
 // The d12 preset at vocabulary 8192 has the reference's parameter counts: 135266786 in all, and

@@ -110,13 +110,25 @@ TEST(RopeScaling, TablesMatchTransformersRopeInitFunctions) {
        64,
        0},
   };
+  // One Python process for every case (starting transformers costs seconds per call).
+  nlohmann::json request = nlohmann::json::array();
   for (const auto& c : cases) {
+    request.push_back({{"rope", c.rope},
+                       {"head_dim", c.head_dim},
+                       {"max_pos", c.max_pos},
+                       {"seq_len", c.seq_len}});
+  }
+  TempDir tmp("lmtrain_rope_tables");
+  const std::string cases_file = tmp.file("cases.json");
+  write_text(cases_file, request.dump());
+  auto r = run_hf_check("rope-tables " + cases_file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto tables = check_result(r)["tables"];
+  ASSERT_EQ(tables.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const auto& theirs = tables[i];
     SCOPED_TRACE(c.name);
-    auto r = run_hf_check("rope-tables '" + c.rope.dump() + "' --head-dim " +
-                          std::to_string(c.head_dim) + " --max-pos " + std::to_string(c.max_pos) +
-                          (c.seq_len > 0 ? " --seq-len " + std::to_string(c.seq_len) : ""));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    const auto theirs = check_result(r);
     const auto want = torch::tensor(theirs["inv_freq"].get<std::vector<float>>());
     const auto ours = model::rope_frequencies(imported(c), c.head_dim,
                                               c.seq_len > 0 ? c.seq_len : c.max_pos, c10::kCPU);
