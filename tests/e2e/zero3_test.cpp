@@ -210,6 +210,32 @@ TEST_F(Zero3Test, RankKilledMidSaveLeavesThePreviousCheckpointLatest) {
   EXPECT_NO_THROW(train::CheckpointStore::verify(dir + "/checkpoints/latest"));
 }
 
+// `lmtrain plan` (train/memory_plan.h) against the byte accounting that runs log, before any
+// memory is spent: ZeRO-3 at 2 ranks, ZeRO-1 at 3 and one replicated process.
+TEST_F(Zero3Test, PlanMatchesTheModelStateRunsLog) {
+  struct Case {
+    const char* name;
+    int ranks;
+    const char* flags;
+  };
+  for (const Case& c : {Case{"plan_z3", 2, " --dist.zero=3"}, Case{"plan_z1", 3, " --dist.zero=1"},
+                        Case{"plan_z0", 1, " --dist.zero=0"}}) {
+    SCOPED_TRACE(c.name);
+    const std::string extra = std::string(c.flags) + " --train.max_steps=1";
+    run(c.name, c.ranks, extra);
+    const std::string& out = outputs_[c.name];
+    auto p = run_command(lmtrain_binary() + " plan --nproc " + std::to_string(c.ranks) +
+                         flags(dir_->file("unused")) + extra);
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+    EXPECT_EQ(logged(p.output, "trained_parameters"), logged(out, "trained_parameters"))
+        << p.output;
+    const int64_t measured = logged(out, "model_state_bytes_per_rank");
+    const int64_t planned = logged(p.output, "model_state_bytes_per_rank");
+    ASSERT_GT(measured, 0) << out;
+    EXPECT_LE(std::abs(planned - measured), measured / 10) << p.output << out;
+  }
+}
+
 TEST_F(Zero3Test, OneRankRunsZeroThreeAsZeroTwoAndWhatItCannotDoIsAClearError) {
   // One rank: nothing is sharded, gathered or copied (no units are made).
   auto one = run_command(train(1) + flags(dir_->file("z3_1")) +
