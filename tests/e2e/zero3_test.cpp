@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "checkpoint/checkpoint_store.h"
+#include "core/safetensors.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
 #include "test_util.h"
@@ -147,7 +148,8 @@ TEST_F(Zero3Test, Hsdp2x2EqualsOneProcessAndAResumeIsBitwise) {
 TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
   const std::string longer = " --train.max_steps=15";
   const std::string base = dir_->file("one15");
-  auto b = run_command(train(1) + flags(base) + longer + " --train.micro_batch_size=12");
+  auto b = run_command(train(1) + flags(base) + longer +
+                       " --train.micro_batch_size=12 --checkpoint.every=5");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   const std::string saved = run("z3_at5", 2, " --dist.zero=3 --train.stop_at_step=5" + longer);
   const std::string ckpt = saved + "/checkpoints/latest";
@@ -181,9 +183,32 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
     EXPECT_LE(max_param_rel_diff(dir + "/checkpoints/latest", base + "/checkpoints/latest"), 1e-5);
   }
 
-  auto exported = run_command(lmtrain_binary() + " export hf " + ckpt + " " + dir_->file("hf"));
-  ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  EXPECT_TRUE(fs::exists(dir_->file("hf") + "/model.safetensors")) << exported.output;
+  // export hf and eval assemble the shards on one process: the same model as the
+  // one-process run's checkpoint of step 5.
+  const std::string whole5 = base + "/checkpoints/step_00000005";
+  for (const auto& [from, to] : {std::pair{ckpt, "hf_sharded"}, std::pair{whole5, "hf_whole"}}) {
+    auto x = run_command(lmtrain_binary() + " export hf " + from + " " + dir_->file(to));
+    ASSERT_EQ(x.exit_code, 0) << x.output;
+  }
+  const auto hs = core::read_safetensors(dir_->file("hf_sharded") + "/model.safetensors");
+  const auto hw = core::read_safetensors(dir_->file("hf_whole") + "/model.safetensors");
+  ASSERT_EQ(hs.names, hw.names);
+  for (const auto& [name, t] : hw.tensors) {
+    EXPECT_LE((hs.tensors.at(name) - t).abs().max().item<double>(),
+              1e-5 * t.abs().max().item<double>())
+        << name;
+  }
+  auto eval_loss = [&](const std::string& checkpoint) {
+    auto e = run_command(lmtrain_binary() + " eval --checkpoint " + checkpoint + " --data_dir " +
+                         data_ + " --batches 2");
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    std::smatch m;
+    const std::regex re("val loss: ([0-9.]+)");
+    return std::regex_search(e.output, m, re) ? std::stod(m[1]) : -1.0;
+  };
+  const double sharded_loss = eval_loss(ckpt);
+  EXPECT_GT(sharded_loss, 0);
+  EXPECT_NEAR(sharded_loss, eval_loss(whole5), 2e-4);
 
   const std::string broken = dir_->file("missing_shard");
   fs::copy(saved, broken, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
