@@ -23,8 +23,8 @@ int cmd_plan(const Args& argv) {
   if (print_help_if_asked(
           args, flags,
           "Usage: lmtrain plan --config FILE --nproc N [--tp T] [--section.key=VALUE ...]\n\n"
-          "Prints what each of N ranks will hold, in bytes, without building anything but\n"
-          "shapes: parameters (whole, or ZeRO-3's shard), gradients, optimizer state, their\n"
+          "Prints what each of N ranks will hold, in bytes, before any device memory is spent\n"
+          "(host only): parameters (whole, or ZeRO-3's shard), gradients, optimizer state, their\n"
           "sum model_state_bytes_per_rank (the figure a run logs), ZeRO-3's gathered peak\n"
           "(root unit + two blocks), and an estimate of one micro-batch's activations.\n"
           "model.vocab_size 0 takes the vocabulary of data.dir's tokenizer.json.\n\n")) {

@@ -26,10 +26,10 @@ MemoryPlan plan_memory(const model::ModelOptions& model, const optim::OptimizerO
   p.shard_ranks = optimizer.zero == 3 && optimizer.shard_group_size > 0
                       ? std::min(optimizer.shard_group_size, dp)
                       : dp;
-  // Shapes only: the meta device gives every tensor its size and no storage.
-  core::Runtime meta;
-  meta.device = c10::Device(c10::kMeta);
-  auto built = model::build_model(model, meta, {/*init=*/false, {}});
+  // Uninitialised weights on the host (never-touched pages); only the flat layout below writes
+  // memory (8 bytes per parameter on the host). No device memory is used.
+  // TODO: the meta device would spend none, but FlatParams' set_data refuses meta tensors.
+  auto built = model::build_model(model, core::Runtime::cpu(), {/*init=*/false, {}});
   const int sharding = optimizer.zero > 0 ? p.shard_ranks : 1;
   optim::FlatParams flat(*built, built->param_tags(),
                          optim::flat_pad_multiple(optimizer, sharding));

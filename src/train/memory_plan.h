@@ -1,5 +1,6 @@
-// What a run will hold per rank, computed from the config before any memory is spent (the
-// model is built on the meta device: shapes, no storage), in the same accounting the run logs
+// What a run will hold per rank, computed from the config before any device memory is spent
+// (the model is built uninitialised on the host, its flat layout made: 8 bytes per parameter
+// of host memory), in the same accounting the run logs
 // ("model state on this rank ... model_state_bytes_per_rank", train/trainer.cpp; the bench's
 // model_state_bytes_per_rank):
 //   parameters   fp32 master: the whole flat buffer, or ZeRO-3's shard (flat numel / G)

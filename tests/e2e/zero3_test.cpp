@@ -200,7 +200,7 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
   }
   auto eval_loss = [&](const std::string& checkpoint) {
     auto e = run_command(lmtrain_binary() + " eval --checkpoint " + checkpoint + " --data_dir " +
-                         data_ + " --batches 2");
+                         data_ + " --batches 2 --batch_size 12");
     EXPECT_EQ(e.exit_code, 0) << e.output;
     std::smatch m;
     const std::regex re("val loss: ([0-9.]+)");
@@ -208,7 +208,7 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
   };
   const double sharded_loss = eval_loss(ckpt);
   EXPECT_GT(sharded_loss, 0);
-  EXPECT_NEAR(sharded_loss, eval_loss(whole5), 2e-4);
+  EXPECT_NEAR(sharded_loss, eval_loss(whole5), 2e-4);  // printed to 4 decimals
 
   const std::string broken = dir_->file("missing_shard");
   fs::copy(saved, broken, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
@@ -250,7 +250,8 @@ TEST_F(Zero3Test, PlanMatchesTheModelStateRunsLog) {
     run(c.name, c.ranks, extra);
     const std::string& out = outputs_[c.name];
     auto p = run_command(lmtrain_binary() + " plan --nproc " + std::to_string(c.ranks) +
-                         flags(dir_->file("unused")) + extra);
+                         flags(dir_->file("unused")) + extra +
+                         " --train.micro_batch_size=" + std::to_string(12 / c.ranks));
     ASSERT_EQ(p.exit_code, 0) << p.output;
     EXPECT_EQ(logged(p.output, "trained_parameters"), logged(out, "trained_parameters"))
         << p.output;
