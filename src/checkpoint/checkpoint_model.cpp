@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/sharded_reader.h"
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "model/build_model.h"
@@ -23,6 +24,8 @@ InferenceModel load_inference_model(const std::string& spec, const core::Runtime
   for (const auto& name : extra_files) {
     if (ckpt.meta["files"].contains(name)) {
       ckpt.files.emplace(name, core::read_safetensors(ckpt.dir + "/" + name));
+    } else if (sharded_logical_files(ckpt.meta).count(name)) {  // a ZeRO-3 checkpoint's
+      ckpt.files.emplace(name, assemble_sharded_file(ckpt.dir, ckpt.meta, name));
     }
   }
   InferenceModel out;

@@ -13,6 +13,7 @@
 
 #include "checkpoint/checkpoint_paths.h"
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/sharded_reader.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -50,19 +51,20 @@ nlohmann::json verified_meta(const std::string& dir) {
        ckpt_detail::check_meta(meta, what, CheckpointStore::kFormatVersion)) {
     const std::string path = dir + "/" + name;
     if (!fs::is_regular_file(path, ec)) {
-      throw Error(what + ": file " + name + " listed in meta.json is missing");
+      throw Error(what + ": file " + name + " listed in meta.json is missing" +
+                  shard_file_note(meta, name));
     }
     const uint64_t size = fs::file_size(path, ec);
     const uint64_t expected = info.bytes;
     if (ec || size != expected) {
       throw Error(what + ": file " + name + " is " + std::to_string(size) +
                   " bytes but meta.json records " + std::to_string(expected) +
-                  " (truncated or overwritten)");
+                  " (truncated or overwritten)" + shard_file_note(meta, name));
     }
     const std::string sha = core::sha256_file_hex(path);
     if (sha != info.sha256) {
       throw Error(what + ": file " + name + " fails its sha256 check (meta.json " + info.sha256 +
-                  ", file " + sha + "): the file is corrupt");
+                  ", file " + sha + "): the file is corrupt" + shard_file_note(meta, name));
     }
   }
   return meta;
@@ -74,16 +76,26 @@ LoadedCheckpoint load_one(const std::string& dir, const std::vector<std::string>
   out.meta = verified_meta(dir);
   out.step = out.meta["step"].get<int64_t>();
   std::vector<std::string> wanted = tensor_files;
+  // A sharded checkpoint's shard files are read by range where they are needed
+  // (checkpoint/sharded_reader.h); the whole files they make up (model.safetensors) are
+  // assembled here on request.
+  const auto shard_files = model_shard_files(out.meta);
+  const auto logical = sharded_logical_files(out.meta);
   if (wanted.empty()) {
     for (const auto& [name, info] : out.meta["files"].items()) {
       const std::string ext = ".safetensors";
-      if (name.size() > ext.size() &&
+      if (name.size() > ext.size() && !shard_files.count(name) &&
           name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
         wanted.push_back(name);
       }
     }
+    wanted.insert(wanted.end(), logical.begin(), logical.end());
   }
   for (const auto& name : wanted) {
+    if (logical.count(name) && !out.meta["files"].contains(name)) {
+      out.files.emplace(name, assemble_sharded_file(dir, out.meta, name));
+      continue;
+    }
     if (!out.meta["files"].contains(name)) {
       throw Error("checkpoint " + dir + " has no file " + name + " (meta.json lists " +
                   out.meta["files"].dump() + ")");

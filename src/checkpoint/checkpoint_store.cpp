@@ -76,7 +76,7 @@ std::string CheckpointStore::save(int64_t step, const CheckpointFiles& files, nl
   if (meta.is_null()) meta = nlohmann::json::object();
   if (!meta.is_object()) throw Error("checkpoint meta must be a JSON object, got " + meta.dump());
   core::ensure_dir(checkpoints_dir_);
-  clean_debris();
+  clean_debris(step);
 
   const std::string name = step_dir_name(step);
   const std::string final_dir = checkpoints_dir_ + "/" + name;
@@ -175,12 +175,18 @@ void CheckpointStore::install(const std::string& tmp_dir, const std::string& fin
   remove_tree(parked);
 }
 
-void CheckpointStore::clean_debris() {
+void CheckpointStore::clean_debris(int64_t saving_step) {
   std::error_code ec;
+  // The other ranks' files of the step being saved wait in its staging dir; another step's
+  // staging dir was left by a save that never completed (a rank died before the barrier).
+  const std::string own_staging = base_name(staging_dir(run_dir_, saving_step));
   for (const auto& entry : fs::directory_iterator(checkpoints_dir_, ec)) {
     const std::string name = entry.path().filename().string();
     const std::string path = entry.path().string();
-    if (starts_with(name, kTmpPrefix)) {
+    if (starts_with(name, ".shards_") && name != own_staging) {
+      log::info("removing " + path + " (shard files of an interrupted save)");
+      remove_tree(path);
+    } else if (starts_with(name, kTmpPrefix)) {
       log::info("removing unfinished checkpoint " + path + " (left by an interrupted save)");
       remove_tree(path);
     } else if (starts_with(name, kReplacedPrefix)) {

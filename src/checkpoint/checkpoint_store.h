@@ -127,7 +127,7 @@ class CheckpointStore {
   static std::vector<CheckpointEntry> list(const std::string& checkpoints_dir);
 
  private:
-  void clean_debris();
+  void clean_debris(int64_t saving_step);
   void install(const std::string& tmp_dir, const std::string& final_dir);
   void update_best();
   void prune();

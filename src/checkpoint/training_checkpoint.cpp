@@ -8,9 +8,11 @@
 
 #include "checkpoint/checkpoint_config.h"
 #include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/sharded_reader.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/safetensors_slice.h"
 #include "options/read_model.h"
 
 namespace lmtrain::train {
@@ -59,9 +61,21 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
   optim_tensors.emplace_back(kRngTensor, cpu_rng_state());
 
   CheckpointFiles files;
-  files.tensor_files.emplace_back("model.safetensors", std::move(model_tensors));
-  files.tensor_files.emplace_back(optim_file_name(0), std::move(optim_tensors));
-  if (in.objective && !in.objective->parameters().empty()) {
+  const std::string staging = CheckpointStore::staging_dir(store.run_dir(), in.state.step);
+  if (in.shards) {
+    // Shards only: this rank's in place of the gathered model, the others' moved in.
+    files.tensor_files.emplace_back(model_shard_file(0), rank0_model_shard(*in.shards, in.model));
+    files.tensor_files.emplace_back(optim_file_name(0), std::move(optim_tensors));
+    for (int r = 1; r < in.shards->shard_ranks; ++r) {
+      for (const auto& name : {model_shard_file(r), optim_file_name(r)}) {
+        files.moved_files.emplace_back(name, staging + "/" + name);
+      }
+    }
+  } else {
+    files.tensor_files.emplace_back("model.safetensors", std::move(model_tensors));
+    files.tensor_files.emplace_back(optim_file_name(0), std::move(optim_tensors));
+  }
+  if (!in.shards && in.objective && !in.objective->parameters().empty()) {
     TensorList objective_tensors;
     for (const auto& item : in.objective->named_parameters()) {
       objective_tensors.emplace_back(item.key(), item.value());
@@ -69,8 +83,7 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
     files.tensor_files.emplace_back(kObjectiveFile, std::move(objective_tensors));
   }
   files.raw_files.emplace_back("tokenizer.json", in.tokenizer_json);
-  const std::string staging = CheckpointStore::staging_dir(store.run_dir(), in.state.step);
-  if (in.optimizer.sharded()) {
+  if (in.optimizer.sharded() && !in.shards) {
     for (int r = 1; r < in.world_size; ++r) {
       files.moved_files.emplace_back(optim_file_name(r), staging + "/" + optim_file_name(r));
     }
@@ -89,6 +102,7 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
       {"config", in.config_yaml},
       {"model", in.model.config().describe()},
   };
+  if (in.shards) meta["model_shards"] = model_shards_meta(*in.shards, in.model);
   if (!in.state.lora_base.is_null()) meta["lora_base"] = in.state.lora_base;
   if (!in.state.stream.is_null()) meta["stream"] = in.state.stream;
   if (in.state.loss_scale) {
@@ -235,18 +249,39 @@ void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& obj
   }
 }
 
+namespace {
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer);
+TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base);
+}  // namespace
+
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           optim::Optimizer& optimizer,
                                           torch::nn::Module* objective) {
+  // A sharded checkpoint's model.safetensors was assembled by CheckpointStore::load; its
+  // optimizer state is read here, by range, from the shard files.
+  const bool sharded = has_model_shards(ckpt.meta);
   auto model_it = ckpt.files.find("model.safetensors");
   auto optim_it = ckpt.files.find(optim_file_name(0));
-  if (model_it == ckpt.files.end() || optim_it == ckpt.files.end()) {
+  if (model_it == ckpt.files.end() || (!sharded && optim_it == ckpt.files.end())) {
     throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
   }
   const auto lora_base = load_checkpoint_weights(ckpt, model);
   if (objective && !objective->parameters().empty()) load_objective_tensors(ckpt, *objective);
 
-  const auto& ot = optim_it->second.tensors;
+  if (sharded) {
+    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer);
+    set_cpu_rng_state(
+        core::read_safetensors_slice(ckpt.dir + "/" + optim_file_name(0), kRngTensor));
+  } else {
+    restore_named_or_flat_optimizer(ckpt, optimizer);
+  }
+  return training_state_of(ckpt, lora_base);
+}
+
+namespace {
+
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer) {
+  const auto& ot = ckpt.files.at(optim_file_name(0)).tensors;
   const auto& om = ckpt.meta.at("optimizer");
   const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
   // Every rank's file of the checkpoint, whatever the world size it was written at.
@@ -264,7 +299,9 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   optimizer.load_state(rank_files, layout, om.at("step").get<int64_t>());
   auto rng = ot.find(kRngTensor);
   if (rng != ot.end()) set_cpu_rng_state(rng->second);
+}
 
+TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base) {
   TrainingState st;
   st.lora_base = lora_base;
   st.step = ckpt.meta.at("step").get<int64_t>();
@@ -281,5 +318,7 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   }
   return st;
 }
+
+}  // namespace
 
 }  // namespace lmtrain::train

@@ -5,6 +5,10 @@
 //                            CPU RNG state
 //   optim.rankN.safetensors  rank N's shard of the optimizer state, for a sharded optimizer
 //                            (written by rank N into a staging dir, moved in by rank 0)
+//   model.rankN.safetensors  ZeRO-3 over several ranks: rank N's shard of the flat parameters, in
+//                            place of model.safetensors (and of objective.safetensors), with
+//                            meta.json's "model_shards" (checkpoint/sharded_save.h); any
+//                            layout resumes it, and the commands read it as model.safetensors
 //   objective.safetensors    parameters the objective trains beside the model (distillation's
 //                            feature projections), when it has any
 //   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
@@ -22,6 +26,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/sharded_save.h"
 #include "data/window_stream.h"
 #include "model/build_model.h"
 #include "model/gpt.h"
@@ -56,6 +61,8 @@ struct CheckpointInputs {
   optim::NamedTensors full_experts = {};
   // The objective's own trained parameters (Objective::trained_module), or null.
   const torch::nn::Module* objective = nullptr;
+  // ZeRO-3 over several ranks: save shards, no gather (checkpoint/sharded_save.h); null else.
+  const ShardedSave* shards = nullptr;
 };
 
 // Rank 0: writes the checkpoint. With a sharded optimizer, ranks 1..world_size-1 must have
@@ -65,7 +72,8 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
                                      std::optional<double> val_loss, double train_loss,
                                      std::optional<int64_t> ended_epoch = std::nullopt);
 
-// Ranks > 0 of a sharded optimizer: this rank's optim.rankN.safetensors, into the staging dir.
+// Ranks > 0 of a sharded optimizer: this rank's optim.rankN.safetensors, into the staging dir
+// (with in.shards: the ranks 1..G-1 of the first shard group only).
 void write_optimizer_shard(const std::string& run_dir, int64_t step, int rank,
                            const optim::Optimizer& optimizer);
 

@@ -27,6 +27,8 @@ Commands:
   chat       talk to a chat model in the terminal (streams; /clear, /temperature)
   serve      a chat model behind an OpenAI-compatible HTTP API and a chat page
   bench      tokens/s, step time, FLOPs and MFU of a config on this machine
+  plan       bytes per rank (parameters, gradients, optimizer state, activations) of a config
+             at --nproc N ranks, before any memory is spent
   distill-cache  a distillation teacher's top-k logits of every training window, to a file
   temporal-data  synthetic time-series question/answer samples (curves + text), sharded JSONL
   import     import hf DIR: a Hugging Face gpt2/llama/qwen2/qwen3/qwen3_moe/mixtral model ->
@@ -62,6 +64,7 @@ int run_main(int argc, char** argv) {
     if (command == "generate") return cmd_generate(args);
     if (command == "eval") return cmd_eval(args);
     if (command == "bench") return cmd_bench(args);
+    if (command == "plan") return cmd_plan(args);
     if (command == "distill-cache") return cmd_distill_cache(args);
     if (command == "launch") return cmd_launch(args);
     if (command == "import") return cmd_import(args);

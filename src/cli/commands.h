@@ -14,6 +14,7 @@ int cmd_train(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_eval(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_plan(const Args& args);
 int cmd_distill_cache(const Args& args);
 int cmd_launch(const Args& args);
 int cmd_import(const Args& args);

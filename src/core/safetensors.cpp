@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/progress.h"
+#include "core/safetensors_slice.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; a big-endian host would need byte swapping");
@@ -156,6 +157,37 @@ SafetensorsFile read_safetensors(const std::string& path,
     if (progress) progress->add(static_cast<int64_t>(e.end - e.begin));
   }
   return out;
+}
+
+}  // namespace lmtrain::core
+
+namespace lmtrain::core {
+
+at::Tensor read_safetensors_slice(const std::string& path, const std::string& name, int64_t begin,
+                                  int64_t count) {
+  MappedFile f(path);
+  const SafetensorsHeader header = parse_safetensors_header(path, f.data(), f.size());
+  for (const auto& e : header.entries) {
+    if (e.name != name) continue;
+    const at::ScalarType dtype = *dtype_from_name(e.dtype);
+    const auto elem = static_cast<int64_t>(*safetensors_element_size(e.dtype));
+    const auto numel = static_cast<int64_t>(e.end - e.begin) / elem;
+    const bool whole = count < 0;
+    if (whole) count = numel;
+    if (begin < 0 || begin + count > numel) {
+      throw Error(path + ": tensor '" + name + "' has " + std::to_string(numel) +
+                  " elements, cannot read [" + std::to_string(begin) + ", " +
+                  std::to_string(begin + count) + ")");
+    }
+    at::Tensor t = whole ? at::empty(e.shape, at::TensorOptions().dtype(dtype))
+                         : at::empty({count}, at::TensorOptions().dtype(dtype));
+    if (count > 0) {
+      std::memcpy(t.data_ptr(), f.data() + header.data_start + e.begin + begin * elem,
+                  static_cast<size_t>(count * elem));
+    }
+    return t;
+  }
+  throw Error(path + " has no tensor '" + name + "'");
 }
 
 }  // namespace lmtrain::core

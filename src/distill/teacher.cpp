@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/sharded_reader.h"
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -131,7 +132,7 @@ LoadedTeacher load_teacher(const DistillOptions& distill, int64_t seq_len, const
                      ckpt.dir + "/model.safetensors");
   teacher.dir = ckpt.dir;
   // CheckpointStore::load verified the file against this hash.
-  teacher.sha256 = ckpt.meta.at("files").at("model.safetensors").at("sha256").get<std::string>();
+  teacher.sha256 = model_weights_sha256(ckpt.meta);
   log::info(log::format("distillation teacher: %s, %s, weights in %s", ckpt.dir.c_str(),
                         teacher_shape.describe().c_str(), c10::toString(trt.param_dtype)));
   return teacher;

@@ -24,6 +24,7 @@
 #include "distributed/host_collectives.h"
 #include "model/build_model.h"
 #include "model/lora.h"
+#include "objective/objective.h"
 #include "observe/metrics_logger.h"
 #include "optim/flat_params.h"
 #include "optim/lr_schedule.h"
@@ -348,12 +349,29 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
   log_loop_start(stepper, options, workers, dp, rt);
 
+  // ZeRO-3 over several ranks saves shards, never the gathered model
+  // (checkpoint/sharded_save.h): ranks 0..G-1 (the first shard group) write one each.
+  std::optional<ShardedSave> shards;
+  if (fsdp && !s.tp) {  // TP x ZeRO-3 still saves the gathered model (TP resume is refused)
+    shards = ShardedSave{&flat, s.shards.shard_group(group).size(), group.size(),
+                         s.options.optimizer.zero, kObjectivePrefix};
+  }
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
-    WholeModel whole(fsdp.get());       // ZeRO-3: rank 0 saves the gathered parameters
+    // ZeRO-3 without TP saves shards; under TP rank 0 saves the gathered parameters.
+    WholeModel whole(shards ? nullptr : fsdp.get());
     WholeTpModel whole_tp(s.tp.get());  // TP: the whole model too (the optimizer: TP rank 0's)
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
     if (stream) state.stream = stream->checkpoint_state(dp);  // every rank's position
-    if (optimizer.sharded()) {
+    if (shards) {
+      if (!is_main && rank < shards->shard_ranks) {
+        const int64_t shard = flat.numel() / shards->shard_ranks;
+        write_model_shard(run_dir, state.step, rank, flat, rank * shard, shard);
+        write_optimizer_shard(run_dir, state.step, rank, optimizer);
+      }
+      core::maybe_inject_save_fault(rank, state.step);
+      // Rank 0 publishes only once every rank's files are written.
+      group.barrier();
+    } else if (optimizer.sharded()) {
       // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
       // Under TP the replica of TP rank 0 writes, numbered by data-parallel rank.
       const bool writes = !s.tp || tp_groups.tp->rank() == 0;
@@ -372,7 +390,8 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                         tokenizer_json,
                         tokenizer.hash(),
                         std::move(full_experts),
-                        objective->trained_module()};
+                        objective->trained_module(),
+                        shards ? &*shards : nullptr};
     result.last_checkpoint =
         save_training_checkpoint(store, in, val_loss, result.last_loss, ended_epoch);
     log::info("saved checkpoint " + result.last_checkpoint);

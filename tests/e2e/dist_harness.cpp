@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "checkpoint/checkpoint_store.h"
 #include "core/safetensors.h"
 #include "distributed/process_group.h"
 #include "distributed/rendezvous.h"
@@ -29,8 +30,12 @@ std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands
 
 double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
                           const std::string& file) {
-  const auto a = core::read_safetensors(ckpt_a + "/" + file);
-  const auto b = core::read_safetensors(ckpt_b + "/" + file);
+  // Through the store, so that a sharded checkpoint's model.safetensors is assembled from its
+  // shards (checkpoint/sharded_reader.h).
+  const auto ca = train::CheckpointStore::load(ckpt_a, /*allow_fallback=*/false, {file});
+  const auto cb = train::CheckpointStore::load(ckpt_b, /*allow_fallback=*/false, {file});
+  const auto& a = ca.files.at(file);
+  const auto& b = cb.files.at(file);
   EXPECT_EQ(a.names, b.names);
   double worst = 0;
   for (const auto& [name, tb] : b.tensors) {

@@ -10,6 +10,8 @@
 #include <map>
 #include <regex>
 
+#include "checkpoint/checkpoint_store.h"
+#include "core/safetensors.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
 #include "test_util.h"
@@ -128,6 +130,127 @@ TEST_F(Zero3Test, Hsdp2x2EqualsOneProcessAndAResumeIsBitwise) {
   EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", whole + "/checkpoints/latest",
                                "optim.rank1.safetensors"),
             0.0);
+}
+
+// ZeRO-3 saves shards, no gather (checkpoint/sharded_save.h): a 2-rank checkpoint taken at
+// step 5 of 15 resumes for 10 more steps as one process (ZeRO-0), as ZeRO-3 on 3 ranks and as
+// ZeRO-1 on 2, each ending within 1e-5 of the uninterrupted one-process run; `lmtrain export hf`
+// reads it directly; a missing shard file is an error naming the file and its rank.
+TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
+  const std::string longer = " --train.max_steps=15";
+  const std::string base = dir_->file("one15");
+  auto b = run_command(train(1) + flags(base) + longer +
+                       " --train.micro_batch_size=12 --checkpoint.every=5");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const std::string saved = run("z3_at5", 2, " --dist.zero=3 --train.stop_at_step=5" + longer);
+  const std::string ckpt = saved + "/checkpoints/latest";
+  for (const char* f :
+       {"model.rank0.safetensors", "model.rank1.safetensors", "optim.rank1.safetensors"}) {
+    EXPECT_TRUE(fs::exists(ckpt + "/" + f)) << f;
+  }
+  EXPECT_FALSE(fs::exists(ckpt + "/model.safetensors"));
+
+  struct Layout {
+    const char* name;
+    int ranks;
+    const char* flags;
+  };
+  for (const Layout& l :
+       {Layout{"as_one", 1, " --dist.zero=0"}, Layout{"as_z3_3", 3, " --dist.zero=3"},
+        Layout{"as_z1_2", 2, " --dist.zero=1"}}) {
+    SCOPED_TRACE(l.name);
+    const std::string dir = dir_->file(l.name);
+    fs::copy(saved, dir, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    auto r =
+        run_command(train(l.ranks) + flags(dir) + longer + l.flags +
+                    " --train.micro_batch_size=" + std::to_string(12 / l.ranks) + " --resume=auto");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+    const auto losses = logged_losses(dir), want = logged_losses(base);
+    ASSERT_EQ(losses.size(), want.size());
+    for (size_t i = 0; i < losses.size(); ++i) {
+      EXPECT_LE(std::abs(losses[i] - want[i]), 1e-5 * std::abs(want[i])) << "step " << i + 1;
+    }
+    EXPECT_LE(max_param_rel_diff(dir + "/checkpoints/latest", base + "/checkpoints/latest"), 1e-5);
+  }
+
+  // export hf and eval assemble the shards on one process: the same model as the
+  // one-process run's checkpoint of step 5.
+  const std::string whole5 = base + "/checkpoints/step_00000005";
+  for (const auto& [from, to] : {std::pair{ckpt, "hf_sharded"}, std::pair{whole5, "hf_whole"}}) {
+    auto x = run_command(lmtrain_binary() + " export hf " + from + " " + dir_->file(to));
+    ASSERT_EQ(x.exit_code, 0) << x.output;
+  }
+  const auto hs = core::read_safetensors(dir_->file("hf_sharded") + "/model.safetensors");
+  const auto hw = core::read_safetensors(dir_->file("hf_whole") + "/model.safetensors");
+  ASSERT_EQ(hs.names, hw.names);
+  for (const auto& [name, t] : hw.tensors) {
+    EXPECT_LE((hs.tensors.at(name) - t).abs().max().item<double>(),
+              1e-5 * t.abs().max().item<double>())
+        << name;
+  }
+  auto eval_loss = [&](const std::string& checkpoint) {
+    auto e = run_command(lmtrain_binary() + " eval --checkpoint " + checkpoint + " --data_dir " +
+                         data_ + " --batches 2 --batch_size 12");
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    std::smatch m;
+    const std::regex re("val loss: ([0-9.]+)");
+    return std::regex_search(e.output, m, re) ? std::stod(m[1]) : -1.0;
+  };
+  const double sharded_loss = eval_loss(ckpt);
+  EXPECT_GT(sharded_loss, 0);
+  EXPECT_NEAR(sharded_loss, eval_loss(whole5), 2e-4);  // printed to 4 decimals
+
+  const std::string broken = dir_->file("missing_shard");
+  fs::copy(saved, broken, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::remove(broken + "/checkpoints/latest/model.rank1.safetensors");
+  auto r = run_command(train(2) + flags(broken) + longer +
+                       " --dist.zero=3 --train.micro_batch_size=6 --resume=auto");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.rank1.safetensors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1 of the 2-rank ZeRO-3 layout"), std::string::npos) << r.output;
+}
+
+// A rank killed while a ZeRO-3 checkpoint is being saved (after writing its own shard files,
+// before rank 0 publishes): the run fails and the previous checkpoint stays complete and latest.
+TEST_F(Zero3Test, RankKilledMidSaveLeavesThePreviousCheckpointLatest) {
+  const std::string dir = dir_->file("killed_mid_save");
+  auto r = run_command(
+      "LMTRAIN_FAULT_KILL_SAVE=1:4 " + lmtrain_binary() +
+      " launch --nproc_per_node=2 --grace_s=5 --master_port=" + std::to_string(free_port()) +
+      " -- train" + flags(dir) + " --dist.zero=3 --train.micro_batch_size=6 --checkpoint.every=2");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("while saving the checkpoint of step 4"), std::string::npos) << r.output;
+  EXPECT_EQ(fs::read_symlink(dir + "/checkpoints/latest").string(), "step_00000002") << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_00000004")) << r.output;
+  EXPECT_NO_THROW(train::CheckpointStore::verify(dir + "/checkpoints/latest"));
+}
+
+// `lmtrain plan` (train/memory_plan.h) against the byte accounting that runs log, before any
+// memory is spent: ZeRO-3 at 2 ranks, ZeRO-1 at 3 and one replicated process.
+TEST_F(Zero3Test, PlanMatchesTheModelStateRunsLog) {
+  struct Case {
+    const char* name;
+    int ranks;
+    const char* flags;
+  };
+  for (const Case& c : {Case{"plan_z3", 2, " --dist.zero=3"}, Case{"plan_z1", 3, " --dist.zero=1"},
+                        Case{"plan_z0", 1, " --dist.zero=0"}}) {
+    SCOPED_TRACE(c.name);
+    const std::string extra = std::string(c.flags) + " --train.max_steps=1";
+    run(c.name, c.ranks, extra);
+    const std::string& out = outputs_[c.name];
+    auto p = run_command(lmtrain_binary() + " plan --nproc " + std::to_string(c.ranks) +
+                         flags(dir_->file("unused")) + extra +
+                         " --train.micro_batch_size=" + std::to_string(12 / c.ranks));
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+    EXPECT_EQ(logged(p.output, "trained_parameters"), logged(out, "trained_parameters"))
+        << p.output;
+    const int64_t measured = logged(out, "model_state_bytes_per_rank");
+    const int64_t planned = logged(p.output, "model_state_bytes_per_rank");
+    ASSERT_GT(measured, 0) << out;
+    EXPECT_LE(std::abs(planned - measured), measured / 10) << p.output << out;
+  }
 }
 
 TEST_F(Zero3Test, OneRankRunsZeroThreeAsZeroTwoAndWhatItCannotDoIsAClearError) {

@@ -1,0 +1,182 @@
+#include "checkpoint/sharded_reader.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/safetensors_slice.h"
+#include "core/sha256.h"
+
+namespace lmtrain::train {
+namespace {
+
+constexpr int kShardFormat = 1;
+
+// meta.json's "model_shards", checked for a format this reader knows.
+const nlohmann::json& shards_of(const nlohmann::json& meta) {
+  const auto& s = meta.at("model_shards");
+  const int format = s.value("format", 0);
+  if (format != kShardFormat) {
+    throw Error("checkpoint: model_shards format " + std::to_string(format) +
+                " is not one this lmtrain reads (" + std::to_string(kShardFormat) +
+                "): it was written by a newer version");
+  }
+  return s;
+}
+
+std::string layout_text(const nlohmann::json& s) {
+  return "the " + std::to_string(s.value("world_size", 0)) + "-rank ZeRO-" +
+         std::to_string(s.value("zero", 0)) + " layout";
+}
+
+}  // namespace
+
+bool has_model_shards(const nlohmann::json& meta) {
+  return meta.is_object() && meta.contains("model_shards");
+}
+
+std::set<std::string> model_shard_files(const nlohmann::json& meta) {
+  std::set<std::string> out;
+  if (!has_model_shards(meta)) return out;
+  for (const auto& f : shards_of(meta).at("files")) out.insert(f.at("file").get<std::string>());
+  return out;
+}
+
+std::set<std::string> sharded_logical_files(const nlohmann::json& meta) {
+  std::set<std::string> out;
+  if (!has_model_shards(meta)) return out;
+  for (const auto& t : shards_of(meta).at("tensors")) out.insert(t.at("in").get<std::string>());
+  return out;
+}
+
+std::string shard_file_note(const nlohmann::json& meta, const std::string& file) {
+  if (!has_model_shards(meta)) return "";
+  const auto& s = meta.at("model_shards");
+  for (const auto& f : s.value("files", nlohmann::json::array())) {
+    if (f.value("file", "") == file) {
+      return " (the shard of rank " + std::to_string(f.value("rank", -1)) + " of " +
+             layout_text(s) + ")";
+    }
+  }
+  return "";
+}
+
+at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
+                           const std::string& tensor, int64_t begin, int64_t end) {
+  const auto& s = shards_of(meta);
+  auto out = at::zeros({end - begin}, at::kFloat);
+  for (const auto& f : s.at("files")) {
+    const auto& holds = f.at("tensors");
+    if (std::find(holds.begin(), holds.end(), tensor) == holds.end()) continue;
+    const int64_t fb = f.at("flat")[0].get<int64_t>(), fe = f.at("flat")[1].get<int64_t>();
+    const int64_t lo = std::max(begin, fb), hi = std::min(end, fe);
+    if (lo >= hi) continue;
+    const std::string file = f.at("file").get<std::string>();
+    const std::string path = dir + "/" + file;
+    if (!std::filesystem::is_regular_file(path)) {
+      throw Error("checkpoint " + dir + ": shard file " + file + " is missing" +
+                  shard_file_note(meta, file));
+    }
+    auto piece = core::read_safetensors_slice(path, tensor, lo - fb, hi - lo);
+    out.narrow(0, lo - begin, hi - lo).copy_(piece);
+  }
+  return out;
+}
+
+core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohmann::json& meta,
+                                            const std::string& logical_file) {
+  core::SafetensorsFile out;
+  for (const auto& t : shards_of(meta).at("tensors")) {
+    if (t.at("in").get<std::string>() != logical_file) continue;
+    const std::string name = t.at("name").get<std::string>();
+    at::Tensor value;
+    if (t.contains("flat")) {
+      const int64_t b = t["flat"][0].get<int64_t>(), e = t["flat"][1].get<int64_t>();
+      value = read_flat_range(dir, meta, "params", b, e)
+                  .reshape(t.at("shape").get<std::vector<int64_t>>());
+    } else if (t.contains("file")) {
+      const std::string file = t["file"].get<std::string>();
+      if (!std::filesystem::is_regular_file(dir + "/" + file)) {
+        throw Error("checkpoint " + dir + ": shard file " + file + " is missing" +
+                    shard_file_note(meta, file));
+      }
+      value = core::read_safetensors_slice(dir + "/" + file, name);
+    } else {
+      throw Error("checkpoint " + dir + ": tensor '" + name +
+                  "' is stored in a way this lmtrain does not read (no \"flat\" or \"file\"; "
+                  "tensor-parallel \"slices\" are not loaded yet)");
+    }
+    out.names.push_back(name);
+    out.tensors.emplace(name, std::move(value));
+  }
+  if (out.names.empty()) {
+    throw Error("checkpoint " + dir + " has no " + logical_file + " among its shards");
+  }
+  return out;
+}
+
+std::string model_weights_sha256(const nlohmann::json& meta) {
+  const auto& files = meta.at("files");
+  if (files.contains("model.safetensors") || !has_model_shards(meta)) {
+    return files.at("model.safetensors").at("sha256").get<std::string>();
+  }
+  std::string listed;
+  for (const auto& f : shards_of(meta).at("files")) {
+    const std::string name = f.at("file").get<std::string>();
+    if (name.compare(0, 6, "model.") == 0) listed += files.at(name).at("sha256").get<std::string>();
+  }
+  return core::sha256_hex(listed);
+}
+
+void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& meta,
+                               optim::Optimizer& optimizer) {
+  const auto& om = meta.at("optimizer");
+  const int64_t step = om.at("step").get<int64_t>();
+  const auto& saved = om.at("layout");
+  const nlohmann::json target = optimizer.state_layout();
+  const std::string kind = target.value("kind", "named");
+  std::vector<optim::NamedTensors> rank_files;
+  if (kind == "flat_shards" && !target.contains("experts")) {
+    // The moments lie in the same flat layout (only the tail padding depends on the ranks).
+    if (target.at("flat_layout") != saved.value("flat_layout", nlohmann::json())) {
+      throw Error("checkpoint " + dir +
+                  ": its optimizer state was saved for a different parameter " + "layout (" +
+                  saved.value("flat_layout", std::string("?")) + " vs " +
+                  target.at("flat_layout").get<std::string>() + "): the model changed");
+    }
+    const auto world = target.at("world_size").get<int64_t>();
+    const auto shard = target.at("shard_numel").get<int64_t>();
+    const int64_t own = optimizer.shard_begin() / shard;
+    // Other ranks' slices are never read: a broadcast zero stands in for them (no memory).
+    const auto absent = at::zeros({1}, at::kFloat).expand({shard});
+    for (int64_t q = 0; q < world; ++q) {
+      optim::NamedTensors file;
+      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
+        file.emplace_back(
+            k, q == own ? read_flat_range(dir, meta, k, q * shard, (q + 1) * shard) : absent);
+      }
+      rank_files.push_back(std::move(file));
+    }
+  } else if (kind == "named") {
+    optim::NamedTensors file;
+    for (const auto& t : shards_of(meta).at("tensors")) {
+      if (!t.contains("flat")) continue;
+      const int64_t b = t["flat"][0].get<int64_t>(), e = t["flat"][1].get<int64_t>();
+      const auto shape = t.at("shape").get<std::vector<int64_t>>();
+      const std::string seg = t.at("segment").get<std::string>();
+      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
+        file.emplace_back(std::string(k) + "." + seg,
+                          read_flat_range(dir, meta, k, b, e).reshape(shape));
+      }
+    }
+    rank_files.push_back(std::move(file));
+  } else {
+    throw Error("checkpoint " + dir + " holds sharded AdamW state, which optimizer " +
+                optimizer.name() + " (state layout '" + kind + "') cannot resume from");
+  }
+  optimizer.load_state(rank_files, target, step);
+}
+
+}  // namespace lmtrain::train

@@ -1,0 +1,73 @@
+// Reading a checkpoint whose parameters were saved as shards (checkpoint/sharded_save.h):
+// meta.json's "model_shards" says which flat range of which tensor each rank's file holds, and
+// every reader takes only the byte ranges it needs from those files (core/safetensors_slice.h).
+//
+//   "model_shards": {
+//     "format": 1,
+//     "zero": 3, "world_size": N, "shard_group_size": G, "tp": 1,   // the layout that saved it
+//     "flat_numel": F,                         // elements of the flat layout (optim/flat_params.h)
+//     "files": [{"file": "model.rank0.safetensors", "rank": 0, "tensors": ["params"],
+//                "flat": [0, S]},              // tensor "params" of that file = flat[0, S)
+//               {"file": "optim.rank0.safetensors", "rank": 0,
+//                "tensors": ["exp_avg", "exp_avg_sq"], "flat": [0, S]}, ...],
+//     "tensors": [{"name": "transformer.h.0.attn.c_attn.weight", "in": "model.safetensors",
+//                  "segment": "transformer.h.0.attn.c_attn.weight",  // its flat segment
+//                  "shape": [out, in], "dtype": "F32", "flat": [offset, offset + numel]},
+//                 {"name": "...", "in": "model.safetensors", "shape": [...],
+//                  "file": "model.rank0.safetensors"},   // a buffer, stored whole by name
+//                 ...]}
+//
+// A tensor is found either in the flat space ("flat": its elements, row-major, in the files
+// whose ranges cover them) or whole in one file ("file"). Tensor-parallel slices fit the same
+// record without a format change: an entry with "slices": [{"file", "tensor", "dim",
+// "range": [a, b)}] holds rows a..b of dimension `dim` of the full `shape` in each file; this
+// reader refuses entries of a kind it does not know rather than guess.
+// "in" names the logical file the tensor belongs to ("model.safetensors",
+// "objective.safetensors"): assemble_sharded_file() rebuilds one of those whole, so every
+// command that reads a model (eval, export hf, generate, init_from) reads a sharded checkpoint.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "core/safetensors.h"
+#include "optim/optimizer.h"
+
+namespace lmtrain::train {
+
+bool has_model_shards(const nlohmann::json& meta);
+
+// The files listed in meta.json's "model_shards" (read by range, never loaded whole).
+std::set<std::string> model_shard_files(const nlohmann::json& meta);
+
+// The logical files the shards make up ("model.safetensors", "objective.safetensors").
+std::set<std::string> sharded_logical_files(const nlohmann::json& meta);
+
+// " (the shard of rank R of the N-rank ZeRO-3 layout)" for a shard file, else "".
+std::string shard_file_note(const nlohmann::json& meta, const std::string& file);
+
+// Elements [begin, end) of the flat tensor `tensor` ("params", "exp_avg", "exp_avg_sq") as a
+// (end - begin,) fp32 CPU tensor; elements no file covers (the layout's tail padding) are 0.
+// A missing shard file is an Error naming it and its rank.
+at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
+                           const std::string& tensor, int64_t begin, int64_t end);
+
+// One logical file's tensors (by name, in the order they were saved) assembled from the shards.
+core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohmann::json& meta,
+                                            const std::string& logical_file);
+
+// sha256 that identifies a checkpoint's model weights: its model.safetensors' as meta.json lists
+// it, or for a sharded checkpoint the sha256 of its shard files' listed sha256s, in order.
+std::string model_weights_sha256(const nlohmann::json& meta);
+
+// Restores the optimizer's Adam moments from the shards, whatever layout the optimizer has now:
+// a ZeRO optimizer (any stage, any group size) reads only its own flat range of the moments; a
+// replicated one reads them whole, by parameter. Throws lmtrain::Error for a different
+// parameter layout (another model) or an optimizer whose state does not come from Adam moments.
+void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& meta,
+                               optim::Optimizer& optimizer);
+
+}  // namespace lmtrain::train
