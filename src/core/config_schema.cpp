@@ -164,6 +164,14 @@ const std::vector<KeySpec>& config_schema() {
       I("data.chat.bucket", 64, 1, 1 << 20,
         "data.format=chat: a batch is as wide as its longest conversation rounded up to a "
         "multiple of this (at most data.seq_len)"),
+      B("data.chat.pack", false,
+        "data.format=chat: pack several conversations into each row of data.seq_len tokens, "
+        "attention kept inside each conversation and its positions restarting (document "
+        "masking); false: one conversation per row, padded"),
+      B("data.document_mask", false,
+        "data.format=tokens: split each window into its documents after every <|endoftext|> "
+        "(the token `lmtrain prepare` ends documents with): attention stays inside a document "
+        "and positions restart at each"),
       S("data.source", "prepared", {"prepared", "stream"},
         "prepared: the token shards of data.dir; stream: tokenize data.stream.inputs on the fly "
         "(each rank reads its own files / parquet row groups, resumable to the token)"),

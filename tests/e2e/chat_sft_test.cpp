@@ -15,6 +15,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/token_shard.h"
 #include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
 #include "test_util.h"
 
 namespace lmtrain::testing {
@@ -194,6 +195,78 @@ TEST_F(ChatSft, LoraAndTwoRanksWithZeroTrain) {
   }
 }
 
+// data.chat.pack: several conversations per row, document-masked. The run says how many rows
+// the conversations packed into, learns, resumes bitwise, and 2 ranks equal 1.
+TEST_F(ChatSft, PackedRowsTrainResumeBitwiseAndTwoRanksEqualOne) {
+  const std::string a = dir_->file("packed_straight"), b = dir_->file("packed_resumed");
+  auto r = sft(a, " --data.chat.pack=true --train.max_steps=12");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "packed into")) << r.output;
+  EXPECT_TRUE(contains(r.output, "packed rows")) << r.output;
+  ASSERT_EQ(sft(b, " --data.chat.pack=true --train.max_steps=12 --train.stop_at_step=5").exit_code,
+            0);
+  r = sft(b, " --data.chat.pack=true --train.max_steps=12 --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto ra = records(a, "loss"), rb = records(b, "loss");
+  ASSERT_EQ(ra.size(), 12u);
+  ASSERT_EQ(rb.size(), 12u);
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+  EXPECT_LT(ra.back()["loss"].get<double>(), ra.front()["loss"].get<double>());
+  EXPECT_EQ(core::sha256_file_hex(a + "/checkpoints/latest/model.safetensors"),
+            core::sha256_file_hex(b + "/checkpoints/latest/model.safetensors"));
+  const std::string one = dir_->file("packed_one"), two = dir_->file("packed_two");
+  ASSERT_EQ(sft(one, " --data.chat.pack=true --train.max_steps=6").exit_code, 0);
+  r = sft(two,
+          " --data.chat.pack=true --train.max_steps=6 --nproc_per_node=2 --dist.backend=gloo"
+          " --train.micro_batch_size=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto o = records(one, "loss"), t = records(two, "loss");
+  ASSERT_EQ(o.size(), 6u);
+  ASSERT_EQ(t.size(), 6u);
+  for (size_t i = 0; i < t.size(); ++i) {
+    EXPECT_NEAR(o[i]["loss"].get<double>(), t[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
+  }
+}
+
+// data.document_mask on the base's token windows (documents end with <|endoftext|>): the run
+// trains, its loss differs from the unmasked run's (documents no longer see each other),
+// resumes bitwise, and 2 ranks equal 1.
+TEST_F(ChatSft, PretrainingWithDocumentMaskResumesBitwiseAndTwoRanksEqualOne) {
+  auto base = [&](const std::string& run, const std::string& extra) {
+    return run_command(lmtrain_binary() + " train" + chat_flags() + " --data.dir=" +
+                       dir_->file("base_data") + " --run.dir=" + run + " --optim.lr=1e-2" + extra);
+  };
+  const std::string plain = dir_->file("doc_plain"), a = dir_->file("doc_straight"),
+                    b = dir_->file("doc_resumed"), two = dir_->file("doc_two");
+  ASSERT_EQ(base(plain, " --train.max_steps=6").exit_code, 0);
+  ASSERT_EQ(base(a, " --data.document_mask=true --train.max_steps=6").exit_code, 0);
+  ASSERT_EQ(
+      base(b, " --data.document_mask=true --train.max_steps=6 --train.stop_at_step=3").exit_code,
+      0);
+  auto r = base(b, " --data.document_mask=true --train.max_steps=6 --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = base(two,
+           " --data.document_mask=true --train.max_steps=6 --nproc_per_node=2"
+           " --dist.backend=gloo --train.micro_batch_size=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto p = records(plain, "loss"), ra = records(a, "loss"), rb = records(b, "loss"),
+             t = records(two, "loss");
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 6u);
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_NE(p[0]["loss"].get<double>(), ra[0]["loss"].get<double>());
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
+    EXPECT_NEAR(ra[i]["loss"].get<double>(), t[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
+  }
+  // Not with chat data, which packs with data.chat.pack instead.
+  r = sft(dir_->file("doc_chat"), " --data.document_mask=true --train.max_steps=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "data.chat.pack")) << r.output;
+}
+
 // `eval --chat_tasks` on the fine-tuned model against the PyTorch reference
 // (tests/fixtures/eval_reference.py chat): the same letter picked and the same greedy answer
 // for every item, the same accuracies and ChatCORE.
@@ -251,6 +324,15 @@ TEST_F(ChatSft, ChatTasksEqualTheReference) {
   }
   EXPECT_NEAR(got["chatcore"].get<double>(), want["chatcore"].get<double>(), 1e-12);
   EXPECT_NEAR(got["tasks"][0]["baseline"].get<double>(), 1.0 / 3, 1e-12);
+  // On 2 ranks (each scores half the items, the answers gathered): the same JSON.
+  const std::string out2 = dir_->file("chat_tasks_two.json");
+  r = run_command(lmtrain_binary() +
+                  " launch --nproc_per_node=2 --master_port=" + std::to_string(free_port()) +
+                  " -- eval --checkpoint " + run + " --chat_tasks " + tasks + " --json " + out2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto got2 = nlohmann::json::parse(read_text(out2));
+  EXPECT_EQ(got2["tasks"], got["tasks"]);
+  EXPECT_EQ(got2["chatcore"], got["chatcore"]);
 }
 
 // The proof: SFT on conversations whose answer is a lookup (an item's code, "#### N"),
