@@ -384,7 +384,7 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
     } else {
       // Training and scoring: keep the MoE layers' balance terms (and outputs when asked).
       const bool moe = block->is_moe(), keep = keep_ffn_out && moe;
-      auto run = [block, keep, &ve, docs_copy](const at::Tensor& in) {
+      auto run = [block, keep, ve, docs_copy](const at::Tensor& in) {
         return block->forward_train(in, keep, ve, docs_copy ? &*docs_copy : nullptr).to_tensors();
       };
       // Hooks from outside (ZeRO-3's gathers) wrap the block and its recompute wrapper.

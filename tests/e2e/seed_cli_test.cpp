@@ -99,7 +99,7 @@ TEST_F(SeedCliTest, NanochatTodaysDashedFlagsTrainItsCurrentModel) {
   //     --max-seq-len=32 --window-pattern=SL --target-param-data-ratio=0.002 --eval-every=-1
   const std::string run = dir_->file("nanochat_dashed");
   auto r = run_command(lmtrain_binary() + " train" + config_file("nanochat-d12.yaml") +
-                       " --depth=1 --device-batch-size=2 --total-batch-size=64 --max-seq-len=32"
+                       " --depth=2 --device-batch-size=2 --total-batch-size=64 --max-seq-len=32"
                        " --window-pattern=SL --target-param-data-ratio=0.002 --eval-every=0"
                        " --embedding-lr=0.1 --output_dir=" +
                        run + common());
@@ -109,7 +109,7 @@ TEST_F(SeedCliTest, NanochatTodaysDashedFlagsTrainItsCurrentModel) {
     EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
   }
   const std::string cfg = read_text(run + "/config.yaml");
-  EXPECT_NE(cfg.find("window_pattern: SL"), std::string::npos) << cfg;
+  EXPECT_NE(cfg.find("window_pattern: \"SL\""), std::string::npos) << cfg;
   EXPECT_NE(cfg.find("embedding_lr: 0.1"), std::string::npos) << cfg;
 }
 
