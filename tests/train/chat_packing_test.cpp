@@ -39,8 +39,8 @@ TEST(ChatPacking, BatchHoldsEachConversationShiftedWithItsDocumentIndex) {
   const int64_t I = model::kIgnoreIndex;
   EXPECT_TRUE(torch::equal(
       b.inputs(), torch::tensor({10, 11, 20, 0, 30, 31, 32, 0}, torch::kLong).view({2, 4})));
-  EXPECT_TRUE(torch::equal(b.targets(),
-                           torch::tensor({11, 12, 21, I, I, 32, I, I}, torch::kLong).view({2, 4})));
+  EXPECT_TRUE(torch::equal(
+      b.targets(), torch::tensor(std::vector<int64_t>{11, 12, 21, I, I, 32, I, I}).view({2, 4})));
   EXPECT_TRUE(torch::equal(b.tensors.at("documents"),
                            torch::tensor({0, 0, 1, 2, 0, 0, 0, 1}, torch::kLong).view({2, 4})));
   EXPECT_EQ(b.valid_tokens, 4);
