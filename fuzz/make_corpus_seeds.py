@@ -51,6 +51,13 @@ variants = {
     "large_string": (pa.table({"text": pa.array(docs, type=pa.large_string())}), dict(row_group_size=3)),
     "int_column": (pa.table({"text": list(range(6))}), dict()),
     "no_text": (pa.table({"body": docs}), dict()),
+    # conversations: a nested messages column (list<struct>), a null row, a null field
+    "messages": (pa.table({"messages": pa.array(
+        [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "reasoning_content": "hm"}],
+         None, [{"role": "user", "content": "caf\u00e9"}]],
+        pa.list_(pa.struct([("role", pa.string()), ("content", pa.string()),
+                            ("reasoning_content", pa.string())])))}), dict(row_group_size=2)),
+    "messages_ints": (pa.table({"messages": [[1, 2], [3]]}), dict()),
 }
 for name, (table, kw) in variants.items():
     buf = io.BytesIO()

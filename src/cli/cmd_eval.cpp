@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint_model.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/eval_ranks.h"
 #include "cli/eval_scores.h"
 #include "cli/generate_temporal.h"
 #include "cli/read_options.h"
@@ -16,6 +17,7 @@
 #include "data/prepared_data.h"
 #include "data/token_split.h"
 #include "data/window_stream.h"
+#include "distributed/env.h"
 #include "distributed/group.h"
 #include "infer/cached_eval.h"
 #include "objective/temporal_objective.h"
@@ -132,7 +134,9 @@ int cmd_eval(const Args& argv) {
   if (split != "val" && split != "train") throw UsageError("--split must be val or train");
   core::configure_threads(static_cast<int>(args.get_int("threads", 0, 0, kMaxThreadsFlag)), 1);
 
-  const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
+  // Launched on several ranks (torchrun, `lmtrain launch`): each rank on its own GPU.
+  const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device",
+                                            dist::discover_env().local_rank);
   rt.activate();
   if (args.get_bool("temporal_qa") || args.has("data.temporal.dir")) {
     // Decided from meta.json before any tensor is read, as `generate --series` does: an LM's
@@ -151,14 +155,17 @@ int cmd_eval(const Args& argv) {
   auto loaded = train::load_inference_model(args.get("checkpoint"), rt);
   if (loaded.temporal) return eval_temporal(args, rt);
   const core::Config cfg = train::recorded_config(loaded.config_yaml, loaded.checkpoint_dir);
+  // The ranks split the items (or windows) and sum their scores (eval_ranks.h).
+  EvalRanks ranks = eval_ranks();
   const int asked = args.get_bool("bpb") + args.has("tasks") + args.has("chat_tasks");
   if (asked > 0) {
     if (!loaded.tokenizer) {
       throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
     }
     if (asked > 1) throw UsageError("--bpb, --tasks and --chat_tasks: one evaluation at a time");
-    if (args.has("chat_tasks")) return eval_chat_tasks(args, loaded);
-    return args.has("tasks") ? eval_tasks(args, loaded, cfg) : eval_bpb(args, loaded, cfg, split);
+    if (args.has("chat_tasks")) return eval_chat_tasks(args, loaded, ranks);
+    return args.has("tasks") ? eval_tasks(args, loaded, cfg, ranks)
+                             : eval_bpb(args, loaded, cfg, split, ranks);
   }
   if (args.has("text") || args.has("max_per_task") || args.has("chat_format")) {
     throw UsageError(args.has("text")           ? "--text goes with --bpb"
@@ -188,6 +195,8 @@ int cmd_eval(const Args& argv) {
   if (B < 1) throw UsageError("--batch_size must be >= 1");
   int64_t batches = args.get_int("batches", 0);
   if (batches <= 0) batches = std::max<int64_t>(1, stream.num_windows() / B);
+  // The loss counts --batches per rank: on several ranks rank 0 alone scores (one rank's result).
+  if (!ranks.lead()) return 0;
   auto group = dist::make_single_rank_group();
   double loss = 0;
   {

@@ -20,7 +20,7 @@ namespace lmtrain::cli {
 
 // --bpb: bits per byte on the token split (or --text FILE), eval/bpb.h.
 int eval_bpb(const ParsedArgs& args, train::InferenceModel& loaded, const core::Config& cfg,
-             const std::string& split) {
+             const std::string& split, EvalRanks& ranks) {
   const int64_t T = cfg.get_int("data.seq_len");
   const int64_t B = args.get_int("batch_size", cfg.get_int("train.micro_batch_size"));
   if (B < 1) throw UsageError("--batch_size must be >= 1");
@@ -48,8 +48,10 @@ int eval_bpb(const ParsedArgs& args, train::InferenceModel& loaded, const core::
     tokens = eval::split_tokens(shard, batches > 0 ? batches * B * T + 1 : 0);
   }
   loaded.model->eval();
-  const auto r = eval::bits_per_byte(*loaded.model, *loaded.tokenizer, tokens, T, B,
-                                     batches > 0 ? batches * B : 0);
+  auto r = eval::bits_per_byte(*loaded.model, *loaded.tokenizer, tokens, T, B,
+                               batches > 0 ? batches * B : 0, ranks.shard);
+  sum_over_ranks(r, *ranks.group);
+  if (!ranks.lead()) return 0;
   std::cout << log::format(
       "checkpoint: %s (step %lld)\n%s: %.6f bits per byte\n%lld tokens, %lld bytes, %lld "
       "windows of %lld tokens\n",
@@ -72,7 +74,8 @@ int eval_bpb(const ParsedArgs& args, train::InferenceModel& loaded, const core::
 }
 
 // --tasks: CORE-style tasks of the DCLM bundle format (eval/core_tasks.h).
-int eval_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core::Config& cfg) {
+int eval_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core::Config& cfg,
+               EvalRanks& ranks) {
   auto tasks = eval::read_core_tasks(args.get("tasks"));
   const int64_t max_items = args.get_int("max_per_task", 0);
   for (auto& t : tasks) eval::shuffle_items(t, max_items);
@@ -82,12 +85,15 @@ int eval_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core
   {
     core::Progress progress("eval: tasks", static_cast<int64_t>(tasks.size()), "tasks");
     for (const auto& t : tasks) {
-      score.tasks.push_back(eval::score_task(*loaded.model, *loaded.tokenizer, t, max_len));
+      score.tasks.push_back(
+          eval::score_task(*loaded.model, *loaded.tokenizer, t, max_len, ranks.shard));
+      sum_over_ranks(score.tasks.back(), *ranks.group);
       score.core += score.tasks.back().centered;
       progress.set(static_cast<int64_t>(score.tasks.size()));
     }
     score.core /= static_cast<double>(score.tasks.size());
   }
+  if (!ranks.lead()) return 0;
   std::cout << log::format("checkpoint: %s (step %lld)\n", loaded.checkpoint_dir.c_str(),
                            (long long)loaded.step);
   std::cout << log::format("%-32s %6s %9s %9s %9s\n", "task", "items", "accuracy", "baseline",
@@ -121,7 +127,7 @@ int eval_tasks(const ParsedArgs& args, train::InferenceModel& loaded, const core
 }
 
 // --chat_tasks: multiple choice by letter and GSM8K on a chat model (eval/chat_tasks.h).
-int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded) {
+int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded, EvalRanks& ranks) {
   const auto tasks = eval::read_chat_tasks(args.get("chat_tasks"));
   const auto format = chat_format_of(loaded, args.get("chat_format", "auto"), "--chat_format");
   const data::chat::ChatRenderer renderer(format, *loaded.tokenizer,
@@ -133,12 +139,14 @@ int eval_chat_tasks(const ParsedArgs& args, train::InferenceModel& loaded) {
     core::Progress progress("eval: chat tasks", static_cast<int64_t>(tasks.size()), "tasks");
     for (const auto& t : tasks) {
       scores.push_back(eval::score_chat_task(*loaded.model, renderer, *loaded.tokenizer, t,
-                                             args.get_int("max_per_task", 0)));
+                                             args.get_int("max_per_task", 0), ranks.shard));
+      sum_over_ranks(scores.back(), *ranks.group);
       chatcore += scores.back().centered;
       progress.set(static_cast<int64_t>(scores.size()));
     }
   }
   chatcore /= static_cast<double>(scores.size());
+  if (!ranks.lead()) return 0;
   std::cout << log::format("checkpoint: %s (step %lld), chat format %s\n",
                            loaded.checkpoint_dir.c_str(), (long long)loaded.step,
                            data::chat::describe_chat_format(format).c_str());

@@ -295,6 +295,8 @@ train::DataOptions read_data_options(const core::Config& cfg) {
   o.source = core::get_choice<train::DataSource>(cfg);
   o.format = core::get_choice<train::DataFormat>(cfg);
   o.chat_bucket = cfg.get_int("data.chat.bucket");
+  o.chat_pack = cfg.get_bool("data.chat.pack");
+  o.document_mask = cfg.get_bool("data.document_mask");
   o.dir = cfg.get_string("data.dir");
   o.seq_len = cfg.get_int("data.seq_len");
   o.shuffle = cfg.get_bool("data.shuffle");

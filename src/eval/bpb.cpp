@@ -10,7 +10,7 @@ namespace lmtrain::eval {
 
 BpbResult bits_per_byte(model::GptImpl& model, const data::BpeTokenizer& tok,
                         const std::vector<int64_t>& tokens, int64_t seq_len, int64_t batch,
-                        int64_t max_windows) {
+                        int64_t max_windows, const ItemShard& shard) {
   torch::NoGradGuard no_grad;
   const auto device = model.parameters().front().device();
   // bytes_of[id]: UTF-8 bytes token id spells; 0 for special tokens.
@@ -29,6 +29,7 @@ BpbResult bits_per_byte(model::GptImpl& model, const data::BpeTokenizer& tok,
   double nats = 0;
   int64_t counted = 0, bytes = 0;
   for (size_t w = 0; w < windows.size(); w += static_cast<size_t>(batch)) {
+    if (!shard.owns(static_cast<int64_t>(w) / batch)) continue;
     const size_t end = std::min(windows.size(), w + static_cast<size_t>(batch));
     const auto B = static_cast<int64_t>(end - w);
     int64_t T = 0;
@@ -57,14 +58,18 @@ BpbResult bits_per_byte(model::GptImpl& model, const data::BpeTokenizer& tok,
     counted += counts.sum().item<int64_t>();
     bytes += nb.sum().item<int64_t>();
   }
-  if (bytes == 0) throw UsageError("bits per byte: the scored tokens spell no bytes");
   BpbResult r;
   r.nats = nats;
   r.tokens = counted;
   r.bytes = bytes;
   r.windows = static_cast<int64_t>(windows.size());
-  r.bpb = nats / (std::log(2.0) * static_cast<double>(bytes));
+  if (shard.world == 1) finish_bpb(r);
   return r;
+}
+
+void finish_bpb(BpbResult& r) {
+  if (r.bytes == 0) throw UsageError("bits per byte: the scored tokens spell no bytes");
+  r.bpb = r.nats / (std::log(2.0) * static_cast<double>(r.bytes));
 }
 
 std::vector<int64_t> split_tokens(const data::TokenSplit& split, int64_t max_tokens) {

@@ -169,7 +169,7 @@ std::vector<ChatTask> read_chat_tasks(const std::string& yaml_path) {
 
 ChatTaskScore score_chat_task(model::GptImpl& model, const data::chat::ChatRenderer& renderer,
                               const data::BpeTokenizer& tok, const ChatTask& task,
-                              int64_t max_items) {
+                              int64_t max_items, const ItemShard& shard) {
   torch::NoGradGuard no_grad;
   const auto device = model.parameters().front().device();
   ChatTaskScore ts;
@@ -177,11 +177,17 @@ ChatTaskScore score_chat_task(model::GptImpl& model, const data::chat::ChatRende
   auto n = static_cast<int64_t>(task.items.size());
   if (max_items > 0) n = std::min(n, max_items);
   double chance = 0;
-  int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) {
     const ChatItem& item = task.items[static_cast<size_t>(i)];
     const std::string where = task.path + ", item " + std::to_string(i + 1);
     ChatItemScore s;
+    if (task.type == ChatTaskType::kMultipleChoice) {
+      chance += 1.0 / static_cast<double>(item.choices.size());  // over every item, on every rank
+    }
+    if (!shard.owns(i)) {
+      ts.scores.push_back(std::move(s));
+      continue;
+    }
     if (task.type == ChatTaskType::kMultipleChoice) {
       const auto prompt = renderer.render_prompt(user_turn(render_multiple_choice(item)), where);
       std::vector<int64_t> letter_ids;
@@ -200,7 +206,6 @@ ChatTaskScore score_chat_task(model::GptImpl& model, const data::chat::ChatRende
       const int64_t k = picked.argmax().item<int64_t>();
       s.answer = item.letters[static_cast<size_t>(k)];
       s.correct = k == item.gold;
-      chance += 1.0 / static_cast<double>(item.choices.size());
     } else {
       const auto prompt = renderer.render_prompt(user_turn(item.question), where);
       infer::SamplingOptions greedy;
@@ -212,14 +217,19 @@ ChatTaskScore score_chat_task(model::GptImpl& model, const data::chat::ChatRende
       const auto got = gsm8k_number(s.answer);
       s.correct = got && *got == item.reference;
     }
-    correct += s.correct;
     ts.scores.push_back(std::move(s));
   }
-  ts.accuracy = static_cast<double>(correct) / static_cast<double>(n);
   ts.baseline = task.random_baseline.value_or(
       task.type == ChatTaskType::kMultipleChoice ? chance / static_cast<double>(n) : 0.0);
-  ts.centered = (ts.accuracy - ts.baseline) / (1.0 - ts.baseline);
+  finish_chat_task_score(ts);
   return ts;
+}
+
+void finish_chat_task_score(ChatTaskScore& ts) {
+  int64_t correct = 0;
+  for (const auto& s : ts.scores) correct += s.correct;
+  ts.accuracy = static_cast<double>(correct) / static_cast<double>(ts.scores.size());
+  ts.centered = (ts.accuracy - ts.baseline) / (1.0 - ts.baseline);
 }
 
 }  // namespace lmtrain::eval

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "data/chat/chat_render.h"
+#include "eval/item_shard.h"
 #include "model/gpt.h"
 
 namespace lmtrain::eval {
@@ -63,8 +64,11 @@ struct ChatTaskScore {
   std::vector<ChatItemScore> scores;
 };
 
+// shard: score only its items (see core_eval.h's score_task; then finish_chat_task_score).
 ChatTaskScore score_chat_task(model::GptImpl& model, const data::chat::ChatRenderer& renderer,
                               const data::BpeTokenizer& tok, const ChatTask& task,
-                              int64_t max_items);
+                              int64_t max_items, const ItemShard& shard = {});
+// accuracy and centered from scores and baseline (every item scored).
+void finish_chat_task_score(ChatTaskScore& ts);
 
 }  // namespace lmtrain::eval

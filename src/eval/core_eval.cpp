@@ -7,15 +7,18 @@
 namespace lmtrain::eval {
 
 TaskScore score_task(model::GptImpl& model, const data::BpeTokenizer& tok, const CoreTask& task,
-                     int64_t max_len) {
+                     int64_t max_len, const ItemShard& shard) {
   torch::NoGradGuard no_grad;
   const int64_t bos = bos_token(tok);
   const auto device = model.parameters().front().device();
   TaskScore ts;
   ts.label = task.label;
   ts.random_baseline = task.random_baseline;
-  int64_t correct = 0;
   for (int64_t i = 0; i < static_cast<int64_t>(task.items.size()); ++i) {
+    if (!shard.owns(i)) {
+      ts.scores.emplace_back();
+      continue;
+    }
     const ScoringRows rows = scoring_rows(task, i, tok, bos, max_len);
     const auto B = static_cast<int64_t>(rows.tokens.size());
     int64_t T = 0;
@@ -55,14 +58,19 @@ TaskScore score_task(model::GptImpl& model, const data::BpeTokenizer& tok, const
       }
       s.correct = s.pred == item.gold;
     }
-    correct += s.correct;
     ts.scores.push_back(std::move(s));
   }
   ts.items = static_cast<int64_t>(task.items.size());
-  ts.accuracy = static_cast<double>(correct) / static_cast<double>(ts.items);
-  const double b = 0.01 * task.random_baseline;
-  ts.centered = (ts.accuracy - b) / (1.0 - b);
+  finish_task_score(ts);
   return ts;
+}
+
+void finish_task_score(TaskScore& ts) {
+  int64_t correct = 0;
+  for (const auto& s : ts.scores) correct += s.correct;
+  ts.accuracy = static_cast<double>(correct) / static_cast<double>(ts.items);
+  const double b = 0.01 * ts.random_baseline;
+  ts.centered = (ts.accuracy - b) / (1.0 - b);
 }
 
 CoreScore score_core(model::GptImpl& model, const data::BpeTokenizer& tok,

@@ -11,6 +11,7 @@
 
 #include "data/bpe_tokenizer.h"
 #include "eval/core_tasks.h"
+#include "eval/item_shard.h"
 #include "model/gpt.h"
 
 namespace lmtrain::eval {
@@ -33,9 +34,13 @@ struct CoreScore {
   double core = 0;  // mean of the tasks' centered accuracies
 };
 
-// `tasks` already shuffled (shuffle_items). max_len: the model's longest input.
+// `tasks` already shuffled (shuffle_items). max_len: the model's longest input. shard: score
+// only its items (the others' scores stay default, and the accuracy counts only the scored:
+// finish_task_score after the ranks' scores are summed).
 TaskScore score_task(model::GptImpl& model, const data::BpeTokenizer& tok, const CoreTask& task,
-                     int64_t max_len);
+                     int64_t max_len, const ItemShard& shard = {});
+// accuracy and centered from scores (every item scored).
+void finish_task_score(TaskScore& ts);
 CoreScore score_core(model::GptImpl& model, const data::BpeTokenizer& tok,
                      const std::vector<CoreTask>& tasks, int64_t max_len);
 

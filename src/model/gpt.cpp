@@ -4,16 +4,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <tuple>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "model/attention.h"
 #include "model/chunked_cross_entropy.h"
+#include "model/document_mask.h"
 #include "model/dropout.h"
 #include "model/full_kv_cache.h"
 #include "model/fused_attention.h"
 #include "model/fused_cross_entropy.h"
+#include "model/fused_document_attention.h"
 #include "model/fused_gelu.h"
 #include "model/fused_qkv_split.h"
 #include "model/rope.h"
@@ -107,7 +110,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg, int64_t l
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* cache,
-                                               int64_t layer, const torch::Tensor& ve) {
+                                               int64_t layer, const torch::Tensor& ve,
+                                               const DocumentLayout* docs) {
+  if (docs && cache) throw Error("attention: packed rows (documents) take no KV cache");
   const double p = is_training() ? dropout : 0.0;
   auto packed = c_attn(x);  // (B, T, (H + 2K) D)
   // T from c_attn's output, not x: under sequence parallelism x holds 1 / tp of the positions
@@ -118,7 +123,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
   // The CPU kernel has no window: a windowed layer takes the masked path below.
   if (plain && !cache && p == 0 && (window == 0 || T <= window) &&
       fused_attention_supported(packed)) {
-    return c_proj(fused_causal_attention(packed, H));
+    if (!docs) return c_proj(fused_causal_attention(packed, H));
+  }
+  // Packed rows: the kernel once per document when no window cuts into one.
+  if (docs && plain && p == 0 && (window == 0 || docs->longest() <= window) &&
+      !docs->bounds().empty() && fused_attention_supported(packed)) {
+    return c_proj(fused_document_attention(packed, H, *docs));
   }
   torch::Tensor q, k, v;  // (B, H or K, T, D)
   if (plain) {
@@ -144,7 +154,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
       spec.norm_eps = norm_eps;
     }
     // With a cache, q rotates at the cache's positions (and the cache rotates the keys it keeps).
-    spec.rope = rope && !cache;
+    // Packed rows rotate below at their positions within their documents.
+    spec.rope = rope && !cache && !docs;
     spec.rope_params = rope_params;
     auto heads = cache ? qkv_split_unfused(packed, spec) : qkv_split(packed, spec);
     q = heads.q, k = heads.k, v = heads.v;
@@ -156,6 +167,15 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvCache* 
     }
     if (rope && cache)
       q = apply_rope_at(q, cache->positions(cache->next_position(), T, x.options()), rope_params);
+    if (rope && docs) {
+      q = apply_rope_at(q, docs->positions(), rope_params);
+      k = apply_rope_at(k, docs->positions(), rope_params);
+    }
+  }
+  if (docs) {
+    auto y = document_attention(q, k, v, p, *docs, window);  // (B, H, T, D)
+    y = c_proj(y.transpose(1, 2).reshape({B, T, H * D}));
+    return p > 0 ? model::dropout(y, p) : y;
   }
   if (cache && cache->attends()) {                   // the cache reads its own (quantised) storage
     auto y = cache->attend(layer, q, k, v, window);  // (B, H, T, D)
@@ -213,9 +233,9 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvCache* cache, int64_t
 }
 
 BlockOutput BlockImpl::forward_train(const torch::Tensor& x, bool keep_ffn_out,
-                                     const torch::Tensor& ve) {
+                                     const torch::Tensor& ve, const DocumentLayout* docs) {
   // h = x + attn, normed = ln_2(h)
-  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x), nullptr, 0, ve));
+  auto [h, normed] = ln_2->forward_add(x, attn(ln_1(x), nullptr, 0, ve, docs));
   auto out = mlp->run(normed);
   BlockOutput b;
   b.y = residual(h, out.y);
@@ -318,7 +338,16 @@ void GptImpl::set_expert_dispatcher(const std::shared_ptr<ExpertDispatcher>& d) 
 }
 
 torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
-                              HiddenTaps* taps, const SoftTokens* soft) {
+                              HiddenTaps* taps, const SoftTokens* soft,
+                              const DocumentLayout* docs_in) {
+  if (docs_in && (cache || start != 0)) {
+    throw Error("packed rows (documents) are a training and scoring forward: no KV cache");
+  }
+  // A copy the recompute of a checkpointed block holds (it runs in backward, after the caller's
+  // layout is gone); copies share the layout's masks.
+  std::optional<DocumentLayout> docs_copy;
+  if (docs_in) docs_copy.emplace(*docs_in);
+  const DocumentLayout* docs = docs_copy ? &*docs_copy : nullptr;
   const int64_t T = ids.size(1);
   if (start + T > cfg_.block_size) {
     throw Error(log::format("sequence of %lld tokens exceeds the model's block_size %lld",
@@ -327,13 +356,14 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   auto x = transformer->wte(ids);  // (B, T, C)
   if (soft) x = place_soft_tokens(x, *soft);
   if (transformer->wpe) {
-    auto pos = cache ? cache->positions(start, T, ids.options())  // (T,) or (B, T) padded
-                     : torch::arange(start, start + T, ids.options().dtype(torch::kLong));
+    auto pos = cache  ? cache->positions(start, T, ids.options())  // (T,) or (B, T) padded
+               : docs ? docs->positions()                          // (B, T) packed rows
+                      : torch::arange(start, start + T, ids.options().dtype(torch::kLong));
     x = x + transformer->wpe(pos);  // + (T, C) or (B, T, C)
   }
   if (is_training() && cfg_.dropout > 0) x = model::dropout(x, cfg_.dropout);
   if (cfg_.embed_norm) x = normed_embedding(x, cfg_.norm_eps);
-  if (cfg_.smear) x = smear(x, start, cache);
+  if (cfg_.smear) x = smear(x, start, cache, docs);
   const torch::Tensor x0 = x;  // what model.x0_lambdas mixes back in
   torch::Tensor x_backout;     // model.backout: the residual after layer n_layer / 2
   const bool recompute = is_training() && torch::GradMode::is_enabled() && !cache;
@@ -360,8 +390,8 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
     } else {
       // Training and scoring: keep the MoE layers' balance terms (and outputs when asked).
       const bool moe = block->is_moe(), keep = keep_ffn_out && moe;
-      auto run = [block, keep, ve](const at::Tensor& in) {
-        return block->forward_train(in, keep, ve).to_tensors();
+      auto run = [block, keep, ve, docs_copy](const at::Tensor& in) {
+        return block->forward_train(in, keep, ve, docs_copy ? &*docs_copy : nullptr).to_tensors();
       };
       // Hooks from outside (ZeRO-3's gathers) wrap the block and its recompute wrapper.
       // A layer with a value embedding is not recomputed: the recompute would hold ve as a
@@ -389,7 +419,8 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, int64_t start, KvCache* 
   return transformer->ln_f(x);
 }
 
-torch::Tensor GptImpl::smear(const torch::Tensor& x, int64_t start, KvCache* cache) {
+torch::Tensor GptImpl::smear(const torch::Tensor& x, int64_t start, KvCache* cache,
+                             const DocumentLayout* docs) {
   const int64_t T = x.size(1);
   torch::Tensor prev;  // (B, T, C): the embedding before each position (zeros where none)
   if (start == 0) {
@@ -403,6 +434,7 @@ torch::Tensor GptImpl::smear(const torch::Tensor& x, int64_t start, KvCache* cac
     }
     prev = torch::cat({smear_prev_, x.narrow(1, 0, T - 1)}, 1);
   }
+  if (docs) prev = prev * (docs->positions() != 0).unsqueeze(-1).to(prev.scalar_type());
   if (cache)
     smear_prev_ = x.narrow(1, T - 1, 1).detach(), smear_cache_ = cache, smear_next_ = start + T;
   // Position 0 has nothing before it: its gate multiplies zeros.
@@ -421,17 +453,19 @@ torch::Tensor GptImpl::head(const torch::Tensor& x) const {
   return logits;
 }
 
-torch::Tensor GptImpl::forward(const torch::Tensor& ids) { return head(hidden(ids, 0, nullptr)); }
+torch::Tensor GptImpl::forward(const torch::Tensor& ids, const DocumentLayout* docs) {
+  return head(hidden(ids, 0, nullptr, nullptr, nullptr, docs));
+}
 
 torch::Tensor GptImpl::loss(const torch::Tensor& ids, const torch::Tensor& targets) {
   return cross_entropy(hidden(ids, 0, nullptr), targets);
 }
 
 LossTerms GptImpl::loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked,
-                              const SoftTokens* soft) {
+                              const SoftTokens* soft, const DocumentLayout* docs) {
   LossTerms t;
   HiddenTaps taps;
-  t.ce = cross_entropy(hidden(ids, 0, nullptr, &taps, soft), targets, masked);
+  t.ce = cross_entropy(hidden(ids, 0, nullptr, &taps, soft, docs), targets, masked);
   add_moe_terms(taps.moe, t);
   return t;
 }

@@ -29,6 +29,8 @@
 
 namespace lmtrain::model {
 
+class DocumentLayout;  // model/document_mask.h
+
 // Channels of its input nanochat's value-embedding gate and smear gate read (x[..., :12] and
 // x[..., :24]).
 inline constexpr int64_t kValueGateWidth = 12;
@@ -41,8 +43,10 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // x: (B, T, C). With a cache, hands this call's keys/values to it (layer `layer`) and
   // attends over what it keeps; the queries sit at the cache's next_position().
   // ve: this layer's value embedding (B, T, K D) when it has one (model.value_embeds).
+  // docs: packed rows (document_mask.h; without a cache): attention within each document, keys
+  // and queries rotated at their positions in it.
   torch::Tensor forward(const torch::Tensor& x, KvCache* cache = nullptr, int64_t layer = 0,
-                        const torch::Tensor& ve = {});
+                        const torch::Tensor& ve = {}, const DocumentLayout* docs = nullptr);
   Linear c_attn{nullptr}, c_proj{nullptr};
   Linear ve_gate{nullptr};  // (K, 12): the value embedding's per-head gate, 3 sigmoid(.)
   LayerNorm q_norm{nullptr}, k_norm{nullptr};  // per-head RMSNorm (qk_norm only)
@@ -82,7 +86,7 @@ class BlockImpl : public torch::nn::Module {
                         const torch::Tensor& ve = {});
   // Training and scoring: everything BlockOutput holds.
   BlockOutput forward_train(const torch::Tensor& x, bool keep_ffn_out = false,
-                            const torch::Tensor& ve = {});
+                            const torch::Tensor& ve = {}, const DocumentLayout* docs = nullptr);
   bool is_moe() { return mlp->moe_layer() != nullptr; }
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -143,15 +147,16 @@ class GptImpl : public torch::nn::Module {
   // `experts`: the routed experts this process holds (default: all of them).
   explicit GptImpl(const GptConfig& cfg, bool init = true, ExpertPlacement experts = {});
 
-  // ids (B, T) int64 -> logits (B, T, V).
-  torch::Tensor forward(const torch::Tensor& ids);
+  // ids (B, T) int64 -> logits (B, T, V). docs: packed rows (model/document_mask.h), every
+  // document computed as if alone in its row.
+  torch::Tensor forward(const torch::Tensor& ids, const DocumentLayout* docs = nullptr);
   // Mean cross-entropy of predicting targets (B, T) from ids (B, T).
   torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& targets);
   // The training objective's terms (cross-entropy, MoE balancing losses and statistics).
   // masked: targets may hold kIgnoreIndex (those positions are left out of the mean).
-  // soft: soft tokens in the input (soft_tokens.h), or none.
+  // soft: soft tokens in the input (soft_tokens.h), or none. docs: packed rows, or none.
   LossTerms loss_terms(const torch::Tensor& ids, const torch::Tensor& targets, bool masked = false,
-                       const SoftTokens* soft = nullptr);
+                       const SoftTokens* soft = nullptr, const DocumentLayout* docs = nullptr);
   // The final hidden states (B, T, C), after the last norm, of a training or scoring forward.
   // Objectives that need more than the cross-entropy (distillation) start from here and the
   // head; HiddenTaps::moe has the MoE layers' balance terms (add_moe_terms).
@@ -223,13 +228,16 @@ class GptImpl : public torch::nn::Module {
 
  private:
   // taps: when given, what the caller wants besides the result (MoE terms, activations).
-  // soft: embeddings that replace those of ids at its slots.
+  // soft: embeddings that replace those of ids at its slots. docs: packed rows (no cache).
   torch::Tensor hidden(const torch::Tensor& ids, int64_t start, KvCache* cache,
-                       HiddenTaps* taps = nullptr, const SoftTokens* soft = nullptr);
+                       HiddenTaps* taps = nullptr, const SoftTokens* soft = nullptr,
+                       const DocumentLayout* docs = nullptr);
   torch::Tensor head(const torch::Tensor& x) const;
   // model.smear on embeddings x (B, T, C) at positions start..: x_t += lambda sigmoid(
   // smear_gate(x_t[:24])) x_{t-1}; in cached decoding x_{start-1} is the one the last call kept.
-  torch::Tensor smear(const torch::Tensor& x, int64_t start, KvCache* cache);
+  // With docs, nothing is smeared into a document's first token.
+  torch::Tensor smear(const torch::Tensor& x, int64_t start, KvCache* cache,
+                      const DocumentLayout* docs = nullptr);
   torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& targets,
                               bool masked = false);
   // model.smear in cached decoding: the last normalised embedding (B, 1, C) a call on

@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
+
+#include "model/document_mask.h"
+
 namespace lmtrain::train {
 namespace {
 
@@ -39,8 +43,21 @@ Batch Batch::rows(int64_t begin, int64_t n) const {
   return b;
 }
 
+at::Tensor batch_documents(const Batch& batch, int64_t document_end_token) {
+  auto it = batch.tensors.find("documents");
+  if (it != batch.tensors.end()) return it->second;
+  if (document_end_token >= 0) {
+    return model::documents_from_end_token(batch.inputs(), document_end_token);
+  }
+  return {};
+}
+
 ObjectiveOutput LmObjective::compute(model::GptImpl& model, const Batch& batch) {
-  auto terms = model.loss_terms(batch.inputs(), batch.targets(), batch.masked);
+  const at::Tensor documents = batch_documents(batch, document_end_token_);
+  std::optional<model::DocumentLayout> docs;
+  if (documents.defined()) docs.emplace(documents);
+  auto terms = model.loss_terms(batch.inputs(), batch.targets(), batch.masked, nullptr,
+                                docs ? &*docs : nullptr);
   ObjectiveOutput out;
   out.loss = terms.ce;
   out.batch_term = terms.moe_objective;

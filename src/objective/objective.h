@@ -76,10 +76,22 @@ std::vector<optim::ParamSource> trained_param_sources(model::GptImpl& model, Obj
 
 // Next-token cross-entropy (plus the MoE balancing terms of an MoE model). No extra metrics:
 // the loss is the cross-entropy.
+//
+// Packed rows (model/document_mask.h): a batch's "documents" (B, T) tensor (packed chat rows,
+// train/chat_data.h) keeps attention inside each document; without one, document_end_token >= 0
+// (data.document_mask) splits token windows after each such token (prepare's <|endoftext|>).
 class LmObjective : public Objective {
  public:
+  explicit LmObjective(int64_t document_end_token = -1) : document_end_token_(document_end_token) {}
   ObjectiveOutput compute(model::GptImpl& model, const Batch& batch) override;
   std::vector<std::string> metric_names() const override { return {}; }
+
+ private:
+  int64_t document_end_token_;
 };
+
+// The batch's "documents" (B, T), or those document_end_token makes of its inputs (>= 0), or
+// undefined.
+at::Tensor batch_documents(const Batch& batch, int64_t document_end_token);
 
 }  // namespace lmtrain::train

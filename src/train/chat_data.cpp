@@ -7,6 +7,7 @@
 #include "data/prepared_data.h"
 #include "data/window_stream.h"
 #include "model/gpt.h"
+#include "train/chat_packing.h"
 
 namespace lmtrain::train {
 namespace {
@@ -103,7 +104,7 @@ Batch chat_batch(const std::vector<std::vector<int64_t>>& ids,
 }
 
 ChatData::ChatData(const std::string& data_dir, int64_t seq_len, int64_t bucket, uint64_t seed,
-                   bool shuffle)
+                   bool shuffle, bool pack)
     : tokenizer_path_(data::require_data_file(data_dir, "tokenizer.json")),
       tokenizer_(data::BpeTokenizer::load_hf(tokenizer_path_)),
       train_(data_dir, "train", tokenizer_),
@@ -111,7 +112,8 @@ ChatData::ChatData(const std::string& data_dir, int64_t seq_len, int64_t bucket,
       seq_len_(seq_len),
       bucket_(bucket),
       seed_(seed),
-      shuffle_(shuffle) {
+      shuffle_(shuffle),
+      pack_(pack) {
   int64_t cut = 0;
   for (int64_t i = 0; i < train_.conversations(); ++i) cut += train_.length(i) > seq_len + 1;
   if (cut > 0) {
@@ -120,10 +122,41 @@ ChatData::ChatData(const std::string& data_dir, int64_t seq_len, int64_t bucket,
                     "data.seq_len + 1 = %lld tokens and are cut there",
                     (long long)cut, (long long)train_.conversations(), (long long)(seq_len + 1)));
   }
+  if (pack_) {
+    // Packed once, in an order of the seed's (not the epoch's), so the rows and their number
+    // are the same in every epoch and at every world size; the epochs shuffle the rows.
+    std::vector<int64_t> val_order(static_cast<size_t>(val_.conversations()));
+    for (size_t i = 0; i < val_order.size(); ++i) val_order[i] = static_cast<int64_t>(i);
+    train_rows_ = pack_split(train_, data::seeded_permutation(train_.conversations(), seed_,
+                                                              /*stream=*/0x7061636bULL));
+    val_rows_ = pack_split(val_, val_order);
+    log::info(log::format("data: %lld training conversations packed into %lld rows of %lld tokens",
+                          (long long)train_.conversations(), (long long)train_rows_.size(),
+                          (long long)seq_len_));
+  }
 }
 
-Batch ChatData::batch_of(const ChatSplit& split, const std::vector<int64_t>& conversations,
-                         const c10::Device& device) const {
+std::vector<std::vector<int64_t>> ChatData::pack_split(const ChatSplit& split,
+                                                       const std::vector<int64_t>& order) const {
+  std::vector<int64_t> widths(static_cast<size_t>(split.conversations()));
+  for (size_t i = 0; i < widths.size(); ++i) widths[i] = split.length(static_cast<int64_t>(i)) - 1;
+  return pack_conversations(widths, order, seq_len_);
+}
+
+Batch ChatData::batch_of(const ChatSplit& split, const std::vector<std::vector<int64_t>>& rows,
+                         const std::vector<int64_t>& samples, const c10::Device& device) const {
+  if (pack_) {
+    std::vector<std::vector<PackedPart>> parts(samples.size());
+    for (size_t k = 0; k < samples.size(); ++k) {
+      for (int64_t c : rows.at(static_cast<size_t>(samples[k]))) {
+        PackedPart part;
+        split.conversation(c, seq_len_ + 1, &part.ids, &part.target);
+        parts[k].push_back(std::move(part));
+      }
+    }
+    return packed_chat_batch(parts, seq_len_, bucket_, device);
+  }
+  const std::vector<int64_t>& conversations = samples;
   std::vector<std::vector<int64_t>> ids(conversations.size());
   std::vector<std::vector<uint8_t>> targets(conversations.size());
   for (size_t k = 0; k < conversations.size(); ++k) {
@@ -134,7 +167,7 @@ Batch ChatData::batch_of(const ChatSplit& split, const std::vector<int64_t>& con
 
 Batch ChatData::train_batch(int64_t epoch, const std::vector<int64_t>& positions,
                             const c10::Device& device) {
-  const int64_t n = train_.conversations();
+  const int64_t n = train_samples();
   if (epoch != order_epoch_) {
     if (shuffle_) {
       order_ = data::seeded_permutation(n, seed_, static_cast<uint64_t>(epoch));
@@ -146,11 +179,11 @@ Batch ChatData::train_batch(int64_t epoch, const std::vector<int64_t>& positions
   }
   std::vector<int64_t> conversations;
   for (int64_t p : positions) conversations.push_back(order_.at(static_cast<size_t>(p)));
-  return batch_of(train_, conversations, device);
+  return batch_of(train_, train_rows_, conversations, device);
 }
 
 Batch ChatData::val_batch(const std::vector<int64_t>& indices, const c10::Device& device) {
-  return batch_of(val_, indices, device);
+  return batch_of(val_, val_rows_, indices, device);
 }
 
 }  // namespace lmtrain::train

@@ -11,8 +11,11 @@
 // positions. Conversations are visited in a (seed, epoch) order, so the position {epoch,
 // cursor} of a checkpoint resumes at any world size, as prepared windows do.
 //
-// Packing several conversations into one row (with document masking in attention) is not done
-// here: one conversation per row keeps attention as it is.
+// data.chat.pack: several conversations per row instead (chat_packing.h), packed once when the
+// data is opened (the training split in a seeded order, the validation split in file order);
+// a sample is then a packed row, and the rows are visited in the (seed, epoch) order. Each
+// batch carries "documents" (B, W), which keeps attention inside each conversation and restarts
+// its positions (model/document_mask.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -53,29 +56,37 @@ Batch chat_batch(const std::vector<std::vector<int64_t>>& ids,
 class ChatData : public TrainingData {
  public:
   ChatData(const std::string& data_dir, int64_t seq_len, int64_t bucket, uint64_t seed,
-           bool shuffle);
+           bool shuffle, bool pack = false);
 
-  int64_t train_samples() const override { return train_.conversations(); }
-  int64_t val_samples() const override { return val_.conversations(); }
+  int64_t train_samples() const override {
+    return pack_ ? static_cast<int64_t>(train_rows_.size()) : train_.conversations();
+  }
+  int64_t val_samples() const override {
+    return pack_ ? static_cast<int64_t>(val_rows_.size()) : val_.conversations();
+  }
   int64_t row_tokens() const override { return seq_len_; }
   Batch train_batch(int64_t epoch, const std::vector<int64_t>& positions,
                     const c10::Device& device) override;
   Batch val_batch(const std::vector<int64_t>& indices, const c10::Device& device) override;
-  std::string sample_name() const override { return "conversations"; }
+  std::string sample_name() const override { return pack_ ? "packed rows" : "conversations"; }
 
   const std::string& tokenizer_path() const { return tokenizer_path_; }
   const data::BpeTokenizer& tokenizer() const { return tokenizer_; }
 
  private:
-  Batch batch_of(const ChatSplit& split, const std::vector<int64_t>& conversations,
-                 const c10::Device& device) const;
+  // Samples of `split`: conversations, or with packing rows of `rows`.
+  Batch batch_of(const ChatSplit& split, const std::vector<std::vector<int64_t>>& rows,
+                 const std::vector<int64_t>& samples, const c10::Device& device) const;
+  std::vector<std::vector<int64_t>> pack_split(const ChatSplit& split,
+                                               const std::vector<int64_t>& order) const;
 
   std::string tokenizer_path_;
   data::BpeTokenizer tokenizer_;
   ChatSplit train_, val_;
   int64_t seq_len_, bucket_;
   uint64_t seed_;
-  bool shuffle_;
+  bool shuffle_, pack_;
+  std::vector<std::vector<int64_t>> train_rows_, val_rows_;  // packed: conversations per row
   int64_t order_epoch_ = -1;
   std::vector<int64_t> order_;
 };

@@ -51,6 +51,10 @@ struct DataOptions {
   DataFormat format = core::default_choice<DataFormat>();
   // data.format = chat: a batch's width is its longest conversation rounded up to this.
   int64_t chat_bucket = core::default_int("data.chat.bucket");
+  // data.format = chat: several conversations per row, document-masked (chat_packing.h).
+  bool chat_pack = core::default_bool("data.chat.pack");
+  // Token windows: attention within the documents <|endoftext|> ends (model/document_mask.h).
+  bool document_mask = core::default_bool("data.document_mask");
   std::string dir = core::default_string("data.dir");
   int64_t seq_len = core::default_int("data.seq_len");
   bool shuffle = core::default_bool("data.shuffle");

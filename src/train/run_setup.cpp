@@ -180,6 +180,15 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
                                  "--chat` wrote to data.dir; it does not go with ") +
                      (streaming ? "data.source = stream" : "model.temporal.enabled"));
   }
+  if (setup.data.document_mask &&
+      (setup.data.format == DataFormat::kChat || setup.temporal || setup.distill.enabled)) {
+    throw UsageError(std::string("data.document_mask splits token windows at <|endoftext|> for "
+                                 "the LM loss; it does not go with ") +
+                     (setup.data.format == DataFormat::kChat
+                          ? "data.format = chat (pack its conversations with data.chat.pack)"
+                      : setup.temporal ? "model.temporal.enabled"
+                                       : "distill.enabled"));
+  }
   if (streaming) check_stream_config(s);
   if (streaming) {
     auto stream_data =
@@ -208,7 +217,7 @@ std::optional<LoadedCheckpoint> open_data(RunSetup& s, ConfigSnapshot& snapshot,
     }
     auto chat_data =
         std::make_unique<ChatData>(setup.data.dir, setup.data.seq_len, setup.data.chat_bucket,
-                                   s.options.seed, setup.data.shuffle);
+                                   s.options.seed, setup.data.shuffle, setup.data.chat_pack);
     s.tokenizer_path = chat_data->tokenizer_path();
     s.tokenizer = &chat_data->tokenizer();
     s.data = std::move(chat_data);
@@ -312,7 +321,9 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   }
   // What the step optimises: the LM loss, or distillation (whose feature projections, when the
   // widths differ, train beside the model in the same flat buffers).
-  s.objective = std::make_shared<LmObjective>();
+  // data.document_mask: windows split into documents after each <|endoftext|>.
+  const int64_t document_end = setup.data.document_mask ? s.tokenizer->eot_id() : -1;
+  s.objective = std::make_shared<LmObjective>(document_end);
   if (setup.distill.enabled) {
     s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
                                          s.tokenizer->hash(), s.windows->teacher_cache(), seed);
@@ -321,7 +332,7 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   }
   // Validation scores the run's loss without training-only terms: the LM loss for LM and
   // distillation runs, the answer loss for a temporal run.
-  s.val_objective = s.setup.temporal ? s.objective : std::make_shared<LmObjective>();
+  s.val_objective = s.setup.temporal ? s.objective : std::make_shared<LmObjective>(document_end);
   // ZeRO-3 shards over the world, or under HSDP over this rank's shard group.
   if (s.options.optimizer.zero == 3) {
     s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);

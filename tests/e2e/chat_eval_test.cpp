@@ -12,6 +12,7 @@
 #include <random>
 
 #include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
 #include "test_util.h"
 
 namespace lmtrain::testing {
@@ -146,6 +147,43 @@ TEST_F(ChatEval, BitsPerByteEqualTheReference) {
   r = run_command(lmtrain_binary() + " eval --checkpoint " + dir_->file("run") + " --bpb");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "bits per byte")) << r.output;
+}
+
+// Launched on 2 ranks, each rank scores half the items (windows) and the scores are summed:
+// the JSON equals one rank's (bits per byte to summation rounding), rank 0 alone prints.
+TEST_F(ChatEval, TwoRanksScoreWhatOneRankScores) {
+  const std::string text = dir_->file("text2.txt");
+  write_text(text, read_text(dir_->file("corpus.txt")).substr(0, 3000));
+  const std::string eval = " eval --checkpoint " + dir_->file("run");
+  auto two = [&](const std::string& flags) {
+    return run_command(lmtrain_binary() + " launch --nproc_per_node=2 --master_port=" +
+                       std::to_string(free_port()) + " --" + eval + flags);
+  };
+  for (const std::string what : {"tasks", "bpb"}) {
+    const std::string flags = what == "tasks" ? " --tasks " + dir_->file("bundle")
+                                              : " --bpb --batch_size 2 --text " + text;
+    const std::string one_json = dir_->file(what + "_one.json"),
+                      two_json = dir_->file(what + "_two.json");
+    auto r = run_command(lmtrain_binary() + eval + flags + " --json " + one_json);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = two(flags + " --json " + two_json);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "rank 0 of 2")) << r.output;
+    const std::string printed = what == "tasks" ? "CORE:" : "bits per byte";
+    EXPECT_EQ(r.output.find(printed), r.output.rfind(printed)) << "printed twice: " << r.output;
+    auto one = nlohmann::json::parse(read_text(one_json));
+    auto both = nlohmann::json::parse(read_text(two_json));
+    if (what == "bpb") {
+      EXPECT_NEAR(both["bpb"].get<double>(), one["bpb"].get<double>(), 1e-9);
+      EXPECT_EQ(both["tokens"], one["tokens"]);
+      EXPECT_EQ(both["bytes"], one["bytes"]);
+      EXPECT_EQ(both["windows"], one["windows"]);
+      EXPECT_GT(one["windows"].get<int>(), 4);
+    } else {
+      EXPECT_EQ(both["core"].get<double>(), one["core"].get<double>());
+      compare_core(both, one);
+    }
+  }
 }
 
 TEST_F(ChatEval, RefusesBadTaskFiles) {

@@ -15,6 +15,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/token_shard.h"
 #include "e2e/corpus.h"
+#include "e2e/dist_harness.h"
 #include "test_util.h"
 
 namespace lmtrain::testing {
@@ -128,7 +129,10 @@ TEST_F(ChatSft, PrepareWritesTheAssistantsTokensAsTheMask) {
 
 TEST_F(ChatSft, LearnsTheAnswersNotTheNoise) {
   const std::string run = dir_->file("sft");
-  auto r = sft(run, " --train.max_steps=300 --train.eval_batches=8", "1e-2");
+  // One conversation per row, as calibrated (its conversations of about 40 tokens would not
+  // pack two to a 64-token row anyway; packing changes only their order, which moves this
+  // 300-step val loss between about 0.09 and 0.16).
+  auto r = sft(run, " --train.max_steps=300 --train.eval_batches=8 --data.chat.pack=false", "1e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "conversations")) << r.output;
   const auto steps = records(run, "loss");
@@ -145,9 +149,11 @@ TEST_F(ChatSft, LearnsTheAnswersNotTheNoise) {
 TEST_F(ChatSft, StoppedAndResumedEqualsUninterruptedBitwise) {
   const std::string a = dir_->file("straight"), b = dir_->file("resumed");
   // nanochat's chat_sft flags as aliases: --num_iterations is train.max_steps.
-  ASSERT_EQ(sft(a, " --num_iterations=12").exit_code, 0);
-  ASSERT_EQ(sft(b, " --train.max_steps=12 --train.stop_at_step=5").exit_code, 0);
-  auto r = sft(b, " --train.max_steps=12 --resume=auto");
+  // One conversation per row (the packed rows' resume: PackedRowsTrainResume...).
+  ASSERT_EQ(sft(a, " --num_iterations=12 --data.chat.pack=false").exit_code, 0);
+  ASSERT_EQ(sft(b, " --train.max_steps=12 --train.stop_at_step=5 --data.chat.pack=false").exit_code,
+            0);
+  auto r = sft(b, " --train.max_steps=12 --resume=auto --data.chat.pack=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "resumed from")) << r.output;
   const auto ra = records(a, "loss"), rb = records(b, "loss");
@@ -181,10 +187,10 @@ TEST_F(ChatSft, LoraAndTwoRanksWithZeroTrain) {
   // 2 ranks with ZeRO-1 against 1 rank: the same conversations per step, the loss weighted by
   // the global count of targets; the rows' widths differ per rank, so equal to rounding.
   const std::string one = dir_->file("one"), two = dir_->file("two");
-  ASSERT_EQ(sft(one, " --train.max_steps=6").exit_code, 0);
+  ASSERT_EQ(sft(one, " --train.max_steps=6 --data.chat.pack=false").exit_code, 0);
   r = sft(two,
           " --train.max_steps=6 --nproc_per_node=2 --dist.backend=gloo --dist.zero=1"
-          " --train.micro_batch_size=4");
+          " --train.micro_batch_size=4 --data.chat.pack=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto a = records(one, "loss"), b = records(two, "loss");
   ASSERT_EQ(a.size(), 6u);
@@ -192,6 +198,78 @@ TEST_F(ChatSft, LoraAndTwoRanksWithZeroTrain) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
   }
+}
+
+// data.chat.pack: several conversations per row, document-masked. The run says how many rows
+// the conversations packed into, learns, resumes bitwise, and 2 ranks equal 1.
+TEST_F(ChatSft, PackedRowsTrainResumeBitwiseAndTwoRanksEqualOne) {
+  const std::string a = dir_->file("packed_straight"), b = dir_->file("packed_resumed");
+  auto r = sft(a, " --data.chat.pack=true --train.max_steps=12");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "packed into")) << r.output;
+  EXPECT_TRUE(contains(r.output, "packed rows")) << r.output;
+  ASSERT_EQ(sft(b, " --data.chat.pack=true --train.max_steps=12 --train.stop_at_step=5").exit_code,
+            0);
+  r = sft(b, " --data.chat.pack=true --train.max_steps=12 --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto ra = records(a, "loss"), rb = records(b, "loss");
+  ASSERT_EQ(ra.size(), 12u);
+  ASSERT_EQ(rb.size(), 12u);
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+  EXPECT_LT(ra.back()["loss"].get<double>(), ra.front()["loss"].get<double>());
+  EXPECT_EQ(core::sha256_file_hex(a + "/checkpoints/latest/model.safetensors"),
+            core::sha256_file_hex(b + "/checkpoints/latest/model.safetensors"));
+  const std::string one = dir_->file("packed_one"), two = dir_->file("packed_two");
+  ASSERT_EQ(sft(one, " --data.chat.pack=true --train.max_steps=6").exit_code, 0);
+  r = sft(two,
+          " --data.chat.pack=true --train.max_steps=6 --nproc_per_node=2 --dist.backend=gloo"
+          " --train.micro_batch_size=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto o = records(one, "loss"), t = records(two, "loss");
+  ASSERT_EQ(o.size(), 6u);
+  ASSERT_EQ(t.size(), 6u);
+  for (size_t i = 0; i < t.size(); ++i) {
+    EXPECT_NEAR(o[i]["loss"].get<double>(), t[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
+  }
+}
+
+// data.document_mask on the base's token windows (documents end with <|endoftext|>): the run
+// trains, its loss differs from the unmasked run's (documents no longer see each other),
+// resumes bitwise, and 2 ranks equal 1.
+TEST_F(ChatSft, PretrainingWithDocumentMaskResumesBitwiseAndTwoRanksEqualOne) {
+  auto base = [&](const std::string& run, const std::string& extra) {
+    return run_command(lmtrain_binary() + " train" + chat_flags() + " --data.dir=" +
+                       dir_->file("base_data") + " --run.dir=" + run + " --optim.lr=1e-2" + extra);
+  };
+  const std::string plain = dir_->file("doc_plain"), a = dir_->file("doc_straight"),
+                    b = dir_->file("doc_resumed"), two = dir_->file("doc_two");
+  ASSERT_EQ(base(plain, " --train.max_steps=6").exit_code, 0);
+  ASSERT_EQ(base(a, " --data.document_mask=true --train.max_steps=6").exit_code, 0);
+  ASSERT_EQ(
+      base(b, " --data.document_mask=true --train.max_steps=6 --train.stop_at_step=3").exit_code,
+      0);
+  auto r = base(b, " --data.document_mask=true --train.max_steps=6 --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = base(two,
+           " --data.document_mask=true --train.max_steps=6 --nproc_per_node=2"
+           " --dist.backend=gloo --train.micro_batch_size=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto p = records(plain, "loss"), ra = records(a, "loss"), rb = records(b, "loss"),
+             t = records(two, "loss");
+  ASSERT_EQ(ra.size(), 6u);
+  ASSERT_EQ(rb.size(), 6u);
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_NE(p[0]["loss"].get<double>(), ra[0]["loss"].get<double>());
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
+    EXPECT_NEAR(ra[i]["loss"].get<double>(), t[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
+  }
+  // Not with chat data, which packs with data.chat.pack instead.
+  r = sft(dir_->file("doc_chat"), " --data.document_mask=true --train.max_steps=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "data.chat.pack")) << r.output;
 }
 
 // `eval --chat_tasks` on the fine-tuned model against the PyTorch reference
@@ -251,6 +329,15 @@ TEST_F(ChatSft, ChatTasksEqualTheReference) {
   }
   EXPECT_NEAR(got["chatcore"].get<double>(), want["chatcore"].get<double>(), 1e-12);
   EXPECT_NEAR(got["tasks"][0]["baseline"].get<double>(), 1.0 / 3, 1e-12);
+  // On 2 ranks (each scores half the items, the answers gathered): the same JSON.
+  const std::string out2 = dir_->file("chat_tasks_two.json");
+  r = run_command(lmtrain_binary() +
+                  " launch --nproc_per_node=2 --master_port=" + std::to_string(free_port()) +
+                  " -- eval --checkpoint " + run + " --chat_tasks " + tasks + " --json " + out2);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto got2 = nlohmann::json::parse(read_text(out2));
+  EXPECT_EQ(got2["tasks"], got["tasks"]);
+  EXPECT_EQ(got2["chatcore"], got["chatcore"]);
 }
 
 // The proof: SFT on conversations whose answer is a lookup (an item's code, "#### N"),

@@ -146,6 +146,8 @@ TEST(SchemaDefaults, RunReadersGiveTheDefaultMadeStructs) {
   EXPECT_SAME(s, ds, data.dir);
   EXPECT_SAME(s, ds, data.seq_len);
   EXPECT_SAME(s, ds, data.shuffle);
+  EXPECT_SAME(s, ds, data.chat_pack);
+  EXPECT_SAME(s, ds, data.document_mask);
   EXPECT_SAME(s, ds, data.stream.inputs);
   EXPECT_SAME(s, ds, data.stream.tokenizer);
   EXPECT_SAME(s, ds, data.stream.text_column);

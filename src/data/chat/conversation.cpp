@@ -8,6 +8,7 @@
 #include "data/corpus/byte_source.h"
 #include "data/corpus/input_files.h"
 #include "data/corpus/line_reader.h"
+#include "data/corpus/parquet_file.h"
 
 namespace lmtrain::data::chat {
 namespace {
@@ -144,9 +145,14 @@ void for_each_conversation(const std::string& path, uint64_t max_line_bytes,
   }
   const InputFile file = classify_input(path);
   if (file.format == InputFormat::kParquet) {
-    throw UsageError(path +
-                     ": conversations are read from JSONL (.jsonl, .jsonl.gz, .jsonl.zst); "
-                     "write a parquet set out as JSONL first");
+    // The `messages` column (list<struct<role, content, ...>>), each row read as the JSON
+    // object a JSONL line would hold; rows are numbered from 1 as lines are.
+    for_each_parquet_json_row(path, "messages", [&](int64_t row, const std::string& json) {
+      const std::string where = path + ": row " + std::to_string(row + 1);
+      nlohmann::json object = {{"messages", nlohmann::json::parse(json)}};
+      fn(conversation_from_json(object, where), static_cast<uint64_t>(row + 1));
+    });
+    return;
   }
   auto source = open_byte_source(path, file.compression);
   LineReader lines(*source, static_cast<size_t>(max_line_bytes));

@@ -48,8 +48,10 @@ Conversation conversation_from_jsonl(std::string_view line, const std::string& w
 std::string conversation_to_jsonl(const Conversation& c);
 
 // Calls fn(conversation, line_number) for every non-blank line of the JSONL file `path`, in
-// order. Throws UsageError for a missing file or a parquet one; Error (bad data) for a bad line,
-// naming FILE:LINE, and for a line longer than max_line_bytes.
+// order, or for every row of a parquet file's `messages` column (list<struct<role, content,
+// ...>>, read through data/corpus/parquet_file.h; fn gets the row number from 1). Throws
+// UsageError for a missing file; Error (bad data) for a bad line or row, naming FILE:LINE or
+// FILE: row N, and for a line longer than max_line_bytes.
 void for_each_conversation(const std::string& path, uint64_t max_line_bytes,
                            const std::function<void(Conversation&&, uint64_t)>& fn);
 

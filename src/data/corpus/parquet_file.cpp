@@ -20,6 +20,7 @@
 #include <parquet/metadata.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/error.h"
@@ -30,7 +31,8 @@ struct ParquetFile::Impl {
   arrow::ProxyMemoryPool pool{arrow::default_memory_pool()};
   std::unique_ptr<parquet::arrow::FileReader> reader;
   std::shared_ptr<parquet::FileMetaData> metadata;
-  int leaf = -1;  // the column's leaf index in the file
+  int leaf = -1;            // the column's leaf index in the file
+  std::vector<int> leaves;  // a nested column's leaf indices (for_each_parquet_json_row)
   std::shared_ptr<arrow::ChunkedArray> column;
   std::vector<int64_t> chunk_starts;  // first row of each chunk of `column`, then its length
 };
@@ -105,9 +107,19 @@ void check_row_count(const parquet::FileMetaData& metadata, int g, const std::st
 }
 
 // Opens the reader over `input`; `what` names the file in errors.
+// The leaf columns under a schema field (itself when it is one).
+void collect_parquet_leaves(const parquet::arrow::SchemaField& f, std::vector<int>* out) {
+  if (f.is_leaf()) {
+    out->push_back(f.column_index);
+    return;
+  }
+  for (const auto& c : f.children) collect_parquet_leaves(c, out);
+}
+
+// nested: any column type (read as JSON, for_each_parquet_json_row), else a text column.
 void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessFile> input,
                const std::string& what, const std::string& column,
-               const std::string& column_setting) {
+               const std::string& column_setting, bool nested = false) {
   try {
     // No pre-buffering and no reader threads: pre-buffering reads ahead asynchronously on
     // Arrow's IO thread pool into `pool`, and a read still in flight when this file is closed
@@ -141,6 +153,11 @@ void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessF
                 "): name the text column with " + column_setting);
   }
   const auto& type = schema->field(field)->type();
+  if (nested) {
+    collect_parquet_leaves(impl->reader->manifest().schema_fields[static_cast<size_t>(field)],
+                           &impl->leaves);
+    return;
+  }
   if (!is_text_type(*type)) {
     throw Error(what + ": column \"" + column + "\" has type " + type->ToString() +
                 ", not a string type (string, large_string, string_view, or a dictionary of "
@@ -269,6 +286,129 @@ void read_parquet_buffer(const std::string& data, const std::string& column,
   }
 }
 
+namespace {
+
+// Row i of a nested column's chunk as JSON (see for_each_parquet_json_row); `depth` bounds the
+// recursion a hostile schema could ask for.
+nlohmann::json parquet_json_value(const arrow::Array& a, int64_t i, int depth) {
+  if (depth > 64) throw Error("nested deeper than 64 levels");
+  if (a.IsNull(i)) return nullptr;
+  switch (a.type_id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::STRING_VIEW:
+    case arrow::Type::DICTIONARY: {
+      if (a.type_id() == arrow::Type::DICTIONARY && !is_text_type(*a.type())) break;
+      const auto v = text_at(a, i);
+      return v ? nlohmann::json(std::string(*v)) : nlohmann::json(nullptr);
+    }
+    case arrow::Type::BOOL:
+      return static_cast<const arrow::BooleanArray&>(a).Value(i);
+    case arrow::Type::INT8:
+      return static_cast<const arrow::Int8Array&>(a).Value(i);
+    case arrow::Type::INT16:
+      return static_cast<const arrow::Int16Array&>(a).Value(i);
+    case arrow::Type::INT32:
+      return static_cast<const arrow::Int32Array&>(a).Value(i);
+    case arrow::Type::INT64:
+      return static_cast<const arrow::Int64Array&>(a).Value(i);
+    case arrow::Type::UINT8:
+      return static_cast<const arrow::UInt8Array&>(a).Value(i);
+    case arrow::Type::UINT16:
+      return static_cast<const arrow::UInt16Array&>(a).Value(i);
+    case arrow::Type::UINT32:
+      return static_cast<const arrow::UInt32Array&>(a).Value(i);
+    case arrow::Type::UINT64:
+      return static_cast<const arrow::UInt64Array&>(a).Value(i);
+    case arrow::Type::FLOAT:
+      return static_cast<const arrow::FloatArray&>(a).Value(i);
+    case arrow::Type::DOUBLE:
+      return static_cast<const arrow::DoubleArray&>(a).Value(i);
+    case arrow::Type::LIST: {
+      const auto& l = static_cast<const arrow::ListArray&>(a);
+      auto out = nlohmann::json::array();
+      const int64_t at = l.value_offset(i), n = l.value_length(i);
+      for (int64_t k = 0; k < n; ++k)
+        out.push_back(parquet_json_value(*l.values(), at + k, depth + 1));
+      return out;
+    }
+    case arrow::Type::LARGE_LIST: {
+      const auto& l = static_cast<const arrow::LargeListArray&>(a);
+      auto out = nlohmann::json::array();
+      const int64_t at = l.value_offset(i), n = l.value_length(i);
+      for (int64_t k = 0; k < n; ++k)
+        out.push_back(parquet_json_value(*l.values(), at + k, depth + 1));
+      return out;
+    }
+    case arrow::Type::STRUCT: {
+      const auto& s = static_cast<const arrow::StructArray&>(a);
+      auto out = nlohmann::json::object();
+      for (int k = 0; k < s.num_fields(); ++k) {
+        auto v = parquet_json_value(*s.field(k), i, depth + 1);
+        if (!v.is_null()) out[s.struct_type()->field(k)->name()] = std::move(v);
+      }
+      return out;
+    }
+    default:
+      break;
+  }
+  throw Error("type " + a.type()->ToString() + " has no JSON form here");
+}
+
+// Every row of the nested column of `impl` as JSON text, row group by row group.
+void parquet_json_rows(ParquetFile::Impl& impl, const std::string& what,
+                       const std::function<void(int64_t, const std::string&)>& fn) {
+  int64_t row = 0;
+  for (int rg = 0; rg < impl.reader->num_row_groups(); ++rg) {
+    check_row_count(*impl.metadata, rg, what);
+    const std::string where = what + " row group " + std::to_string(rg);
+    std::shared_ptr<arrow::Table> table;
+    try {
+      auto read = impl.reader->ReadRowGroup(rg, impl.leaves);
+      if (!read.ok()) throw Error(where + " cannot be read: " + read.status().message());
+      table = std::move(*read);
+    } catch (const parquet::ParquetException& e) {
+      throw Error(where + " cannot be read: " + e.what());
+    }
+    if (table->num_columns() != 1) throw Error(where + ": expected one column");
+    for (const auto& chunk : table->column(0)->chunks()) {
+      for (int64_t i = 0; i < chunk->length(); ++i, ++row) {
+        if (chunk->IsNull(i)) continue;
+        std::string text;
+        try {
+          text = parquet_json_value(*chunk, i, 0).dump();
+        } catch (const Error& e) {
+          throw Error(what + " row " + std::to_string(row + 1) + ": " + e.what());
+        } catch (const nlohmann::json::exception&) {
+          throw Error(what + " row " + std::to_string(row + 1) + " holds invalid UTF-8");
+        }
+        fn(row, text);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void for_each_parquet_json_row(const std::string& path, const std::string& column,
+                               const std::function<void(int64_t, const std::string&)>& fn) {
+  ParquetFile::Impl impl;
+  auto file = arrow::io::ReadableFile::Open(path, &impl.pool);
+  if (!file.ok()) throw Error("cannot open input file " + path + ": " + file.status().message());
+  open_impl(&impl, *file, "input file " + path, column, "a column of that name", true);
+  parquet_json_rows(impl, "input file " + path, fn);
+}
+
+void read_parquet_json_buffer(const std::string& data, const std::string& column,
+                              const std::function<void(int64_t, const std::string&)>& fn) {
+  ParquetFile::Impl impl;
+  auto buffer = std::make_shared<arrow::Buffer>(reinterpret_cast<const uint8_t*>(data.data()),
+                                                static_cast<int64_t>(data.size()));
+  open_impl(&impl, std::make_shared<arrow::io::BufferReader>(buffer), "parquet buffer", column,
+            "a column of that name", true);
+  parquet_json_rows(impl, "parquet buffer", fn);
+}
+
 }  // namespace lmtrain::data
 
 #else  // LMTRAIN_PARQUET
@@ -305,6 +445,14 @@ int64_t ParquetFile::arrow_bytes() const { return 0; }
 int64_t ParquetFile::peak_arrow_bytes() const { return 0; }
 void read_parquet_buffer(const std::string&, const std::string&,
                          const std::function<void(int, int64_t, std::string_view)>&) {
+  no_parquet("parquet buffer");
+}
+void for_each_parquet_json_row(const std::string& path, const std::string&,
+                               const std::function<void(int64_t, const std::string&)>&) {
+  no_parquet("input file " + path);
+}
+void read_parquet_json_buffer(const std::string&, const std::string&,
+                              const std::function<void(int64_t, const std::string&)>&) {
   no_parquet("parquet buffer");
 }
 

@@ -56,6 +56,18 @@ class ParquetFile {
   int loaded_ = -1;
 };
 
+// A nested column (a conversations file's `messages`: list<struct<role, content, ...>>), row
+// group by row group: calls fn(row, json) for every non-null row (row counted from 0 over the
+// file) with its value as JSON text: lists as arrays, structs as objects without their null
+// fields (a null field is an absent key), strings, integers, floats, booleans. Throws
+// lmtrain::Error naming the file when it is not a readable parquet file, has no such column
+// (naming the columns it has) or holds a type without a JSON form (naming it).
+void for_each_parquet_json_row(const std::string& path, const std::string& column,
+                               const std::function<void(int64_t, const std::string&)>& fn);
+// The same over parquet bytes in memory (the fuzz target).
+void read_parquet_json_buffer(const std::string& data, const std::string& column,
+                              const std::function<void(int64_t, const std::string&)>& fn);
+
 // Parquet bytes in memory as a file (for the fuzz target): writes nothing, reads through the
 // same code. Calls fn(row_group, row, value) for every non-null value of `column`.
 void read_parquet_buffer(const std::string& data, const std::string& column,

@@ -1,0 +1,137 @@
+#include "model/fused_document_attention.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu_kernels.h"
+
+namespace lmtrain::model {
+namespace {
+
+struct DocAttnShape {
+  int64_t B, T, C, H, D;
+  float scale;
+};
+
+DocAttnShape doc_attn_shape(const at::Tensor& qkv, int64_t n_head) {
+  DocAttnShape s;
+  s.B = qkv.size(0);
+  s.T = qkv.size(1);
+  s.C = qkv.size(2) / 3;
+  s.H = n_head;
+  s.D = s.C / n_head;
+  s.scale = 1.f / std::sqrt(static_cast<float>(s.D));
+  return s;
+}
+
+// The probabilities P of one (row, head) are its documents' (n, n) blocks one after another:
+// offsets[b][k] is where document k of row b starts in that row's span, whose size is
+// offsets[b].back() (the sum of n^2; at most T^2).
+std::vector<std::vector<int64_t>> doc_p_offsets(const std::vector<std::vector<int64_t>>& bounds) {
+  std::vector<std::vector<int64_t>> out(bounds.size());
+  for (size_t b = 0; b < bounds.size(); ++b) {
+    int64_t at = 0;
+    out[b].push_back(0);
+    for (size_t k = 0; k + 1 < bounds[b].size(); ++k) {
+      const int64_t n = bounds[b][k + 1] - bounds[b][k];
+      at += n * n;
+      out[b].push_back(at);
+    }
+  }
+  return out;
+}
+
+int64_t doc_p_span(const std::vector<std::vector<int64_t>>& offsets) {
+  int64_t span = 0;
+  for (const auto& o : offsets) span = std::max(span, o.back());
+  return span;
+}
+
+class FusedDocumentAttention : public torch::autograd::Function<FusedDocumentAttention> {
+ public:
+  // P: (B, H, span) per-document probability blocks, y: (B, T, C).
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv,
+                            int64_t n_head, const at::Tensor& doc) {
+    const DocAttnShape s = doc_attn_shape(qkv, n_head);
+    const auto bounds = document_bounds(doc);
+    const int64_t longest = longest_document(bounds);
+    const auto offsets = doc_p_offsets(bounds);
+    const int64_t span = doc_p_span(offsets);
+    auto P = at::empty({s.B, s.H, span}, qkv.options());
+    auto y = at::empty({s.B, s.T, s.C}, qkv.options());
+    const float* base = qkv.data_ptr<float>();
+    float* pbase = P.data_ptr<float>();
+    float* ybase = y.data_ptr<float>();
+    const int64_t row = 3 * s.C;
+    at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> scratch(kernels::attention_scratch_floats(longest, s.D));
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / s.H, h = bh % s.H;
+        const auto& bd = bounds[static_cast<size_t>(b)];
+        for (size_t k = 0; k + 1 < bd.size(); ++k) {
+          const int64_t t0 = bd[k], n = bd[k + 1] - t0;
+          const float* q = base + (b * s.T + t0) * row + h * s.D;
+          kernels::attention_forward_head(q, q + s.C, q + 2 * s.C, row, n, s.D, s.scale,
+                                          pbase + bh * span + offsets[static_cast<size_t>(b)][k],
+                                          ybase + (b * s.T + t0) * s.C + h * s.D, s.C,
+                                          scratch.data());
+        }
+      }
+    });
+    // The document indices, not the layout: backward may run after the layout is gone.
+    ctx->save_for_backward({qkv, P, y, doc});
+    ctx->saved_data["n_head"] = n_head;
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto& qkv = saved[0];
+    const DocAttnShape s = doc_attn_shape(qkv, ctx->saved_data["n_head"].toInt());
+    const auto bounds = document_bounds(saved[3]);
+    const int64_t longest = longest_document(bounds);
+    const auto offsets = doc_p_offsets(bounds);
+    const int64_t span = saved[1].size(2);
+    auto dy = grads[0].contiguous();
+    auto dqkv = at::empty_like(qkv);
+    const float* base = qkv.data_ptr<float>();
+    const float* pbase = saved[1].data_ptr<float>();
+    const float* ybase = saved[2].data_ptr<float>();
+    const float* dybase = dy.data_ptr<float>();
+    float* gbase = dqkv.data_ptr<float>();
+    const int64_t row = 3 * s.C;
+    at::parallel_for(0, s.B * s.H, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> scratch(kernels::attention_scratch_floats(longest, s.D));
+      for (int64_t bh = begin; bh < end; ++bh) {
+        const int64_t b = bh / s.H, h = bh % s.H;
+        const auto& bd = bounds[static_cast<size_t>(b)];
+        for (size_t k = 0; k + 1 < bd.size(); ++k) {
+          const int64_t t0 = bd[k], n = bd[k + 1] - t0;
+          const int64_t qoff = (b * s.T + t0) * row + h * s.D,
+                        yoff = (b * s.T + t0) * s.C + h * s.D;
+          const float* q = base + qoff;
+          float* dq = gbase + qoff;
+          kernels::attention_backward_head(q, q + s.C, q + 2 * s.C, row, n, s.D, s.scale,
+                                           pbase + bh * span + offsets[static_cast<size_t>(b)][k],
+                                           ybase + yoff, dybase + yoff, s.C, dq, dq + s.C,
+                                           dq + 2 * s.C, scratch.data());
+        }
+      }
+    });
+    return {dqkv, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor fused_document_attention(const at::Tensor& qkv, int64_t n_head,
+                                    const DocumentLayout& docs) {
+  return FusedDocumentAttention::apply(qkv, n_head, docs.doc());
+}
+
+}  // namespace lmtrain::model
