@@ -1,7 +1,10 @@
-// A checkpoint's meta.json: JSON parse, then the checks every reader applies before trusting it.
+// A checkpoint's meta.json: JSON parse, then the checks every reader applies before trusting it,
+// and the structure check of a sharded checkpoint's "model_shards"
+// (checkpoint/shard_layout_check.h).
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_paths.h"
+#include "checkpoint/shard_layout_check.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -15,5 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)info;
     }
   });
+  if (meta.is_object() && meta.contains("model_shards")) {
+    lmtrain::fuzz::expect_only_lmtrain_errors(
+        [&] { lmtrain::train::check_model_shards(meta["model_shards"]); });
+  }
   return 0;
 }

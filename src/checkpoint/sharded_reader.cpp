@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "checkpoint/shard_layout_check.h"
 #include "core/error.h"
 #include "core/safetensors_slice.h"
 #include "core/sha256.h"
@@ -14,15 +15,17 @@ namespace {
 
 constexpr int kShardFormat = 1;
 
-// meta.json's "model_shards", checked for a format this reader knows.
+// meta.json's "model_shards", checked for a format this reader knows and for its structure.
 const nlohmann::json& shards_of(const nlohmann::json& meta) {
   const auto& s = meta.at("model_shards");
-  const int format = s.value("format", 0);
-  if (format != kShardFormat) {
-    throw Error("checkpoint: model_shards format " + std::to_string(format) +
+  const auto& format = s.is_object() && s.contains("format") ? s["format"] : nlohmann::json();
+  const int64_t f = format.is_number_integer() ? format.get<int64_t>() : 0;
+  if (f != kShardFormat) {
+    throw Error("checkpoint: model_shards format " + std::to_string(f) +
                 " is not one this lmtrain reads (" + std::to_string(kShardFormat) +
                 "): it was written by a newer version");
   }
+  check_model_shards(s);
   return s;
 }
 
@@ -53,7 +56,7 @@ std::set<std::string> sharded_logical_files(const nlohmann::json& meta) {
 
 std::string shard_file_note(const nlohmann::json& meta, const std::string& file) {
   if (!has_model_shards(meta)) return "";
-  const auto& s = meta.at("model_shards");
+  const auto& s = shards_of(meta);
   for (const auto& f : s.value("files", nlohmann::json::array())) {
     if (f.value("file", "") == file) {
       return " (the shard of rank " + std::to_string(f.value("rank", -1)) + " of " +

@@ -133,6 +133,11 @@ void check_tp_run(const core::Config& cfg, int world_size) {
         "rank's optimizer slices; resuming needs resharding checkpoints)");
   }
   if (!cfg.get_string("model.init_from").empty()) refuse("config key 'model.init_from'");
+  // Document masks index whole rows; sequence parallelism holds 1 / tp of each row.
+  if (cfg.get_bool("data.document_mask")) refuse("config key 'data.document_mask'");
+  if (cfg.get_string("data.format") == "chat" && cfg.get_bool("data.chat.pack")) {
+    refuse("config key 'data.chat.pack' = true (set it to false: padded conversations work)");
+  }
   if (world_size % tp != 0) {
     throw UsageError(log::format("config key 'dist.tp' = %lld must divide the world of %d ranks",
                                  (long long)tp, world_size));

@@ -92,6 +92,7 @@ TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
       {" --dist.tp=2 --lora.rank=4", "'lora.rank'"},
       {" --dist.tp=2 --model.moe.num_experts=4", "'model.moe.num_experts'"},
       {" --dist.tp=2 --train.fused_kernels=on", "'train.fused_kernels'"},
+      {" --dist.tp=2 --data.document_mask=true", "'data.document_mask'"},
       {" --dist.tp=2", "'dist.tp' = 2 must divide the world of 1 ranks"},
   };
   for (const auto& [extra, message] : refused) {
