@@ -322,7 +322,10 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   // What the step optimises: the LM loss, or distillation (whose feature projections, when the
   // widths differ, train beside the model in the same flat buffers).
   // data.document_mask: windows split into documents after each <|endoftext|>.
-  const int64_t document_end = setup.data.document_mask ? s.tokenizer->eot_id() : -1;
+  // (eot_id() is unsigned: without the cast the -1 of "no mask" became 4294967295, a token that
+  // never matches, and every run took the document-masked path.)
+  const int64_t document_end =
+      setup.data.document_mask ? static_cast<int64_t>(s.tokenizer->eot_id()) : int64_t{-1};
   s.objective = std::make_shared<LmObjective>(document_end);
   if (setup.distill.enabled) {
     s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
