@@ -71,7 +71,7 @@ if [[ -n "$idle_check" ]]; then
   echo "cpu busy before start (2 s sample, all cores): ${idle_check}%"
   if (( idle_check > 10 )); then echo "warning: the machine is not idle; figures will be noisy"; fi
 fi
-declare -A tps state rss comm gathered
+declare -A tps state rss comm gathered sent
 for (( r = 1; r <= rounds; r++ )); do
   for i in "${!labels[@]}"; do
     label="${labels[$i]}"
@@ -91,18 +91,20 @@ for (( r = 1; r <= rounds; r++ )); do
     rss[$label]="${rss[$label]:-} $(field peak_rss_mib <<<"$out")"
     comm[$label]="${comm[$label]:-} $(field comm_wait_ms <<<"$out")"
     gathered[$label]="$(field gathered_peak_bytes <<<"$out")"
+    sent[$label]="$(field comm_bytes_per_step <<<"$out")"
     printf 'round %d  %-10s tokens_per_s: %s\n' "$r" "$label" "$t"
   done
 done
 base_state="${state[zero0]}"
 base_tps="$(median ${tps[zero0]})"
-printf '%-10s %12s %8s %16s %8s %13s %11s %18s\n' stage tokens_per_s vs_zero0 \
-  model_state_bytes vs_zero0 peak_rss_mib comm_wait_ms gathered_peak_bytes
+printf '%-10s %12s %8s %16s %8s %13s %11s %18s %16s\n' stage tokens_per_s vs_zero0 \
+  model_state_bytes vs_zero0 peak_rss_mib comm_wait_ms gathered_peak_bytes sent_bytes_step
 for label in "${labels[@]}"; do
   # shellcheck disable=SC2086
   m="$(median ${tps[$label]})"
   awk -v l="$label" -v m="$m" -v bt="$base_tps" -v s="${state[$label]}" -v bs="$base_state" \
     -v rss="$(median ${rss[$label]})" -v c="$(median ${comm[$label]})" -v g="${gathered[$label]}" \
-    'BEGIN { printf "%-10s %12.1f %8.3f %16d %8.3f %13.1f %11.2f %18d\n",
-             l, m, m / bt, s, s / bs, rss, c, g }'
+    -v b="${sent[$label]:-0}" \
+    'BEGIN { printf "%-10s %12.1f %8.3f %16d %8.3f %13.1f %11.2f %18d %16d\n",
+             l, m, m / bt, s, s / bs, rss, c, g, b }'
 done
