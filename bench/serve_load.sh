@@ -25,7 +25,7 @@ printf '%s\n' /usr/share/games/fortunes/* | head -3 | xargs cat >"$work/corpus.t
 "$bin" prepare --input "$work/corpus.txt" --output "$work/data" --vocab_size 2048 \
   --doc_separator % --chat_tokens --quiet
 "$bin" train --config configs/gpt2-tiny.yaml --data.dir="$work/data" --run.dir="$work/run" \
-  --train.max_steps="$steps" --train.eval_every=0 --quiet >/dev/null
+  --train.max_steps="$steps" --train.eval_every=0 >/dev/null
 echo "model: configs/gpt2-tiny.yaml, $steps steps on fortunes; max_tokens $max_tokens"
 "$bin" serve --checkpoint "$work/run" --chat_format nanochat --port 0 --max_batch 16 \
   --max_tokens "$max_tokens" >"$work/serve.log" 2>&1 &
