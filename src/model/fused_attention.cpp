@@ -8,28 +8,14 @@
 
 #include "kernels/cpu_kernels.h"
 #include "kernels/kernel_switch.h"
+#include "model/fused_attention_shape.h"
 
 namespace lmtrain::model {
 namespace {
 
-struct Shape {
-  int64_t B, T, C, H, D;
-  float scale;
-};
-
-Shape shape_of(const at::Tensor& qkv, int64_t n_head) {
-  Shape s;
-  s.B = qkv.size(0);
-  s.T = qkv.size(1);
-  s.C = qkv.size(2) / 3;
-  s.H = n_head;
-  s.D = s.C / n_head;
-  s.scale = 1.f / std::sqrt(static_cast<float>(s.D));
-  return s;
-}
-
 // P: (B, H, T, T) attention probabilities (lower triangle), y: (B, T, C).
-void attention_forward(const at::Tensor& qkv, const Shape& s, at::Tensor& P, at::Tensor& y) {
+void attention_forward(const at::Tensor& qkv, const FusedAttentionShape& s, at::Tensor& P,
+                       at::Tensor& y) {
   const float* base = qkv.data_ptr<float>();
   float* pbase = P.data_ptr<float>();
   float* ybase = y.data_ptr<float>();
@@ -47,7 +33,7 @@ void attention_forward(const at::Tensor& qkv, const Shape& s, at::Tensor& P, at:
 }
 
 at::Tensor attention_backward(const at::Tensor& qkv, const at::Tensor& P, const at::Tensor& y,
-                              const at::Tensor& dy_in, const Shape& s) {
+                              const at::Tensor& dy_in, const FusedAttentionShape& s) {
   auto dy = dy_in.contiguous();
   auto dqkv = at::empty_like(qkv);
   const float* base = qkv.data_ptr<float>();
@@ -75,7 +61,7 @@ class FusedCausalAttention : public torch::autograd::Function<FusedCausalAttenti
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv,
                             int64_t n_head) {
-    const Shape s = shape_of(qkv, n_head);
+    const FusedAttentionShape s = fused_attention_shape(qkv, n_head);
     auto P = at::empty({s.B, s.H, s.T, s.T}, qkv.options());
     auto y = at::empty({s.B, s.T, s.C}, qkv.options());
     attention_forward(qkv, s, P, y);
@@ -87,7 +73,8 @@ class FusedCausalAttention : public torch::autograd::Function<FusedCausalAttenti
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const Shape s = shape_of(saved[0], ctx->saved_data["n_head"].toInt());
+    const FusedAttentionShape s =
+        fused_attention_shape(saved[0], ctx->saved_data["n_head"].toInt());
     return {attention_backward(saved[0], saved[1], saved[2], grads[0], s), at::Tensor()};
   }
 };

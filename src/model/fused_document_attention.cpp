@@ -8,25 +8,10 @@
 #include <vector>
 
 #include "kernels/cpu_kernels.h"
+#include "model/fused_attention_shape.h"
 
 namespace lmtrain::model {
 namespace {
-
-struct DocAttnShape {
-  int64_t B, T, C, H, D;
-  float scale;
-};
-
-DocAttnShape doc_attn_shape(const at::Tensor& qkv, int64_t n_head) {
-  DocAttnShape s;
-  s.B = qkv.size(0);
-  s.T = qkv.size(1);
-  s.C = qkv.size(2) / 3;
-  s.H = n_head;
-  s.D = s.C / n_head;
-  s.scale = 1.f / std::sqrt(static_cast<float>(s.D));
-  return s;
-}
 
 // The probabilities P of one (row, head) are its documents' (n, n) blocks one after another:
 // offsets[b][k] is where document k of row b starts in that row's span, whose size is
@@ -56,7 +41,7 @@ class FusedDocumentAttention : public torch::autograd::Function<FusedDocumentAtt
   // P: (B, H, span) per-document probability blocks, y: (B, T, C).
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qkv,
                             int64_t n_head, const at::Tensor& doc) {
-    const DocAttnShape s = doc_attn_shape(qkv, n_head);
+    const FusedAttentionShape s = fused_attention_shape(qkv, n_head);
     const auto bounds = document_bounds(doc);
     const int64_t longest = longest_document(bounds);
     const auto offsets = doc_p_offsets(bounds);
@@ -92,7 +77,7 @@ class FusedDocumentAttention : public torch::autograd::Function<FusedDocumentAtt
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
     const auto& qkv = saved[0];
-    const DocAttnShape s = doc_attn_shape(qkv, ctx->saved_data["n_head"].toInt());
+    const FusedAttentionShape s = fused_attention_shape(qkv, ctx->saved_data["n_head"].toInt());
     const auto bounds = document_bounds(saved[3]);
     const int64_t longest = longest_document(bounds);
     const auto offsets = doc_p_offsets(bounds);

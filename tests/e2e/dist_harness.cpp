@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <stdexcept>
 #include <thread>
 
@@ -75,6 +76,13 @@ std::vector<nlohmann::json> step_records(const std::string& run_dir) {
     if (j.contains("loss")) out.push_back(std::move(j));
   }
   return out;
+}
+
+int64_t logged_count(const std::string& output, const std::string& key) {
+  std::smatch m;
+  const std::regex re(key + ":? ([0-9]+)");
+  if (!std::regex_search(output, m, re)) return -1;
+  return std::stoll(m[1]);
 }
 
 std::vector<double> logged_losses(const std::string& run_dir) {

@@ -33,6 +33,9 @@ void expect_run_matches(const std::string& run, const std::string& base, double 
 
 // Every step record (a line with "loss") of RUN_DIR/metrics.jsonl, in order.
 std::vector<nlohmann::json> step_records(const std::string& run_dir);
+
+// The integer a run's log prints after `key` ("key: N" or "key N"), or -1 when it does not.
+int64_t logged_count(const std::string& output, const std::string& key);
 // The loss of every step record in RUN_DIR/metrics.jsonl, and of the last one (-1: none).
 std::vector<double> logged_losses(const std::string& run_dir);
 double last_logged_loss(const std::string& run_dir);

@@ -8,7 +8,6 @@
 
 #include <filesystem>
 #include <map>
-#include <regex>
 
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
@@ -46,12 +45,6 @@ class TensorParallelE2eTest : public ::testing::Test {
     outputs_[name] = r.output;
     return dir;
   }
-  static int64_t logged(const std::string& output, const std::string& key) {
-    std::smatch m;
-    const std::regex re(key + ":? ([0-9]+)");
-    if (!std::regex_search(output, m, re)) return -1;
-    return std::stoll(m[1]);
-  }
 
   static TempDir* dir_;
   static std::string data_, one_;
@@ -71,8 +64,8 @@ TEST_F(TensorParallelE2eTest, Tp2EqualsOneProcessAndRepeatsBitwise) {
   EXPECT_EQ(logged_losses(again), logged_losses(tp));
   // Each rank holds about half of the model state (the norms, biases of the row-parallel
   // layers and position table whole).
-  const int64_t state = logged(out, "model_state_bytes_per_rank");
-  const int64_t one_state = logged(outputs_["one"], "model_state_bytes_per_rank");
+  const int64_t state = logged_count(out, "model_state_bytes_per_rank");
+  const int64_t one_state = logged_count(outputs_["one"], "model_state_bytes_per_rank");
   ASSERT_GT(state, 0) << out;
   EXPECT_LT(state, one_state * 0.6) << out;
   EXPECT_GT(state, one_state * 0.5) << out;

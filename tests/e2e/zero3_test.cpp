@@ -64,12 +64,6 @@ class Zero3Test : public ::testing::Test {
   static void expect_matches_one_process(const std::string& run) {
     expect_run_matches(run, one_, 1e-6, 1e-5);
   }
-  static int64_t logged(const std::string& output, const std::string& key) {
-    std::smatch m;
-    const std::regex re(key + ":? ([0-9]+)");
-    if (!std::regex_search(output, m, re)) return -1;
-    return std::stoll(m[1]);
-  }
 
   static TempDir* dir_;
   static std::string data_, one_;
@@ -99,15 +93,15 @@ TEST_F(Zero3Test, EqualsZero2BitwiseAt2And3RanksAndOneProcessWithinTolerance) {
   // Bytes of model state per rank: 16 per parameter over N, plus the padding of the flat
   // buffers (to 16 N elements): the log's accounting against the parameter count.
   const std::string& out = outputs_["z3_2"];
-  const int64_t state = logged(out, "model_state_bytes_per_rank");
-  const int64_t params = logged(out, "trained_parameters");
+  const int64_t state = logged_count(out, "model_state_bytes_per_rank");
+  const int64_t params = logged_count(out, "trained_parameters");
   ASSERT_GT(state, 0) << out;
   ASSERT_GT(params, 0) << out;
   EXPECT_GE(state, 16 * params / 2);
   EXPECT_LE(state, 16 * params / 2 * 1.05) << out;
   // Gathered block parameters at most: the computing block and the prefetched one.
-  const int64_t peak = logged(out, "zero3_gathered_peak_bytes");
-  const int64_t block = logged(out, "largest block unit");
+  const int64_t peak = logged_count(out, "zero3_gathered_peak_bytes");
+  const int64_t block = logged_count(out, "largest block unit");
   ASSERT_GT(block, 0) << out;
   EXPECT_GT(peak, 0) << out;
   EXPECT_LE(peak, 2 * block) << out;
@@ -244,10 +238,10 @@ TEST_F(Zero3Test, PlanMatchesTheModelStateRunsLog) {
                          flags(dir_->file("unused")) + extra +
                          " --train.micro_batch_size=" + std::to_string(12 / c.ranks));
     ASSERT_EQ(p.exit_code, 0) << p.output;
-    EXPECT_EQ(logged(p.output, "trained_parameters"), logged(out, "trained_parameters"))
+    EXPECT_EQ(logged_count(p.output, "trained_parameters"), logged_count(out, "trained_parameters"))
         << p.output;
-    const int64_t measured = logged(out, "model_state_bytes_per_rank");
-    const int64_t planned = logged(p.output, "model_state_bytes_per_rank");
+    const int64_t measured = logged_count(out, "model_state_bytes_per_rank");
+    const int64_t planned = logged_count(p.output, "model_state_bytes_per_rank");
     ASSERT_GT(measured, 0) << out;
     EXPECT_LE(std::abs(planned - measured), measured / 10) << p.output << out;
   }

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -30,6 +31,19 @@ inline model::GptConfig tiny_decoder(const std::string& family, int64_t block_si
     c.moe.top_k = 2;
     c.moe.expert_hidden = 24;
   }
+  return c;
+}
+
+// The "rope" tiny decoder with per-layer windows and Llama 3.1's frequency scaling (from
+// position 8), as Mistral lays it out.
+inline model::GptConfig windowed_decoder(std::vector<int64_t> windows, int64_t block_size = 48) {
+  auto c = tiny_decoder("rope", block_size);
+  c.arch = model::Arch::kMistral;
+  c.windows = std::move(windows);
+  c.rope_theta = 500;
+  c.rope_scaling.type = model::RopeType::kLlama3;
+  c.rope_scaling.factor = 4;
+  c.rope_scaling.original_max = 8;
   return c;
 }
 

@@ -17,17 +17,6 @@
 namespace lmtrain::infer {
 namespace {
 
-model::GptConfig window_bound_decoder(std::vector<int64_t> windows) {
-  auto c = tiny_decoder("rope", 64);
-  c.arch = model::Arch::kMistral;
-  c.windows = std::move(windows);
-  c.rope_theta = 500;
-  c.rope_scaling.type = model::RopeType::kLlama3;
-  c.rope_scaling.factor = 4;
-  c.rope_scaling.original_max = 8;
-  return c;
-}
-
 // `text` with window_bound=0 added to its last part.
 std::string unbounded_policy(const std::string& text) {
   const auto last = text.rfind('+');
@@ -72,7 +61,7 @@ const std::vector<std::pair<std::string, bool>> kWindowBoundPolicies = {
 
 TEST(WindowBound, BoundedCachesGiveTheUnboundedLogitsAndTokens) {
   for (const auto& windows : {std::vector<int64_t>{5, 0}, std::vector<int64_t>{5}}) {
-    auto m = eval_decoder(window_bound_decoder(windows), 11);
+    auto m = eval_decoder(windowed_decoder(windows, 64), 11);
     torch::NoGradGuard g;
     auto ids = torch::randint(64, {2, 36});
     const auto want = m->forward(ids);
@@ -100,7 +89,7 @@ TEST(WindowBound, BoundedCachesGiveTheUnboundedLogitsAndTokens) {
 }
 
 TEST(WindowBound, UnboundedCachesGrowPastTheWindow) {
-  auto m = eval_decoder(window_bound_decoder({5}), 11);
+  auto m = eval_decoder(windowed_decoder({5}, 64), 11);
   torch::NoGradGuard g;
   const auto r = run_window_bound(*m, torch::randint(64, {2, 40}), "full:window_bound=0");
   EXPECT_EQ(r.bytes.back(), 40 * 2 * (2 * 2 * 2 * 8 * 4));
@@ -112,7 +101,7 @@ TEST(WindowBound, UnboundedCachesGrowPastTheWindow) {
 // 20-token prompt and give their own full forwards, with the exact and the int8 cache (the
 // latter against its unbounded self).
 TEST(WindowBound, LeftPaddedRowsDecodePastTheWindow) {
-  auto m = eval_decoder(window_bound_decoder({4, 0}), 5);
+  auto m = eval_decoder(windowed_decoder({4, 0}, 64), 5);
   torch::NoGradGuard g;
   auto a = torch::randint(64, {1, 34}), b = torch::randint(64, {1, 40});
   auto prompts = torch::cat({torch::cat({torch::zeros({1, 6}, torch::kLong), a}, 1), b}, 0);

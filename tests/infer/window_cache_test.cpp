@@ -16,18 +16,6 @@
 namespace lmtrain::infer {
 namespace {
 
-// The "rope" tiny decoder with windows and Llama 3.1's frequency scaling (from position 8).
-model::GptConfig windowed_decoder(std::vector<int64_t> windows, int64_t block_size = 48) {
-  auto c = tiny_decoder("rope", block_size);
-  c.arch = model::Arch::kMistral;
-  c.windows = std::move(windows);
-  c.rope_theta = 500;
-  c.rope_scaling.type = model::RopeType::kLlama3;
-  c.rope_scaling.factor = 4;
-  c.rope_scaling.original_max = 8;
-  return c;
-}
-
 double max_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>();
 }
