@@ -11,8 +11,11 @@
 #   scaling: S   (lmtrain 2-rank / lmtrain 1-rank tokens/s; 2.0 = perfect)
 #   ratio: R     (lmtrain 2-rank / PyTorch DDP 2-rank tokens/s)
 #
+# With --zero "1 2 3", each round also runs lmtrain's 2 ranks under those dist.zero stages, and
+# the summary gives each stage's median, scaling and unhidden communication as a share of its step.
+#
 # Usage: bench/compare_ddp.sh [--preset gpt2-small-cpu|small] [--rounds R] [--steps N]
-#                             [--warmup W]
+#                             [--warmup W] [--zero "STAGES"]
 # Env:   LMTRAIN_BIN (default build/lmtrain), PYTHON (default .venv/bin/python),
 #        TORCHRUN (default: torchrun beside $PYTHON)
 set -euo pipefail
@@ -27,6 +30,7 @@ preset="gpt2-small-cpu"
 rounds=3
 steps=""
 warmup=""
+zero_stages=""
 while (( $# > 0 )); do
   case "$1" in
     --preset) [[ $# -ge 2 ]] || die "--preset needs a value"; preset="$2"; shift 2 ;;
@@ -37,7 +41,9 @@ while (( $# > 0 )); do
     --steps=*) steps="${1#*=}"; shift ;;
     --warmup) [[ $# -ge 2 ]] || die "--warmup needs a value"; warmup="$2"; shift 2 ;;
     --warmup=*) warmup="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --zero) [[ $# -ge 2 ]] || die "--zero needs a value"; zero_stages="$2"; shift 2 ;;
+    --zero=*) zero_stages="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -58,6 +64,9 @@ warmup="${warmup:-$default_warmup}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer (got '$rounds')"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive integer (got '$steps')"
 [[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer (got '$warmup')"
+for z in $zero_stages; do
+  [[ "$z" =~ ^[0-3]$ ]] || die "--zero takes stages 0 to 3 (got '$z')"
+done
 
 lmtrain_bin="${LMTRAIN_BIN:-build/lmtrain}"
 python_bin="${PYTHON:-.venv/bin/python}"
@@ -104,6 +113,7 @@ if [[ -n "$idle_check" ]]; then
   if (( idle_check > 10 )); then echo "warning: the machine is not idle; figures will be noisy"; fi
 fi
 lm1=(); lm2=(); ref2=(); comms=()
+declare -A zero_tps zero_comm
 for (( r = 1; r <= rounds; r++ )); do
   run_one "lmtrain 1 rank" "${lm1_cmd[@]}"; lm1+=("$result")
   printf 'round %d  lmtrain 1 rank    tokens_per_s: %s\n' "$r" "$result"
@@ -112,11 +122,27 @@ for (( r = 1; r <= rounds; r++ )); do
     "$r" "$result" "${comm:-?}" "${sent:-?}"
   run_one "PyTorch DDP" "${ref2_cmd[@]}"; ref2+=("$result")
   printf 'round %d  PyTorch DDP 2     tokens_per_s: %s\n' "$r" "$result"
+  for z in $zero_stages; do
+    run_one "lmtrain 2 ranks ZeRO-$z" "${lm2_cmd[@]}" "--dist.zero=$z"
+    zero_tps[$z]+="$result "; zero_comm[$z]+="${comm:-0} "
+    printf 'round %d  lmtrain 2 ZeRO-%s   tokens_per_s: %s  (comm not hidden: %s ms/step; sent %s bytes/step/rank)\n' \
+      "$r" "$z" "$result" "${comm:-?}" "${sent:-?}"
+  done
 done
 m1="$(median "${lm1[@]}")"; m2="$(median "${lm2[@]}")"; mr="$(median "${ref2[@]}")"
 echo "median lmtrain 1 rank   tokens_per_s: $m1"
 echo "median lmtrain 2 ranks  tokens_per_s: $m2"
 echo "median PyTorch DDP 2    tokens_per_s: $mr"
 echo "median lmtrain comm_wait_ms per step (all-reduce not hidden by backward): $(median "${comms[@]}")"
+# Step time from the global tokens of a 2-rank step: 2 * batch * seq_len tokens.
+step_tokens=$(( 2 * batch * seq_len ))
+share() { awk -v c="$1" -v t="$2" -v n="$step_tokens" 'BEGIN { printf "%.2f", 100 * c / (1000 * n / t) }'; }
+echo "lmtrain 2 ranks: comm not hidden is $(share "$(median "${comms[@]}")" "$m2")% of the step"
+for z in $zero_stages; do
+  read -ra zts <<<"${zero_tps[$z]}"; read -ra zcs <<<"${zero_comm[$z]}"
+  zt="$(median "${zts[@]}")"; zc="$(median "${zcs[@]}")"
+  awk -v a="$zt" -v b="$m1" -v z="$z" -v c="$zc" -v s="$(share "$zc" "$zt")" \
+    'BEGIN { printf "ZeRO-%s 2 ranks: median tokens_per_s %s, scaling %.3f, comm not hidden %s ms (%s%% of the step)\n", z, a, a / b, c, s }'
+done
 awk -v a="$m2" -v b="$m1" 'BEGIN { printf "scaling: %.3f\n", a / b }'
 awk -v a="$m2" -v b="$mr" 'BEGIN { printf "ratio: %.3f\n", a / b }'
