@@ -75,7 +75,10 @@ at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::
   }
   at::Tensor scores = at::baddbmm(mask, q3, k3.transpose(1, 2), 1.0, scale);
   at::Tensor weights = at::softmax(scores, -1);
-  if (dropout_p > 0) weights = dropout(weights, dropout_p);
+  // Dropped as (B, H, Tq, Tk), the same memory order: a split run's heads are dim 1.
+  if (dropout_p > 0) {
+    weights = dropout(weights.view({B, H, Tq, Tk}), dropout_p).view({B * H, Tq, Tk});
+  }
   return at::bmm(weights, v3).view({B, H, Tq, D});
 }
 

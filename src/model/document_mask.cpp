@@ -89,7 +89,8 @@ at::Tensor document_attention(const at::Tensor& q, const at::Tensor& k, const at
   auto scores =
       at::baddbmm(mask.expand({B, H, T, T}).reshape({B * H, T, T}), q.reshape({B * H, T, D}),
                   kh.reshape({B * H, T, D}).transpose(1, 2), 1.0, scale);
-  auto weights = dropout(at::softmax(scores, -1), dropout_p);
+  // Dropped as (B, H, T, T), the same memory order: a split run's heads are dim 1.
+  auto weights = dropout(at::softmax(scores, -1).view({B, H, T, T}), dropout_p).view({B * H, T, T});
   return at::bmm(weights, vh.reshape({B * H, T, D})).view({B, H, T, D});
 }
 

@@ -6,6 +6,8 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #endif
 
+#include <string>
+
 #include "core/error.h"
 
 namespace lmtrain::model {
@@ -27,12 +29,17 @@ at::Generator make_generator(const at::Tensor& like, uint64_t seed) {
 
 }  // namespace
 
-ScopedDropoutSeed::ScopedDropoutSeed(uint64_t seed) : seed_(seed), previous_(t_scope) {
+ScopedDropoutSeed::ScopedDropoutSeed(uint64_t seed, DropoutSplit split)
+    : seed_(seed), split_(split), previous_(t_scope) {
+  if (split.parts < 1 || split.part < 0 || split.part >= split.parts) {
+    throw Error("dropout split: part " + std::to_string(split.part) + " of " +
+                std::to_string(split.parts));
+  }
   t_scope = this;
 }
 
 ScopedDropoutSeed::ScopedDropoutSeed(const DropoutRngState& state)
-    : seed_(state.seed), previous_(t_scope) {
+    : seed_(state.seed), split_(state.split), previous_(t_scope) {
   if (state.cpu) cpu_ = state.cpu->clone();
   if (state.cuda) cuda_ = state.cuda->clone();
   t_scope = this;
@@ -50,6 +57,7 @@ DropoutRngState ScopedDropoutSeed::capture() const {
   DropoutRngState s;
   s.active = true;
   s.seed = seed_;
+  s.split = split_;
   if (cpu_) s.cpu = cpu_->clone();
   if (cuda_) s.cuda = cuda_->clone();
   return s;
@@ -59,12 +67,21 @@ DropoutRngState capture_dropout_rng() { return t_scope ? t_scope->capture() : Dr
 
 at::Tensor dropout(const at::Tensor& x, double p) {
   if (p <= 0) return x;
-  auto noise = at::empty_like(x);
+  const DropoutSplit split = t_scope ? t_scope->split() : DropoutSplit{};
+  if (split.parts > 1 && x.dim() < 2) {
+    throw Error("dropout under a split needs a dim 1 to split (got a " + std::to_string(x.dim()) +
+                "-d tensor)");
+  }
+  // The whole's mask: x's shape with dim 1 `parts` times as long; this part is a narrow of it.
+  auto shape = x.sizes().vec();
+  if (split.parts > 1) shape[1] *= split.parts;
+  auto noise = at::empty(shape, x.options());
   if (t_scope) {
     noise.bernoulli_(1.0 - p, t_scope->generator_for(x));
   } else {
     noise.bernoulli_(1.0 - p);
   }
+  if (split.parts > 1) noise = noise.narrow(1, split.part * x.size(1), x.size(1));
   noise.div_(1.0 - p);
   return x * noise;
 }

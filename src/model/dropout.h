@@ -12,19 +12,30 @@
 
 namespace lmtrain::model {
 
+// Tensor parallelism (parallel/tensor_parallel_plan.h): every activation dropout sees on this
+// rank is part `part` of `parts` equal pieces, along dim 1, of what one process holds: the
+// sequence of (B, T, C) residual activations, the heads of (B, H, Tq, Tk) attention weights.
+// Masks are then drawn for the whole and this part kept, so the split run drops exactly the
+// elements one process drops (and equals it), for `parts` times the cost of drawing.
+struct DropoutSplit {
+  int parts = 1;
+  int part = 0;
+};
+
 // The generators of the innermost scope, copied in their current state (activation
 // checkpointing replays a block's masks from it). `active` is false outside any scope.
 struct DropoutRngState {
   bool active = false;
   uint64_t seed = 0;
+  DropoutSplit split;
   std::optional<at::Generator> cpu, cuda;  // made lazily on first use per device type
 };
 
 // Installs generators seeded with `seed` for dropout on this thread while alive: one per
-// device type, made on first use.
+// device type, made on first use. `split`: how this rank's activations cut one process's.
 class ScopedDropoutSeed {
  public:
-  explicit ScopedDropoutSeed(uint64_t seed);
+  explicit ScopedDropoutSeed(uint64_t seed, DropoutSplit split = {});
   // Installs copies of a captured state, so the same masks come out again.
   explicit ScopedDropoutSeed(const DropoutRngState& state);
   ~ScopedDropoutSeed();
@@ -33,9 +44,11 @@ class ScopedDropoutSeed {
 
   at::Generator& generator_for(const at::Tensor& like);
   DropoutRngState capture() const;
+  const DropoutSplit& split() const { return split_; }
 
  private:
   uint64_t seed_;
+  DropoutSplit split_;
   std::optional<at::Generator> cpu_, cuda_;
   ScopedDropoutSeed* previous_;
 };
@@ -44,7 +57,8 @@ class ScopedDropoutSeed {
 DropoutRngState capture_dropout_rng();
 
 // Inverted dropout: zeroes elements with probability p and scales the rest by 1/(1-p).
-// Uses this thread's installed generators, else the global ones.
+// Uses this thread's installed generators, else the global ones, and the scope's split: x is
+// then part of a whole along dim 1 (DropoutSplit).
 at::Tensor dropout(const at::Tensor& x, double p);
 
 }  // namespace lmtrain::model

@@ -113,7 +113,6 @@ void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp)
   auto refuse = [tp](const std::string& what) {
     throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
   };
-  if (cfg.dropout > 0) refuse("config key 'model.dropout' > 0");
   if (cfg.moe.num_experts > 0) refuse("config key 'model.moe.num_experts' > 0 (MoE)");
   if (cfg.value_embeds) refuse("config key 'model.value_embeds'");
   if (cfg.smear) refuse("config key 'model.smear'");

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "distributed/group.h"
+#include "model/dropout.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 
@@ -56,7 +57,7 @@ struct TpGroups {
 TpGroups make_tp_groups(dist::Group& world, int tp);
 
 // What the plan cannot split, refused naming the config key: heads, KV heads, MLP width,
-// vocabulary and data.seq_len must divide by tp; dropout, MoE, nanochat's extra parts are not
+// vocabulary and data.seq_len must divide by tp; MoE and nanochat's extra parts are not
 // supported with dist.tp > 1.
 void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp);
 
@@ -76,6 +77,10 @@ class TensorParallel {
   // name -> this rank's slice, for every parameter of the model.
   const std::map<std::string, TpSlice>& slices() const { return slices_; }
   int size() const { return tp_.size(); }
+  int rank() const { return tp_.rank(); }
+  // How this rank's activations cut one process's (sequence shards, head groups: both dim 1),
+  // for the trainer's dropout scopes: the split run then drops what one process drops.
+  model::DropoutSplit dropout_split() const { return {tp_.size(), tp_.rank()}; }
 
   // The model's gradient norm (float64 scalar) from flat gradient elements [begin, end) of this
   // rank (an optimizer shard, or all of them): split parameters counted on each TP rank, whole

@@ -119,6 +119,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
     stepper.set_grad_norm([&tp, &flat, &opt, sharded_over] {
       return tp->grad_norm(flat, opt.shard_begin(), opt.shard_end(), sharded_over);
     });
+    stepper.set_dropout_split(tp->dropout_split());
   }
   // train.cuda_graphs (checked by the command): the warm-up also covers the graph's eager steps
   // and its capture.

@@ -169,7 +169,7 @@ at::Tensor TrainStepper::accumulate_single(const std::vector<Batch>& batches, do
   for (int64_t m = 0; m < accum_steps; ++m) {
     const Batch& batch = batches[m];
     model::ScopedDropoutSeed dropout_seed(
-        core::mix_seed(seed_, static_cast<uint64_t>(opt_.steps_started()), m, 0));
+        core::mix_seed(seed_, static_cast<uint64_t>(opt_.steps_started()), m, 0), dropout_split_);
     // ZeRO-3: the root unit gathered, block 0's gather issued; reduced on the last only.
     if (fsdp_) fsdp_->begin_micro_step(m == accum_steps - 1);
     auto out = forward_objective(batch);
@@ -207,7 +207,7 @@ at::Tensor TrainStepper::accumulate_split(const std::vector<Batch>& batches, dou
       const int64_t lo = B * w / k, hi = B * (w + 1) / k;
       if (hi == lo) return;
       model::ScopedDropoutSeed dropout_seed(
-          core::mix_seed(seed_, static_cast<uint64_t>(opt_.steps_started()), m, w));
+          core::mix_seed(seed_, static_cast<uint64_t>(opt_.steps_started()), m, w), dropout_split_);
       // Each slice carries its own share of the valid tokens; the per-batch terms (MoE) are
       // weighted by the slice's share of the rows, so the slices sum to the micro-batch's.
       const Batch slice = batch.rows(lo, hi - lo);

@@ -26,6 +26,7 @@
 #include "core/runtime.h"
 #include "distributed/grad_sync.h"
 #include "distributed/group.h"
+#include "model/dropout.h"
 #include "model/gpt.h"
 #include "objective/objective.h"
 #include "observe/moe_step_stats.h"
@@ -97,6 +98,9 @@ class TrainStepper {
   // rank's parameters only): tensor parallelism's, over the TP group
   // (parallel/tensor_parallel_plan.h).
   void set_grad_norm(std::function<at::Tensor()> norm) { grad_norm_ = std::move(norm); }
+  // Tensor parallelism: how this rank's activations cut one process's, so dropout drops the
+  // same elements (model/dropout.h).
+  void set_dropout_split(model::DropoutSplit split) { dropout_split_ = split; }
 
  private:
   // Fills flat.grads() with this rank's share of the gradient (times the loss scale): each
@@ -141,6 +145,7 @@ class TrainStepper {
   // (parallel/deferred_table_grad.h), so the table's bucket leaves early with the head's part.
   std::unique_ptr<DeferredTableGrad> table_grad_;
   std::function<at::Tensor()> grad_norm_;  // null: the optimizer's
+  model::DropoutSplit dropout_split_;      // one part unless tensor-parallel
   at::Tensor grad_norm() { return grad_norm_ ? grad_norm_() : opt_.grad_norm(); }
 };
 

@@ -335,6 +335,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     stepper.set_grad_norm([&s, &flat, &optimizer, shard_group] {
       return s.tp->grad_norm(flat, optimizer.shard_begin(), optimizer.shard_end(), shard_group);
     });
+    stepper.set_dropout_split(s.tp->dropout_split());
   }
   stepper.set_objective(objective);
   // Only a temporal row's answer tokens, or a conversation's assistant tokens, are targets.
