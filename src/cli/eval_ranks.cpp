@@ -17,6 +17,13 @@ void eval_ranks_sum(at::Tensor& t, dist::Group& group) {
   if (group.size() > 1) group.allreduce(t, dist::ReduceOp::kSum)->wait();
 }
 
+// The largest of the ranks' widths, so that every rank's table has the same shape.
+int64_t eval_ranks_widest(size_t local, dist::Group& group) {
+  auto width = torch::tensor({static_cast<int64_t>(local)}, torch::kLong);
+  if (group.size() > 1) group.allreduce(width, dist::ReduceOp::kMax)->wait();
+  return width.item<int64_t>();
+}
+
 }  // namespace
 
 EvalRanks eval_ranks() {
@@ -49,9 +56,7 @@ void sum_over_ranks(eval::TaskScore& ts, dist::Group& group) {
   // Per item: correct, pred, the number of mean losses, then the losses (items x (3 + rows)).
   size_t rows = 0;
   for (const auto& s : ts.scores) rows = std::max(rows, s.mean_losses.size());
-  auto width = torch::tensor({static_cast<int64_t>(rows)}, torch::kLong);
-  if (group.size() > 1) group.allreduce(width, dist::ReduceOp::kMax)->wait();
-  const int64_t W = 3 + width.item<int64_t>();
+  const int64_t W = 3 + eval_ranks_widest(rows, group);
   auto t = torch::zeros({static_cast<int64_t>(ts.scores.size()), W}, torch::kFloat64);
   auto a = t.accessor<double, 2>();
   for (size_t i = 0; i < ts.scores.size(); ++i) {
@@ -75,9 +80,7 @@ void sum_over_ranks(eval::ChatTaskScore& ts, dist::Group& group) {
   // Per item: correct, the answer's length, then its bytes (items x (2 + longest)).
   size_t longest = 0;
   for (const auto& s : ts.scores) longest = std::max(longest, s.answer.size());
-  auto width = torch::tensor({static_cast<int64_t>(longest)}, torch::kLong);
-  if (group.size() > 1) group.allreduce(width, dist::ReduceOp::kMax)->wait();
-  const int64_t W = 2 + width.item<int64_t>();
+  const int64_t W = 2 + eval_ranks_widest(longest, group);
   auto t = torch::zeros({static_cast<int64_t>(ts.scores.size()), W}, torch::kLong);
   auto a = t.accessor<int64_t, 2>();
   for (size_t i = 0; i < ts.scores.size(); ++i) {
