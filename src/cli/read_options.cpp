@@ -108,9 +108,6 @@ void check_tp_run(const core::Config& cfg, int world_size) {
   auto refuse = [tp](const std::string& what) {
     throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
   };
-  if (core::get_choice<optim::OptimizerName>(cfg) != optim::OptimizerName::kAdamW) {
-    refuse("config key 'optim.name' other than adamw");
-  }
   if (cfg.get_int("lora.rank") > 0) refuse("config key 'lora.rank' > 0 (LoRA)");
   if (cfg.get_int("dist.ep") > 1) refuse("config key 'dist.ep' > 1");
   if (cfg.get_int("model.moe.num_experts") > 0) refuse("config key 'model.moe.num_experts' > 0");

@@ -83,9 +83,25 @@ int Muon::owner(const std::string& name) const {
 }
 
 at::Tensor Muon::grad_norm() {
-  if (group_.size() == 1) return params_.grad_norm();
+  if (group_.size() == 1 && !split_) return params_.grad_norm();
   const auto& g = params_.grads();
   const auto f64 = g.options().dtype(torch::kFloat64);
+  if (split_) {
+    // Segment by segment: a piece counts once, a parameter every TP rank holds whole 1 / T.
+    const double whole_weight = 1.0 / split_->parts();
+    auto shared = torch::zeros({1}, f64);
+    auto owned = torch::zeros({1}, f64);
+    for (const auto& seg : params_.segments()) {
+      const int own = owner(seg.name);
+      if (own >= 0 && own != group_.rank()) continue;
+      const double w = split_->split(seg.name) ? 1.0 : whole_weight;
+      (own >= 0 ? owned : shared) += params_.view(g, seg).pow(2).sum().to(torch::kFloat64) * w;
+    }
+    if (group_.size() > 1) group_.allreduce(owned, dist::ReduceOp::kSum)->wait();
+    auto total = shared + owned;
+    split_->sum(total);
+    return total.sqrt().reshape({});
+  }
   // Summed in float64, range by range: the same arithmetic on every device.
   auto shared = torch::zeros({}, f64);
   for (const auto& r : adam_ranges_) {
@@ -129,8 +145,13 @@ void Muon::step(double lr) {
       auto grad = params_.view(g, *mat.seg);
       mat.momentum.lerp_(grad, 1.0 - mu);
       auto u = muon_.nesterov ? grad.lerp(mat.momentum, mu) : mat.momentum;
-      const double rows = static_cast<double>(w.size(0)), cols = static_cast<double>(w.size(1));
-      w.add_(newton_schulz5(u, muon_.ns_steps), -lr_muon * std::sqrt(std::max(1.0, rows / cols)));
+      // Under TP the update is orthogonalised whole: (rows, cols) are the whole matrix's.
+      const bool piece = split_ && split_->split(mat.seg->name);
+      if (piece) u = split_->gather(mat.seg->name, u);
+      const double rows = static_cast<double>(u.size(0)), cols = static_cast<double>(u.size(1));
+      auto x = newton_schulz5(u, muon_.ns_steps);
+      if (piece) x = split_->piece(mat.seg->name, x);
+      w.add_(x, -lr_muon * std::sqrt(std::max(1.0, rows / cols)));
     }
     if (group_.size() > 1) {
       auto flat_view = p.narrow(0, mat.seg->offset, mat.seg->numel);

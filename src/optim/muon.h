@@ -15,8 +15,15 @@
 // matrices sorted by shape — which alone keeps its momentum and runs Newton-Schulz; the updated
 // matrices are then broadcast from their owners. dist::GradSync sends each matrix's gradient
 // to its owner alone (all-to-all, summed there) and all-reduces the AdamW group's.
+//
+// Tensor parallelism (dist.tp): each rank holds pieces of the matrices; the momentum is kept per
+// piece (its update is elementwise), and the owner's TP ranks gather the Nesterov update whole,
+// orthogonalise it and keep their pieces (optim/split_matrices.h), so the update equals one
+// process's.
 #pragma once
 #include <functional>
+#include <memory>
+#include <utility>
 
 #include "core/config_schema.h"
 #include "distributed/group.h"
@@ -68,6 +75,12 @@ class Muon : public Optimizer {
   nlohmann::json state_layout() const override;
   void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                   int64_t step) override;
+  // Under dist.tp: each matrix's pieces are gathered whole for Newton-Schulz (on every TP rank
+  // of its owner: T times the orthogonalisation work) and the norm counts each piece once.
+  bool take_split_matrices(std::shared_ptr<SplitMatrices> split) override {
+    split_ = std::move(split);
+    return true;
+  }
   bool sharded() const override { return group_.size() > 1; }
   std::vector<at::Tensor> replicated_state() const override;
   int64_t state_bytes() const override;
@@ -95,6 +108,7 @@ class Muon : public Optimizer {
   std::vector<AdamRange> adam_ranges_;  // the AdamW groups, adjacent equal ranges merged
   at::Tensor exp_avg_, exp_avg_sq_;     // flat; used on adam_ranges_ only
   int64_t step_ = 0;
+  std::shared_ptr<SplitMatrices> split_;  // null: matrices are whole
 };
 
 }  // namespace lmtrain::optim

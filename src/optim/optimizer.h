@@ -7,12 +7,14 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "optim/split_matrices.h"
 
 namespace lmtrain::optim {
 
@@ -38,6 +40,13 @@ class Optimizer {
   virtual int grad_owner(const std::string& name) const {
     (void)name;
     return -1;
+  }
+
+  // Tensor parallelism: an optimizer that updates whole matrices (Muon) takes the plan's pieces
+  // and returns true; its grad_norm() is then the whole model's. Others return false.
+  virtual bool take_split_matrices(std::shared_ptr<SplitMatrices> split) {
+    (void)split;
+    return false;
   }
 
   // Global L2 norm of the averaged gradient (may communicate): a float64 scalar tensor on the

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "parallel/tp_layers.h"
 #include "parallel/tp_regions.h"
+#include "parallel/tp_split_matrices.h"
 #include "parallel/vocab_parallel_loss.h"
 
 namespace lmtrain::parallel {
@@ -239,15 +240,7 @@ void TensorParallel::gather_whole() {
     std::vector<at::Tensor> pieces(T);
     for (auto& piece : pieces) piece = at::empty_like(local);
     tp_.allgather(pieces, local.contiguous())->wait();
-    auto whole = at::empty(s.whole_shape, local.options());
-    for (int r = 0; r < T; ++r) {
-      const auto rs = tensor_parallel_slice(model_.config(), item.key(), s.whole_shape, r, T);
-      int64_t at_piece = 0;
-      for (const auto& [b, e] : rs.ranges) {
-        whole.narrow(s.dim, b, e - b).copy_(pieces[r].narrow(s.dim, at_piece, e - b));
-        at_piece += e - b;
-      }
-    }
+    auto whole = assemble_tp_pieces(model_.config(), item.key(), s, pieces);
     held_.emplace_back(p, local);
     p.set_data(whole);
   }

@@ -18,6 +18,7 @@
 #include "parallel/hybrid_shard.h"
 #include "parallel/tensor_parallel_plan.h"
 #include "parallel/tp_regions.h"
+#include "parallel/tp_split_matrices.h"
 #include "train/cuda_graph_step.h"
 #include "train/train_step.h"
 
@@ -115,10 +116,13 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   TrainStepper stepper(*model, flat, opt, dp, rt, r.workers, run.seed, run.bucket_bytes(),
                        LossScaler(false, 1, 1), nullptr, fsdp.get());
   if (tp) {
-    dist::Group* sharded_over = opt.sharded() ? &dp : nullptr;
-    stepper.set_grad_norm([&tp, &flat, &opt, sharded_over] {
-      return tp->grad_norm(flat, opt.shard_begin(), opt.shard_end(), sharded_over);
-    });
+    if (!opt.take_split_matrices(
+            parallel::make_tp_split_matrices(mcfg, tp->slices(), *tp_groups.tp))) {
+      dist::Group* sharded_over = opt.sharded() ? &dp : nullptr;
+      stepper.set_grad_norm([&tp, &flat, &opt, sharded_over] {
+        return tp->grad_norm(flat, opt.shard_begin(), opt.shard_end(), sharded_over);
+      });
+    }
     stepper.set_dropout_split(tp->dropout_split());
   }
   // train.cuda_graphs (checked by the command): the warm-up also covers the graph's eager steps

@@ -32,6 +32,7 @@
 #include "parallel/expert_parallel.h"
 #include "parallel/fully_shard.h"
 #include "parallel/replica_sync.h"
+#include "parallel/tp_split_matrices.h"
 #include "report/run_report.h"
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
@@ -330,11 +331,15 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                        LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
                        &ep, fsdp.get());
   if (s.tp) {
-    // The norm of the whole model's gradient: this rank's slices summed over the TP group.
-    dist::Group* shard_group = optimizer.sharded() ? &dp : nullptr;
-    stepper.set_grad_norm([&s, &flat, &optimizer, shard_group] {
-      return s.tp->grad_norm(flat, optimizer.shard_begin(), optimizer.shard_end(), shard_group);
-    });
+    // The norm of the whole model's gradient: this rank's slices summed over the TP group (Muon,
+    // which orthogonalises whole matrices, takes the pieces and norms them itself).
+    if (!optimizer.take_split_matrices(
+            parallel::make_tp_split_matrices(mcfg, s.tp->slices(), *tp_groups.tp))) {
+      dist::Group* shard_group = optimizer.sharded() ? &dp : nullptr;
+      stepper.set_grad_norm([&s, &flat, &optimizer, shard_group] {
+        return s.tp->grad_norm(flat, optimizer.shard_begin(), optimizer.shard_end(), shard_group);
+      });
+    }
     stepper.set_dropout_split(s.tp->dropout_split());
   }
   stepper.set_objective(objective);
