@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# ZeRO stages and tensor parallelism side by side (issue 42): `lmtrain launch --nproc_per_node=2
+# ZeRO stages and tensor parallelism side by side (issue 42): `lmtrain launch --nproc_per_node=N
 # -- bench` at dist.zero=0, 1, 2 and 3 (3 also with dist.reshard_after_forward=false) and at
-# dist.tp=2 (both ranks split every layer: one replica, so half the global batch of the others)
-# on the same model and per-rank batch, alternating within each round so that drift hits all
+# dist.tp=2 (pairs of ranks split every layer: N / 2 replicas, so half the global batch of the
+# others); at N = 4 also HSDP (ZeRO-3 within pairs, replicated across) and TP=2 x ZeRO-3. The
+# same model and per-rank batch, alternating within each round so that drift hits all
 # alike. tokens/s is global; under TP the communication not hidden is every TP collective.
 # Per stage: median tokens/s (global), rank 0's model-state bytes (parameters + gradients +
 # optimizer state, from the bench's byte accounting), its ratio to ZeRO-0's, rank 0's peak RSS,
 # the communication not hidden per step, and under ZeRO-3 the gathered blocks' peak.
 #
 # Usage: bench/compare_sharding.sh [--preset gpt2-small-cpu|small] [--rounds R] [--steps N]
-#                                  [--warmup W]
+#                                  [--warmup W] [--nproc 2|4]
 # Env:   LMTRAIN_BIN (default build/lmtrain)
 set -euo pipefail
 
@@ -23,6 +24,7 @@ preset="gpt2-small-cpu"
 rounds=3
 steps=""
 warmup=""
+nproc=2
 while (( $# > 0 )); do
   case "$1" in
     --preset) [[ $# -ge 2 ]] || die "--preset needs a value"; preset="$2"; shift 2 ;;
@@ -33,7 +35,9 @@ while (( $# > 0 )); do
     --steps=*) steps="${1#*=}"; shift ;;
     --warmup) [[ $# -ge 2 ]] || die "--warmup needs a value"; warmup="$2"; shift 2 ;;
     --warmup=*) warmup="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --nproc) [[ $# -ge 2 ]] || die "--nproc needs a value"; nproc="$2"; shift 2 ;;
+    --nproc=*) nproc="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -52,6 +56,7 @@ warmup="${warmup:-$default_warmup}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer (got '$rounds')"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive integer (got '$steps')"
 [[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer (got '$warmup')"
+[[ "$nproc" == 2 || "$nproc" == 4 ]] || die "--nproc must be 2 or 4 (got '$nproc')"
 
 lmtrain_bin="${LMTRAIN_BIN:-build/lmtrain}"
 [[ -x "$lmtrain_bin" ]] || die "lmtrain binary not found: '$lmtrain_bin' (build it, or set LMTRAIN_BIN)"
@@ -63,8 +68,12 @@ bench_flags=(--config "$config" "--model.vocab_size=$vocab" "--data.seq_len=$seq
 labels=("zero0" "zero1" "zero2" "zero3" "zero3-keep" "tp2")
 stage_flags=("--dist.zero=0" "--dist.zero=1" "--dist.zero=2" "--dist.zero=3"
   "--dist.zero=3 --dist.reshard_after_forward=false" "--dist.tp=2")
+if (( nproc == 4 )); then
+  labels+=("hsdp2x2" "tp2-zero3")
+  stage_flags+=("--dist.zero=3 --dist.shard_group_size=2" "--dist.tp=2 --dist.zero=3")
+fi
 
-echo "preset: $preset (seq_len=$seq_len micro-batch per rank=$batch vocab=$vocab), 2 ranks x 1" \
+echo "preset: $preset (seq_len=$seq_len micro-batch per rank=$batch vocab=$vocab), $nproc ranks x 1" \
   "thread, $steps timed + $warmup warmup steps, $rounds rounds"
 idle_check="$(busy_pct 2)"
 if [[ -n "$idle_check" ]]; then
@@ -78,7 +87,7 @@ for (( r = 1; r <= rounds; r++ )); do
     # shellcheck disable=SC2206
     extra=(${stage_flags[$i]})
     status=0
-    out="$("$lmtrain_bin" launch --standalone --nproc_per_node=2 -- bench "${bench_flags[@]}" \
+    out="$("$lmtrain_bin" launch --standalone "--nproc_per_node=$nproc" -- bench "${bench_flags[@]}" \
       "${extra[@]}" 2>&1)" || status=$?
     if (( status != 0 )); then
       printf '%s\n' "$out" >&2
