@@ -32,6 +32,7 @@
 #include "parallel/expert_parallel.h"
 #include "parallel/fully_shard.h"
 #include "parallel/replica_sync.h"
+#include "parallel/tp_regions.h"
 #include "parallel/tp_split_matrices.h"
 #include "report/run_report.h"
 #include "train/batch_plan.h"
@@ -404,6 +405,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   };
 
   const std::vector<int64_t> moe_layers = moe_layer_indices(mcfg);
+  if (s.tp) take_tp_comm_seconds();  // set-up's collectives are not a step's
   while (state.step < max_steps) {
     const auto t0 = Clock::now();
     const double lr = s.schedule.at(state.step);
@@ -447,7 +449,9 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     // the interval's summed time is its wall time.
     const double dt = seconds_since(t0);
     train_seconds += dt;
-    interval.add(dt, plan.tokens_per_step(), plan.global_windows, r.comm_wait_s,
+    // Under TP every collective of the plan blocks the step: all of it is unhidden.
+    interval.add(dt, plan.tokens_per_step(), plan.global_windows,
+                 r.comm_wait_s + (s.tp ? take_tp_comm_seconds() : 0.0),
                  dispatcher ? dispatcher->take_comm_seconds() : 0.0);
 
     if (log_now) {
