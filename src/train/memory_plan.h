@@ -9,8 +9,9 @@
 //   gathered     ZeRO-3 only, transient during a step: the root unit (embeddings, head, final
 //                norm) plus the two largest blocks (the computing and the prefetched one)
 //   activations  an estimate of one micro-batch's (train/activation_estimate.h)
-// Tensor parallelism (tp > 1): the blocks' matrices and the token table split T ways, the rest
-// replicated, the data-parallel ranks N / T. Expert parallelism (ep > 1): each rank holds
+// Tensor parallelism (tp > 1): what parallel/tensor_parallel_plan.h slices (the blocks'
+// projections, the token table, the LM head) split T ways, the rest replicated, the
+// data-parallel ranks N / T. Expert parallelism (ep > 1): each rank holds
 // num_experts / ep of every expert stack, with its whole Adam state (its replicas update it
 // alike); ZeRO shards only the shared region, over all N ranks (optim/zero_adamw.h).
 #pragma once

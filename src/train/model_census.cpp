@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/runtime.h"
 #include "parallel/shard_units.h"
+#include "parallel/tensor_parallel_plan.h"
 
 namespace lmtrain::train {
 
@@ -30,7 +31,10 @@ ModelCensus take_census(const model::ModelOptions& model) {
     e.name = item.key();
     e.numel = item.value().numel();
     e.aligned = (e.numel + 15) / 16 * 16;
-    e.tp_split = tag->second.block_matrix || e.name == "transformer.wte.weight";
+    // Split under TP as parallel/tensor_parallel_plan.h slices it (degree 1 names the dim).
+    e.tp_split =
+        parallel::tensor_parallel_slice(model.shape, e.name, item.value().sizes().vec(), 0, 1)
+            .sharded();
     e.expert = tag->second.expert;
     e.unit = parallel::unit_of_name(e.name, c.n_layer);
     c.entries.push_back(std::move(e));
