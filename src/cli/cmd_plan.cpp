@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "data/bpe_tokenizer.h"
 #include "options/read_model.h"
+#include "parallel/fully_shard.h"
 #include "train/plan_layouts.h"
 
 namespace lmtrain::cli {
@@ -94,6 +95,8 @@ int cmd_plan(const Args& argv) {
   traffic.seq_len = batch.seq_len;
   traffic.compute_bytes = act.compute_bytes;
   traffic.grad_reduce_bytes = config.get_string("train.grad_reduce_dtype") == "bf16" ? 2 : 4;
+  traffic.bf16_gathers =
+      parallel::gather_dtype_for(core::get_choice<core::Precision>(config), tp > 1).has_value();
 
   const auto census = train::take_census(model);
   const auto plan = train::plan_memory(census, model, layout, act, batch.micro_batch);

@@ -85,11 +85,13 @@ MemoryPlan plan_memory(const ModelCensus& census, const model::ModelOptions& mod
   // Without expert parallelism the expert stacks are ordinary parameters (optim/zero_adamw.h).
   int64_t shared = 0, experts = 0;
   std::vector<int64_t> unit_numel(static_cast<size_t>(census.n_layer + 1), 0);
+  int64_t block_matrices = 0;  // the blocks' linear weights, as gathered on a rank
   for (const auto& e : census.entries) {
     const bool own_region = e.expert && ep > 1;
     const int64_t n = own_region ? e.aligned / ep : e.tp_split ? e.aligned / tp : e.aligned;
     (own_region ? experts : shared) += n;
     unit_numel[e.unit] += n;
+    if (e.unit > 0 && e.block_matrix && !own_region) block_matrices += n;
   }
   const int64_t multiple = 16 * static_cast<int64_t>(sharding);
   p.shared_numel = round_up(shared, multiple);
@@ -109,6 +111,7 @@ MemoryPlan plan_memory(const ModelCensus& census, const model::ModelOptions& mod
     p.gathered_peak_bytes = gathered * elem;
     p.gathered_root_bytes = unit_numel[0] * elem;
     for (int64_t b : blocks) p.gathered_blocks_bytes += b * elem;
+    p.gathered_block_matrix_bytes = block_matrices * elem;
   }
   p.activation_per_sample = activation_bytes_per_sample(model, act, tp);
   p.activation_bytes = micro_batch * p.activation_per_sample;

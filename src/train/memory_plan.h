@@ -50,7 +50,8 @@ struct MemoryPlan {
   int64_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
   int64_t gathered_peak_bytes = 0;
   int64_t gathered_root_bytes = 0, gathered_blocks_bytes = 0;  // ZeRO-3: all blocks together
-  int64_t activation_bytes = 0;  // micro_batch x activation_per_sample
+  int64_t gathered_block_matrix_bytes = 0;  // of which the blocks' linear weights (fp32)
+  int64_t activation_bytes = 0;             // micro_batch x activation_per_sample
   int64_t activation_per_sample = 0;
   int64_t micro_batch = 1;
   int64_t model_state_bytes() const { return param_bytes + grad_bytes + optimizer_bytes; }

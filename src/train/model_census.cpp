@@ -36,6 +36,7 @@ ModelCensus take_census(const model::ModelOptions& model) {
         parallel::tensor_parallel_slice(model.shape, e.name, item.value().sizes().vec(), 0, 1)
             .sharded();
     e.expert = tag->second.expert;
+    e.block_matrix = tag->second.block_matrix;
     e.unit = parallel::unit_of_name(e.name, c.n_layer);
     c.entries.push_back(std::move(e));
   }

@@ -16,11 +16,12 @@ namespace lmtrain::train {
 
 struct CensusEntry {
   std::string name;
-  int64_t numel = 0;      // elements of the parameter
-  int64_t aligned = 0;    // the same rounded up to FlatParams' 16-element segment alignment
-  bool tp_split = false;  // split T ways under tensor parallelism (tensor_parallel_slice)
-  bool expert = false;    // a (num_experts, ...) stack: split over dist.ep
-  size_t unit = 0;        // ZeRO-3 unit: 0 the root, 1 + i block i (parallel/shard_units.h)
+  int64_t numel = 0;          // elements of the parameter
+  int64_t aligned = 0;        // the same rounded up to FlatParams' 16-element segment alignment
+  bool tp_split = false;      // split T ways under tensor parallelism (tensor_parallel_slice)
+  bool expert = false;        // a (num_experts, ...) stack: split over dist.ep
+  bool block_matrix = false;  // a linear weight (tag): ZeRO-3 bf16 runs gather a block's in bf16
+  size_t unit = 0;            // ZeRO-3 unit: 0 the root, 1 + i block i (parallel/shard_units.h)
 };
 
 struct ModelCensus {

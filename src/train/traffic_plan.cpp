@@ -25,8 +25,12 @@ dist::CommBytes plan_traffic(const MemoryPlan& plan, const model::ModelOptions& 
   } else {
     const int g = l.shard_ranks(), replicas = d / g;
     const int64_t gathers = l.reshard_after_forward ? 2 : 1;
-    b.broadcast += ring_part(plan.gathered_root_bytes, g) +
-                   in.accum_steps * gathers * ring_part(plan.gathered_blocks_bytes, g);
+    // bf16 gathers apply without tensor parallelism only (parallel::gather_dtype_for).
+    const bool bf16 = in.bf16_gathers && l.tp == 1;
+    const int64_t blocks =
+        plan.gathered_blocks_bytes - (bf16 ? plan.gathered_block_matrix_bytes / 2 : 0);
+    b.broadcast +=
+        ring_part(plan.gathered_root_bytes, g) + in.accum_steps * gathers * ring_part(blocks, g);
     b.reduce_scatter += ring_part(params, g);  // ZeRO-3 reduces in fp32
     b.all_reduce += 2 * ring_part(params / g, replicas);
   }

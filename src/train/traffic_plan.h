@@ -8,7 +8,8 @@
 //   ZeRO-1/2 reduce-scatter (D-1)/D Ψ, then the updated shards broadcast: (D-1)/D Ψ; together
 //            DDP's bytes (optim/zero_adamw.h)
 //   ZeRO-3   each block gathered in forward and again in backward (once without
-//            reshard_after_forward), the root unit once, by broadcasts: (G-1)/G of each; the
+//            reshard_after_forward), the root unit once, by broadcasts: (G-1)/G of each (the
+//            blocks' linear weights in bf16 under bf16_gathers, parallel/fully_shard.h); the
 //            gradients reduce-scattered (G-1)/G Ψ; under HSDP the shard then all-reduced over
 //            the R = D / G replicas: 2 (R-1)/R Ψ / G
 //   TP T     per block and micro-step 4 all-gathers and 4 reduce-scatters of the (B, T_seq, C)
@@ -36,6 +37,7 @@ struct TrafficInputs {
   int64_t micro_batch = 1, accum_steps = 1, seq_len = 0;
   int64_t compute_bytes = 4;      // activations crossing TP / EP collectives
   int64_t grad_reduce_bytes = 4;  // 2 with train.grad_reduce_dtype=bf16 (ZeRO-0/1/2)
+  bool bf16_gathers = false;      // bf16 runs: ZeRO-3's block matrices travel in bf16 (TP 1 only)
 };
 
 dist::CommBytes plan_traffic(const MemoryPlan& plan, const model::ModelOptions& model,
