@@ -248,7 +248,8 @@ const std::vector<KeySpec>& config_schema() {
         "scaling; CUDA compute capability 8.9+, e.g. H100). bf16 and fp8 on CPU are correct but "
         "slow (for tests, not speed)"),
       S("train.grad_reduce_dtype", "fp32", {"fp32", "bf16"},
-        "dtype gradients are all-reduced in across ranks (bf16 halves the traffic)"),
+        "dtype gradients are all-reduced (or, under ZeRO-1/2, reduce-scattered) in across ranks "
+        "(bf16 halves the traffic)"),
       B("train.tf32", true, "CUDA: TF32 tensor cores for fp32 matmuls and convolutions"),
       S("train.attention_backend", "auto", {"auto", "flash", "cudnn", "efficient", "math"},
         "CUDA: the attention kernel libtorch tries first (FlashAttention-2, cuDNN's fused flash "
@@ -322,9 +323,10 @@ const std::vector<KeySpec>& config_schema() {
       F("dist.bucket_mb", "25", 0.001, 1 << 20,
         "gradient all-reduce bucket size in MiB (buckets start during backward)"),
       I("dist.zero", 0, 0, 3,
-        "ZeRO stage of the optimizer: 0 = replicated; 1 = optimizer state sharded over ranks; "
-        "2 = state sharded and gradients reduce-scattered; 3 = parameters sharded too, gathered "
-        "one transformer block at a time (FSDP)"),
+        "ZeRO stage of the optimizer: 0 = replicated; 1 = optimizer state sharded over ranks, "
+        "gradients reduce-scattered into each rank's shard (DDP's traffic); 2 = the same (both "
+        "keep the whole gradient buffer here); 3 = parameters sharded too, gathered one "
+        "transformer block at a time (FSDP)"),
       B("dist.reshard_after_forward", true,
         "dist.zero=3: free a block's gathered parameters after its forward and gather them "
         "again for its backward (false keeps them until backward: more memory, less traffic)"),

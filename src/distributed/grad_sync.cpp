@@ -43,10 +43,10 @@ GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
       ranges_(ranges),
       owners_(std::move(owners)) {
   if (reduce_dtype && *reduce_dtype != flat_grads_.scalar_type()) {
-    if (reduce_scatter_ || !owners_.empty()) {
+    if (!owners_.empty()) {
       throw UsageError(
-          "train.grad_reduce_dtype=bf16 applies to all-reduced gradients: use it with "
-          "dist.zero=0 or 1 and optim.name=adamw, or keep fp32");
+          "train.grad_reduce_dtype=bf16 applies to all-reduced or reduce-scattered gradients: "
+          "use it with optim.name=adamw (dist.zero 0, 1 or 2), or keep fp32");
     }
     reduce_dtype_ = reduce_dtype;
   }
@@ -119,7 +119,7 @@ void GradSync::rebind_to_current_stream() {
 GradSync::~GradSync() { *self_ = nullptr; }
 
 void GradSync::log_bucket_layout(size_t num_params) const {
-  const char* mode = reduce_scatter_    ? "reduce-scatter (ZeRO-2)"
+  const char* mode = reduce_scatter_    ? "reduce-scatter (ZeRO-1/2)"
                      : !owners_.empty() ? "to owners (DistMuon) + all-reduce"
                                         : "all-reduce";
   const auto dtype = reduce_dtype_.value_or(flat_grads_.scalar_type());
@@ -225,12 +225,16 @@ void GradSync::launch_work(size_t i) {
     return;
   }
   // The part of the bucket in rank q's shard goes to rank q; this rank's part comes back
-  // averaged, in place. The parts are adjacent views of the bucket, so nothing is copied.
+  // averaged, in place. The parts are adjacent views of the bucket, so nothing is copied
+  // (with reduce_dtype: views of the bucket's lowered copy, whose own part complete() writes
+  // back; the rest of the fp32 buffer keeps this rank's local gradient, as in fp32).
+  if (reduce_dtype_) lowered_[i] = slice.to(*reduce_dtype_);
+  const at::Tensor& source = reduce_dtype_ ? lowered_[i] : slice;
   std::vector<at::Tensor> parts;
   for (int q = 0; q < group_.size(); ++q) {
     const int64_t lo = std::clamp(q * shard_, b.begin, b.end);
     const int64_t hi = std::clamp((q + 1) * shard_, b.begin, b.end);
-    parts.push_back(flat_grads_.narrow(0, lo, hi - lo));
+    parts.push_back(source.narrow(0, lo - b.begin, hi - lo));
   }
   auto own = parts[group_.rank()];
   works_[i] = group_.reduce_scatter(own, parts, ReduceOp::kSum);
@@ -280,7 +284,13 @@ void GradSync::complete(size_t i) {
     received_[i] = at::Tensor();
     if (lowered_[i].defined()) {
       const auto& b = buckets_[i];
-      flat_grads_.narrow(0, b.begin, b.end - b.begin).copy_(lowered_[i]);
+      if (reduce_scatter_) {  // only this rank's part of the bucket came back averaged
+        const int64_t lo = std::clamp(group_.rank() * shard_, b.begin, b.end);
+        const int64_t hi = std::clamp((group_.rank() + 1) * shard_, b.begin, b.end);
+        flat_grads_.narrow(0, lo, hi - lo).copy_(lowered_[i].narrow(0, lo - b.begin, hi - lo));
+      } else {
+        flat_grads_.narrow(0, b.begin, b.end - b.begin).copy_(lowered_[i]);
+      }
       lowered_[i] = at::Tensor();
     }
   }

@@ -9,8 +9,8 @@
 // hooks only act while armed, and the caller arms them for the last micro-step alone.
 // The model is untouched; with a world of one GradSync does nothing.
 //
-// Reduce-scatter mode (ZeRO-2): the buffer is also cut into size() equal shards and each rank
-// needs only its own shard averaged. Each bucket then goes out as an all-to-all — the piece of
+// Reduce-scatter mode (ZeRO-1 and ZeRO-2): the buffer is also cut into size() equal shards and each
+// rank needs only its own shard averaged. Each bucket then goes out as an all-to-all — the piece of
 // the bucket in shard q to rank q — and the received pieces are summed in rank order.
 //
 // Owner mode (DistMuon): owners[i] >= 0 means only that rank needs parameter i's averaged
@@ -18,8 +18,9 @@
 // gradients go out as one all-to-all (each to its owner, summed there in rank order) and the
 // rest as one all-reduce, each over a packed copy of the pieces.
 //
-// `reduce_dtype` (all-reduce mode): buckets travel in this dtype (bf16 halves the traffic) and
-// the average comes back into the fp32 buffer.
+// `reduce_dtype` (all-reduce and reduce-scatter modes): buckets travel in this dtype (bf16
+// halves the traffic) and the average comes back into the fp32 buffer (reduce-scatter: this
+// rank's shard of it).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -113,7 +114,7 @@ class GradSync {
   std::vector<int> owners_;                          // owner mode: per parameter, -1 = all
   std::vector<at::Tensor> shared_;                   // owner mode: per bucket, packed -1 pieces
   std::vector<std::shared_ptr<Work>> shared_works_;
-  std::optional<at::ScalarType> reduce_dtype_;  // all-reduce mode: wire dtype, if not the buffer's
+  std::optional<at::ScalarType> reduce_dtype_;  // wire dtype, if not the buffer's
   std::vector<at::Tensor> lowered_;             // per bucket: the wire copy in flight
   size_t next_launch_ = 0;                      // into launch_order_
   std::vector<size_t> launch_order_;            // bucket indices; the same on every rank

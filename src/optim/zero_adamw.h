@@ -3,9 +3,20 @@
 // is cut into one equal shard per rank. Each rank keeps Adam moments only for its shard and
 // updates only those parameters; the updated shards are then all-gathered into every rank's
 // full parameter buffer.
-//   stage 1: gradients are all-reduced (dist::GradSync), each rank reads its slice;
-//   stage 2: gradients are reduce-scattered bucket by bucket during backward, so each rank
-//            receives only its slice, averaged (grad_reduction() = kReduceScatter).
+//   stage 1: optimizer state sharded. Gradients are reduce-scattered bucket by bucket during
+//            backward (dist::GradSync, grad_reduction() = kReduceScatter), so each rank
+//            receives only its slice averaged: the paper's P_os, whose traffic is DDP's (a
+//            reduce-scatter plus the parameter all-gather, 2 x (W-1)/W of the model per step).
+//            All-reducing whole gradients instead, as stage 1 did before, sent 1.47x DDP's
+//            bytes (the all-reduce, then the all-gather on top) for gradients the update
+//            never reads outside its shard.
+//   stage 2: gradients sharded too. In the paper stage 2 differs from stage 1 by memory only:
+//            a rank frees the gradients outside its shard once their bucket has gone out,
+//            where stage 1 keeps them (and so may accumulate micro-steps locally and reduce
+//            once). This trainer keeps the whole flat gradient buffer at both stages (backward
+//            accumulates into it across micro-steps and the buckets are views of it), so
+//            stages 1 and 2 run the same path: same bytes, bit for bit the same results. Each
+//            rank's buffer holds its full local gradient, averaged only inside its shard.
 //   stage 3: stage 2's update on parameters that are sharded too: the flat buffers hold only
 //            this rank's shard (FlatParams::keep_shard), parallel/fully_shard.h gathers each
 //            unit's parameters where forward and backward need them and reduce-scatters their
@@ -31,8 +42,10 @@ class ZeroAdamW : public DeviceStepOptimizer {
             dist::Group* expert_group = nullptr);
 
   std::string name() const override { return "adamw-zero" + std::to_string(stage_); }
+  // Stages 1 and 2 reduce-scatter (above). Stage 3 reduces in parallel/fully_shard.h; where
+  // it falls back to one rank's path (a shard group of one) its GradSync all-reduces.
   GradReduction grad_reduction() const override {
-    return stage_ == 2 ? GradReduction::kReduceScatter : GradReduction::kAllReduce;
+    return stage_ == 3 ? GradReduction::kAllReduce : GradReduction::kReduceScatter;
   }
   int64_t shard_begin() const override { return begin_; }
   int64_t shard_end() const override { return begin_ + shard_; }

@@ -10,13 +10,20 @@
 
 namespace lmtrain::parallel {
 
+std::optional<at::ScalarType> gather_dtype_for(core::Precision precision, bool tensor_parallel) {
+  if (precision != core::Precision::kBf16 || tensor_parallel) return std::nullopt;
+  return at::kBFloat16;
+}
+
 FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
-                       dist::Group* replicas, bool reshard_after_forward)
+                       dist::Group* replicas, bool reshard_after_forward,
+                       std::optional<at::ScalarType> wire_dtype)
     : model_(model),
       flat_(flat),
       group_(group),
       replicas_(replicas),
-      reshard_(reshard_after_forward) {
+      reshard_(reshard_after_forward),
+      wire_(wire_dtype) {
   if (flat.numel() % group.size() != 0) {
     throw Error("internal: FullyShard: the flat buffers do not split over the shard group");
   }
@@ -25,6 +32,14 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
   state_.resize(units_.size());
   torch::NoGradGuard no_grad;
   const auto& segs = flat.segments();
+  // The blocks' linear weights (the root's head and embeddings stay exact: see the header).
+  lowered_.resize(units_.size());
+  for (size_t u = 1; wire_ && u < units_.size(); ++u) {
+    for (size_t i : units_[u].segments) {
+      if (segs[i].block_matrix)
+        lowered_[u].emplace_back(segs[i].offset, segs[i].offset + segs[i].numel);
+    }
+  }
   for (size_t u = 0; u < units_.size(); ++u) {
     auto& s = state_[u];
     const auto& unit = units_[u];
@@ -101,17 +116,43 @@ void FullyShard::issue_gather(size_t u) {
     for (int q = 0; q < group_.size(); ++q) {
       const auto [a, b] = shard_piece(lo, hi, q, shard_);
       if (a == b) continue;
-      auto dest = s.params.narrow(0, at + a - lo, b - a);
-      if (q == me) dest.copy_(flat_.param_slice(a, b - a));
-      s.gathering.push_back(group_.broadcast(dest, q));
+      if (all_gathered_ || lowered_[u].empty()) {
+        gather_piece(u, a, b, q, s.params.narrow(0, at + a - lo, b - a));
+        continue;
+      }
+      // Cut the piece where it enters or leaves a lowered range: runs of one kind each.
+      int64_t from = a;
+      for (const auto& [la, lb] : lowered_[u]) {
+        const int64_t x = std::max(la, from), y = std::min(lb, b);
+        if (x >= y) continue;
+        if (from < x) gather_piece(u, from, x, q, s.params.narrow(0, at + from - lo, x - from));
+        const auto dest = s.params.narrow(0, at + x - lo, y - x);
+        auto wire = torch::empty({y - x}, flat_.options().dtype(*wire_));
+        if (q == me) wire.copy_(flat_.param_slice(x, y - x));
+        s.gathering.push_back(group_.broadcast(wire, q));
+        s.widen.emplace_back(wire, dest);
+        from = y;
+      }
+      if (from < b) gather_piece(u, from, b, q, s.params.narrow(0, at + from - lo, b - from));
     }
     at += hi - lo;
   }
 }
 
+void FullyShard::gather_piece(size_t u, int64_t a, int64_t b, int q, const at::Tensor& dest) {
+  auto d = dest;
+  if (q == group_.rank()) d.copy_(flat_.param_slice(a, b - a));
+  state_[u].gathering.push_back(group_.broadcast(d, q));
+}
+
 void FullyShard::wait_gather(size_t u) {
-  for (auto& w : state_[u].gathering) w->wait();
-  state_[u].gathering.clear();
+  auto& s = state_[u];
+  for (auto& w : s.gathering) w->wait();
+  s.gathering.clear();
+  // The owner widens its own rounded copy too, so every rank holds the same values.
+  torch::NoGradGuard no_grad;
+  for (auto& [wire, dest] : s.widen) dest.copy_(wire);
+  s.widen.clear();
 }
 
 void FullyShard::release_params(size_t u) {

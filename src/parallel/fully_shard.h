@@ -34,11 +34,23 @@
 // HSDP (dist.shard_group_size): `group` is this rank's shard group; `replicas` (the ranks
 // holding the same shard in the other groups) all-reduce the reduce-scattered shard gradients.
 //
+// Gathering in the compute dtype (`wire_dtype`, bf16 runs): the blocks' linear weights (tag
+// block_matrix), which autocast casts to bf16 before every use anyway, travel as bf16 and are
+// widened into the fp32 unit buffer on arrival, so each matmul sees the very bf16 values it
+// would under ZeRO-2 and ZeRO-3 stays bit for bit ZeRO-2's, with half the bytes for those
+// gathers. Everything else (norms, biases, the root unit's embeddings and head, which some
+// kernels read in fp32) and gather_all()'s whole-model gathers (evaluation, checkpoints) stay
+// fp32, exact. The unit buffers stay fp32: this saves wire bytes, not gathered memory (FSDP2's
+// param_dtype also keeps the gathered parameters in bf16; not done).
+//
 // On one rank nothing of this is made (ZeRO-3 is then ZeRO-2: no gathers, no copies).
 #pragma once
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "core/runtime.h"
 #include "distributed/group.h"
 #include "model/block_hooks.h"
 #include "model/gpt.h"
@@ -46,6 +58,11 @@
 #include "parallel/shard_units.h"
 
 namespace lmtrain::parallel {
+
+// The wire dtype of a run's ZeRO-3 gathers: bf16 where autocast computes in bf16
+// (train.precision=bf16; fp16 and fp8 cast fp32 weights straight to their own dtype, which a
+// bf16 copy would round twice) without tensor parallelism (its layers are not checked for it).
+std::optional<at::ScalarType> gather_dtype_for(core::Precision precision, bool tensor_parallel);
 
 // Bytes of model state held by this rank, by kind.
 struct ShardBytes {
@@ -63,8 +80,11 @@ class FullyShard : public model::BlockHooks {
   // this rank keeps shard group.rank() of group.size(), the optimizer's (ZeroAdamW stage 3 over
   // the same group). `replicas`: HSDP, else null. Collective-free; `model`'s parameters must be
   // flat's (the same on every rank: sync_replicas first).
+  // wire_dtype: at::kBFloat16 to gather the blocks' linear weights in bf16 (above); only for
+  // runs whose autocast computes in bf16 (train.precision=bf16, no tensor parallelism).
   FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
-             dist::Group* replicas, bool reshard_after_forward);
+             dist::Group* replicas, bool reshard_after_forward,
+             std::optional<at::ScalarType> wire_dtype = std::nullopt);
   ~FullyShard() override;
   FullyShard(const FullyShard&) = delete;
   FullyShard& operator=(const FullyShard&) = delete;
@@ -93,10 +113,13 @@ class FullyShard : public model::BlockHooks {
   struct UnitState {
     at::Tensor params, grads;  // (numel,) buffers the model's parameters / .grad view
     std::vector<std::shared_ptr<dist::Work>> gathering;
+    std::vector<std::pair<at::Tensor, at::Tensor>> widen;  // (wire copy, fp32 place) per piece
     std::vector<std::shared_ptr<dist::Work>> reducing;
     bool gathered = false, grads_held = false, reduced = false, pre_backward_done = false;
   };
   void issue_gather(size_t u);
+  // Broadcasts flat elements [a, b) of unit u, owned by rank q, into `dest`.
+  void gather_piece(size_t u, int64_t a, int64_t b, int q, const at::Tensor& dest);
   void wait_gather(size_t u);
   void release_params(size_t u);
   void hold_grads(size_t u);
@@ -113,6 +136,9 @@ class FullyShard : public model::BlockHooks {
   bool reshard_;
   int64_t shard_ = 0;  // elements per rank
   std::vector<ShardUnit> units_;
+  std::optional<at::ScalarType> wire_;
+  // Per unit: the flat ranges that travel as wire_ (its block_matrix segments), increasing.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> lowered_;
   std::vector<UnitState> state_;
   std::vector<size_t> reduce_order_;  // units whose reduce-scatter is in flight, oldest first
   bool last_micro_ = true, all_gathered_ = false;

@@ -84,8 +84,9 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   r.model_state_bytes = 2 * flat.numel() * flat.options().dtype().itemsize() + r.state_bytes;
   std::unique_ptr<parallel::FullyShard> fsdp;
   if (run.optimizer.zero == 3 && shard_group.size() > 1) {
-    fsdp = std::make_unique<parallel::FullyShard>(*model, flat, shard_group, shards.replicas.get(),
-                                                  run.optimizer.reshard_after_forward);
+    fsdp = std::make_unique<parallel::FullyShard>(
+        *model, flat, shard_group, shards.replicas.get(), run.optimizer.reshard_after_forward,
+        parallel::gather_dtype_for(rt.precision, tp != nullptr));
     fsdp->install();
     const auto b = fsdp->bytes();
     r.model_state_bytes = b.param_shard + b.grad_shard + r.state_bytes;

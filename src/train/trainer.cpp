@@ -104,7 +104,8 @@ void log_model_state(const RunSetup& s, int64_t params, int64_t grads) {
 
 // ZeRO-3 (dist.zero=3) over more than one rank: the parameters sharded, the hooks installed,
 // and this rank's model state logged by kind. Null otherwise (one rank: ZeRO-2's path).
-std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group& world) {
+std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group& world,
+                                                       const core::Runtime& rt) {
   const auto& o = s.options.optimizer;
   dist::Group& shard_group = s.shards.shard_group(world);
   if (o.zero != 3 || shard_group.size() == 1) {
@@ -112,17 +113,19 @@ std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group&
     log_model_state(s, whole, whole);
     return nullptr;
   }
+  const auto wire = parallel::gather_dtype_for(rt.precision, s.tp != nullptr);
   auto fsdp = std::make_unique<parallel::FullyShard>(
-      *s.model, *s.flat, shard_group, s.shards.replicas.get(), o.reshard_after_forward);
+      *s.model, *s.flat, shard_group, s.shards.replicas.get(), o.reshard_after_forward, wire);
   fsdp->install();
   const auto b = fsdp->bytes();
   log::info(log::format(
-      "ZeRO-3: %zu units (root + %zu blocks) sharded over %d ranks%s, reshard_after_forward=%s",
+      "ZeRO-3: %zu units (root + %zu blocks) sharded over %d ranks%s, reshard_after_forward=%s, "
+      "blocks' linear weights gathered in %s",
       fsdp->units().size(), fsdp->units().size() - 1, shard_group.size(),
       s.shards.replicas
           ? log::format(", replicated over %d groups (HSDP)", s.shards.replicas->size()).c_str()
           : "",
-      o.reshard_after_forward ? "true" : "false"));
+      o.reshard_after_forward ? "true" : "false", wire ? "bf16" : "fp32"));
   log_model_state(s, b.param_shard, b.grad_shard);
   return fsdp;
 }
@@ -327,7 +330,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   const int workers = s.tp ? 1 : resolve_workers(options.workers, run.threads, plan.micro_batch);
   sync_replicas(dp, flat, optimizer, state, ep.active() ? ep.replica_group.get() : nullptr);
   // ZeRO-3 over several ranks: from here on the parameters live as shards (fully_shard.h).
-  std::unique_ptr<parallel::FullyShard> fsdp = make_fully_shard(s, dp);
+  std::unique_ptr<parallel::FullyShard> fsdp = make_fully_shard(s, dp, rt);
   TrainStepper stepper(*model, flat, optimizer, dp, rt, workers, seed, options.bucket_bytes(),
                        LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
                        &ep, fsdp.get());

@@ -69,10 +69,11 @@ TEST_F(RuntimeE2eTest, Bf16GradientAllReduceStaysCloseToFp32AndIsRefusedWhereItC
   auto a = run_command(lmtrain_binary() + " train" + flags(one) +
                        " --train.max_steps=6 --train.micro_batch_size=8");
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  auto launch = lmtrain_binary() +
-                " launch --nproc_per_node=2 --master_port=" + std::to_string(free_port()) +
-                " -- train";
-  auto b = run_command(launch + flags(two) +
+  auto launch = [] {
+    return lmtrain_binary() +
+           " launch --nproc_per_node=2 --master_port=" + std::to_string(free_port()) + " -- train";
+  };
+  auto b = run_command(launch() + flags(two) +
                        " --train.max_steps=6 --train.micro_batch_size=8"
                        " --train.grad_reduce_dtype=bf16");
   ASSERT_EQ(b.exit_code, 0) << b.output;
@@ -81,9 +82,20 @@ TEST_F(RuntimeE2eTest, Bf16GradientAllReduceStaysCloseToFp32AndIsRefusedWhereItC
   const double diff = max_param_rel_diff(two + "/checkpoints/latest", one + "/checkpoints/latest");
   EXPECT_GT(diff, 1e-7) << "no trace of bf16 rounding: was the reduction really in bf16?";
   EXPECT_LT(diff, 2e-2);
-  auto c = run_command(lmtrain_binary() + " launch --nproc_per_node=2 --master_port=" +
-                       std::to_string(free_port()) + " -- train" + flags(dir_->file("rs")) +
-                       " --train.max_steps=1 --dist.zero=2 --train.grad_reduce_dtype=bf16");
+  // ZeRO-1 reduce-scatters its gradients (optim/zero_adamw.h): in bf16 too, each rank's shard
+  // coming back into its fp32 buffer.
+  const auto rs = dir_->file("reduce_scatter_bf16");
+  auto z = run_command(launch() + flags(rs) +
+                       " --train.max_steps=6 --train.micro_batch_size=8 --dist.zero=1"
+                       " --train.grad_reduce_dtype=bf16");
+  ASSERT_EQ(z.exit_code, 0) << z.output;
+  const double rs_diff =
+      max_param_rel_diff(rs + "/checkpoints/latest", one + "/checkpoints/latest");
+  EXPECT_GT(rs_diff, 1e-7) << "no trace of bf16 rounding: was the reduction really in bf16?";
+  EXPECT_LT(rs_diff, 2e-2);
+  // DistMuon sends each matrix's gradient to its owner, packed: not lowered.
+  auto c = run_command(launch() + flags(dir_->file("owners")) +
+                       " --train.max_steps=1 --optim.name=muon --train.grad_reduce_dtype=bf16");
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.output.find("train.grad_reduce_dtype=bf16"), std::string::npos) << c.output;
 }

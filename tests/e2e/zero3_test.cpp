@@ -247,6 +247,44 @@ TEST_F(Zero3Test, PlanMatchesTheModelStateRunsLog) {
   }
 }
 
+// bf16 runs gather the blocks' linear weights in bf16 (parallel/fully_shard.h): every matmul
+// still sees autocast's bf16 copy of the fp32 master, so ZeRO-3 equals ZeRO-2 bit for bit,
+// and those gathers send half the bytes. 2 ranks, no accumulation, 3 steps; the bytes against
+// an fp32 ZeRO-3 run of the same model (the same gathers, all in fp32).
+TEST_F(Zero3Test, Bf16GathersTheBlocksMatricesInBf16AndEqualsZero2Bitwise) {
+  const std::string bf16 = " --train.precision=bf16 --train.max_steps=3 --train.micro_batch_size=6";
+  std::map<std::string, std::string> dirs;
+  for (const auto& [name, extra] : std::vector<std::pair<std::string, std::string>>{
+           {"bf16_z2", bf16 + " --dist.zero=2"},
+           {"bf16_z3", bf16 + " --dist.zero=3"},
+           {"fp32_z3", " --train.max_steps=3 --train.micro_batch_size=6 --dist.zero=3"}}) {
+    dirs[name] = dir_->file(name);
+    // 384 tokens = 12 windows per step: 2 ranks x 6, one micro-step.
+    auto r = run_command(train(2) + flags(dirs[name]) + extra + " --train.total_batch_size=384");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    if (name == "bf16_z3") {
+      EXPECT_NE(r.output.find("linear weights gathered in bf16"), std::string::npos) << r.output;
+    }
+  }
+  const std::string z2 = dirs["bf16_z2"] + "/checkpoints/latest";
+  const std::string z3 = dirs["bf16_z3"] + "/checkpoints/latest";
+  EXPECT_EQ(max_param_rel_diff(z3, z2), 0.0);
+  EXPECT_EQ(max_param_rel_diff(z3, z2, "optim.rank0.safetensors"), 0.0);
+  EXPECT_EQ(logged_losses(dirs["bf16_z3"]), logged_losses(dirs["bf16_z2"]));
+  // Per step each block is gathered twice (forward, backward); at 2 ranks a rank sends half of
+  // each gather. The blocks' matrices: n_layer x (3C C + C C + 4C C + C 4C) = 2 x 12 x 32^2
+  // elements, 2 bytes fewer each: 2 x 1/2 x 24576 x 2 = 49152 bytes less per step.
+  const auto fp32 = step_records(dirs["fp32_z3"]), low = step_records(dirs["bf16_z3"]);
+  ASSERT_EQ(fp32.size(), 3u);
+  ASSERT_EQ(low.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) {
+    const int64_t a = fp32[i]["comm_bytes"]["broadcast"].get<int64_t>();
+    const int64_t b = low[i]["comm_bytes"]["broadcast"].get<int64_t>();
+    EXPECT_EQ(a - b, 49152) << fp32[i].dump() << "\n" << low[i].dump();
+    EXPECT_EQ(fp32[i]["comm_bytes"]["reduce_scatter"], low[i]["comm_bytes"]["reduce_scatter"]);
+  }
+}
+
 TEST_F(Zero3Test, OneRankRunsZeroThreeAsZeroTwoAndWhatItCannotDoIsAClearError) {
   // One rank: nothing is sharded, gathered or copied (no units are made).
   auto one = run_command(train(1) + flags(dir_->file("z3_1")) +

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
+#include <vector>
 
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
@@ -69,6 +71,39 @@ std::string ZeroTest::data_, ZeroTest::baseline_;
 TEST_F(ZeroTest, Stage1At1To4RanksEqualsReplicatedAdamW) { run_stage(1); }
 
 TEST_F(ZeroTest, Stage2At1To4RanksEqualsReplicatedAdamW) { run_stage(2); }
+
+// Bytes sent per step (distributed/comm_bytes.h, ring accounting) at 2 ranks: ZeRO-1 reduce-
+// scatters its gradients as ZeRO-2 does (optim/zero_adamw.h), so both send, per step, the
+// padded flat buffer's (W-1)/W by reduce-scatter and as much again in the updated shards'
+// broadcasts: together DDP's 2 (W-1)/W, no longer an all-reduce plus the broadcasts (1.47x).
+// Only the loss sums and the gradient norm (a few doubles) are all-reduced. The first interval
+// also holds the start-up broadcasts.
+TEST_F(ZeroTest, Stage1SendsTheBytesOfStage2PerStep) {
+  std::vector<std::vector<nlohmann::json>> by_stage;
+  int64_t grad_bytes = 0;
+  for (int stage : {1, 2}) {
+    const std::string run = dir_->file("bytes_zero" + std::to_string(stage));
+    auto r = run_command(train(2) + flags(run) + " --dist.zero=" + std::to_string(stage) +
+                         " --train.micro_batch_size=12 --train.max_steps=4");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    grad_bytes = 4 * logged_count(read_text(run + "/train.log"), "trained_parameters");
+    ASSERT_GT(grad_bytes, 0) << r.output;
+    by_stage.push_back(step_records(run));
+    ASSERT_EQ(by_stage.back().size(), 4u) << r.output;
+  }
+  for (size_t i = 1; i < 4; ++i) {
+    const auto& one = by_stage[0][i]["comm_bytes"];
+    const auto& two = by_stage[1][i]["comm_bytes"];
+    EXPECT_EQ(one, two) << "step " << i + 1;
+    const int64_t rs = one["reduce_scatter"].get<int64_t>();
+    EXPECT_EQ(rs, one["broadcast"].get<int64_t>()) << one.dump();
+    // Half the padded buffer each way at 2 ranks: the buffer is padded to 16 x 2 elements and
+    // each tensor to 16, well under 2% of this model.
+    EXPECT_GE(2 * rs, grad_bytes) << one.dump();
+    EXPECT_LE(2 * rs, grad_bytes * 102 / 100) << one.dump();
+    EXPECT_LE(one["all_reduce"].get<int64_t>(), 256) << one.dump();
+  }
+}
 
 TEST_F(ZeroTest, ReshardingRoundTrip2To3To2RanksEqualsAnUnresizedRun) {
   const std::string run = dir_->file("resharded");

@@ -200,9 +200,11 @@ TEST(LossScalerDevice, SkipsOnTheDeviceAsTheHostSkipsOverARun) {
   EXPECT_EQ(dev.opt->steps_started(), steps);
 }
 
-// ZeRO-2 over two ranks (threads, Gloo): rank 1 alone overflows on step 1; the flag's MAX over
-// the group makes both ranks skip, in the device form as in the host form.
-TEST(LossScalerDevice, ZeroTwoRanksSkipTogetherAsTheHostForm) {
+// ZeRO-1 and ZeRO-2 over two ranks (threads, Gloo; both reduce-scatter their gradients, so a
+// rank's buffer holds averaged values only in its shard): rank 1 alone overflows on step 1; the
+// flag's MAX over the group makes both ranks skip, in the device form as in the host form.
+void zero_ranks_skip_together(int stage) {
+  SCOPED_TRACE("ZeRO-" + std::to_string(stage));
   torch::manual_seed(5);
   const int steps = 4;
   const int64_t accum = 1;
@@ -215,7 +217,7 @@ TEST(LossScalerDevice, ZeroTwoRanksSkipTogetherAsTheHostForm) {
   for (int form = 0; form < 2; ++form) {
     std::vector<model::Gpt> models = {make_scaler_model(), make_scaler_model()};
     const auto errors = testing::run_ranks_in_process(2, [&](int rank, dist::Group& group) {
-      Rig rig(models[rank], form == 1, group, 2);
+      Rig rig(models[rank], form == 1, group, stage);
       if (rank == 1) rig.inject_at = {1};
       for (int s = 0; s < steps; ++s) {
         skipped[form][rank].push_back(rig.run_step(data[rank], accum).skipped_value());
@@ -236,6 +238,11 @@ TEST(LossScalerDevice, ZeroTwoRanksSkipTogetherAsTheHostForm) {
     }
   }
   EXPECT_TRUE(torch::equal(state[1][0][0], state[1][1][0])) << "ranks' parameters differ";
+}
+
+TEST(LossScalerDevice, ZeroOneAndTwoRanksSkipTogetherAsTheHostForm) {
+  zero_ranks_skip_together(1);
+  zero_ranks_skip_together(2);
 }
 
 }  // namespace
