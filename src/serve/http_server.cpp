@@ -249,8 +249,12 @@ void run_server(const ServerOptions& options, const ChatBackend& backend,
                     "text/html; charset=utf-8");
   });
   server.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    // running: rows decoding now; cancelled: requests whose client left before they ended.
+    const auto stats = backend.queue->stats();
     res.set_content(
-        "{\"status\": \"ok\", \"waiting\": " + std::to_string(backend.queue->waiting()) + "}",
+        "{\"status\": \"ok\", \"waiting\": " + std::to_string(backend.queue->waiting()) +
+            ", \"running\": " + std::to_string(stats.running) +
+            ", \"cancelled\": " + std::to_string(stats.cancelled) + "}",
         "application/json");
   });
   server.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
