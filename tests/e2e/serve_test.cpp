@@ -261,6 +261,9 @@ TEST_F(ServeTest, FlagsAreCheckedBeforeTheModelLoads) {
   expect_refused(run_command(lmtrain_binary() + " serve --checkpoint " + dir_->file("sft") +
                              " --chat_format klingon --port 0"),
                  {"klingon"});
+  expect_refused(run_command(lmtrain_binary() + " serve --checkpoint " + dir_->file("sft") +
+                             " --batching dynamic --port 0"),
+                 {"--batching dynamic", "continuous or static"});
   const auto help = run_command(lmtrain_binary() + " serve --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_TRUE(contains(help.output, "/v1/chat/completions")) << help.output;
