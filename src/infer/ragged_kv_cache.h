@@ -6,7 +6,8 @@
 // pad[b]..S-1 at positions 0..S-1-pad[b], exactly where it would sit alone, and the model masks
 // its pad slots. Rows joining move to the right end (their pad is S - length; when a newcomer is
 // longer than S, every running row's pad grows instead), rows leaving are cut out, and the slots
-// no row uses any more are trimmed, so S stays the longest row's length.
+// no row uses any more are trimmed, so S stays the longest row's length. Keys are held rotated
+// at their row's positions, which a move does not change: nothing is recomputed.
 //
 // Why not per-row lengths written at per-row offsets (vLLM's paged or varlen attention)? That
 // needs a varlen attention kernel and scattered writes on each backend we run (CPU and CUDA),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "infer/sampler.h"
 #include "serve/generation_queue.h"
