@@ -90,13 +90,14 @@ int cmd_serve(const Args& argv) {
           "  POST /v1/chat/completions  OpenAI's chat API (\"stream\": true: server-sent "
           "events)\n"
           "  GET  /v1/models            the model\n"
-          "  GET  /health               {\"status\": \"ok\", \"waiting\": N}\n"
+          "  GET  /health               {\"status\": \"ok\", \"waiting\": N, \"running\": R, "
+          "\"cancelled\": C}\n"
           "  GET  /                     a chat page for the browser\n"
-          "Any OpenAI client works: base_url http://HOST:PORT/v1. Concurrent requests\n"
-          "decode together, up to --max_batch: each joins the running batch at the next decode\n"
-          "step and leaves it when done (--batching). Requests\n"
-          "that cannot be served (n > 1, stop strings, tools, a prompt over\n"
-          "--max_prompt_tokens) get a 4xx JSON error naming the parameter.\n\n")) {
+          "Any OpenAI client works: base_url http://HOST:PORT/v1. Concurrent requests decode\n"
+          "together, up to --max_batch: each joins the running batch at the next decode step\n"
+          "and leaves it when done (--batching). Requests that cannot be served (n > 1,\n"
+          "stop strings, tools, a prompt over --max_prompt_tokens) get a 4xx JSON error\n"
+          "naming the parameter.\n\n")) {
     return 0;
   }
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
