@@ -59,6 +59,13 @@ int cmd_serve(const Args& argv) {
       {"max_batch", FlagKind::kValue, "requests decoded together (default 8)", "N"},
       {"kv_cache", FlagKind::kValue, "KV cache policy, as generate's --kv_cache (default full)",
        "POLICY"},
+      {"batching", FlagKind::kValue,
+       "continuous (default: requests join and leave the running batch at every decode step; "
+       "--kv_cache=full only, others fall back to static) or static (a batch runs until its "
+       "last request ends)",
+       "MODE"},
+      {"prefill_chunk", FlagKind::kValue,
+       "continuous batching: prompt tokens prefilled between two decode steps (default 256)", "N"},
       {"max_tokens", FlagKind::kValue,
        "the most tokens a request may ask to generate (default 1024)", "N"},
       {"default_max_tokens", FlagKind::kValue,
@@ -83,12 +90,14 @@ int cmd_serve(const Args& argv) {
           "  POST /v1/chat/completions  OpenAI's chat API (\"stream\": true: server-sent "
           "events)\n"
           "  GET  /v1/models            the model\n"
-          "  GET  /health               {\"status\": \"ok\", \"waiting\": N}\n"
+          "  GET  /health               {\"status\": \"ok\", \"waiting\": N, \"running\": R, "
+          "\"cancelled\": C}\n"
           "  GET  /                     a chat page for the browser\n"
-          "Any OpenAI client works: base_url http://HOST:PORT/v1. Concurrent requests with\n"
-          "the same sampling settings are decoded together, up to --max_batch. Requests\n"
-          "that cannot be served (n > 1, stop strings, tools, a prompt over\n"
-          "--max_prompt_tokens) get a 4xx JSON error naming the parameter.\n\n")) {
+          "Any OpenAI client works: base_url http://HOST:PORT/v1. Concurrent requests decode\n"
+          "together, up to --max_batch: each joins the running batch at the next decode step\n"
+          "and leaves it when done (--batching). Requests that cannot be served (n > 1,\n"
+          "stop strings, tools, a prompt over --max_prompt_tokens) get a 4xx JSON error\n"
+          "naming the parameter.\n\n")) {
     return 0;
   }
   if (!args.has("checkpoint")) throw UsageError("--checkpoint is required");
@@ -107,6 +116,11 @@ int cmd_serve(const Args& argv) {
   options.timeout_s = static_cast<int>(args.get_int("timeout_s", 30, 1, 3600));
   options.threads = static_cast<int>(args.get_int("http_threads", 32, 1, 1024));
   const auto policy = infer::parse_kv_policy(args.get("kv_cache", "full"));
+  const std::string batching = args.get("batching", "continuous");
+  if (batching != "continuous" && batching != "static") {
+    throw UsageError("--batching " + batching + ": continuous or static");
+  }
+  const int64_t prefill_chunk = args.get_int("prefill_chunk", 256, 1);
   if (!serve::server_available()) serve::run_server(options, {}, {});  // says why not
 
   auto chat = load_chat_model(args.get("checkpoint"), args.get("chat_format", "auto"), rt);
@@ -133,6 +147,8 @@ int cmd_serve(const Args& argv) {
   qo.max_waiting = static_cast<size_t>(args.get_int("max_waiting", 256, 1));
   qo.eot_id = chat.renderer->end_token();
   qo.policy = policy;
+  qo.continuous = batching == "continuous";
+  qo.prefill_chunk = prefill_chunk;
   serve::GenerationQueue queue(model, qo);
   const auto& tok = *chat.loaded.tokenizer;
   serve::ChatBackend backend;
@@ -156,9 +172,11 @@ int cmd_serve(const Args& argv) {
               << std::endl;
   });
   const auto stats = queue.stats();
-  log::info(log::format("serve: stopped after %lld requests in %lld batches (largest %lld)",
-                        (long long)stats.rows, (long long)stats.batches,
-                        (long long)stats.largest_batch));
+  log::info(log::format(
+      "serve: stopped after %lld requests in %lld %s (largest batch %lld, %lld cancelled)",
+      (long long)stats.rows, (long long)stats.batches,
+      stats.continuous ? "admissions (continuous batching)" : "batches",
+      (long long)stats.largest_batch, (long long)stats.cancelled));
   return 0;
 }
 

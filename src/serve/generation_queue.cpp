@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "serve/chat_request.h"
+#include "serve/continuous_batch.h"
 
 namespace lmtrain::serve {
 namespace {
@@ -32,7 +33,17 @@ bool GenerationJob::next(size_t seen, std::vector<uint32_t>& out,
 }
 
 GenerationQueue::GenerationQueue(model::GptImpl& model, QueueOptions options)
-    : model_(model), options_(std::move(options)), thread_([this] { run(); }) {}
+    : model_(model), options_(std::move(options)) {
+  if (options_.continuous) {
+    const auto why = continuous_batching_refusal(options_.policy, model_);
+    if (!why.empty()) {
+      log::warn("serve: static batching (a batch runs until its last request ends): " + why);
+      options_.continuous = false;
+    }
+  }
+  stats_.continuous = options_.continuous;
+  thread_ = std::thread([this] { options_.continuous ? run_continuous() : run(); });
+}
 
 GenerationQueue::~GenerationQueue() {
   {
@@ -90,17 +101,38 @@ size_t GenerationQueue::waiting() const {
   return waiting_.size();
 }
 
-std::vector<std::shared_ptr<GenerationJob>> GenerationQueue::take_batch() {
-  std::vector<std::shared_ptr<GenerationJob>> batch;
-  const bool pads = options_.policy.supports_padding();
+void GenerationQueue::drop_cancelled_waiting() {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->cancelled) {  // gone before it started
+    if (!(*it)->cancelled) {
+      ++it;
+      continue;
+    }
+    {  // gone before it started
       std::lock_guard<std::mutex> job_lock((*it)->mutex);
       (*it)->done = true;
       (*it)->stop = infer::StopReason::kCancelled;
-      it = waiting_.erase(it);
-      continue;
     }
+    (*it)->changed.notify_all();
+    stats_.cancelled += 1;
+    it = waiting_.erase(it);
+  }
+}
+
+void GenerationQueue::fail_waiting() {
+  for (auto& job : waiting_) {
+    std::lock_guard<std::mutex> job_lock(job->mutex);
+    job->error = "the server is shutting down";
+    job->done = true;
+    job->changed.notify_all();
+  }
+  waiting_.clear();
+}
+
+std::vector<std::shared_ptr<GenerationJob>> GenerationQueue::take_batch() {
+  std::vector<std::shared_ptr<GenerationJob>> batch;
+  const bool pads = options_.policy.supports_padding();
+  drop_cancelled_waiting();
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (batch.empty() || batch_together(*batch.front(), **it, pads)) {
       batch.push_back(*it);
       it = waiting_.erase(it);
@@ -119,12 +151,7 @@ void GenerationQueue::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || (!paused_ && !waiting_.empty()); });
       if (stopping_) {
-        for (auto& job : waiting_) {
-          std::lock_guard<std::mutex> job_lock(job->mutex);
-          job->error = "the server is shutting down";
-          job->done = true;
-          job->changed.notify_all();
-        }
+        fail_waiting();
         return;
       }
       batch = take_batch();
@@ -132,8 +159,11 @@ void GenerationQueue::run() {
       stats_.batches += 1;
       stats_.rows += static_cast<int64_t>(batch.size());
       stats_.largest_batch = std::max<int64_t>(stats_.largest_batch, batch.size());
+      stats_.running = static_cast<int64_t>(batch.size());
     }
     decode(batch);
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.running = 0;
   }
 }
 
@@ -158,11 +188,15 @@ void GenerationQueue::decode(const std::vector<std::shared_ptr<GenerationJob>>& 
           job.changed.notify_all();
         },
         {}, [&](size_t row) { return batch[row]->cancelled.load(); });
+    int64_t cancelled = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       std::lock_guard<std::mutex> lock(batch[i]->mutex);
       batch[i]->stop = result.rows[i].stop;
       batch[i]->done = true;
+      cancelled += batch[i]->stop == infer::StopReason::kCancelled;
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.cancelled += cancelled;
   } catch (const std::exception& e) {
     log::warn(std::string("serve: decoding a batch failed: ") + e.what());
     for (const auto& job : batch) {
@@ -172,6 +206,52 @@ void GenerationQueue::decode(const std::vector<std::shared_ptr<GenerationJob>>& 
     }
   }
   for (const auto& job : batch) job->changed.notify_all();
+}
+
+void GenerationQueue::run_continuous() {
+  ContinuousBatch batch(model_, options_.eot_id, options_.prefill_chunk);
+  int64_t counted_cancelled = 0;  // batch.cancelled() already in stats_
+  for (;;) {
+    std::vector<std::shared_ptr<GenerationJob>> joining;
+    std::vector<uint64_t> seeds;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock,
+                 [&] { return stopping_ || !batch.idle() || (!paused_ && !waiting_.empty()); });
+      if (stopping_) {
+        fail_waiting();
+        batch.fail("the server is shutting down");
+        return;
+      }
+      drop_cancelled_waiting();
+      // The waiting join together, in arrival order, as soon as the batch has room and no
+      // earlier group is still prefilling.
+      const int64_t room = options_.max_batch - batch.running();
+      while (!paused_ && batch.admitted() == 0 && !waiting_.empty() &&
+             static_cast<int64_t>(joining.size()) < room) {
+        auto& job = waiting_.front();
+        seeds.push_back(job->seed ? *job->seed : next_seed_++);
+        joining.push_back(std::move(job));
+        waiting_.pop_front();
+      }
+      if (!joining.empty()) {
+        stats_.batches += 1;
+        stats_.rows += static_cast<int64_t>(joining.size());
+      }
+    }
+    try {
+      if (!joining.empty()) batch.admit(std::move(joining), seeds);
+      batch.step();
+    } catch (const std::exception& e) {
+      log::warn(std::string("serve: decoding failed: ") + e.what());
+      batch.fail(e.what());
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.largest_batch = batch.largest();
+    stats_.running = batch.running() + batch.admitted();
+    stats_.cancelled += batch.cancelled() - counted_cancelled;
+    counted_cancelled = batch.cancelled();
+  }
 }
 
 }  // namespace lmtrain::serve

@@ -1,12 +1,16 @@
 // The server's one decoding thread. HTTP handlers submit jobs (a prompt's ids, a token budget,
-// sampling settings) from any thread; the queue's thread takes the waiting jobs that can share a
-// batch (the same sampling settings and seed; one prompt length for caches that cannot pad),
-// up to max_batch of them, and decodes them together through infer::generate_batch with the
-// server's KV-cache policy. Each new id goes to its job as it is decoded, for streaming.
+// sampling settings) from any thread; the queue's thread decodes them, up to max_batch at once.
+// Each new id goes to its job as it is decoded, for streaming. Only this thread touches the
+// model, so libtorch sees one caller.
 //
-// Static batching: a batch runs until its last row stops; jobs that arrive meanwhile wait for
-// the next batch. A job whose client went away is cancelled and its row stops at the next step.
-// Only this thread touches the model, so libtorch sees one caller.
+// Continuous batching (the default; serve/continuous_batch.h): at every decode step, rows that
+// stopped leave and waiting jobs join the running batch, each with its own sampler and seed.
+// Static batching (QueueOptions::continuous false, or a KV-cache policy or model that cannot
+// take rows mid-flight: continuous_batching_refusal() says why, and the queue logs it): the
+// waiting jobs that can share a batch (the same sampling settings and seed; one prompt length
+// for caches that cannot pad) decode together through infer::generate_batch until the last one
+// stops, while jobs arriving meanwhile wait for the next batch.
+// Either way a job whose client went away is cancelled and its row stops at the next step.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -54,10 +58,17 @@ struct QueueOptions {
   size_t max_waiting = 256;  // jobs waiting beyond this are refused (503)
   int64_t eot_id = -1;
   infer::KvPolicy policy;
+  bool continuous = true;       // false: static batches (also when the policy cannot)
+  int64_t prefill_chunk = 256;  // continuous: prompt tokens prefilled per decode step at most
 };
 
 struct QueueStats {
+  // Continuous: batches counts admissions (jobs joining together), largest_batch the most rows
+  // decoding at once.
   int64_t batches = 0, rows = 0, largest_batch = 0;
+  int64_t cancelled = 0;  // jobs whose client left before they ended
+  int64_t running = 0;    // jobs decoding (or prefilling) now
+  bool continuous = false;
 };
 
 class GenerationQueue {
@@ -80,7 +91,11 @@ class GenerationQueue {
 
  private:
   void run();
+  void run_continuous();
   std::vector<std::shared_ptr<GenerationJob>> take_batch();  // under mutex_
+  // Under mutex_: drops the waiting jobs whose client left; at shutdown, fails the rest.
+  void drop_cancelled_waiting();
+  void fail_waiting();
   void decode(const std::vector<std::shared_ptr<GenerationJob>>& batch);
 
   model::GptImpl& model_;

@@ -116,7 +116,20 @@ void answer_stream(const ServerOptions& options, const ChatBackend& backend, con
         std::vector<uint32_t> more;
         const bool done = job->next(state->ids.size(), more, std::chrono::milliseconds(100));
         state->ids.insert(state->ids.end(), more.begin(), more.end());
-        const std::string text = text_of(backend, state->ids);
+        std::string text;
+        try {
+          text = text_of(backend, state->ids);
+        } catch (const std::exception& e) {
+          // An id the tokenizer cannot decode (a barely trained model's id in the padding of
+          // model.vocab_size): the answer ends with an error event, for an exception here
+          // would escape httplib's thread and end the server.
+          job->cancelled = true;
+          event(error_json(std::string("generation failed: ") + e.what(), "server_error", "", 500));
+          const std::string end = "data: [DONE]\n\n";
+          sink.write(end.data(), end.size());
+          sink.done();
+          return true;
+        }
         const size_t ready = done ? text.size() : complete_utf8_prefix(text);
         if (ready > state->sent_bytes || (state->first && done)) {
           const auto piece = text.substr(state->sent_bytes, ready - state->sent_bytes);
@@ -249,8 +262,12 @@ void run_server(const ServerOptions& options, const ChatBackend& backend,
                     "text/html; charset=utf-8");
   });
   server.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    // running: rows decoding now; cancelled: requests whose client left before they ended.
+    const auto stats = backend.queue->stats();
     res.set_content(
-        "{\"status\": \"ok\", \"waiting\": " + std::to_string(backend.queue->waiting()) + "}",
+        "{\"status\": \"ok\", \"waiting\": " + std::to_string(backend.queue->waiting()) +
+            ", \"running\": " + std::to_string(stats.running) +
+            ", \"cancelled\": " + std::to_string(stats.cancelled) + "}",
         "application/json");
   });
   server.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {

@@ -2,8 +2,9 @@
 // on conversations whose answer is a lookup ("color of sky?" -> "It is blue."), then served.
 // The same greedy answers come back from `lmtrain chat --prompt`, the `openai` Python package
 // (plain, streamed, and from 16 threads at once) and the chat page in headless Chromium; the
-// answers are right; the server survives a table of bad and hostile requests (raw sockets) and
-// answers SIGTERM by stopping.
+// answers are right (the 16 concurrent clients through continuous batching, and through static
+// batching); a client that hangs up mid-stream frees its row; the server survives a table of bad
+// and hostile requests (raw sockets) and answers SIGTERM by stopping.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -157,6 +158,23 @@ TEST_F(ServeTest, TheSameRightAnswersComeBackThroughChatTheOpenAiClientAndThePag
     EXPECT_EQ(got["concurrent"][i], want[i % want.size()]) << "concurrent client " << i;
   }
   for (const auto& c : got["chunks"]) EXPECT_GE(c.get<int>(), 1) << got.dump();
+  {  // The same answers through static batching, which the policies that cannot join rows use.
+    Server fixed(dir_->file("sft"), dir_->file("serve_static.log"), kKey,
+                 " --max_batch 8 --batching static");
+    ASSERT_GT(fixed.port(), 0) << read_text(dir_->file("serve_static.log"));
+    const auto s =
+        run_command(lmtrain_python() + " " + source_dir() + "/tests/serve/openai_client_check.py " +
+                    fixed.base() + "/v1 " + kKey + " 16" + questions);
+    ASSERT_EQ(s.exit_code, 0) << s.output << read_text(dir_->file("serve_static.log"));
+    const auto static_got = check_result(s);
+    EXPECT_EQ(strings(static_got["streamed"]), want);
+    for (size_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(static_got["concurrent"][i], want[i % want.size()]) << "static, client " << i;
+    }
+    EXPECT_TRUE(fixed.stop());
+    EXPECT_TRUE(contains(read_text(dir_->file("serve_static.log")), " batches (largest"))
+        << read_text(dir_->file("serve_static.log"));
+  }
 
   std::string browser;
   for (const char* name : {"chromium-headless-shell", "chromium"}) {
@@ -185,8 +203,36 @@ TEST_F(ServeTest, TheSameRightAnswersComeBackThroughChatTheOpenAiClientAndThePag
   }
   EXPECT_TRUE(server.stop()) << "SIGTERM stops the server";
   EXPECT_TRUE(open.stop());
-  EXPECT_TRUE(contains(read_text(dir_->file("serve.log")), "serve: stopped after"))
+  EXPECT_TRUE(contains(read_text(dir_->file("serve.log")), "(continuous batching)"))
       << read_text(dir_->file("serve.log"));
+}
+
+TEST_F(ServeTest, AClientThatHangsUpMidStreamFreesItsRow) {
+  // A model barely trained (2 steps) with room for a long answer, sampled (seed 7) from its
+  // near-uniform predictions: the end token comes about 1 in 390 tokens, and at most 2000 tokens
+  // outlast the hang-up at the first event by far. Its vocabulary is the tokenizer's (no
+  // padding ids it could emit and nothing could decode).
+  const auto vocab =
+      nlohmann::json::parse(read_text(dir_->file("base_data/prepare.json")))["vocab_size"];
+  auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() +
+                       " --model.block_size=2048 --model.vocab_size=" + vocab.dump() +
+                       " --data.dir=" + dir_->file("base_data") +
+                       " --run.dir=" + dir_->file("long") + " --train.max_steps=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Server server(dir_->file("long"), dir_->file("leave.log"), kKey, " --max_tokens 2000");
+  ASSERT_GT(server.port(), 0) << read_text(dir_->file("leave.log"));
+  r = run_command(lmtrain_python() + " " + source_dir() +
+                  "/tests/serve/leave_mid_stream.py 127.0.0.1 " + std::to_string(server.port()) +
+                  " " + kKey + " 2000");
+  ASSERT_EQ(r.exit_code, 0) << r.output << read_text(dir_->file("leave.log"));
+  const auto got = check_result(r);
+  ASSERT_TRUE(got["first_event"].is_object()) << got.dump();
+  EXPECT_EQ(got["running_when_closed"], 1) << "the answer ended before the hang-up: " << got.dump();
+  EXPECT_EQ(got["health"]["running"], 0) << got.dump();
+  EXPECT_EQ(got["health"]["cancelled"], 1) << got.dump();
+  EXPECT_TRUE(server.stop());
+  EXPECT_TRUE(contains(read_text(dir_->file("leave.log")), "1 cancelled"))
+      << read_text(dir_->file("leave.log"));
 }
 
 TEST_F(ServeTest, BadAndHostileRequestsGetErrorsAndNeverStopTheServer) {
@@ -215,6 +261,9 @@ TEST_F(ServeTest, FlagsAreCheckedBeforeTheModelLoads) {
   expect_refused(run_command(lmtrain_binary() + " serve --checkpoint " + dir_->file("sft") +
                              " --chat_format klingon --port 0"),
                  {"klingon"});
+  expect_refused(run_command(lmtrain_binary() + " serve --checkpoint " + dir_->file("sft") +
+                             " --batching dynamic --port 0"),
+                 {"--batching dynamic", "continuous or static"});
   const auto help = run_command(lmtrain_binary() + " serve --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_TRUE(contains(help.output, "/v1/chat/completions")) << help.output;

@@ -1,6 +1,7 @@
 // The server's decoding thread: jobs submitted together decode in one batch and each gets what
-// it would have got alone (greedy), jobs that cannot share a sampler do not share a batch, a
-// cancelled job stops, and a full queue refuses with 503.
+// it would have got alone (greedy), static batches hold only jobs that can share a sampler, a
+// cancelled job stops, and a full queue refuses with 503. (Continuous batching step by step:
+// continuous_batch_test.cpp.)
 #include "serve/generation_queue.h"
 
 #include <gtest/gtest.h>
@@ -53,9 +54,11 @@ TEST(GenerationQueue, JobsWaitingTogetherDecodeInOneBatchAsEachWouldAlone) {
   EXPECT_EQ(stats.largest_batch, 3);
 }
 
-TEST(GenerationQueue, SampledJobsShareABatchOnlyWithTheSameSettings) {
+TEST(GenerationQueue, StaticBatchesShareOnlyTheSameSamplingSettings) {
   auto m = infer::eval_decoder(infer::tiny_decoder("gpt2", 48), 7);
-  GenerationQueue queue(*m, QueueOptions{});
+  QueueOptions o;
+  o.continuous = false;  // one sampler per batch (continuous batching: one per job)
+  GenerationQueue queue(*m, o);
   queue.pause();
   auto a = queue.submit({5, 6}, 4, sampling(0.8), 1);
   auto b = queue.submit({5, 6}, 4, sampling(0.8), 2);     // another seed

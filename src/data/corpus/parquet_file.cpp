@@ -1,6 +1,7 @@
-// Compiled as C++20 against Arrow's headers (CMakeLists.txt): keep Arrow out of every header.
-// A build configured with -DLMTRAIN_PARQUET=OFF (no pyarrow) compiles the stub at the end,
-// which refuses parquet input with a message saying so.
+// Opening a parquet file and walking its row groups (the values in the arrays they give back:
+// parquet_columns.cpp). Compiled as C++20 against Arrow's headers (CMakeLists.txt): keep Arrow
+// out of every header. A build configured with -DLMTRAIN_PARQUET=OFF (no pyarrow) compiles
+// parquet_file_stub.cpp instead, which refuses parquet input with a message saying so.
 #include "data/corpus/parquet_file.h"
 
 #if LMTRAIN_PARQUET
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/corpus/parquet_columns.h"
 
 namespace lmtrain::data {
 
@@ -38,39 +40,6 @@ struct ParquetFile::Impl {
 };
 
 namespace {
-
-bool is_string_type(arrow::Type::type t) {
-  return t == arrow::Type::STRING || t == arrow::Type::LARGE_STRING ||
-         t == arrow::Type::STRING_VIEW;
-}
-
-// A text column: a string type, or a dictionary of one (a categorical column: each row an index
-// into a table of distinct strings, as pandas and dictionary_encode() write repeated text).
-bool is_text_type(const arrow::DataType& type) {
-  if (type.id() == arrow::Type::DICTIONARY) {
-    return is_string_type(static_cast<const arrow::DictionaryType&>(type).value_type()->id());
-  }
-  return is_string_type(type.id());
-}
-
-// Row i of a text column's chunk; nullopt for a null (an index or a dictionary entry).
-std::optional<std::string_view> text_at(const arrow::Array& chunk, int64_t i) {
-  if (chunk.IsNull(i)) return std::nullopt;
-  switch (chunk.type_id()) {
-    case arrow::Type::STRING:
-      return static_cast<const arrow::StringArray&>(chunk).GetView(i);
-    case arrow::Type::LARGE_STRING:
-      return static_cast<const arrow::LargeStringArray&>(chunk).GetView(i);
-    case arrow::Type::STRING_VIEW:
-      return static_cast<const arrow::StringViewArray&>(chunk).GetView(i);
-    case arrow::Type::DICTIONARY: {
-      const auto& d = static_cast<const arrow::DictionaryArray&>(chunk);
-      return text_at(*d.dictionary(), d.GetValueIndex(i));
-    }
-    default:  // open_impl accepts no other type
-      return std::nullopt;
-  }
-}
 
 std::string column_names(const arrow::Schema& schema) {
   std::string s;
@@ -106,7 +75,6 @@ void check_row_count(const parquet::FileMetaData& metadata, int g, const std::st
   }
 }
 
-// Opens the reader over `input`; `what` names the file in errors.
 // The leaf columns under a schema field (itself when it is one).
 void collect_parquet_leaves(const parquet::arrow::SchemaField& f, std::vector<int>* out) {
   if (f.is_leaf()) {
@@ -116,7 +84,8 @@ void collect_parquet_leaves(const parquet::arrow::SchemaField& f, std::vector<in
   for (const auto& c : f.children) collect_parquet_leaves(c, out);
 }
 
-// nested: any column type (read as JSON, for_each_parquet_json_row), else a text column.
+// Opens the reader over `input`; `what` names the file in errors. nested: any column type (read
+// as JSON, for_each_parquet_json_row), else a text column.
 void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessFile> input,
                const std::string& what, const std::string& column,
                const std::string& column_setting, bool nested = false) {
@@ -158,7 +127,7 @@ void open_impl(ParquetFile::Impl* impl, std::shared_ptr<arrow::io::RandomAccessF
                            &impl->leaves);
     return;
   }
-  if (!is_text_type(*type)) {
+  if (!parquet_is_text_type(*type)) {
     throw Error(what + ": column \"" + column + "\" has type " + type->ToString() +
                 ", not a string type (string, large_string, string_view, or a dictionary of "
                 "one)");
@@ -222,7 +191,7 @@ void ParquetFile::load_row_group(int row_group) {
   }
   if (table->num_columns() != 1) throw Error(where + ": expected one column");
   impl_->column = table->column(0);
-  if (!is_text_type(*impl_->column->type())) {
+  if (!parquet_is_text_type(*impl_->column->type())) {
     throw Error(where + ": column has type " + impl_->column->type()->ToString() +
                 ", not a string type");
   }
@@ -251,7 +220,7 @@ std::optional<std::string_view> ParquetFile::value(int64_t row) const {
   const size_t c =
       static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), row) - starts.begin() - 1);
   const arrow::Array& chunk = *impl_->column->chunk(static_cast<int>(c));
-  return text_at(chunk, row - starts[c]);
+  return parquet_text_at(chunk, row - starts[c]);
 }
 
 int64_t ParquetFile::arrow_bytes() const { return impl_->pool.bytes_allocated(); }
@@ -280,80 +249,13 @@ void read_parquet_buffer(const std::string& data, const std::string& column,
     int64_t row = 0;
     for (const auto& chunk : table->column(0)->chunks()) {
       for (int64_t i = 0; i < chunk->length(); ++i, ++row) {
-        if (const auto text = text_at(*chunk, i)) fn(rg, row, *text);
+        if (const auto text = parquet_text_at(*chunk, i)) fn(rg, row, *text);
       }
     }
   }
 }
 
 namespace {
-
-// Row i of a nested column's chunk as JSON (see for_each_parquet_json_row); `depth` bounds the
-// recursion a hostile schema could ask for.
-nlohmann::json parquet_json_value(const arrow::Array& a, int64_t i, int depth) {
-  if (depth > 64) throw Error("nested deeper than 64 levels");
-  if (a.IsNull(i)) return nullptr;
-  switch (a.type_id()) {
-    case arrow::Type::STRING:
-    case arrow::Type::LARGE_STRING:
-    case arrow::Type::STRING_VIEW:
-    case arrow::Type::DICTIONARY: {
-      if (a.type_id() == arrow::Type::DICTIONARY && !is_text_type(*a.type())) break;
-      const auto v = text_at(a, i);
-      return v ? nlohmann::json(std::string(*v)) : nlohmann::json(nullptr);
-    }
-    case arrow::Type::BOOL:
-      return static_cast<const arrow::BooleanArray&>(a).Value(i);
-    case arrow::Type::INT8:
-      return static_cast<const arrow::Int8Array&>(a).Value(i);
-    case arrow::Type::INT16:
-      return static_cast<const arrow::Int16Array&>(a).Value(i);
-    case arrow::Type::INT32:
-      return static_cast<const arrow::Int32Array&>(a).Value(i);
-    case arrow::Type::INT64:
-      return static_cast<const arrow::Int64Array&>(a).Value(i);
-    case arrow::Type::UINT8:
-      return static_cast<const arrow::UInt8Array&>(a).Value(i);
-    case arrow::Type::UINT16:
-      return static_cast<const arrow::UInt16Array&>(a).Value(i);
-    case arrow::Type::UINT32:
-      return static_cast<const arrow::UInt32Array&>(a).Value(i);
-    case arrow::Type::UINT64:
-      return static_cast<const arrow::UInt64Array&>(a).Value(i);
-    case arrow::Type::FLOAT:
-      return static_cast<const arrow::FloatArray&>(a).Value(i);
-    case arrow::Type::DOUBLE:
-      return static_cast<const arrow::DoubleArray&>(a).Value(i);
-    case arrow::Type::LIST: {
-      const auto& l = static_cast<const arrow::ListArray&>(a);
-      auto out = nlohmann::json::array();
-      const int64_t at = l.value_offset(i), n = l.value_length(i);
-      for (int64_t k = 0; k < n; ++k)
-        out.push_back(parquet_json_value(*l.values(), at + k, depth + 1));
-      return out;
-    }
-    case arrow::Type::LARGE_LIST: {
-      const auto& l = static_cast<const arrow::LargeListArray&>(a);
-      auto out = nlohmann::json::array();
-      const int64_t at = l.value_offset(i), n = l.value_length(i);
-      for (int64_t k = 0; k < n; ++k)
-        out.push_back(parquet_json_value(*l.values(), at + k, depth + 1));
-      return out;
-    }
-    case arrow::Type::STRUCT: {
-      const auto& s = static_cast<const arrow::StructArray&>(a);
-      auto out = nlohmann::json::object();
-      for (int k = 0; k < s.num_fields(); ++k) {
-        auto v = parquet_json_value(*s.field(k), i, depth + 1);
-        if (!v.is_null()) out[s.struct_type()->field(k)->name()] = std::move(v);
-      }
-      return out;
-    }
-    default:
-      break;
-  }
-  throw Error("type " + a.type()->ToString() + " has no JSON form here");
-}
 
 // Every row of the nested column of `impl` as JSON text, row group by row group.
 void parquet_json_rows(ParquetFile::Impl& impl, const std::string& what,
@@ -407,53 +309,6 @@ void read_parquet_json_buffer(const std::string& data, const std::string& column
   open_impl(&impl, std::make_shared<arrow::io::BufferReader>(buffer), "parquet buffer", column,
             "a column of that name", true);
   parquet_json_rows(impl, "parquet buffer", fn);
-}
-
-}  // namespace lmtrain::data
-
-#else  // LMTRAIN_PARQUET
-
-#include "core/error.h"
-
-namespace lmtrain::data {
-
-struct ParquetFile::Impl {};
-
-namespace {
-[[noreturn]] void no_parquet(const std::string& what) {
-  throw UsageError(what +
-                   ": this lmtrain was built without parquet input (configured with "
-                   "LMTRAIN_PARQUET=OFF, no pyarrow): install pyarrow (scripts/setup.sh) and "
-                   "rebuild, or convert the file to JSONL");
-}
-}  // namespace
-
-ParquetFile::ParquetFile(const std::string& path, const std::string&, const std::string&)
-    : path_(path) {
-  no_parquet("input file " + path);
-}
-ParquetFile::~ParquetFile() = default;
-int ParquetFile::num_row_groups() const { return 0; }
-int64_t ParquetFile::num_rows() const { return 0; }
-int64_t ParquetFile::num_rows(int) const { return 0; }
-uint64_t ParquetFile::row_group_compressed_bytes(int) const { return 0; }
-void ParquetFile::check_row_group(int) const {}
-void ParquetFile::load_row_group(int) { no_parquet("input file " + path_); }
-int64_t ParquetFile::loaded_rows() const { return 0; }
-std::optional<std::string_view> ParquetFile::value(int64_t) const { return std::nullopt; }
-int64_t ParquetFile::arrow_bytes() const { return 0; }
-int64_t ParquetFile::peak_arrow_bytes() const { return 0; }
-void read_parquet_buffer(const std::string&, const std::string&,
-                         const std::function<void(int, int64_t, std::string_view)>&) {
-  no_parquet("parquet buffer");
-}
-void for_each_parquet_json_row(const std::string& path, const std::string&,
-                               const std::function<void(int64_t, const std::string&)>&) {
-  no_parquet("input file " + path);
-}
-void read_parquet_json_buffer(const std::string&, const std::string&,
-                              const std::function<void(int64_t, const std::string&)>&) {
-  no_parquet("parquet buffer");
 }
 
 }  // namespace lmtrain::data
