@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/sharded_save.h"
 #include "distributed/group.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
@@ -76,6 +77,13 @@ class TensorParallel {
   // name -> this rank's slice, for every parameter of the model.
   const std::map<std::string, TpSlice>& slices() const { return slices_; }
   int size() const { return tp_.size(); }
+
+  // Checkpoints (checkpoint/sharded_save.h): every split parameter's slices on every TP rank,
+  // and this rank's part of a whole tensor read back (parameter or moment, by parameter name;
+  // the tensor itself for one held whole, or of a shape other than the model's: the load
+  // then names it).
+  std::map<std::string, train::TpSplit> checkpoint_splits() const;
+  at::Tensor local_piece(const std::string& name, const at::Tensor& whole) const;
 
   // The model's gradient norm (float64 scalar) from flat gradient elements [begin, end) of this
   // rank (an optimizer shard, or all of them): split parameters counted on each TP rank, whole
