@@ -337,7 +337,9 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                        &ep, fsdp.get());
   if (s.tp) {
     // The norm of the whole model's gradient: this rank's slices summed over the TP group.
-    dist::Group* shard_group = optimizer.sharded() ? &dp : nullptr;
+    // (A sharded optimizer's ranks hold different elements: its group, the shard group under
+    // HSDP, whose replicas hold the same ones.)
+    dist::Group* shard_group = optimizer.sharded() ? &s.shards.shard_group(dp) : nullptr;
     stepper.set_grad_norm([&s, &flat, &optimizer, shard_group] {
       return s.tp->grad_norm(flat, optimizer.shard_begin(), optimizer.shard_end(), shard_group);
     });

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -93,6 +94,20 @@ void expect_commands_read_alike(const std::string& ckpt, const std::string& whol
   const double sharded_loss = eval_loss(ckpt);
   EXPECT_GT(sharded_loss, 0);
   EXPECT_NEAR(sharded_loss, eval_loss(whole), 2e-4);
+}
+
+void expect_killed_save_keeps_previous(const std::string& run_dir, const std::string& train_args) {
+  auto r = run_command(
+      "LMTRAIN_FAULT_KILL_SAVE=1:4 " + lmtrain_binary() +
+      " launch --nproc_per_node=2 --grace_s=5 --master_port=" + std::to_string(free_port()) +
+      " -- train" + train_args + " --checkpoint.every=2");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("while saving the checkpoint of step 4"), std::string::npos) << r.output;
+  EXPECT_EQ(std::filesystem::read_symlink(run_dir + "/checkpoints/latest").string(),
+            "step_00000002")
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run_dir + "/checkpoints/step_00000004")) << r.output;
+  EXPECT_NO_THROW(train::CheckpointStore::verify(run_dir + "/checkpoints/latest"));
 }
 
 std::vector<nlohmann::json> step_records(const std::string& run_dir) {

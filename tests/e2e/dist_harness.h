@@ -37,6 +37,11 @@ void expect_run_matches(const std::string& run, const std::string& base, double 
 void expect_commands_read_alike(const std::string& ckpt, const std::string& whole,
                                 const std::string& data_dir, const std::string& scratch);
 
+// `lmtrain train <train_args>` on 2 ranks (run.dir = `run_dir`, checkpoint.every=2) with rank 1
+// killed while saving the checkpoint of step 4, after writing its own files: the run fails and
+// the checkpoint of step 2 stays complete and latest.
+void expect_killed_save_keeps_previous(const std::string& run_dir, const std::string& train_args);
+
 // Every step record (a line with "loss") of RUN_DIR/metrics.jsonl, in order.
 std::vector<nlohmann::json> step_records(const std::string& run_dir);
 

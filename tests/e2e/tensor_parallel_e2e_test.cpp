@@ -114,7 +114,8 @@ TEST_F(TensorParallelE2eTest, Tp2TimesZero3OnFourRanksEqualsOneProcessAndResumes
 // A TP=2 checkpoint of step 5 of 15: per-rank slices, no gathered model; resumed as TP=2 it
 // ends bit for bit as the uninterrupted TP=2 run; resumed as one process and as ZeRO-3 on 2
 // ranks, and a one-process checkpoint resumed as TP=2, each ends within 1e-5 of the
-// uninterrupted one-process run; export hf and eval read it; a missing slice file is named.
+// uninterrupted one-process run; export hf and eval read it; a missing slice file is named; a
+// rank killed mid-save leaves the previous checkpoint latest.
 TEST_F(TensorParallelE2eTest, CheckpointsHoldSlicesResumeBitwiseAndReshard) {
   const std::string longer = " --train.max_steps=15";
   const std::string base = run("one15", 1, 1, longer + " --checkpoint.every=5");
@@ -157,6 +158,32 @@ TEST_F(TensorParallelE2eTest, CheckpointsHoldSlicesResumeBitwiseAndReshard) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("model.rank1.safetensors"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rank 1 of the 2-rank dist.tp=2 layout"), std::string::npos) << r.output;
+
+  // TP rank 1 killed after writing its slices, before rank 0 publishes: no new checkpoint.
+  const std::string killed = dir_->file("killed_mid_save");
+  expect_killed_save_keeps_previous(killed,
+                                    flags(killed) + " --dist.tp=2 --train.micro_batch_size=12");
+}
+
+// TP x HSDP: 8 ranks as TP=2 inside 4 data-parallel ranks, those as 2 shard groups of 2
+// (ZeRO-3 within a group, replicated across the groups): equal to one process. (On 4 ranks
+// TP=2 leaves 2 data-parallel ranks: one shard group, plain TP x ZeRO-3.) A shard group size
+// that does not divide the data-parallel ranks is refused naming both keys' values.
+TEST_F(TensorParallelE2eTest, Tp2TimesHsdpOnEightRanksEqualsOneProcess) {
+  const std::string hsdp = run("tp2_hsdp", 8, 2, " --dist.zero=3 --dist.shard_group_size=2");
+  const std::string& out = outputs_["tp2_hsdp"];
+  EXPECT_NE(out.find("4 data-parallel replica(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("sharded over 2 ranks, replicated over 2 groups (HSDP)"), std::string::npos)
+      << out;
+  expect_run_matches(hsdp, one_, 1e-6, 1e-5);
+  auto r = run_command(lmtrain_on_ranks(2, "train") + flags(dir_->file("refused_hsdp")) +
+                       " --dist.tp=2 --dist.zero=3 --dist.shard_group_size=3"
+                       " --train.micro_batch_size=12");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'dist.shard_group_size' = 3: give 0 (all of them) or a divisor >= 2 "
+                          "of the 1 data-parallel ranks (world 2 / dist.tp 2)"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
@@ -166,8 +193,6 @@ TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
       {" --dist.tp=2 --model.moe.num_experts=4", "'model.moe.num_experts'"},
       {" --dist.tp=2 --train.fused_kernels=on", "'train.fused_kernels'"},
       {" --dist.tp=2 --data.document_mask=true", "'data.document_mask'"},
-      {" --dist.tp=2 --dist.zero=3 --dist.shard_group_size=2",
-       "'dist.shard_group_size' (HSDP; under dist.tp"},
       {" --dist.tp=2", "'dist.tp' = 2 must divide the world of 1 ranks"},
   };
   for (const auto& [extra, message] : refused) {

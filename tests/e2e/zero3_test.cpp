@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <map>
 
-#include "checkpoint/checkpoint_store.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
 #include "test_util.h"
@@ -184,15 +183,7 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
 // before rank 0 publishes): the run fails and the previous checkpoint stays complete and latest.
 TEST_F(Zero3Test, RankKilledMidSaveLeavesThePreviousCheckpointLatest) {
   const std::string dir = dir_->file("killed_mid_save");
-  auto r = run_command(
-      "LMTRAIN_FAULT_KILL_SAVE=1:4 " + lmtrain_binary() +
-      " launch --nproc_per_node=2 --grace_s=5 --master_port=" + std::to_string(free_port()) +
-      " -- train" + flags(dir) + " --dist.zero=3 --train.micro_batch_size=6 --checkpoint.every=2");
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("while saving the checkpoint of step 4"), std::string::npos) << r.output;
-  EXPECT_EQ(fs::read_symlink(dir + "/checkpoints/latest").string(), "step_00000002") << r.output;
-  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_00000004")) << r.output;
-  EXPECT_NO_THROW(train::CheckpointStore::verify(dir + "/checkpoints/latest"));
+  expect_killed_save_keeps_previous(dir, flags(dir) + " --dist.zero=3 --train.micro_batch_size=6");
 }
 
 // `lmtrain plan` (train/memory_plan.h) against the byte accounting that runs log, before any
