@@ -89,7 +89,8 @@ TEST_F(TensorParallelE2eTest, Tp2EqualsOneProcessAndRepeatsBitwise) {
 }
 
 // Its checkpoint: each of the 4 ranks writes its ZeRO-3 shard of its TP rank's slices; stopped
-// at step 5 and resumed in the same layout, the run ends bit for bit as the uninterrupted one.
+// at step 5 and resumed in the same layout, the run ends bit for bit as the uninterrupted one;
+// resumed as TP=2 x ZeRO-1, within float tolerance of one process.
 TEST_F(TensorParallelE2eTest, Tp2TimesZero3OnFourRanksEqualsOneProcessAndResumesBitwise) {
   const std::string run4 = run("tp2_z3", 4, 2, " --dist.zero=3");
   const std::string& out = outputs_["tp2_z3"];
@@ -109,11 +110,14 @@ TEST_F(TensorParallelE2eTest, Tp2TimesZero3OnFourRanksEqualsOneProcessAndResumes
                                "optim.rank3.safetensors"),
             0.0);
   EXPECT_EQ(logged_losses(resumed), logged_losses(run4));
+  // The same checkpoint as TP=2 x ZeRO-1 (the moments sharded, the parameters not): within
+  // float tolerance of one process.
+  expect_run_matches(resume_copy(at5, "tp2_z3_as_z1", 4, 2, " --dist.zero=1"), one_, 1e-5, 1e-5);
 }
 
 // A TP=2 checkpoint of step 5 of 15: per-rank slices, no gathered model; resumed as TP=2 it
 // ends bit for bit as the uninterrupted TP=2 run; resumed as one process and as ZeRO-3 on 2
-// ranks, and a one-process checkpoint resumed as TP=2, each ends within 1e-5 of the
+// ranks, and a one-process or ZeRO-3 checkpoint resumed as TP=2, each ends within 1e-5 of the
 // uninterrupted one-process run; export hf and eval read it; a missing slice file is named; a
 // rank killed mid-save leaves the previous checkpoint latest.
 TEST_F(TensorParallelE2eTest, CheckpointsHoldSlicesResumeBitwiseAndReshard) {
@@ -141,9 +145,11 @@ TEST_F(TensorParallelE2eTest, CheckpointsHoldSlicesResumeBitwiseAndReshard) {
 
   // Other layouts: within float tolerance of one process, loss at every step and parameters.
   const std::string one_at5 = run("one_at5", 1, 1, longer + " --train.stop_at_step=5");
+  const std::string z3_at5 = run("z3_at5", 2, 1, longer + " --dist.zero=3 --train.stop_at_step=5");
   for (const std::string& dir : {resume_copy(at5, "tp_as_one", 1, 1, longer),
                                  resume_copy(at5, "tp_as_z3", 2, 1, longer + " --dist.zero=3"),
-                                 resume_copy(one_at5, "one_as_tp2", 2, 2, longer)}) {
+                                 resume_copy(one_at5, "one_as_tp2", 2, 2, longer),
+                                 resume_copy(z3_at5, "z3_as_tp2", 2, 2, longer)}) {
     expect_run_matches(dir, base, 1e-5, 1e-5);
   }
 
