@@ -300,8 +300,9 @@ void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimi
     if (layout.value("kind", "named") != "named") {
       throw UsageError("checkpoint " + ckpt.dir +
                        " holds ZeRO-1/2 optimizer shards of the whole model's flat layout, "
-                       "which a tensor-parallel run (dist.tp > 1) cannot resume: resume it with "
-                       "its own dist.zero and dist.tp = 1, or save it from dist.zero=0 or 3");
+                       "which a tensor-parallel run (dist.tp > 1) does not cut into slices: "
+                       "resume it at dist.tp=1 first (a checkpoint saved there with dist.zero=0 "
+                       "or 3 resumes under dist.tp)");
     }
     optim::NamedTensors local;
     for (const auto& [name, t] : ot) {

@@ -207,6 +207,15 @@ TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
     EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << extra << "\n" << r.output;
   }
+  // A ZeRO-1 checkpoint's moments lie in the whole model's flat layout: a TP run refuses it.
+  const std::string z1 = run("z1", 2, 1, " --dist.zero=1 --train.max_steps=2");
+  auto r =
+      run_command(lmtrain_on_ranks(2, "train") + flags(z1) +
+                  " --dist.tp=2 --train.max_steps=4 --train.micro_batch_size=12 --resume=auto");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ZeRO-1/2 optimizer shards of the whole model's flat layout"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace
