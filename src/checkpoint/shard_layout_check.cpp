@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -50,6 +51,71 @@ std::pair<int64_t, int64_t> shard_range(const nlohmann::json& j, const std::stri
   return {b, e};
 }
 
+// An integer key that may be absent (then `fallback`), else within [0, limit).
+int64_t optional_index(const nlohmann::json& j, const char* key, int64_t limit,
+                       const std::string& where) {
+  if (!j.contains(key)) return 0;
+  const int64_t v = shard_int(j, key, where);
+  if (v < 0 || v >= limit) {
+    bad_shards(where + " has " + key + " " + std::to_string(v) + " outside [0, " +
+               std::to_string(limit) + ")");
+  }
+  return v;
+}
+
+// A tensor-parallel tensor's "slices": each a TP rank's local tensor at a flat range, its dim
+// cut to ranges that, over all slices, cover the full dim once.
+void check_tp_slices(const nlohmann::json& t, const std::vector<int64_t>& shape, int64_t tp,
+                     int64_t flat, const std::string& where) {
+  const auto& slices = t["slices"];
+  if (!slices.is_array() || slices.empty()) bad_shards(where + "'s \"slices\" is not a list");
+  std::vector<std::pair<int64_t, int64_t>> covered;
+  int64_t first_dim = -1;
+  for (const auto& sl : slices) {
+    if (!sl.is_object()) bad_shards(where + " has a slice that is not an object");
+    optional_index(sl, "tp_rank", tp, where + "'s slice");
+    const int64_t dim = shard_int(sl, "dim", where + "'s slice");
+    if (dim < 0 || dim >= static_cast<int64_t>(shape.size())) {
+      bad_shards(where + "'s slice cuts dimension " + std::to_string(dim) + " of a " +
+                 std::to_string(shape.size()) + "-d shape");
+    }
+    if (first_dim >= 0 && dim != first_dim) bad_shards(where + "'s slices cut different dims");
+    first_dim = dim;
+    const auto& ranges = sl.contains("ranges") ? sl["ranges"] : nlohmann::json();
+    if (!ranges.is_array() || ranges.empty()) bad_shards(where + "'s slice has no \"ranges\"");
+    int64_t rows = 0;
+    for (const auto& r : ranges) {
+      if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() ||
+          !r[1].is_number_integer()) {
+        bad_shards(where + "'s slice has a range that is not [begin, end]");
+      }
+      const int64_t b = r[0].get<int64_t>(), e = r[1].get<int64_t>();
+      if (b < 0 || e <= b || e > shape[dim]) {
+        bad_shards(where + "'s slice range [" + std::to_string(b) + ", " + std::to_string(e) +
+                   ") is outside dimension " + std::to_string(dim) + " of " +
+                   std::to_string(shape[dim]));
+      }
+      rows += e - b;
+      covered.emplace_back(b, e);
+    }
+    // The local tensor's elements: the full shape with `dim` cut to `rows` (capped as above).
+    int64_t numel = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(i) == dim ? rows : shape[i];
+      numel = n == 0 ? 0 : (numel > (flat + 1) / n ? flat + 1 : std::min(numel * n, flat + 1));
+    }
+    const auto [b, e] = shard_range(sl, where + "'s slice", flat);
+    if (e - b != numel) bad_shards(where + "'s slice's flat range does not hold its ranges");
+  }
+  std::sort(covered.begin(), covered.end());
+  int64_t next = 0;  // the ranges, sorted, must follow each other from 0 to the dim's size
+  for (const auto& [b, e] : covered) next = b == next ? e : -1;
+  if (next != shape[first_dim]) {
+    bad_shards(where + "'s slices do not cover dimension " + std::to_string(first_dim) +
+               " exactly once");
+  }
+}
+
 }  // namespace
 
 void check_model_shards(const nlohmann::json& s) {
@@ -57,6 +123,8 @@ void check_model_shards(const nlohmann::json& s) {
   const int64_t world = shard_int(s, "world_size", "");
   const int64_t flat = shard_int(s, "flat_numel", "");
   if (world < 1 || flat < 0) bad_shards("world_size < 1 or flat_numel < 0");
+  const int64_t tp = s.contains("tp") ? shard_int(s, "tp", "") : 1;
+  if (tp < 1 || tp > world) bad_shards("tp " + std::to_string(tp) + " is not in [1, world_size]");
   if (!s.contains("files") || !s["files"].is_array() || !s.contains("tensors") ||
       !s["tensors"].is_array()) {
     bad_shards("it needs the arrays \"files\" and \"tensors\"");
@@ -68,6 +136,7 @@ void check_model_shards(const nlohmann::json& s) {
     check_plain_name(name, where);
     const int64_t rank = shard_int(f, "rank", where);
     if (rank < 0 || rank >= world) bad_shards(where + " has rank " + std::to_string(rank));
+    optional_index(f, "tp_rank", tp, where);
     if (!f.contains("tensors") || !f["tensors"].is_array()) bad_shards(where + " lists no tensors");
     for (const auto& t : f["tensors"]) {
       if (!t.is_string()) bad_shards(where + " lists a tensor name that is not a string");
@@ -81,16 +150,25 @@ void check_model_shards(const nlohmann::json& s) {
     if (!t.contains("shape") || !t["shape"].is_array()) bad_shards(where + " has no shape");
     // Elements, capped at flat + 1 (enough to tell a flat range too small; never overflows).
     int64_t numel = 1;
+    std::vector<int64_t> shape;
     for (const auto& d : t["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) {
         bad_shards(where + " has a dimension that is not a count in its shape");
       }
       const int64_t n = d.get<int64_t>();
+      shape.push_back(n);
       numel = n == 0 ? 0 : (numel > (flat + 1) / n ? flat + 1 : std::min(numel * n, flat + 1));
     }
+    if ((t.contains("flat") || t.contains("slices")) && t.contains("segment") &&
+        !t["segment"].is_string()) {
+      bad_shards(where + "'s \"segment\" is not a string");
+    }
     if (t.contains("flat")) {
+      optional_index(t, "tp_rank", tp, where);
       const auto [b, e] = shard_range(t, where, flat);
       if (e - b != numel) bad_shards(where + "'s flat range does not hold its shape");
+    } else if (t.contains("slices")) {
+      check_tp_slices(t, shape, tp, flat, where);
     } else if (t.contains("file")) {
       check_plain_name(shard_string(t, "file", where), where);
     }

@@ -30,8 +30,41 @@ const nlohmann::json& shards_of(const nlohmann::json& meta) {
 }
 
 std::string layout_text(const nlohmann::json& s) {
-  return "the " + std::to_string(s.value("world_size", 0)) + "-rank ZeRO-" +
-         std::to_string(s.value("zero", 0)) + " layout";
+  const std::string ranks = "the " + std::to_string(s.value("world_size", 0)) + "-rank ";
+  const int64_t tp = s.value("tp", 1), zero = s.value("zero", 0);
+  if (tp <= 1) return ranks + "ZeRO-" + std::to_string(zero) + " layout";
+  return ranks + "dist.tp=" + std::to_string(tp) +
+         (zero > 0 ? " x ZeRO-" + std::to_string(zero) : "") + " layout";
+}
+
+// The whole tensor of entry `t` from the flat tensor `flat_name` ("params", "exp_avg",
+// "exp_avg_sq"): its flat range (TP rank 0's), or its TP slices put back in place.
+at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const nlohmann::json& t,
+                      const std::string& flat_name) {
+  const auto shape = t.at("shape").get<std::vector<int64_t>>();
+  if (t.contains("flat")) {
+    const int64_t b = t["flat"][0].get<int64_t>(), e = t["flat"][1].get<int64_t>();
+    return read_flat_range(dir, meta, flat_name, b, e, t.value("tp_rank", int64_t{0}))
+        .reshape(shape);
+  }
+  auto whole = at::zeros(shape, at::kFloat);
+  for (const auto& sl : t.at("slices")) {
+    const int64_t dim = sl.at("dim").get<int64_t>();
+    auto local_shape = shape;
+    local_shape[dim] = 0;
+    for (const auto& r : sl.at("ranges"))
+      local_shape[dim] += r[1].get<int64_t>() - r[0].get<int64_t>();
+    const int64_t b = sl["flat"][0].get<int64_t>(), e = sl["flat"][1].get<int64_t>();
+    const auto local = read_flat_range(dir, meta, flat_name, b, e, sl.value("tp_rank", int64_t{0}))
+                           .reshape(local_shape);
+    int64_t at_local = 0;
+    for (const auto& r : sl.at("ranges")) {
+      const int64_t rb = r[0].get<int64_t>(), n = r[1].get<int64_t>() - rb;
+      whole.narrow(dim, rb, n).copy_(local.narrow(dim, at_local, n));
+      at_local += n;
+    }
+  }
+  return whole;
 }
 
 }  // namespace
@@ -67,10 +100,11 @@ std::string shard_file_note(const nlohmann::json& meta, const std::string& file)
 }
 
 at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
-                           const std::string& tensor, int64_t begin, int64_t end) {
+                           const std::string& tensor, int64_t begin, int64_t end, int64_t tp_rank) {
   const auto& s = shards_of(meta);
   auto out = at::zeros({end - begin}, at::kFloat);
   for (const auto& f : s.at("files")) {
+    if (f.value("tp_rank", int64_t{0}) != tp_rank) continue;  // another TP rank's flat layout
     const auto& holds = f.at("tensors");
     if (std::find(holds.begin(), holds.end(), tensor) == holds.end()) continue;
     const int64_t fb = f.at("flat")[0].get<int64_t>(), fe = f.at("flat")[1].get<int64_t>();
@@ -95,10 +129,8 @@ core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohma
     if (t.at("in").get<std::string>() != logical_file) continue;
     const std::string name = t.at("name").get<std::string>();
     at::Tensor value;
-    if (t.contains("flat")) {
-      const int64_t b = t["flat"][0].get<int64_t>(), e = t["flat"][1].get<int64_t>();
-      value = read_flat_range(dir, meta, "params", b, e)
-                  .reshape(t.at("shape").get<std::vector<int64_t>>());
+    if (t.contains("flat") || t.contains("slices")) {
+      value = read_entry(dir, meta, t, "params");
     } else if (t.contains("file")) {
       const std::string file = t["file"].get<std::string>();
       if (!std::filesystem::is_regular_file(dir + "/" + file)) {
@@ -108,8 +140,8 @@ core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohma
       value = core::read_safetensors_slice(dir + "/" + file, name);
     } else {
       throw Error("checkpoint " + dir + ": tensor '" + name +
-                  "' is stored in a way this lmtrain does not read (no \"flat\" or \"file\"; "
-                  "tensor-parallel \"slices\" are not loaded yet)");
+                  "' is stored in a way this lmtrain does not read (no \"flat\", \"slices\" or "
+                  "\"file\")");
     }
     out.names.push_back(name);
     out.tensors.emplace(name, std::move(value));
@@ -134,14 +166,19 @@ std::string model_weights_sha256(const nlohmann::json& meta) {
 }
 
 void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& meta,
-                               optim::Optimizer& optimizer) {
+                               optim::Optimizer& optimizer, const TensorLocalizer& localize) {
   const auto& om = meta.at("optimizer");
   const int64_t step = om.at("step").get<int64_t>();
   const auto& saved = om.at("layout");
-  const nlohmann::json target = optimizer.state_layout();
+  nlohmann::json target = optimizer.state_layout();
   const std::string kind = target.value("kind", "named");
+  // TP slices (saved, or wanted now) go by parameter: no flat layout is shared.
+  const bool by_name = shards_of(meta).value("tp", 1) > 1 || localize;
   std::vector<optim::NamedTensors> rank_files;
-  if (kind == "flat_shards" && !target.contains("experts")) {
+  if (kind == "flat_shards" && !target.contains("experts") && by_name) {
+    target = {{"kind", "named"}};  // any AdamW takes its part of moments given by name
+  }
+  if (kind == "flat_shards" && !target.contains("experts") && !by_name) {
     // The moments lie in the same flat layout (only the tail padding depends on the ranks).
     if (target.at("flat_layout") != saved.value("flat_layout", nlohmann::json())) {
       throw Error("checkpoint " + dir +
@@ -162,16 +199,18 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
       }
       rank_files.push_back(std::move(file));
     }
-  } else if (kind == "named") {
+  } else if (target.value("kind", "named") == "named") {
     optim::NamedTensors file;
     for (const auto& t : shards_of(meta).at("tensors")) {
-      if (!t.contains("flat")) continue;
-      const int64_t b = t["flat"][0].get<int64_t>(), e = t["flat"][1].get<int64_t>();
-      const auto shape = t.at("shape").get<std::vector<int64_t>>();
-      const std::string seg = t.at("segment").get<std::string>();
+      if (!t.contains("flat") && !t.contains("slices")) continue;  // a buffer
+      if (!t.contains("segment") || !t["segment"].is_string()) {
+        throw Error("checkpoint " + dir + ": meta.json's model_shards: tensor '" +
+                    t.value("name", std::string("?")) + "' has no flat segment name");
+      }
+      const std::string seg = t["segment"].get<std::string>();
       for (const char* k : {"exp_avg", "exp_avg_sq"}) {
-        file.emplace_back(std::string(k) + "." + seg,
-                          read_flat_range(dir, meta, k, b, e).reshape(shape));
+        auto whole = read_entry(dir, meta, t, k);
+        file.emplace_back(std::string(k) + "." + seg, localize ? localize(seg, whole) : whole);
       }
     }
     rank_files.push_back(std::move(file));

@@ -17,11 +17,13 @@
 //                  "file": "model.rank0.safetensors"},   // a buffer, stored whole by name
 //                 ...]}
 //
-// A tensor is found either in the flat space ("flat": its elements, row-major, in the files
-// whose ranges cover them) or whole in one file ("file"). Tensor-parallel slices fit the same
-// record without a format change: an entry with "slices": [{"file", "tensor", "dim",
-// "range": [a, b)}] holds rows a..b of dimension `dim` of the full `shape` in each file; this
-// reader refuses entries of a kind it does not know rather than guess.
+// A tensor is found in the flat space ("flat": its elements, row-major, in the files whose
+// ranges cover them), whole in one file ("file"), or, split by tensor parallelism (dist.tp), as
+// "slices": [{"tp_rank": t, "flat": [b, e], "dim": d, "ranges": [[a0, b0], ...]}]: TP rank t's
+// local tensor (the full shape with dimension d cut to rows a0..b0, then a1..b1, ...) lies at
+// flat [b, e) of TP rank t's flat layout. Under TP ("tp": T > 1) each file entry says whose
+// flat layout its range indexes ("tp_rank"; absent: 0), and a "flat" tensor entry, whole on
+// every TP rank, is read from TP rank 0's.
 // "in" names the logical file the tensor belongs to ("model.safetensors",
 // "objective.safetensors"): assemble_sharded_file() rebuilds one of those whole, so every
 // command that reads a model (eval, export hf, generate, init_from) reads a sharded checkpoint.
@@ -29,6 +31,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -49,11 +52,16 @@ std::set<std::string> sharded_logical_files(const nlohmann::json& meta);
 // " (the shard of rank R of the N-rank ZeRO-3 layout)" for a shard file, else "".
 std::string shard_file_note(const nlohmann::json& meta, const std::string& file);
 
-// Elements [begin, end) of the flat tensor `tensor` ("params", "exp_avg", "exp_avg_sq") as a
-// (end - begin,) fp32 CPU tensor; elements no file covers (the layout's tail padding) are 0.
-// A missing shard file is an Error naming it and its rank.
+// A tensor-parallel run's own part of a whole tensor read from a checkpoint, by parameter name
+// (the whole tensor for one it does not split); empty: the run is not tensor-parallel.
+using TensorLocalizer = std::function<at::Tensor(const std::string& name, const at::Tensor&)>;
+
+// Elements [begin, end) of the flat tensor `tensor` ("params", "exp_avg", "exp_avg_sq") of TP
+// rank `tp_rank`'s flat layout as a (end - begin,) fp32 CPU tensor; elements no file covers (the
+// layout's tail padding) are 0. A missing shard file is an Error naming it and its rank.
 at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
-                           const std::string& tensor, int64_t begin, int64_t end);
+                           const std::string& tensor, int64_t begin, int64_t end,
+                           int64_t tp_rank = 0);
 
 // One logical file's tensors (by name, in the order they were saved) assembled from the shards.
 core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohmann::json& meta,
@@ -65,9 +73,11 @@ std::string model_weights_sha256(const nlohmann::json& meta);
 
 // Restores the optimizer's Adam moments from the shards, whatever layout the optimizer has now:
 // a ZeRO optimizer (any stage, any group size) reads only its own flat range of the moments; a
-// replicated one reads them whole, by parameter. Throws lmtrain::Error for a different
-// parameter layout (another model) or an optimizer whose state does not come from Adam moments.
+// replicated one reads them whole, by parameter. Moments saved as TP slices, or read by a
+// tensor-parallel run (`localize` set), go by parameter: whole, then cut to this run's slices.
+// Throws lmtrain::Error for a different parameter layout (another model) or an optimizer whose
+// state does not come from Adam moments.
 void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& meta,
-                               optim::Optimizer& optimizer);
+                               optim::Optimizer& optimizer, const TensorLocalizer& localize = {});
 
 }  // namespace lmtrain::train

@@ -1,9 +1,11 @@
 #include "checkpoint/sharded_save.h"
 
-#include <map>
+#include <ATen/ATen.h>
+
 #include <set>
 
 #include "checkpoint/lora_checkpoint.h"
+#include "core/error.h"
 #include "core/fs.h"
 #include "core/safetensors.h"
 
@@ -15,6 +17,7 @@ bool starts_with_prefix(const std::string& s, const std::string& prefix) {
 }
 
 int64_t shard_numel_of(const ShardedSave& save) { return save.flat->numel() / save.shard_ranks; }
+int64_t optim_numel_of(const ShardedSave& save) { return save.flat->numel() / save.optim_ranks; }
 
 // The model's checkpointed tensors that are not in the flat layout (its buffers).
 TensorList non_flat_model_tensors(const ShardedSave& save, const model::GptImpl& model) {
@@ -27,18 +30,75 @@ TensorList non_flat_model_tensors(const ShardedSave& save, const model::GptImpl&
   return out;
 }
 
+nlohmann::json range_json(int64_t begin, int64_t end) {
+  return nlohmann::json::array({begin, end});
+}
+
 }  // namespace
 
 std::string model_shard_file(int rank) {
   return "model.rank" + std::to_string(rank) + ".safetensors";
 }
 
-void write_model_shard(const std::string& run_dir, int64_t step, int rank,
-                       const optim::FlatParams& flat, int64_t begin, int64_t size) {
+std::string optim_shard_file(int rank) {
+  return "optim.rank" + std::to_string(rank) + ".safetensors";
+}
+
+TensorList flat_moments(const ShardedSave& save, const optim::Optimizer& optimizer) {
+  auto state = optimizer.state_tensors();
+  if (state.size() == 2 && state[0].first == "exp_avg" && state[1].first == "exp_avg_sq") {
+    return state;  // a ZeRO optimizer's shard (or its whole flat on one rank)
+  }
+  // A replicated AdamW's moments by parameter ("exp_avg.<name>"), laid back into the flat
+  // layout (the padding 0), so that every layout records its moments the same way.
+  const optim::FlatParams& flat = *save.flat;
+  std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  TensorList out;
+  for (const std::string k : {"exp_avg", "exp_avg_sq"}) {
+    at::Tensor buf;
+    for (const auto& seg : flat.segments()) {
+      auto it = by_name.find(k + "." + seg.name);
+      if (it == by_name.end()) {
+        throw Error("internal: optimizer " + optimizer.name() + " holds no " + k + "." + seg.name +
+                    " to save as a shard");
+      }
+      if (!buf.defined()) buf = at::zeros({flat.numel()}, it->second.options());
+      flat.view(buf, seg).copy_(it->second);
+    }
+    out.emplace_back(k, buf);
+  }
+  return out;
+}
+
+void write_rank_shards(const std::string& run_dir, int64_t step, int rank, const ShardedSave& save,
+                       const optim::Optimizer& optimizer) {
+  const int d = rank / save.tp;
+  if (rank == 0 || (d >= save.shard_ranks && d >= save.optim_ranks)) return;
   const std::string staging = CheckpointStore::staging_dir(run_dir, step);
   core::ensure_dir(staging);
-  core::write_safetensors(staging + "/" + model_shard_file(rank),
-                          {{"params", flat.param_slice(begin, size)}}, {{"format", "pt"}});
+  if (d < save.shard_ranks) {
+    const int64_t shard = shard_numel_of(save);
+    core::write_safetensors(staging + "/" + model_shard_file(rank),
+                            {{"params", save.flat->param_slice(d * shard, shard)}},
+                            {{"format", "pt"}});
+  }
+  if (d < save.optim_ranks) {
+    core::write_safetensors(staging + "/" + optim_shard_file(rank), flat_moments(save, optimizer),
+                            {{"format", "pt"}});
+  }
+}
+
+std::vector<std::string> other_rank_shard_files(const ShardedSave& save) {
+  std::vector<std::string> out;
+  for (int d = 0; d < std::max(save.shard_ranks, save.optim_ranks); ++d) {
+    for (int t = 0; t < save.tp; ++t) {
+      const int r = d * save.tp + t;
+      if (r == 0) continue;
+      if (d < save.shard_ranks) out.push_back(model_shard_file(r));
+      if (d < save.optim_ranks) out.push_back(optim_shard_file(r));
+    }
+  }
+  return out;
 }
 
 TensorList rank0_model_shard(const ShardedSave& save, const model::GptImpl& model) {
@@ -49,18 +109,28 @@ TensorList rank0_model_shard(const ShardedSave& save, const model::GptImpl& mode
 
 nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& model) {
   const optim::FlatParams& flat = *save.flat;
-  const int64_t shard = shard_numel_of(save);
+  const int64_t shard = shard_numel_of(save), optim_shard = optim_numel_of(save);
   nlohmann::json files = nlohmann::json::array();
-  for (int r = 0; r < save.shard_ranks; ++r) {
-    const auto range = nlohmann::json::array({r * shard, (r + 1) * shard});
-    files.push_back({{"file", model_shard_file(r)},
-                     {"rank", r},
-                     {"tensors", nlohmann::json::array({"params"})},
-                     {"flat", range}});
-    files.push_back({{"file", "optim.rank" + std::to_string(r) + ".safetensors"},
-                     {"rank", r},
-                     {"tensors", nlohmann::json::array({"exp_avg", "exp_avg_sq"})},
-                     {"flat", range}});
+  auto file_entry = [&save](const std::string& file, int d, int t, nlohmann::json tensors,
+                            int64_t n) {
+    nlohmann::json f = {{"file", file},
+                        {"rank", d * save.tp + t},
+                        {"tensors", std::move(tensors)},
+                        {"flat", range_json(d * n, (d + 1) * n)}};
+    if (save.tp > 1) f["tp_rank"] = t;  // which TP rank's flat layout the range indexes
+    return f;
+  };
+  for (int d = 0; d < std::max(save.shard_ranks, save.optim_ranks); ++d) {
+    for (int t = 0; t < save.tp; ++t) {
+      const int r = d * save.tp + t;
+      if (d < save.shard_ranks) {
+        files.push_back(file_entry(model_shard_file(r), d, t, {"params"}, shard));
+      }
+      if (d < save.optim_ranks) {
+        files.push_back(
+            file_entry(optim_shard_file(r), d, t, {"exp_avg", "exp_avg_sq"}, optim_shard));
+      }
+    }
   }
   const std::string dtype = core::safetensors_dtype_name(flat.options().dtype().toScalarType());
   nlohmann::json tensors = nlohmann::json::array();
@@ -68,12 +138,30 @@ nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& 
   for (const auto& seg : flat.segments()) by_name[seg.name] = &seg;
   auto flat_entry = [&](const std::string& name, const std::string& in,
                         const optim::ParamSegment& seg) {
-    return nlohmann::json{{"name", name},
-                          {"in", in},
-                          {"segment", seg.name},
-                          {"shape", seg.shape},
-                          {"dtype", dtype},
-                          {"flat", nlohmann::json::array({seg.offset, seg.offset + seg.numel})}};
+    nlohmann::json e = {
+        {"name", name}, {"in", in}, {"segment", seg.name}, {"shape", seg.shape}, {"dtype", dtype}};
+    const auto range = range_json(seg.offset, seg.offset + seg.numel);
+    auto split = save.tp_splits.find(seg.name);
+    if (split == save.tp_splits.end()) {
+      e["flat"] = range;  // whole on every TP rank: TP rank 0's copy
+      return e;
+    }
+    // Split: TP rank t's flat range holds its local tensor (the whole shape with `dim` cut to
+    // its ranges, concatenated), at the same offset on every TP rank.
+    e["shape"] = split->second.whole_shape;
+    nlohmann::json slices = nlohmann::json::array();
+    for (size_t t = 0; t < split->second.ranges_by_rank.size(); ++t) {
+      nlohmann::json ranges = nlohmann::json::array();
+      for (const auto& [b, end] : split->second.ranges_by_rank[t]) {
+        ranges.push_back(range_json(b, end));
+      }
+      slices.push_back({{"tp_rank", static_cast<int>(t)},
+                        {"flat", range},
+                        {"dim", split->second.dim},
+                        {"ranges", std::move(ranges)}});
+    }
+    e["slices"] = std::move(slices);
+    return e;
   };
   // The model's tensors in model.safetensors' order, then the objective's.
   for (const auto& [name, t] : checkpoint_model_tensors(model)) {
@@ -97,7 +185,7 @@ nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& 
           {"zero", save.zero},
           {"world_size", save.world_size},
           {"shard_group_size", save.shard_ranks},
-          {"tp", 1},
+          {"tp", save.tp},
           {"flat_numel", flat.numel()},
           {"files", std::move(files)},
           {"tensors", std::move(tensors)}};

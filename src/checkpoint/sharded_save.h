@@ -1,43 +1,73 @@
-// ZeRO-3 checkpoints without a gather (dist.zero=3 over several ranks): each rank of the first
-// shard group writes its own files, which together hold the whole training state,
-//   model.rank<r>.safetensors  "params": flat parameter elements [r S, (r+1) S) (fp32 master);
-//                              rank 0's also holds the model's buffers by name
-//   optim.rank<r>.safetensors  "exp_avg", "exp_avg_sq": the same range of the Adam moments;
+// Checkpoints without a gather: ZeRO-3 over several ranks and tensor parallelism (dist.tp).
+// The ranks that hold a distinct part of the training state write their own files, which
+// together hold all of it,
+//   model.rank<r>.safetensors  "params": flat parameter elements [d S, (d+1) S) of this rank's
+//                              flat layout (fp32 master); rank 0's also holds the model's
+//                              buffers by name
+//   optim.rank<r>.safetensors  "exp_avg", "exp_avg_sq": flat elements [d So, (d+1) So) of the
+//                              Adam moments (So: the optimizer's shard, or its whole flat);
 //                              rank 0's also the CPU RNG state
-// and meta.json records the layout ("model_shards", format in checkpoint/sharded_reader.h).
-// Ranks r > 0 write into the step's staging dir; after a barrier over the group, rank 0 moves
+// where world rank r = d * tp + t: t its tensor-parallel rank (0 without TP), d its rank within
+// the group its parameters (S) or moments (So) are sharded over. Under TP each TP rank's flat
+// layout holds its own slices of the split parameters (parallel/tensor_parallel_plan.h): the
+// same segments and offsets on every TP rank, so one flat_numel describes them all.
+// meta.json records the layout ("model_shards", format in checkpoint/sharded_reader.h).
+// Ranks r > 0 write into the step's staging dir; after a barrier over the world, rank 0 moves
 // them into its checkpoint dir, checksums them and publishes it (CheckpointStore::save): a rank
 // that dies before the barrier leaves no new checkpoint, and the previous one stays `latest`.
-// Under HSDP the other shard groups hold copies of the same shards and write nothing.
+// Replicas (data-parallel copies, HSDP's other shard groups) hold copies and write nothing.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/checkpoint_store.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
+#include "optim/optimizer.h"
 
 namespace lmtrain::train {
 
+// A parameter split over the TP group: its whole shape, the dim it is split along, and per TP
+// rank the [begin, end) ranges of that dim it holds, concatenated in order into its local tensor.
+struct TpSplit {
+  std::vector<int64_t> whole_shape;
+  int64_t dim = 0;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges_by_rank;
+};
+
 struct ShardedSave {
-  const optim::FlatParams* flat = nullptr;  // keep_shard()ed: this rank's [r S, (r+1) S)
-  int shard_ranks = 1;                      // G: the ranks one copy is sharded over
+  const optim::FlatParams* flat = nullptr;  // ZeRO-3: keep_shard()ed, this rank's [d S, (d+1) S)
+  int shard_ranks = 1;                      // ranks the parameters are sharded over (1: none)
   int world_size = 1;                       // N
   int zero = 3;
   // Flat segments under this prefix are the objective's (objective.safetensors); the trainer
   // passes objective/'s kObjectivePrefix.
   std::string objective_prefix;
+  int tp = 1;           // dist.tp: TP ranks, each with its own flat layout of slices
+  int optim_ranks = 1;  // ranks the moments are sharded over (1: a replicated optimizer)
+  std::map<std::string, TpSplit> tp_splits;  // by parameter name; absent: whole on every TP rank
 };
 
 std::string model_shard_file(int rank);
+std::string optim_shard_file(int rank);
 
-// Ranks 1..G-1: this rank's parameter shard, flat elements [begin, begin + size), into the
-// staging dir of `step` (CheckpointStore::staging_dir).
-void write_model_shard(const std::string& run_dir, int64_t step, int rank,
-                       const optim::FlatParams& flat, int64_t begin, int64_t size);
+// Writes world rank `rank`'s files (the ones it holds a distinct part for, if any) into the
+// staging dir of `step` (CheckpointStore::staging_dir). Not rank 0: its files go through
+// save_training_checkpoint.
+void write_rank_shards(const std::string& run_dir, int64_t step, int rank, const ShardedSave& save,
+                       const optim::Optimizer& optimizer);
+
+// The files of world ranks other than 0 that rank 0 moves into the checkpoint.
+std::vector<std::string> other_rank_shard_files(const ShardedSave& save);
 
 // Rank 0: the tensors of its model.rank0.safetensors (its shard and the model's buffers).
 TensorList rank0_model_shard(const ShardedSave& save, const model::GptImpl& model);
+// This rank's Adam moments as flat "exp_avg" / "exp_avg_sq" over [d So, (d+1) So).
+TensorList flat_moments(const ShardedSave& save, const optim::Optimizer& optimizer);
 
 // meta.json's "model_shards" for the layout `save` describes.
 nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& model);

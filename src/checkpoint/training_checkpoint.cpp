@@ -21,9 +21,7 @@ namespace {
 constexpr const char* kRngTensor = "rng.cpu_state";
 constexpr const char* kObjectiveFile = "objective.safetensors";
 
-std::string optim_file_name(int rank) {
-  return "optim.rank" + std::to_string(rank) + ".safetensors";
-}
+std::string optim_file_name(int rank) { return optim_shard_file(rank); }
 
 at::Tensor cpu_rng_state() {
   auto gen = at::detail::getDefaultCPUGenerator();
@@ -65,11 +63,11 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
   if (in.shards) {
     // Shards only: this rank's in place of the gathered model, the others' moved in.
     files.tensor_files.emplace_back(model_shard_file(0), rank0_model_shard(*in.shards, in.model));
-    files.tensor_files.emplace_back(optim_file_name(0), std::move(optim_tensors));
-    for (int r = 1; r < in.shards->shard_ranks; ++r) {
-      for (const auto& name : {model_shard_file(r), optim_file_name(r)}) {
-        files.moved_files.emplace_back(name, staging + "/" + name);
-      }
+    TensorList moments = flat_moments(*in.shards, in.optimizer);
+    moments.emplace_back(kRngTensor, cpu_rng_state());
+    files.tensor_files.emplace_back(optim_file_name(0), std::move(moments));
+    for (const auto& name : other_rank_shard_files(*in.shards)) {
+      files.moved_files.emplace_back(name, staging + "/" + name);
     }
   } else {
     files.tensor_files.emplace_back("model.safetensors", std::move(model_tensors));
@@ -250,13 +248,14 @@ void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& obj
 }
 
 namespace {
-void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer);
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer,
+                                     const TensorLocalizer& localize);
 TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base);
 }  // namespace
 
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                          optim::Optimizer& optimizer,
-                                          torch::nn::Module* objective) {
+                                          optim::Optimizer& optimizer, torch::nn::Module* objective,
+                                          const TensorLocalizer& localize) {
   // A sharded checkpoint's model.safetensors was assembled by CheckpointStore::load; its
   // optimizer state is read here, by range, from the shard files.
   const bool sharded = has_model_shards(ckpt.meta);
@@ -265,25 +264,57 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   if (model_it == ckpt.files.end() || (!sharded && optim_it == ckpt.files.end())) {
     throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
   }
-  const auto lora_base = load_checkpoint_weights(ckpt, model);
+  nlohmann::json lora_base;
+  if (localize) {
+    // A tensor-parallel run: this rank's slices of the whole tensors (no LoRA under TP).
+    core::SafetensorsFile local;
+    for (const auto& name : model_it->second.names) {
+      local.names.push_back(name);
+      local.tensors.emplace(name, localize(name, model_it->second.tensors.at(name)));
+    }
+    load_model_tensors(model, local, ckpt.dir + "/model.safetensors");
+  } else {
+    lora_base = load_checkpoint_weights(ckpt, model);
+  }
   if (objective && !objective->parameters().empty()) load_objective_tensors(ckpt, *objective);
 
   if (sharded) {
-    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer);
+    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer, localize);
     set_cpu_rng_state(
         core::read_safetensors_slice(ckpt.dir + "/" + optim_file_name(0), kRngTensor));
   } else {
-    restore_named_or_flat_optimizer(ckpt, optimizer);
+    restore_named_or_flat_optimizer(ckpt, optimizer, localize);
   }
   return training_state_of(ckpt, lora_base);
 }
 
 namespace {
 
-void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer) {
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer,
+                                     const TensorLocalizer& localize) {
   const auto& ot = ckpt.files.at(optim_file_name(0)).tensors;
   const auto& om = ckpt.meta.at("optimizer");
   const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
+  if (localize) {
+    // A tensor-parallel run takes its slices of moments saved by parameter name.
+    if (layout.value("kind", "named") != "named") {
+      throw UsageError("checkpoint " + ckpt.dir +
+                       " holds ZeRO-1/2 optimizer shards of the whole model's flat layout, "
+                       "which a tensor-parallel run (dist.tp > 1) does not cut into slices: "
+                       "resume it at dist.tp=1 first (a checkpoint saved there with dist.zero=0 "
+                       "or 3 resumes under dist.tp)");
+    }
+    optim::NamedTensors local;
+    for (const auto& [name, t] : ot) {
+      if (name == kRngTensor) continue;
+      const auto dot = name.find('.');
+      local.emplace_back(name, dot == std::string::npos ? t : localize(name.substr(dot + 1), t));
+    }
+    optimizer.load_state({local}, layout, om.at("step").get<int64_t>());
+    auto rng = ot.find(kRngTensor);
+    if (rng != ot.end()) set_cpu_rng_state(rng->second);
+    return;
+  }
   // Every rank's file of the checkpoint, whatever the world size it was written at.
   const size_t files =
       layout.value("kind", "named") == "named" ? 1 : layout.at("world_size").get<size_t>();

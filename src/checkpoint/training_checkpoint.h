@@ -5,8 +5,9 @@
 //                            CPU RNG state
 //   optim.rankN.safetensors  rank N's shard of the optimizer state, for a sharded optimizer
 //                            (written by rank N into a staging dir, moved in by rank 0)
-//   model.rankN.safetensors  ZeRO-3 over several ranks: rank N's shard of the flat parameters, in
-//                            place of model.safetensors (and of objective.safetensors), with
+//   model.rankN.safetensors  ZeRO-3 over several ranks, or tensor parallelism (dist.tp): rank N's
+//                            shard of its flat parameters (under TP: of its slices), in place
+//                            of model.safetensors (and of objective.safetensors), with
 //                            meta.json's "model_shards" (checkpoint/sharded_save.h); any
 //                            layout resumes it, and the commands read it as model.safetensors
 //   objective.safetensors    parameters the objective trains beside the model (distillation's
@@ -26,6 +27,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/sharded_reader.h"
 #include "checkpoint/sharded_save.h"
 #include "data/window_stream.h"
 #include "model/build_model.h"
@@ -87,10 +89,12 @@ int64_t checkpoint_seq_len(const LoadedCheckpoint& ckpt);
 model::ModelOptions checkpoint_model_options(const LoadedCheckpoint& ckpt);
 
 // Restores parameters (the model's, and the objective's when it trains any), optimizer state,
-// RNG and returns the training state.
+// RNG and returns the training state. A tensor-parallel run passes `localize`: it gets its
+// slices of the whole tensors (parameters and moments) of a checkpoint saved in any layout.
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           optim::Optimizer& optimizer,
-                                          torch::nn::Module* objective = nullptr);
+                                          torch::nn::Module* objective = nullptr,
+                                          const TensorLocalizer& localize = {});
 
 // The parameters an objective trains (Objective::trained_module: distillation's projections, a
 // temporal encoder) from the checkpoint's objective.safetensors, by name; UsageErrors name what

@@ -1,5 +1,7 @@
 #include "cli/read_options.h"
 
+#include <algorithm>
+
 #include "core/config_choice.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -66,7 +68,8 @@ void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& opti
 }
 
 // What ZeRO-3 (dist.zero=3) supports yet, refused before the run writes anything; each error
-// names the key that asks for the rest. HSDP's group size must divide the world.
+// names the key that asks for the rest. HSDP's group size must divide the world (under
+// dist.tp: the data-parallel ranks).
 void check_zero3_run(const core::Config& cfg, int world_size) {
   const int64_t zero = cfg.get_int("dist.zero");
   const int64_t g = cfg.get_int("dist.shard_group_size");
@@ -91,11 +94,19 @@ void check_zero3_run(const core::Config& cfg, int world_size) {
         "config key 'train.grad_reduce_dtype' must be fp32 with dist.zero=3: gradients are "
         "reduce-scattered in fp32, as under dist.zero=2");
   }
-  if (g != 0 && (g < 2 || world_size % g != 0)) {
-    throw UsageError(log::format(
-        "config key 'dist.shard_group_size' = %lld: give 0 (the world) or a divisor >= 2 of "
-        "the world of %d ranks",
-        (long long)g, world_size));
+  // Under dist.tp the shard groups split each TP rank's data-parallel group (world / tp ranks
+  // holding the same slices), as HSDP splits the world without TP.
+  const int64_t tp = std::max<int64_t>(cfg.get_int("dist.tp"), 1);
+  const int64_t dp = world_size / tp;
+  if (g != 0 && (g < 2 || dp % g != 0)) {
+    throw UsageError(
+        tp > 1 ? log::format("config key 'dist.shard_group_size' = %lld: give 0 (all of them) or "
+                             "a divisor >= 2 of the %lld data-parallel ranks (world %d / "
+                             "dist.tp %lld) that hold the same slices",
+                             (long long)g, (long long)dp, world_size, (long long)tp)
+               : log::format("config key 'dist.shard_group_size' = %lld: give 0 (the world) or "
+                             "a divisor >= 2 of the world of %d ranks",
+                             (long long)g, world_size));
   }
 }
 
@@ -113,8 +124,6 @@ void check_tp_run(const core::Config& cfg, int world_size) {
   if (cfg.get_int("model.moe.num_experts") > 0) refuse("config key 'model.moe.num_experts' > 0");
   if (cfg.get_bool("distill.enabled")) refuse("config key 'distill.enabled'");
   if (cfg.get_bool("model.temporal.enabled")) refuse("config key 'model.temporal.enabled'");
-  if (cfg.get_int("dist.shard_group_size") != 0)
-    refuse("config key 'dist.shard_group_size' (HSDP)");
   if (cfg.get_int("train.workers") > 1) refuse("config key 'train.workers' > 1");
   if (cfg.get_string("train.fused_kernels") == "on")
     refuse("config key 'train.fused_kernels' = on");
@@ -123,11 +132,6 @@ void check_tp_run(const core::Config& cfg, int world_size) {
   const std::string precision = cfg.get_string("train.precision");
   if (precision == "fp16" || precision == "fp8") {
     refuse("config key 'train.precision' = " + precision);
-  }
-  if (!cfg.get_string("checkpoint.resume").empty()) {
-    refuse(
-        "config key 'checkpoint.resume' (a TP run's checkpoint holds the whole model but this "
-        "rank's optimizer slices; resuming needs resharding checkpoints)");
   }
   if (!cfg.get_string("model.init_from").empty()) refuse("config key 'model.init_from'");
   // Document masks index whole rows; sequence parallelism holds 1 / tp of each row.

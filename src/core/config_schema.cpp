@@ -332,7 +332,8 @@ const std::vector<KeySpec>& config_schema() {
         "again for its backward (false keeps them until backward: more memory, less traffic)"),
       I("dist.shard_group_size", 0, 0, 1 << 16,
         "dist.zero=3: shard over groups of this many consecutive ranks and replicate across "
-        "the groups (HSDP: reduce-scatter within a group, all-reduce across); 0 = the world"),
+        "the groups (HSDP: reduce-scatter within a group, all-reduce across); 0 = the world. "
+        "Under dist.tp the groups split the world/tp data-parallel ranks"),
       I("dist.tp", 1, 1, 1 << 16,
         "tensor parallelism with sequence parallelism: groups of tp consecutive ranks split "
         "each block's attention heads and MLP width, the token table and the LM head by "

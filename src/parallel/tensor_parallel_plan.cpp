@@ -229,6 +229,29 @@ at::Tensor TensorParallel::grad_norm(const optim::FlatParams& flat, int64_t begi
   return sq.sqrt().reshape({});
 }
 
+std::map<std::string, train::TpSplit> TensorParallel::checkpoint_splits() const {
+  std::map<std::string, train::TpSplit> out;
+  for (const auto& [name, s] : slices_) {
+    if (!s.sharded()) continue;
+    train::TpSplit split{s.whole_shape, s.dim, {}};
+    for (int r = 0; r < tp_.size(); ++r) {
+      split.ranges_by_rank.push_back(
+          tensor_parallel_slice(model_.config(), name, s.whole_shape, r, tp_.size()).ranges);
+    }
+    out.emplace(name, std::move(split));
+  }
+  return out;
+}
+
+at::Tensor TensorParallel::local_piece(const std::string& name, const at::Tensor& whole) const {
+  const auto it = slices_.find(name);
+  if (it == slices_.end() || !it->second.sharded() ||
+      whole.sizes().vec() != it->second.whole_shape) {
+    return whole;
+  }
+  return tp_local_piece(whole, it->second);
+}
+
 void TensorParallel::gather_whole() {
   torch::NoGradGuard no_grad;
   const int T = tp_.size();

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/sharded_save.h"
 #include "distributed/group.h"
 #include "model/dropout.h"
 #include "model/gpt.h"
@@ -81,6 +82,13 @@ class TensorParallel {
   // How this rank's activations cut one process's (sequence shards, head groups: both dim 1),
   // for the trainer's dropout scopes: the split run then drops what one process drops.
   model::DropoutSplit dropout_split() const { return {tp_.size(), tp_.rank()}; }
+
+  // Checkpoints (checkpoint/sharded_save.h): every split parameter's slices on every TP rank,
+  // and this rank's part of a whole tensor read back (parameter or moment, by parameter name;
+  // the tensor itself for one held whole, or of a shape other than the model's: the load
+  // then names it).
+  std::map<std::string, train::TpSplit> checkpoint_splits() const;
+  at::Tensor local_piece(const std::string& name, const at::Tensor& whole) const;
 
   // The model's gradient norm (float64 scalar) from flat gradient elements [begin, end) of this
   // rank (an optimizer shard, or all of them): split parameters counted on each TP rank, whole

@@ -119,7 +119,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   if (tp) {
     if (!opt.take_split_matrices(
             parallel::make_tp_split_matrices(mcfg, tp->slices(), *tp_groups.tp))) {
-      dist::Group* sharded_over = opt.sharded() ? &dp : nullptr;
+      dist::Group* sharded_over = opt.sharded() ? &shard_group : nullptr;  // HSDP: its shard group
       stepper.set_grad_norm([&tp, &flat, &opt, sharded_over] {
         return tp->grad_norm(flat, opt.shard_begin(), opt.shard_end(), sharded_over);
       });

@@ -397,8 +397,16 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
             (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
             ckpt.dir.c_str()));
       }
-      s.state =
-          restore_training_checkpoint(ckpt, *s.model, *s.optimizer, s.objective->trained_module());
+      // Tensor parallelism: this rank's slices of the checkpoint's whole tensors, whatever
+      // layout saved it (sharded_reader.h).
+      TensorLocalizer localize;
+      if (s.tp) {
+        localize = [tp = s.tp.get()](const std::string& name, const at::Tensor& whole) {
+          return tp->local_piece(name, whole);
+        };
+      }
+      s.state = restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
+                                            s.objective->trained_module(), localize);
       s.resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
                             ckpt.dir.c_str(), (long long)s.state.step,

@@ -155,21 +155,27 @@ class WholeModel {
   parallel::FullyShard* fsdp_;
 };
 
-// While alive, a tensor-parallel model holds every parameter whole on every rank (a save).
-class WholeTpModel {
- public:
-  explicit WholeTpModel(parallel::TensorParallel* tp) : tp_(tp) {
-    if (tp_) tp_->gather_whole();
+// The layout of a checkpoint saved without a gather: ZeRO-3 over several ranks (the first
+// shard group's ranks write), or tensor parallelism (the TP ranks of the first data-parallel
+// replica, or of its first shard group under ZeRO). None otherwise: rank 0 saves the model.
+std::optional<ShardedSave> sharded_save_of(const RunSetup& s, const optim::FlatParams& flat,
+                                           const optim::Optimizer& optimizer, dist::Group& world,
+                                           dist::Group& dp, const parallel::FullyShard* fsdp) {
+  if (!fsdp && !s.tp) return std::nullopt;
+  ShardedSave out;
+  out.flat = &flat;
+  out.shard_ranks = fsdp ? s.shards.shard_group(dp).size() : 1;
+  out.world_size = world.size();
+  out.zero = s.options.optimizer.zero;
+  out.objective_prefix = kObjectivePrefix;
+  out.optim_ranks =
+      static_cast<int>(flat.numel() / (optimizer.shard_end() - optimizer.shard_begin()));
+  if (s.tp) {
+    out.tp = s.tp->size();
+    out.tp_splits = s.tp->checkpoint_splits();
   }
-  ~WholeTpModel() {
-    if (tp_) tp_->release_whole();
-  }
-  WholeTpModel(const WholeTpModel&) = delete;
-  WholeTpModel& operator=(const WholeTpModel&) = delete;
-
- private:
-  parallel::TensorParallel* tp_;
-};
+  return out;
+}
 
 // Moves the data position past the step just taken; true when that step ended an epoch. A
 // stream's position is the loader's, per rank (state.stream at a save): there is no global window
@@ -336,10 +342,12 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                        &ep, fsdp.get());
   if (s.tp) {
     // The norm of the whole model's gradient: this rank's slices summed over the TP group (Muon,
-    // which orthogonalises whole matrices, takes the pieces and norms them itself).
+    // which orthogonalises whole matrices, takes the pieces and norms them itself). A sharded
+    // optimizer's ranks hold different elements: its group, the shard group under HSDP, whose
+    // replicas hold the same ones.
     if (!optimizer.take_split_matrices(
             parallel::make_tp_split_matrices(mcfg, s.tp->slices(), *tp_groups.tp))) {
-      dist::Group* shard_group = optimizer.sharded() ? &dp : nullptr;
+      dist::Group* shard_group = optimizer.sharded() ? &s.shards.shard_group(dp) : nullptr;
       stepper.set_grad_norm([&s, &flat, &optimizer, shard_group] {
         return s.tp->grad_norm(flat, optimizer.shard_begin(), optimizer.shard_end(), shard_group);
       });
@@ -359,34 +367,21 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
   log_loop_start(stepper, options, workers, dp, rt);
 
-  // ZeRO-3 over several ranks saves shards, never the gathered model
-  // (checkpoint/sharded_save.h): ranks 0..G-1 (the first shard group) write one each.
-  std::optional<ShardedSave> shards;
-  if (fsdp && !s.tp) {  // TP x ZeRO-3 still saves the gathered model (TP resume is refused)
-    shards = ShardedSave{&flat, s.shards.shard_group(group).size(), group.size(),
-                         s.options.optimizer.zero, kObjectivePrefix};
-  }
+  // ZeRO-3 over several ranks and tensor parallelism save shards, never the gathered model
+  // (checkpoint/sharded_save.h): each rank holding a distinct part writes it.
+  std::optional<ShardedSave> shards = sharded_save_of(s, flat, optimizer, group, dp, fsdp.get());
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
-    // ZeRO-3 without TP saves shards; under TP rank 0 saves the gathered parameters.
     WholeModel whole(shards ? nullptr : fsdp.get());
-    WholeTpModel whole_tp(s.tp.get());  // TP: the whole model too (the optimizer: TP rank 0's)
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
     if (stream) state.stream = stream->checkpoint_state(dp);  // every rank's position
     if (shards) {
-      if (!is_main && rank < shards->shard_ranks) {
-        const int64_t shard = flat.numel() / shards->shard_ranks;
-        write_model_shard(run_dir, state.step, rank, flat, rank * shard, shard);
-        write_optimizer_shard(run_dir, state.step, rank, optimizer);
-      }
+      write_rank_shards(run_dir, state.step, rank, *shards, optimizer);
       core::maybe_inject_save_fault(rank, state.step);
       // Rank 0 publishes only once every rank's files are written.
       group.barrier();
     } else if (optimizer.sharded()) {
       // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
-      // Under TP the replica of TP rank 0 writes, numbered by data-parallel rank.
-      const bool writes = !s.tp || tp_groups.tp->rank() == 0;
-      if (writes && dp.rank() != 0)
-        write_optimizer_shard(run_dir, state.step, dp.rank(), optimizer);
+      if (dp.rank() != 0) write_optimizer_shard(run_dir, state.step, dp.rank(), optimizer);
       group.barrier();
     }
     // EP: every rank contributes its experts to rank 0's complete checkpoint.

@@ -4,11 +4,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "checkpoint/checkpoint_store.h"
 #include "core/safetensors.h"
@@ -65,6 +67,47 @@ void expect_run_matches(const std::string& run, const std::string& base, double 
   EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", base + "/checkpoints/latest"),
             param_rel)
       << run;
+}
+
+void expect_commands_read_alike(const std::string& ckpt, const std::string& whole,
+                                const std::string& data_dir, const std::string& scratch) {
+  for (const auto& [from, to] : {std::pair{ckpt, "/hf_sharded"}, std::pair{whole, "/hf_whole"}}) {
+    auto x = run_command(lmtrain_binary() + " export hf " + from + " " + scratch + to);
+    ASSERT_EQ(x.exit_code, 0) << x.output;
+  }
+  const auto hs = core::read_safetensors(scratch + "/hf_sharded/model.safetensors");
+  const auto hw = core::read_safetensors(scratch + "/hf_whole/model.safetensors");
+  ASSERT_EQ(hs.names, hw.names);
+  for (const auto& [name, t] : hw.tensors) {
+    EXPECT_LE((hs.tensors.at(name) - t).abs().max().item<double>(),
+              1e-5 * t.abs().max().item<double>())
+        << name;
+  }
+  auto eval_loss = [&](const std::string& checkpoint) {
+    auto e = run_command(lmtrain_binary() + " eval --checkpoint " + checkpoint + " --data_dir " +
+                         data_dir + " --batches 2 --batch_size 12");
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    std::smatch m;
+    const std::regex re("val loss: ([0-9.]+)");
+    return std::regex_search(e.output, m, re) ? std::stod(m[1]) : -1.0;
+  };
+  const double sharded_loss = eval_loss(ckpt);
+  EXPECT_GT(sharded_loss, 0);
+  EXPECT_NEAR(sharded_loss, eval_loss(whole), 2e-4);
+}
+
+void expect_killed_save_keeps_previous(const std::string& run_dir, const std::string& train_args) {
+  auto r = run_command(
+      "LMTRAIN_FAULT_KILL_SAVE=1:4 " + lmtrain_binary() +
+      " launch --nproc_per_node=2 --grace_s=5 --master_port=" + std::to_string(free_port()) +
+      " -- train" + train_args + " --checkpoint.every=2");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("while saving the checkpoint of step 4"), std::string::npos) << r.output;
+  EXPECT_EQ(std::filesystem::read_symlink(run_dir + "/checkpoints/latest").string(),
+            "step_00000002")
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(run_dir + "/checkpoints/step_00000004")) << r.output;
+  EXPECT_NO_THROW(train::CheckpointStore::verify(run_dir + "/checkpoints/latest"));
 }
 
 std::vector<nlohmann::json> step_records(const std::string& run_dir) {

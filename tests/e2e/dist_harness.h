@@ -31,6 +31,17 @@ std::string lmtrain_on_ranks(int ranks, const std::string& args);
 void expect_run_matches(const std::string& run, const std::string& base, double loss_rel,
                         double param_rel);
 
+// `lmtrain export hf` and `lmtrain eval` read checkpoint `ckpt` (sharded, say) as the same model
+// as `whole` (a one-process checkpoint): every exported tensor within 1e-5 relative, the eval
+// loss on `data_dir` within 2e-4 (printed to 4 decimals). Exports go under `scratch`.
+void expect_commands_read_alike(const std::string& ckpt, const std::string& whole,
+                                const std::string& data_dir, const std::string& scratch);
+
+// `lmtrain train <train_args>` on 2 ranks (run.dir = `run_dir`, checkpoint.every=2) with rank 1
+// killed while saving the checkpoint of step 4, after writing its own files: the run fails and
+// the checkpoint of step 2 stays complete and latest.
+void expect_killed_save_keeps_previous(const std::string& run_dir, const std::string& train_args);
+
 // Every step record (a line with "loss") of RUN_DIR/metrics.jsonl, in order.
 std::vector<nlohmann::json> step_records(const std::string& run_dir);
 

@@ -3,11 +3,15 @@
 // one process within float tolerance (loss within 1e-6 relative at every step, parameters within
 // 1e-5 after 10 steps), a repeated TP run equal bit for bit, the model state per rank halved, and
 // the refusals named by their keys. The flags are ZeRO-3's test's (blocks recomputed in
-// backward, tied head, clipping that bites) on the same 2-layer, 2-head model.
+// backward, tied head, clipping that bites) on the same 2-layer, 2-head model. TP checkpoints
+// hold each rank's slices (checkpoint/sharded_save.h): they resume bit for bit in their own
+// layout and reshard to one process and ZeRO-3, and a one-process checkpoint resumes as TP.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
@@ -46,6 +50,19 @@ class TensorParallelE2eTest : public ::testing::Test {
     return dir;
   }
 
+  // A copy of run `from` (stopped at step 5) resumed in another layout as run `name`.
+  static std::string resume_copy(const std::string& from, const std::string& name, int ranks,
+                                 int tp, const std::string& extra) {
+    fs::copy(from, dir_->file(name), fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    const std::string dir = run(name, ranks, tp, " --resume=auto" + extra);
+    EXPECT_NE(outputs_[name].find("resumed from"), std::string::npos) << outputs_[name];
+    return dir;
+  }
+  static nlohmann::json meta_of(const std::string& ckpt) {
+    std::ifstream in(ckpt + "/meta.json");
+    return nlohmann::json::parse(in);
+  }
+
   static TempDir* dir_;
   static std::string data_, one_;
   static std::map<std::string, std::string> outputs_;
@@ -71,12 +88,108 @@ TEST_F(TensorParallelE2eTest, Tp2EqualsOneProcessAndRepeatsBitwise) {
   EXPECT_GT(state, one_state * 0.5) << out;
 }
 
-TEST_F(TensorParallelE2eTest, Tp2TimesZero3OnFourRanksEqualsOneProcess) {
+// Its checkpoint: each of the 4 ranks writes its ZeRO-3 shard of its TP rank's slices; stopped
+// at step 5 and resumed in the same layout, the run ends bit for bit as the uninterrupted one;
+// resumed as TP=2 x ZeRO-1, within float tolerance of one process.
+TEST_F(TensorParallelE2eTest, Tp2TimesZero3OnFourRanksEqualsOneProcessAndResumesBitwise) {
   const std::string run4 = run("tp2_z3", 4, 2, " --dist.zero=3");
   const std::string& out = outputs_["tp2_z3"];
   EXPECT_NE(out.find("2 data-parallel replica(s)"), std::string::npos) << out;
   EXPECT_NE(out.find("sharded over 2 ranks"), std::string::npos) << out;
   expect_run_matches(run4, one_, 1e-6, 1e-5);
+  for (int r = 0; r < 4; ++r) {
+    for (const char* kind : {"model", "optim"}) {
+      const std::string f = std::string(kind) + ".rank" + std::to_string(r) + ".safetensors";
+      EXPECT_TRUE(fs::exists(run4 + "/checkpoints/latest/" + f)) << f;
+    }
+  }
+  const std::string at5 = run("tp2_z3_at5", 4, 2, " --dist.zero=3 --train.stop_at_step=5");
+  const std::string resumed = resume_copy(at5, "tp2_z3_resumed", 4, 2, " --dist.zero=3");
+  EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", run4 + "/checkpoints/latest"), 0.0);
+  EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", run4 + "/checkpoints/latest",
+                               "optim.rank3.safetensors"),
+            0.0);
+  EXPECT_EQ(logged_losses(resumed), logged_losses(run4));
+  // The same checkpoint as TP=2 x ZeRO-1 (the moments sharded, the parameters not): within
+  // float tolerance of one process.
+  expect_run_matches(resume_copy(at5, "tp2_z3_as_z1", 4, 2, " --dist.zero=1"), one_, 1e-5, 1e-5);
+}
+
+// A TP=2 checkpoint of step 5 of 15: per-rank slices, no gathered model; resumed as TP=2 it
+// ends bit for bit as the uninterrupted TP=2 run; resumed as one process and as ZeRO-3 on 2
+// ranks, and a one-process or ZeRO-3 checkpoint resumed as TP=2, each ends within 1e-5 of the
+// uninterrupted one-process run; export hf and eval read it; a missing slice file is named; a
+// rank killed mid-save leaves the previous checkpoint latest.
+TEST_F(TensorParallelE2eTest, CheckpointsHoldSlicesResumeBitwiseAndReshard) {
+  const std::string longer = " --train.max_steps=15";
+  const std::string base = run("one15", 1, 1, longer + " --checkpoint.every=5");
+  const std::string tp15 = run("tp15", 2, 2, longer);
+  const std::string at5 = run("tp_at5", 2, 2, longer + " --train.stop_at_step=5");
+  const std::string ckpt = at5 + "/checkpoints/latest";
+  for (const char* f : {"model.rank0.safetensors", "model.rank1.safetensors",
+                        "optim.rank0.safetensors", "optim.rank1.safetensors"}) {
+    EXPECT_TRUE(fs::exists(ckpt + "/" + f)) << f;
+  }
+  EXPECT_FALSE(fs::exists(ckpt + "/model.safetensors"));
+  const auto shards = meta_of(ckpt)["model_shards"];
+  EXPECT_EQ(shards["tp"], 2);
+  EXPECT_EQ(shards["files"][2]["tp_rank"], 1) << shards.dump();
+
+  // The same layout: bit for bit, parameters, TP rank 1's moments and every loss.
+  const std::string same = resume_copy(at5, "as_tp2", 2, 2, longer);
+  EXPECT_EQ(max_param_rel_diff(same + "/checkpoints/latest", tp15 + "/checkpoints/latest"), 0.0);
+  EXPECT_EQ(max_param_rel_diff(same + "/checkpoints/latest", tp15 + "/checkpoints/latest",
+                               "optim.rank1.safetensors"),
+            0.0);
+  EXPECT_EQ(logged_losses(same), logged_losses(tp15));
+
+  // Other layouts: within float tolerance of one process, loss at every step and parameters.
+  const std::string one_at5 = run("one_at5", 1, 1, longer + " --train.stop_at_step=5");
+  const std::string z3_at5 = run("z3_at5", 2, 1, longer + " --dist.zero=3 --train.stop_at_step=5");
+  for (const std::string& dir : {resume_copy(at5, "tp_as_one", 1, 1, longer),
+                                 resume_copy(at5, "tp_as_z3", 2, 1, longer + " --dist.zero=3"),
+                                 resume_copy(one_at5, "one_as_tp2", 2, 2, longer),
+                                 resume_copy(z3_at5, "z3_as_tp2", 2, 2, longer)}) {
+    expect_run_matches(dir, base, 1e-5, 1e-5);
+  }
+
+  // export hf and eval assemble the slices: the one-process model of step 5.
+  expect_commands_read_alike(ckpt, base + "/checkpoints/step_00000005", data_, dir_->path());
+
+  const std::string broken = dir_->file("missing_slice");
+  fs::copy(at5, broken, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::remove(broken + "/checkpoints/latest/model.rank1.safetensors");
+  auto r = run_command(lmtrain_on_ranks(2, "train") + flags(broken) + longer +
+                       " --dist.tp=2 --train.micro_batch_size=12 --resume=auto");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.rank1.safetensors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1 of the 2-rank dist.tp=2 layout"), std::string::npos) << r.output;
+
+  // TP rank 1 killed after writing its slices, before rank 0 publishes: no new checkpoint.
+  const std::string killed = dir_->file("killed_mid_save");
+  expect_killed_save_keeps_previous(killed,
+                                    flags(killed) + " --dist.tp=2 --train.micro_batch_size=12");
+}
+
+// TP x HSDP: 8 ranks as TP=2 inside 4 data-parallel ranks, those as 2 shard groups of 2
+// (ZeRO-3 within a group, replicated across the groups): equal to one process. (On 4 ranks
+// TP=2 leaves 2 data-parallel ranks: one shard group, plain TP x ZeRO-3.) A shard group size
+// that does not divide the data-parallel ranks is refused naming both keys' values.
+TEST_F(TensorParallelE2eTest, Tp2TimesHsdpOnEightRanksEqualsOneProcess) {
+  const std::string hsdp = run("tp2_hsdp", 8, 2, " --dist.zero=3 --dist.shard_group_size=2");
+  const std::string& out = outputs_["tp2_hsdp"];
+  EXPECT_NE(out.find("4 data-parallel replica(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("sharded over 2 ranks, replicated over 2 groups (HSDP)"), std::string::npos)
+      << out;
+  expect_run_matches(hsdp, one_, 1e-6, 1e-5);
+  auto r = run_command(lmtrain_on_ranks(2, "train") + flags(dir_->file("refused_hsdp")) +
+                       " --dist.tp=2 --dist.zero=3 --dist.shard_group_size=3"
+                       " --train.micro_batch_size=12");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'dist.shard_group_size' = 3: give 0 (all of them) or a divisor >= 2 "
+                          "of the 1 data-parallel ranks (world 2 / dist.tp 2)"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
@@ -94,6 +207,15 @@ TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
     EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << extra << "\n" << r.output;
   }
+  // A ZeRO-1 checkpoint's moments lie in the whole model's flat layout: a TP run refuses it.
+  const std::string z1 = run("z1", 2, 1, " --dist.zero=1 --train.max_steps=2");
+  auto r =
+      run_command(lmtrain_on_ranks(2, "train") + flags(z1) +
+                  " --dist.tp=2 --train.max_steps=4 --train.micro_batch_size=12 --resume=auto");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ZeRO-1/2 optimizer shards of the whole model's flat layout"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

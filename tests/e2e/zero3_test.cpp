@@ -8,10 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <regex>
 
-#include "checkpoint/checkpoint_store.h"
-#include "core/safetensors.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
 #include "test_util.h"
@@ -170,30 +167,7 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
 
   // export hf and eval assemble the shards on one process: the same model as the
   // one-process run's checkpoint of step 5.
-  const std::string whole5 = base + "/checkpoints/step_00000005";
-  for (const auto& [from, to] : {std::pair{ckpt, "hf_sharded"}, std::pair{whole5, "hf_whole"}}) {
-    auto x = run_command(lmtrain_binary() + " export hf " + from + " " + dir_->file(to));
-    ASSERT_EQ(x.exit_code, 0) << x.output;
-  }
-  const auto hs = core::read_safetensors(dir_->file("hf_sharded") + "/model.safetensors");
-  const auto hw = core::read_safetensors(dir_->file("hf_whole") + "/model.safetensors");
-  ASSERT_EQ(hs.names, hw.names);
-  for (const auto& [name, t] : hw.tensors) {
-    EXPECT_LE((hs.tensors.at(name) - t).abs().max().item<double>(),
-              1e-5 * t.abs().max().item<double>())
-        << name;
-  }
-  auto eval_loss = [&](const std::string& checkpoint) {
-    auto e = run_command(lmtrain_binary() + " eval --checkpoint " + checkpoint + " --data_dir " +
-                         data_ + " --batches 2 --batch_size 12");
-    EXPECT_EQ(e.exit_code, 0) << e.output;
-    std::smatch m;
-    const std::regex re("val loss: ([0-9.]+)");
-    return std::regex_search(e.output, m, re) ? std::stod(m[1]) : -1.0;
-  };
-  const double sharded_loss = eval_loss(ckpt);
-  EXPECT_GT(sharded_loss, 0);
-  EXPECT_NEAR(sharded_loss, eval_loss(whole5), 2e-4);  // printed to 4 decimals
+  expect_commands_read_alike(ckpt, base + "/checkpoints/step_00000005", data_, dir_->path());
 
   const std::string broken = dir_->file("missing_shard");
   fs::copy(saved, broken, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
@@ -209,15 +183,7 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
 // before rank 0 publishes): the run fails and the previous checkpoint stays complete and latest.
 TEST_F(Zero3Test, RankKilledMidSaveLeavesThePreviousCheckpointLatest) {
   const std::string dir = dir_->file("killed_mid_save");
-  auto r = run_command(
-      "LMTRAIN_FAULT_KILL_SAVE=1:4 " + lmtrain_binary() +
-      " launch --nproc_per_node=2 --grace_s=5 --master_port=" + std::to_string(free_port()) +
-      " -- train" + flags(dir) + " --dist.zero=3 --train.micro_batch_size=6 --checkpoint.every=2");
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("while saving the checkpoint of step 4"), std::string::npos) << r.output;
-  EXPECT_EQ(fs::read_symlink(dir + "/checkpoints/latest").string(), "step_00000002") << r.output;
-  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_00000004")) << r.output;
-  EXPECT_NO_THROW(train::CheckpointStore::verify(dir + "/checkpoints/latest"));
+  expect_killed_save_keeps_previous(dir, flags(dir) + " --dist.zero=3 --train.micro_batch_size=6");
 }
 
 // `lmtrain plan` (train/memory_plan.h) against the byte accounting that runs log, before any
