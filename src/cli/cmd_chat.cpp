@@ -93,6 +93,7 @@ int cmd_chat(const Args& argv) {
   const auto rt = core::Runtime::for_device(args.get("device", "auto"), "--device");
   rt.activate();
   auto chat = load_chat_model(args.get("checkpoint"), args.get("chat_format", "auto"), rt);
+  s.sampling.vocab_limit = static_cast<int64_t>(chat.loaded.tokenizer->vocab_size());
   chat.loaded.model->eval();
   std::string system = args.get("system", "");
   data::chat::Conversation c;

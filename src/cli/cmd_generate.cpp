@@ -239,6 +239,7 @@ int cmd_generate(const Args& argv) {
     throw UsageError("checkpoint " + loaded.checkpoint_dir + " has no tokenizer.json");
   }
   const auto& tok = *loaded.tokenizer;
+  opts.vocab_limit = static_cast<int64_t>(tok.vocab_size());  // not the model's padding
   if (args.has("prompts")) {
     if (args.has("output")) {
       std::ofstream file(args.get("output"));

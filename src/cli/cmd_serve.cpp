@@ -159,6 +159,7 @@ int cmd_serve(const Args& argv) {
     return tok.decode(ids.data(), ids.size());
   };
   backend.end_id = qo.eot_id;
+  backend.vocab_limit = static_cast<int64_t>(tok.vocab_size());
   backend.queue = &queue;
   core::install_stop_handlers();
   core::ignore_broken_pipes();

@@ -8,9 +8,14 @@ at::Tensor sample_next(const at::Tensor& logits_in, const SamplingOptions& opts,
                        at::Generator& gen) {
   torch::NoGradGuard no_grad;
   auto logits = logits_in.to(torch::kFloat32);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const int64_t V = logits.size(-1);
+  if (opts.vocab_limit > 0 && opts.vocab_limit < V) {
+    logits = logits.clone();
+    logits.narrow(-1, opts.vocab_limit, V - opts.vocab_limit).fill_(neg_inf);
+  }
   if (opts.temperature <= 0) return logits.argmax(-1);
   logits = logits / opts.temperature;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
   if (opts.top_k > 0 && opts.top_k < logits.size(-1)) {
     auto kth = std::get<0>(logits.topk(opts.top_k, -1)).narrow(-1, opts.top_k - 1, 1);  // (B, 1)
     logits = logits.masked_fill(logits < kth, neg_inf);

@@ -9,6 +9,10 @@ struct SamplingOptions {
   double temperature = 1.0;  // 0: greedy (argmax)
   int64_t top_k = 0;         // 0: off
   double top_p = 1.0;        // 1: off
+  // > 0: ids at or past it are never drawn. The model's vocabulary may be padded past the
+  // tokenizer's (50304 for GPT-2's 50257): a barely trained model gives those rows mass, and
+  // an id the tokenizer cannot decode must not come out.
+  int64_t vocab_limit = 0;
 };
 
 // logits: (B, V) -> token ids (B,) int64.

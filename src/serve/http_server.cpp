@@ -189,6 +189,7 @@ void chat_completions(const ServerOptions& options, const ChatBackend& backend,
   sampling.temperature = r.temperature;
   sampling.top_p = r.top_p;
   sampling.top_k = r.top_k;
+  sampling.vocab_limit = backend.vocab_limit;
   a.job = backend.queue->submit(
       std::move(prompt), r.max_tokens.value_or(options.default_max_tokens), sampling, r.seed);
   if (r.stream) {

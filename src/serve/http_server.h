@@ -38,7 +38,8 @@ struct ChatBackend {
   // RequestError for a conversation the model's chat format cannot hold.
   std::function<std::vector<uint32_t>(const std::vector<ChatTurn>&)> render;
   std::function<std::string(const std::vector<uint32_t>&)> decode;
-  int64_t end_id = -1;  // the assistant's end token: it stops decoding and is not in the text
+  int64_t end_id = -1;      // the assistant's end token: it stops decoding and is not in the text
+  int64_t vocab_limit = 0;  // the tokenizer's size: ids past it are never sampled
   GenerationQueue* queue = nullptr;
 };
 

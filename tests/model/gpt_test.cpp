@@ -209,6 +209,26 @@ TEST(Sampler, TopKAndTopPRestrictTheChoice) {
   EXPECT_EQ(infer::sample_next(logits, o, gen).item<int64_t>(), 1);
 }
 
+// A padded vocabulary: the rows past the tokenizer's size are never drawn, greedy or sampled,
+// even when they hold nearly all the mass.
+TEST(Sampler, NeverDrawsPastTheVocabularyLimit) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  auto logits = torch::tensor({{0.0f, 0.5f, 9.0f, 10.0f}, {1.0f, 0.0f, 8.0f, 0.0f}});  // (2, 4)
+  infer::SamplingOptions o;
+  o.vocab_limit = 2;
+  for (int i = 0; i < 50; ++i) {
+    auto ids = infer::sample_next(logits, o, gen);
+    EXPECT_LT(ids[0].item<int64_t>(), 2);
+    EXPECT_LT(ids[1].item<int64_t>(), 2);
+  }
+  o.temperature = 0;
+  auto greedy = infer::sample_next(logits, o, gen);
+  EXPECT_EQ(greedy[0].item<int64_t>(), 1);
+  EXPECT_EQ(greedy[1].item<int64_t>(), 0);
+  o.vocab_limit = 0;  // off: the padding wins
+  EXPECT_EQ(infer::sample_next(logits, o, gen)[0].item<int64_t>(), 3);
+}
+
 TEST(GptConfig, ValidatesShapesAgainstConfig) {
   auto cfg = core::Config::defaults();
   cfg.set("model.n_embd", "10", "t");

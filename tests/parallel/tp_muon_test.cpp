@@ -101,10 +101,14 @@ double tp_muon_compare(const model::GptConfig& cfg, bool split) {
       // and Adam's first steps scale any gradient to about lr, rounding noise included.
       const bool matrix = g.dim() == 2 && name.find(".h.") != std::string::npos;
       if (!matrix) {
-        if (split) EXPECT_LE(rel, 2e-3) << "rank " << r << " " << name;
+        if (split) {
+          EXPECT_LE(rel, 2e-3) << "rank " << r << " " << name;
+        }
         continue;
       }
-      if (rel > 1e-5 && split) ADD_FAILURE() << "rank " << r << " " << name << ": " << rel;
+      if (rel > 1e-5 && split) {
+        ADD_FAILURE() << "rank " << r << " " << name << ": " << rel;
+      }
       worst = std::max(worst, rel);
     }
   }
