@@ -18,7 +18,6 @@
 #include "parallel/hybrid_shard.h"
 #include "parallel/tensor_parallel_plan.h"
 #include "parallel/tp_regions.h"
-#include "parallel/tp_split_matrices.h"
 #include "train/cuda_graph_step.h"
 #include "train/train_step.h"
 
@@ -116,16 +115,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   r.workers = tp ? 1 : resolve_workers(run.workers, r.threads, plan.micro_batch);
   TrainStepper stepper(*model, flat, opt, dp, rt, r.workers, run.seed, run.bucket_bytes(),
                        LossScaler(false, 1, 1), nullptr, fsdp.get());
-  if (tp) {
-    if (!opt.take_split_matrices(
-            parallel::make_tp_split_matrices(mcfg, tp->slices(), *tp_groups.tp))) {
-      dist::Group* sharded_over = opt.sharded() ? &shard_group : nullptr;  // HSDP: its shard group
-      stepper.set_grad_norm([&tp, &flat, &opt, sharded_over] {
-        return tp->grad_norm(flat, opt.shard_begin(), opt.shard_end(), sharded_over);
-      });
-    }
-    stepper.set_dropout_split(tp->dropout_split());
-  }
+  if (tp) stepper.use_tensor_parallel(*tp, *tp_groups.tp, shard_group);
   // train.cuda_graphs (checked by the command): the warm-up also covers the graph's eager steps
   // and its capture.
   std::unique_ptr<CudaGraphStep> graphed;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/seed_mix.h"
 #include "model/dropout.h"
+#include "parallel/tp_split_matrices.h"
 
 namespace lmtrain::train {
 
@@ -293,6 +294,19 @@ StepResult TrainStepper::step(int64_t accum_steps, const BatchFn& next_batch, do
 
   update(r, lr, grad_clip);
   return r;
+}
+
+void TrainStepper::use_tensor_parallel(const parallel::TensorParallel& tp, dist::Group& tp_group,
+                                       dist::Group& shard_group) {
+  dropout_split_ = tp.dropout_split();
+  if (opt_.take_split_matrices(
+          parallel::make_tp_split_matrices(model_.config(), tp.slices(), tp_group))) {
+    return;
+  }
+  dist::Group* sharded_over = opt_.sharded() ? &shard_group : nullptr;
+  grad_norm_ = [&tp, this, sharded_over] {
+    return tp.grad_norm(flat_, opt_.shard_begin(), opt_.shard_end(), sharded_over);
+  };
 }
 
 void TrainStepper::clip(const at::Tensor& grad_norm, double grad_clip) {

@@ -36,6 +36,7 @@
 #include "parallel/deferred_table_grad.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/fully_shard.h"
+#include "parallel/tensor_parallel_plan.h"
 #include "train/step_workers.h"
 
 namespace lmtrain::train {
@@ -94,13 +95,15 @@ class TrainStepper {
   // calls it on its capture stream before the first step.
   void rebind_grad_hooks_to_current_stream();
   LossScaler& loss_scaler() { return scaler_; }
-  // The gradient norm clipping and the logs use, in place of the optimizer's (which counts this
-  // rank's parameters only): tensor parallelism's, over the TP group
-  // (parallel/tensor_parallel_plan.h).
-  void set_grad_norm(std::function<at::Tensor()> norm) { grad_norm_ = std::move(norm); }
-  // Tensor parallelism: how this rank's activations cut one process's, so dropout drops the
-  // same elements (model/dropout.h).
-  void set_dropout_split(model::DropoutSplit split) { dropout_split_ = split; }
+  // Tensor parallelism (parallel/tensor_parallel_plan.h), for the trainer and the benchmark
+  // alike: clipping and the logs use the whole model's gradient norm, this rank's slices summed
+  // over the TP group `tp_group` (an optimizer that updates whole matrices, Muon, takes the
+  // plan's pieces and norms them itself), and dropout masks are cut as the plan cuts the
+  // activations (model/dropout.h). `shard_group`: the ranks a sharded optimizer splits the
+  // elements over (under HSDP its shard group, whose replicas hold the same ones). `tp`
+  // outlives the stepper.
+  void use_tensor_parallel(const parallel::TensorParallel& tp, dist::Group& tp_group,
+                           dist::Group& shard_group);
 
  private:
   // Fills flat.grads() with this rank's share of the gradient (times the loss scale): each

@@ -33,7 +33,6 @@
 #include "parallel/fully_shard.h"
 #include "parallel/replica_sync.h"
 #include "parallel/tp_regions.h"
-#include "parallel/tp_split_matrices.h"
 #include "report/run_report.h"
 #include "train/batch_plan.h"
 #include "train/cuda_graph_step.h"
@@ -340,20 +339,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   TrainStepper stepper(*model, flat, optimizer, dp, rt, workers, seed, options.bucket_bytes(),
                        LossScaler(rt.loss_scaling(), options.loss_scale, options.loss_scale_window),
                        &ep, fsdp.get());
-  if (s.tp) {
-    // The norm of the whole model's gradient: this rank's slices summed over the TP group (Muon,
-    // which orthogonalises whole matrices, takes the pieces and norms them itself). A sharded
-    // optimizer's ranks hold different elements: its group, the shard group under HSDP, whose
-    // replicas hold the same ones.
-    if (!optimizer.take_split_matrices(
-            parallel::make_tp_split_matrices(mcfg, s.tp->slices(), *tp_groups.tp))) {
-      dist::Group* shard_group = optimizer.sharded() ? &s.shards.shard_group(dp) : nullptr;
-      stepper.set_grad_norm([&s, &flat, &optimizer, shard_group] {
-        return s.tp->grad_norm(flat, optimizer.shard_begin(), optimizer.shard_end(), shard_group);
-      });
-    }
-    stepper.set_dropout_split(s.tp->dropout_split());
-  }
+  if (s.tp) stepper.use_tensor_parallel(*s.tp, *tp_groups.tp, s.shards.shard_group(dp));
   stepper.set_objective(objective);
   // Only a temporal row's answer tokens, or a conversation's assistant tokens, are targets.
   stepper.set_masked_targets(temporal || s.setup.data.format == DataFormat::kChat);

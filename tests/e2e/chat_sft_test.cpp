@@ -42,6 +42,20 @@ std::vector<nlohmann::json> records(const std::string& run, const char* key) {
   return out;
 }
 
+// Two runs' losses step by step: `steps` of each, within `tol` (0: bitwise).
+void expect_losses_match(const std::string& a, const std::string& b, size_t steps, double tol) {
+  const auto la = logged_losses(a), lb = logged_losses(b);
+  ASSERT_EQ(la.size(), steps) << a;
+  ASSERT_EQ(lb.size(), steps) << b;
+  for (size_t i = 0; i < steps; ++i) {
+    if (tol == 0) {
+      EXPECT_EQ(la[i], lb[i]) << "step " << i + 1;
+    } else {
+      EXPECT_NEAR(la[i], lb[i], tol) << "step " << i + 1;
+    }
+  }
+}
+
 class ChatSft : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -156,12 +170,7 @@ TEST_F(ChatSft, StoppedAndResumedEqualsUninterruptedBitwise) {
   auto r = sft(b, " --train.max_steps=12 --resume=auto --data.chat.pack=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "resumed from")) << r.output;
-  const auto ra = records(a, "loss"), rb = records(b, "loss");
-  ASSERT_EQ(ra.size(), 12u);
-  ASSERT_EQ(rb.size(), 12u);
-  for (size_t i = 0; i < ra.size(); ++i) {
-    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
-  }
+  expect_losses_match(a, b, 12, 0);
   for (const char* f : {"model.safetensors", "optim.rank0.safetensors"}) {
     EXPECT_EQ(core::sha256_file_hex(a + "/checkpoints/latest/" + f),
               core::sha256_file_hex(b + "/checkpoints/latest/" + f))
@@ -192,12 +201,7 @@ TEST_F(ChatSft, LoraAndTwoRanksWithZeroTrain) {
           " --train.max_steps=6 --nproc_per_node=2 --dist.backend=gloo --dist.zero=1"
           " --train.micro_batch_size=4 --data.chat.pack=false");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto a = records(one, "loss"), b = records(two, "loss");
-  ASSERT_EQ(a.size(), 6u);
-  ASSERT_EQ(b.size(), 6u);
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
-  }
+  expect_losses_match(one, two, 6, 1e-4);
 }
 
 // data.chat.pack: several conversations per row, document-masked. The run says how many rows
@@ -212,13 +216,9 @@ TEST_F(ChatSft, PackedRowsTrainResumeBitwiseAndTwoRanksEqualOne) {
             0);
   r = sft(b, " --data.chat.pack=true --train.max_steps=12 --resume=auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto ra = records(a, "loss"), rb = records(b, "loss");
-  ASSERT_EQ(ra.size(), 12u);
-  ASSERT_EQ(rb.size(), 12u);
-  for (size_t i = 0; i < ra.size(); ++i) {
-    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
-  }
-  EXPECT_LT(ra.back()["loss"].get<double>(), ra.front()["loss"].get<double>());
+  expect_losses_match(a, b, 12, 0);
+  const auto la = logged_losses(a);
+  EXPECT_LT(la.back(), la.front());
   EXPECT_EQ(core::sha256_file_hex(a + "/checkpoints/latest/model.safetensors"),
             core::sha256_file_hex(b + "/checkpoints/latest/model.safetensors"));
   const std::string one = dir_->file("packed_one"), two = dir_->file("packed_two");
@@ -227,12 +227,7 @@ TEST_F(ChatSft, PackedRowsTrainResumeBitwiseAndTwoRanksEqualOne) {
           " --data.chat.pack=true --train.max_steps=6 --nproc_per_node=2 --dist.backend=gloo"
           " --train.micro_batch_size=4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto o = records(one, "loss"), t = records(two, "loss");
-  ASSERT_EQ(o.size(), 6u);
-  ASSERT_EQ(t.size(), 6u);
-  for (size_t i = 0; i < t.size(); ++i) {
-    EXPECT_NEAR(o[i]["loss"].get<double>(), t[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
-  }
+  expect_losses_match(one, two, 6, 1e-4);
 }
 
 // data.document_mask on the base's token windows (documents end with <|endoftext|>): the run
@@ -256,16 +251,11 @@ TEST_F(ChatSft, PretrainingWithDocumentMaskResumesBitwiseAndTwoRanksEqualOne) {
            " --data.document_mask=true --train.max_steps=6 --nproc_per_node=2"
            " --dist.backend=gloo --train.micro_batch_size=4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto p = records(plain, "loss"), ra = records(a, "loss"), rb = records(b, "loss"),
-             t = records(two, "loss");
-  ASSERT_EQ(ra.size(), 6u);
-  ASSERT_EQ(rb.size(), 6u);
-  ASSERT_EQ(t.size(), 6u);
-  EXPECT_NE(p[0]["loss"].get<double>(), ra[0]["loss"].get<double>());
-  for (size_t i = 0; i < ra.size(); ++i) {
-    EXPECT_EQ(ra[i]["loss"].get<double>(), rb[i]["loss"].get<double>()) << "step " << i + 1;
-    EXPECT_NEAR(ra[i]["loss"].get<double>(), t[i]["loss"].get<double>(), 1e-4) << "step " << i + 1;
-  }
+  expect_losses_match(a, b, 6, 0);
+  expect_losses_match(a, two, 6, 1e-4);
+  const auto lp = logged_losses(plain), la = logged_losses(a);
+  ASSERT_FALSE(lp.empty());
+  EXPECT_NE(lp[0], la[0]);
   // Not with chat data, which packs with data.chat.pack instead.
   r = sft(dir_->file("doc_chat"), " --data.document_mask=true --train.max_steps=1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
