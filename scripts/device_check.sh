@@ -260,6 +260,7 @@ for v in "fp32 (TF32)|--train.precision=fp32 --train.cuda_graphs=false" \
          "bf16|--train.precision=bf16 --train.cuda_graphs=false" \
          "bf16 + CUDA graph|--train.precision=bf16 --train.cuda_graphs=true" \
          "bf16 + activation checkpointing|--train.precision=bf16 --train.activation_checkpointing=block" \
+         "bf16 + ZeRO-3 on 1 rank|--train.precision=bf16 --train.cuda_graphs=false --dist.zero=3" \
          "fp16|--train.precision=fp16 --train.cuda_graphs=false" \
          "fp16 + CUDA graph|--train.precision=fp16 --train.cuda_graphs=true" \
          "fp8|--train.precision=fp8 --train.cuda_graphs=false"; do
