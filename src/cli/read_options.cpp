@@ -140,7 +140,6 @@ void check_tp_run(const core::Config& cfg, int world_size) {
   if (precision == "fp16" || precision == "fp8") {
     refuse("config key 'train.precision' = " + precision);
   }
-  if (!cfg.get_string("model.init_from").empty()) refuse("config key 'model.init_from'");
   // Document masks index whole rows; sequence parallelism holds 1 / tp of each row.
   if (cfg.get_bool("data.document_mask")) refuse("config key 'data.document_mask'");
   if (cfg.get_string("data.format") == "chat" && cfg.get_bool("data.chat.pack")) {

@@ -361,6 +361,21 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
                         s.optimizer->name().c_str(), s.optimizer->state_bytes() / 1048576.0));
 }
 
+// Initial weights under tensor parallelism: this rank's slices of the checkpoint's whole
+// tensors (TensorParallel::local_piece cuts them as the plan cut the seeded model). No LoRA
+// under TP (check_tp_run), so every tensor of the model comes from the file.
+void load_local_init_weights(model::GptImpl& model, const LoadedCheckpoint& src,
+                             const parallel::TensorParallel& tp) {
+  refuse_lora_init_source(src);
+  const auto& whole = src.files.at("model.safetensors");
+  core::SafetensorsFile local;
+  for (const auto& name : whole.names) {
+    local.names.push_back(name);
+    local.tensors.emplace(name, tp.local_piece(name, whole.tensors.at(name)));
+  }
+  load_model_tensors(model, local, src.dir + "/model.safetensors");
+}
+
 // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
 void resume_or_init(RunSetup& s, dist::Group& group) {
   const std::string& run_dir = s.options.run_dir;
@@ -430,7 +445,11 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
     check_start_checkpoint(src, s.setup.model, tokenizer_hash, tokenizer_from,
                            /*hash_required=*/false);
-    s.state.lora_base = load_init_weights(*s.model, src);
+    if (s.tp) {
+      load_local_init_weights(*s.model, src, *s.tp);
+    } else {
+      s.state.lora_base = load_init_weights(*s.model, src);
+    }
     log::info(
         (s.setup.model.lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") +
         src.dir);

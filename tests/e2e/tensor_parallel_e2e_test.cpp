@@ -88,6 +88,19 @@ TEST_F(TensorParallelE2eTest, Tp2EqualsOneProcessAndRepeatsBitwise) {
   EXPECT_GT(state, one_state * 0.5) << out;
 }
 
+// A run that starts from another run's whole weights (model.init_from, as from `lmtrain import
+// hf`) under TP=2 takes its slices of them: it equals one process started from the same weights.
+TEST_F(TensorParallelE2eTest, StartsFromWholeWeightsAsOneProcessDoes) {
+  const std::string from = " --model.init_from=" + one_ + " --train.max_steps=4";
+  const std::string whole = run("init_one", 1, 1, from);
+  const std::string sliced = run("init_tp2", 2, 2, from);
+  EXPECT_NE(outputs_["init_tp2"].find("initial weights from"), std::string::npos)
+      << outputs_["init_tp2"];
+  expect_run_matches(sliced, whole, 1e-6, 1e-5);
+  // Started from the trained weights, not the seed: the first loss is the base run's last.
+  EXPECT_LT(logged_losses(sliced).front(), logged_losses(one_).front() - 0.1);
+}
+
 // Its checkpoint: each of the 4 ranks writes its ZeRO-3 shard of its TP rank's slices; stopped
 // at step 5 and resumed in the same layout, the run ends bit for bit as the uninterrupted one;
 // resumed as TP=2 x ZeRO-1, within float tolerance of one process.
