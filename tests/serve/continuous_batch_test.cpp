@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/runtime.h"
 #include "infer/generator.h"
 #include "infer/kv_test_models.h"
 #include "serve/generation_queue.h"
@@ -49,9 +50,11 @@ std::vector<uint32_t> alone(model::GptImpl& m, const GenerationJob& j, uint64_t 
   return infer::generate(m, j.prompt, j.max_new_tokens, j.sampling, seed, eot);
 }
 
-TEST(ContinuousBatch, StaggeredJobsLeavingEarlyGetTheirTokensAlone) {
+// The staggered scenario below on `device` (the model and every batch tensor there).
+void check_staggered_jobs_get_their_tokens_alone(const torch::Device& device) {
   for (const std::string family : {"gpt2", "qwen3", "moe"}) {
     auto m = infer::eval_decoder(infer::tiny_decoder(family, 64), 41);
+    m->to(device);
     // An end token the second job (seed 2) samples on its own first at its 4th token or later:
     // it stops there, after it joined the batch.
     const std::vector<uint32_t> long_prompt = {29, 3,  51, 12, 7,  44, 18, 60, 2,  35,
@@ -119,6 +122,17 @@ TEST(ContinuousBatch, StaggeredJobsLeavingEarlyGetTheirTokensAlone) {
     ASSERT_LT(e_got.size(), e_alone.size());
     EXPECT_TRUE(std::equal(e_got.begin(), e_got.end(), e_alone.begin())) << "e: a prefix";
   }
+}
+
+TEST(ContinuousBatch, StaggeredJobsLeavingEarlyGetTheirTokensAlone) {
+  check_staggered_jobs_get_their_tokens_alone(torch::kCPU);
+}
+
+// The same on a GPU (the masked decode kernels, the row moves and the per-job generators on
+// CUDA); skipped where no GPU is visible. Run by scripts/device_check.sh with the other Cuda*.
+TEST(CudaContinuousBatch, StaggeredJobsLeavingEarlyGetTheirTokensAlone) {
+  if (!core::cuda_available()) GTEST_SKIP() << "no GPU visible to libtorch";
+  check_staggered_jobs_get_their_tokens_alone(torch::kCUDA);
 }
 
 TEST(ContinuousBatch, ASeededJobSamplesTheSameWhateverElseIsInTheBatch) {
