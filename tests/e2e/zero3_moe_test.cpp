@@ -9,6 +9,7 @@
 // blocks recomputed in backward, clipping that bites.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -92,6 +93,17 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
   EXPECT_NE(outputs_["ep_z3"].find("this rank holds experts [0, 2) of 4"), std::string::npos);
   expect_bitwise(z3, z2);
   expect_run_matches(z3, one_, 1e-6, 1e-5);
+  // Model state per rank: half the shared region plus this rank's 2 experts whole, as
+  // `lmtrain plan` accounts it before the run (train/memory_plan.h).
+  auto plan = run_command(lmtrain_binary() + " plan --nproc 2" + flags(dir_->file("unused")) +
+                          " --dist.ep=2 --dist.zero=3 --train.micro_batch_size=4");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const int64_t measured = logged_count(outputs_["ep_z3"], "model_state_bytes_per_rank");
+  ASSERT_GT(measured, 0) << outputs_["ep_z3"];
+  EXPECT_LE(std::abs(logged_count(plan.output, "model_state_bytes_per_rank") - measured),
+            measured / 10)
+      << plan.output;
+  EXPECT_LT(measured, logged_count(outputs_["ep_z2"], "model_state_bytes_per_rank"));
   // The checkpoint holds every expert, whole.
   const auto model = core::read_safetensors(z3 + "/checkpoints/latest/model.safetensors");
   EXPECT_EQ(model.tensors.at("transformer.h.1.mlp.experts.c_fc.weight").size(0), 4);
