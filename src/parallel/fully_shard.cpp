@@ -41,7 +41,7 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
   lowered_.resize(units_.size());
   for (size_t u = 1; wire_ && u < units_.size(); ++u) {
     for (size_t i : units_[u].segments) {
-      if (gathered_in_compute_dtype(segs[i]))
+      if (gathered_in_compute_dtype(segs[i].name, segs[i].block_matrix))
         lowered_[u].emplace_back(segs[i].offset, segs[i].offset + segs[i].numel);
     }
   }

@@ -25,12 +25,11 @@ std::vector<ShardUnit> units_without_experts(const std::vector<ShardUnit>& units
   return out;
 }
 
-bool gathered_in_compute_dtype(const optim::ParamSegment& seg) {
+bool gathered_in_compute_dtype(const std::string& name, bool block_matrix) {
   static const std::string router = ".mlp.router.weight";
-  const bool is_router =
-      seg.name.size() >= router.size() &&
-      seg.name.compare(seg.name.size() - router.size(), router.size(), router) == 0;
-  return seg.block_matrix && !is_router;
+  const bool is_router = name.size() >= router.size() &&
+                         name.compare(name.size() - router.size(), router.size(), router) == 0;
+  return block_matrix && !is_router;
 }
 
 }  // namespace lmtrain::parallel

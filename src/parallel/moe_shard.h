@@ -9,6 +9,7 @@
 // gradients are averaged over the ranks holding the same experts, as under ZeRO-2 with EP;
 // only the shared region [0, expert_begin) is sharded, as ZeroAdamW shards it.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "optim/flat_params.h"
@@ -21,9 +22,10 @@ namespace lmtrain::parallel {
 std::vector<ShardUnit> units_without_experts(const std::vector<ShardUnit>& units,
                                              const optim::FlatParams& flat);
 
-// Whether a bf16 run gathers a segment in bf16 (fully_shard.h's wire dtype): the blocks' linear
-// weights, which autocast casts to bf16 before every use, but not an MoE router's, which the
-// layer reads in fp32 (model/moe.cpp: small logit differences decide the experts).
-bool gathered_in_compute_dtype(const optim::ParamSegment& seg);
+// Whether a bf16 run gathers a parameter in bf16 (fully_shard.h's wire dtype), by its name and
+// block_matrix tag: the blocks' linear weights, which autocast casts to bf16 before every use,
+// but not an MoE router's, which the layer reads in fp32 (model/moe.cpp: small logit
+// differences decide the experts). lmtrain plan's traffic counts the same (train/memory_plan.h).
+bool gathered_in_compute_dtype(const std::string& name, bool block_matrix);
 
 }  // namespace lmtrain::parallel

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/moe_shard.h"
 
 namespace lmtrain::train {
 namespace {
@@ -93,7 +94,9 @@ MemoryPlan plan_memory(const ModelCensus& census, const model::ModelOptions& mod
     const int64_t n = own_region ? e.aligned / ep : e.tp_split ? e.aligned / tp : e.aligned;
     (own_region ? experts : shared) += n;
     if (!own_region) unit_numel[e.unit] += n;  // ZeRO-3 keeps a rank's experts local (EP)
-    if (e.unit > 0 && e.block_matrix && !own_region) block_matrices += n;
+    if (e.unit > 0 && !own_region && parallel::gathered_in_compute_dtype(e.name, e.block_matrix)) {
+      block_matrices += n;
+    }
   }
   const int64_t multiple = 16 * static_cast<int64_t>(sharding);
   p.shared_numel = round_up(shared, multiple);
