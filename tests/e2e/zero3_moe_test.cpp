@@ -3,7 +3,8 @@
 // each rank's experts local and whole) and without (the router and all experts sharded with
 // their block), each equal to ZeRO-2 in the same layout bit for bit and to one process within
 // float tolerance; under bf16 the routers, which the layer reads in fp32, are gathered exactly;
-// a resume of the EP run is bitwise, and its checkpoint resumes as one process.
+// a resume of the EP run is bitwise, its checkpoint resumes as one process, and the sharded
+// checkpoint of the run without EP resumes at dist.ep=2.
 // A 2-layer model, both layers MoE (4 SwiGLU experts, top-2, dropless, z-loss and the
 // balancing bias on, as tests/e2e/moe_train_test.cpp), 6 steps of 2 micro-steps per rank,
 // blocks recomputed in backward, clipping that bites.
@@ -133,13 +134,25 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
 
 // dist.ep=1: MoE blocks are units like dense ones (router, experts, all sharded); fp32 and bf16
 // equal ZeRO-2 bit for bit (bf16 gathers the blocks' linear weights in bf16, the routers in
-// fp32), fp32 equals one process within tolerance.
-TEST_F(Zero3MoeTest, WithoutExpertParallelEqualsZero2BitwiseInFp32AndBf16) {
+// fp32), fp32 equals one process within tolerance, and its sharded checkpoint resumes at
+// dist.ep=2.
+TEST_F(Zero3MoeTest, WithoutExpertParallelEqualsZero2BitwiseAndReshardsToExpertParallel) {
   const std::string z2 = run2("z2", " --dist.zero=2");
   const std::string z3 = run2("z3", " --dist.zero=3");
   expect_zero3_log("z3");
   expect_bitwise(z3, z2);
   expect_run_matches(z3, one_, 1e-6, 1e-5);
+
+  // Its sharded checkpoint (every expert in the shards) resumes under expert parallelism, each
+  // rank taking its experts' slices of the parameters and moments: stopped at step 3, resumed
+  // at dist.ep=2 with ZeRO-3, within tolerance of one process.
+  const std::string at3 = run2("z3_at3", " --dist.zero=3 --train.stop_at_step=3");
+  EXPECT_TRUE(fs::exists(at3 + "/checkpoints/latest/model.rank1.safetensors"));
+  auto r = run_command(lmtrain_on_ranks(2, "train") + flags(at3) +
+                       " --dist.ep=2 --dist.zero=3 --train.micro_batch_size=4 --resume=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_LE(max_param_rel_diff(at3 + "/checkpoints/latest", one_ + "/checkpoints/latest"), 1e-5);
 
   const std::string bf16 = " --train.precision=bf16 --train.max_steps=3";
   const std::string b2 = run2("bf16_z2", bf16 + " --dist.zero=2");
