@@ -45,11 +45,12 @@ class Zero3MoeTest : public ::testing::Test {
            " --train.max_steps=6 --dist.bucket_mb=0.02 --optim.eps=1e-6"
            " --train.activation_checkpointing=block --train.grad_clip=0.1";
   }
-  // A run on 2 ranks (2 micro-steps of 4 windows each); its output is kept in outputs_.
-  static std::string run2(const std::string& name, const std::string& extra) {
+  // A run on 2 ranks (2 micro-steps of 4 windows each), or 4 (of 2); its output is kept in
+  // outputs_.
+  static std::string run_on(const std::string& name, const std::string& extra, int ranks = 2) {
     const std::string dir = dir_->file(name);
-    auto r = run_command(lmtrain_on_ranks(2, "train") + flags(dir) + extra +
-                         " --train.micro_batch_size=4");
+    auto r = run_command(lmtrain_on_ranks(ranks, "train") + flags(dir) + extra +
+                         " --train.micro_batch_size=" + std::to_string(8 / ranks));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     outputs_[name] = r.output;
     return dir;
@@ -84,16 +85,21 @@ TempDir* Zero3MoeTest::dir_ = nullptr;
 std::string Zero3MoeTest::data_, Zero3MoeTest::one_;
 std::map<std::string, std::string> Zero3MoeTest::outputs_;
 
-// dist.ep=2: ZeRO-3 equals ZeRO-2 with EP bit for bit and one process within tolerance; its
-// checkpoint (saved as ZeRO-2 with EP saves, experts gathered) resumes bitwise on 2 ranks and
-// as one process.
+// dist.ep=2 (on 2 ranks, and on 4 as 2 replicas): ZeRO-3 equals ZeRO-2 with EP bit for bit,
+// and one process within tolerance; its checkpoint (saved as ZeRO-2 with EP saves, experts
+// gathered) resumes bitwise on 2 ranks and as one process.
 TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProcess) {
-  const std::string z2 = run2("ep_z2", " --dist.ep=2 --dist.zero=2");
-  const std::string z3 = run2("ep_z3", " --dist.ep=2 --dist.zero=3");
+  const std::string z2 = run_on("ep_z2", " --dist.ep=2 --dist.zero=2");
+  const std::string z3 = run_on("ep_z3", " --dist.ep=2 --dist.zero=3");
   expect_zero3_log("ep_z3");
   EXPECT_NE(outputs_["ep_z3"].find("this rank holds experts [0, 2) of 4"), std::string::npos);
   expect_bitwise(z3, z2);
   expect_run_matches(z3, one_, 1e-6, 1e-5);
+  // 4 ranks as 2 replicas of ep=2: the experts' gradients are averaged over their replicas.
+  const std::string z2r = run_on("ep_z2_4", " --dist.ep=2 --dist.zero=2", 4);
+  const std::string z3r = run_on("ep_z3_4", " --dist.ep=2 --dist.zero=3", 4);
+  expect_bitwise(z3r, z2r);
+
   // Model state per rank: half the shared region plus this rank's 2 experts whole, as
   // `lmtrain plan` accounts it before the run (train/memory_plan.h).
   auto plan = run_command(lmtrain_binary() + " plan --nproc 2" + flags(dir_->file("unused")) +
@@ -111,7 +117,7 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
 
   // Stopped at step 3, resumed on 2 ranks: bit for bit the uninterrupted run.
   const std::string resumed =
-      run2("ep_z3_resumed", " --dist.ep=2 --dist.zero=3 --train.stop_at_step=3");
+      run_on("ep_z3_resumed", " --dist.ep=2 --dist.zero=3 --train.stop_at_step=3");
   const std::string as_one = dir_->file("ep_z3_as_one");
   fs::copy(resumed, as_one, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   auto r = run_command(lmtrain_on_ranks(2, "train") + flags(resumed) +
@@ -137,8 +143,8 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
 // fp32), fp32 equals one process within tolerance, and its sharded checkpoint resumes at
 // dist.ep=2.
 TEST_F(Zero3MoeTest, WithoutExpertParallelEqualsZero2BitwiseAndReshardsToExpertParallel) {
-  const std::string z2 = run2("z2", " --dist.zero=2");
-  const std::string z3 = run2("z3", " --dist.zero=3");
+  const std::string z2 = run_on("z2", " --dist.zero=2");
+  const std::string z3 = run_on("z3", " --dist.zero=3");
   expect_zero3_log("z3");
   expect_bitwise(z3, z2);
   expect_run_matches(z3, one_, 1e-6, 1e-5);
@@ -146,7 +152,7 @@ TEST_F(Zero3MoeTest, WithoutExpertParallelEqualsZero2BitwiseAndReshardsToExpertP
   // Its sharded checkpoint (every expert in the shards) resumes under expert parallelism, each
   // rank taking its experts' slices of the parameters and moments: stopped at step 3, resumed
   // at dist.ep=2 with ZeRO-3, within tolerance of one process.
-  const std::string at3 = run2("z3_at3", " --dist.zero=3 --train.stop_at_step=3");
+  const std::string at3 = run_on("z3_at3", " --dist.zero=3 --train.stop_at_step=3");
   EXPECT_TRUE(fs::exists(at3 + "/checkpoints/latest/model.rank1.safetensors"));
   auto r = run_command(lmtrain_on_ranks(2, "train") + flags(at3) +
                        " --dist.ep=2 --dist.zero=3 --train.micro_batch_size=4 --resume=auto");
@@ -155,8 +161,8 @@ TEST_F(Zero3MoeTest, WithoutExpertParallelEqualsZero2BitwiseAndReshardsToExpertP
   EXPECT_LE(max_param_rel_diff(at3 + "/checkpoints/latest", one_ + "/checkpoints/latest"), 1e-5);
 
   const std::string bf16 = " --train.precision=bf16 --train.max_steps=3";
-  const std::string b2 = run2("bf16_z2", bf16 + " --dist.zero=2");
-  const std::string b3 = run2("bf16_z3", bf16 + " --dist.zero=3");
+  const std::string b2 = run_on("bf16_z2", bf16 + " --dist.zero=2");
+  const std::string b3 = run_on("bf16_z3", bf16 + " --dist.zero=3");
   EXPECT_NE(outputs_["bf16_z3"].find("linear weights gathered in bf16"), std::string::npos)
       << outputs_["bf16_z3"];
   expect_bitwise(b3, b2);
