@@ -175,10 +175,12 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
   // TP slices (saved, or wanted now) go by parameter: no flat layout is shared.
   const bool by_name = shards_of(meta).value("tp", 1) > 1 || localize;
   std::vector<optim::NamedTensors> rank_files;
-  if (kind == "flat_shards" && !target.contains("experts") && by_name) {
+  // By name also for a ZeRO optimizer that holds its experts apart (dist.ep > 1) from shards
+  // that cover them (saved at dist.ep=1): it takes its experts' slices of the whole stacks.
+  if (kind == "flat_shards" && (by_name || target.contains("experts"))) {
     target = {{"kind", "named"}};  // any AdamW takes its part of moments given by name
   }
-  if (kind == "flat_shards" && !target.contains("experts") && !by_name) {
+  if (target.value("kind", "named") == "flat_shards") {
     // The moments lie in the same flat layout (only the tail padding depends on the ranks).
     if (target.at("flat_layout") != saved.value("flat_layout", nlohmann::json())) {
       throw Error("checkpoint " + dir +

@@ -5,6 +5,7 @@
 #include "core/config_choice.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/runtime.h"
 #include "distributed/process_group.h"
 #include "options/read_model.h"
 #include "train/cuda_graph_step.h"
@@ -67,6 +68,20 @@ void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& opti
   }
 }
 
+// ZeRO-3 with expert parallelism (parallel/moe_shard.h): what it does not combine with yet.
+void check_zero3_expert_parallel(const core::Config& cfg) {
+  if (cfg.get_int("dist.shard_group_size") != 0) {
+    throw UsageError(
+        "config key 'dist.shard_group_size' (HSDP) does not combine with dist.ep > 1 yet: use "
+        "dist.shard_group_size=0 (ZeRO-3 over the world)");
+  }
+  if (core::get_choice<core::Precision>(cfg) == core::Precision::kFp16) {
+    throw UsageError(
+        "config key 'train.precision' = fp16 does not combine with dist.zero=3 and dist.ep > 1 "
+        "yet (the loss scaler unscales the ZeRO-3 shard only): use bf16 or fp32");
+  }
+}
+
 // What ZeRO-3 (dist.zero=3) supports yet, refused before the run writes anything; each error
 // names the key that asks for the rest. HSDP's group size must divide the world (under
 // dist.tp: the data-parallel ranks).
@@ -84,11 +99,7 @@ void check_zero3_run(const core::Config& cfg, int world_size) {
         "config key 'lora.rank' > 0 does not combine with dist.zero=3 yet (a frozen base is "
         "not sharded): use dist.zero=0, 1 or 2 for LoRA");
   }
-  if (cfg.get_int("model.moe.num_experts") > 0) {
-    throw UsageError(
-        "config key 'model.moe.num_experts' > 0 does not combine with dist.zero=3 yet (MoE "
-        "blocks, with or without dist.ep, are not sharded): use dist.zero=1 or 2");
-  }
+  if (cfg.get_int("dist.ep") > 1) check_zero3_expert_parallel(cfg);
   if (cfg.get_string("train.grad_reduce_dtype") != "fp32") {
     throw UsageError(
         "config key 'train.grad_reduce_dtype' must be fp32 with dist.zero=3: gradients are "

@@ -102,7 +102,7 @@ at::Tensor expert_grad_norm(const FlatParams& flat, const at::Tensor& shared_gra
   torch::NoGradGuard no_grad;
   auto shared = shared_grads.to(torch::kFloat64).square().sum().reshape({1});
   if (shared_group) shared_group->allreduce(shared, dist::ReduceOp::kSum)->wait();
-  auto experts = flat.expert_region(flat.grads()).to(torch::kFloat64).square().sum().reshape({1});
+  auto experts = flat.expert_grads().to(torch::kFloat64).square().sum().reshape({1});
   expert_group.allreduce(experts, dist::ReduceOp::kSum)->wait();
   return (shared + experts).sqrt().reshape({});
 }

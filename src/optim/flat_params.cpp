@@ -161,23 +161,49 @@ at::Tensor FlatParams::grad_norm() const {
   return grads_.norm().to(torch::kFloat64);
 }
 
-void FlatParams::keep_shard(int64_t begin, int64_t size) {
-  if (shard_only_ || begin < 0 || size < 0 || begin + size > numel_) {
+void FlatParams::keep_shard(int64_t begin, int64_t size, bool keep_experts) {
+  const int64_t end = keep_experts ? expert_begin_ : numel_;
+  if (shard_only_ || begin < 0 || size < 0 || begin + size > end) {
     throw Error("internal: FlatParams::keep_shard: bad shard or already sharded");
   }
   torch::NoGradGuard no_grad;
   shard_params_ = params_.narrow(0, begin, size).clone();
   shard_grads_ = torch::zeros({size}, options_);
+  if (keep_experts) {
+    // The expert parameters move into the kept region, so nothing views the whole buffers.
+    expert_params_ = expert_region(params_).clone();
+    expert_grads_ = expert_region(grads_).clone();
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      const auto& seg = segments_[i];
+      if (!seg.expert) continue;
+      const int64_t at = seg.offset - expert_begin_;
+      tensors_[i].set_data(expert_params_.narrow(0, at, seg.numel).view(seg.shape));
+      tensors_[i].mutable_grad() = expert_grads_.narrow(0, at, seg.numel).view(seg.shape);
+    }
+  }
   shard_begin_ = begin;
   shard_only_ = true;
   params_ = torch::Tensor();
   grads_ = torch::Tensor();
 }
 
+void FlatParams::zero_grad() {
+  if (!shard_only_) {
+    grads_.zero_();
+    return;
+  }
+  shard_grads_.zero_();
+  if (expert_grads_.defined()) expert_grads_.zero_();
+}
+
 namespace {
 torch::Tensor slice_of(const torch::Tensor& whole, const torch::Tensor& shard, bool shard_only,
-                       int64_t shard_begin, int64_t begin, int64_t n) {
+                       int64_t shard_begin, int64_t begin, int64_t n, const torch::Tensor& experts,
+                       int64_t expert_begin) {
   if (!shard_only) return whole.narrow(0, begin, n);
+  if (experts.defined() && begin >= expert_begin && begin + n <= expert_begin + experts.numel()) {
+    return experts.narrow(0, begin - expert_begin, n);  // the kept expert region
+  }
   if (begin < shard_begin || begin + n > shard_begin + shard.numel()) {
     throw Error(log::format("internal: elements [%lld, %lld) are not in this rank's shard",
                             (long long)begin, (long long)(begin + n)));
@@ -187,11 +213,13 @@ torch::Tensor slice_of(const torch::Tensor& whole, const torch::Tensor& shard, b
 }  // namespace
 
 torch::Tensor FlatParams::param_slice(int64_t begin, int64_t n) const {
-  return slice_of(params_, shard_params_, shard_only_, shard_begin_, begin, n);
+  return slice_of(params_, shard_params_, shard_only_, shard_begin_, begin, n, expert_params_,
+                  expert_begin_);
 }
 
 torch::Tensor FlatParams::grad_slice(int64_t begin, int64_t n) const {
-  return slice_of(grads_, shard_grads_, shard_only_, shard_begin_, begin, n);
+  return slice_of(grads_, shard_grads_, shard_only_, shard_begin_, begin, n, expert_grads_,
+                  expert_begin_);
 }
 
 }  // namespace lmtrain::optim

@@ -94,15 +94,22 @@ class FlatParams {
   // buffer as this rank's fp32 master shard, with a zeroed gradient shard as large, and lets go
   // of the whole buffers (their memory is freed once nothing views them: the caller has pointed
   // the parameters elsewhere first). numel(), segments and offsets keep the whole layout.
-  void keep_shard(int64_t begin, int64_t size);
+  // keep_experts (ZeRO-3 under expert parallelism): the expert region [expert_begin, numel)
+  // stays whole too, in buffers of its own that the expert parameters and their .grad view.
+  void keep_shard(int64_t begin, int64_t size, bool keep_experts = false);
   bool shard_only() const { return shard_only_; }
   // Elements [begin, begin + n) of the parameter / gradient buffer: views of the whole buffers,
-  // or of the shard after keep_shard() (then the range must lie inside it).
+  // or of the shard after keep_shard() (then the range must lie inside it, or inside a kept
+  // expert region).
   torch::Tensor param_slice(int64_t begin, int64_t n) const;
   torch::Tensor grad_slice(int64_t begin, int64_t n) const;
+  // The expert region of the parameters / gradients, (numel - expert_begin,): views of the
+  // whole buffers, or of the region keep_shard(..., keep_experts) kept.
+  torch::Tensor expert_params() const { return param_slice(expert_begin_, numel_ - expert_begin_); }
+  torch::Tensor expert_grads() const { return grad_slice(expert_begin_, numel_ - expert_begin_); }
   torch::TensorOptions options() const { return options_; }
 
-  void zero_grad() { (shard_only_ ? shard_grads_ : grads_).zero_(); }
+  void zero_grad();
   // L2 norm of all gradients: float64 scalar tensor on the buffers' device.
   at::Tensor grad_norm() const;
 
@@ -131,6 +138,7 @@ class FlatParams {
   bool shard_only_ = false;
   int64_t shard_begin_ = 0;
   torch::Tensor shard_params_, shard_grads_;
+  torch::Tensor expert_params_, expert_grads_;  // keep_shard(..., keep_experts): the region
 };
 
 }  // namespace lmtrain::optim

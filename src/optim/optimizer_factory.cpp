@@ -19,7 +19,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, FlatPara
   // OptimizerName::kMuon
   if (expert_group) {
     throw UsageError(
-        "dist.ep > 1 works with optim.name=adamw (replicated, or sharded with dist.zero=1/2); "
+        "dist.ep > 1 works with optim.name=adamw (replicated, or sharded with dist.zero=1/2/3); "
         "Muon's matrix ownership does not split expert stacks yet");
   }
   if (zero != 0) {

@@ -12,11 +12,6 @@ ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, 
                      dist::Group* expert_group)
     : params_(params), opts_(opts), group_(group), stage_(stage), expert_group_(expert_group) {
   if (stage < 1 || stage > 3) throw Error("ZeroAdamW: stage must be 1, 2 or 3");
-  if (stage == 3 && expert_group) {
-    throw UsageError(
-        "dist.zero=3 does not combine with dist.ep > 1 yet: use dist.zero=1 or 2 with expert "
-        "parallelism");
-  }
   sharded_numel_ = expert_group ? params.expert_begin() : params.numel();
   const int64_t n = sharded_numel_, w = group.size();
   if (n % w != 0) {
@@ -30,7 +25,7 @@ ZeroAdamW::ZeroAdamW(FlatParams& params, AdamWOptions opts, dist::Group& group, 
   exp_avg_ = torch::zeros({shard_}, params.options());
   exp_avg_sq_ = torch::zeros({shard_}, params.options());
   if (expert_group) {
-    expert_avg_ = torch::zeros_like(params.expert_region(params.params()));
+    expert_avg_ = torch::zeros_like(params.expert_params());
     expert_avg_sq_ = torch::zeros_like(expert_avg_);
   }
 }
@@ -46,14 +41,14 @@ at::Tensor ZeroAdamW::grad_norm() {
 void ZeroAdamW::scale_grads(const at::Tensor& coef) {
   torch::NoGradGuard no_grad;
   params_.grad_slice(begin_, shard_).mul_(coef);
-  if (expert_group_) params_.expert_region(params_.grads()).mul_(coef);
+  if (expert_group_) params_.expert_grads().mul_(coef);
 }
 
 void ZeroAdamW::update(double lr, const at::Tensor& found_inf) {
   torch::NoGradGuard no_grad;
   ++step_;
-  // Stage 3 holds only this rank's shard of the buffers (FlatParams::keep_shard): every
-  // access below stays inside [begin_, begin_ + shard_) but the expert region's.
+  // Stage 3 holds only this rank's shard of the buffers (FlatParams::keep_shard), and under
+  // expert parallelism the expert region, kept whole: every access below stays inside those.
   auto p = params_.param_slice(begin_, shard_);
   auto g = params_.grad_slice(begin_, shard_);
   const int64_t expert_begin = params_.expert_begin();
@@ -70,14 +65,14 @@ void ZeroAdamW::update(double lr, const at::Tensor& found_inf) {
       if (lo < hi) decay.apply(params_.param_slice(lo, hi - lo));
       if (expert_group_ && e > expert_begin) {
         const int64_t elo = std::max(b, expert_begin);
-        decay.apply(params_.params().narrow(0, elo, e - elo));
+        decay.apply(params_.param_slice(elo, e - elo));
       }
     }
   }
   adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev, found_inf);
   if (expert_group_) {
-    adam_update(params_.expert_region(params_.params()), params_.expert_region(params_.grads()),
-                expert_avg_, expert_avg_sq_, step_, lr, opts_, dev, found_inf);
+    adam_update(params_.expert_params(), params_.expert_grads(), expert_avg_, expert_avg_sq_, step_,
+                lr, opts_, dev, found_inf);
   }
   if (found_inf.defined()) scalars_.skip_if(found_inf);
   // Stage 3 gathers parameters where they are needed (parallel/fully_shard.h), not here.

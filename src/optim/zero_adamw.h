@@ -20,7 +20,8 @@
 //   stage 3: stage 2's update on parameters that are sharded too: the flat buffers hold only
 //            this rank's shard (FlatParams::keep_shard), parallel/fully_shard.h gathers each
 //            unit's parameters where forward and backward need them and reduce-scatters their
-//            gradients into the shard, so the update skips the final all-gather.
+//            gradients into the shard, so the update skips the final all-gather. Under expert
+//            parallelism the expert region stays local and whole (keep_shard's keep_experts).
 // The per-element update is AdamW's, in the same operation order, so results equal the
 // replicated optimizer up to the gradient norm's summation order.
 // Under expert parallelism only the shared region [0, expert_begin) is sharded over the world;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/moe_shard.h"
 
 namespace lmtrain::parallel {
 
@@ -17,18 +18,22 @@ std::optional<at::ScalarType> gather_dtype_for(core::Precision precision, bool t
 
 FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
                        dist::Group* replicas, bool reshard_after_forward,
-                       std::optional<at::ScalarType> wire_dtype)
+                       std::optional<at::ScalarType> wire_dtype, bool local_experts)
     : model_(model),
       flat_(flat),
       group_(group),
       replicas_(replicas),
       reshard_(reshard_after_forward),
       wire_(wire_dtype) {
-  if (flat.numel() % group.size() != 0) {
+  // Under expert parallelism the shared region alone is sharded (ZeroAdamW's shards).
+  const int64_t sharded = local_experts ? flat.expert_begin() : flat.numel();
+  if (sharded % group.size() != 0) {
     throw Error("internal: FullyShard: the flat buffers do not split over the shard group");
   }
-  shard_ = flat.numel() / group.size();
+  shard_ = sharded / group.size();
+  local_experts_ = flat.numel() - sharded;
   units_ = plan_shard_units(flat, model.config().n_layer);
+  if (local_experts) units_ = units_without_experts(units_, flat);
   state_.resize(units_.size());
   torch::NoGradGuard no_grad;
   const auto& segs = flat.segments();
@@ -36,7 +41,7 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
   lowered_.resize(units_.size());
   for (size_t u = 1; wire_ && u < units_.size(); ++u) {
     for (size_t i : units_[u].segments) {
-      if (segs[i].block_matrix)
+      if (gathered_in_compute_dtype(segs[i].name, segs[i].block_matrix))
         lowered_[u].emplace_back(segs[i].offset, segs[i].offset + segs[i].numel);
     }
   }
@@ -60,7 +65,7 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
       p.mutable_grad() = s.grads.narrow(0, off, seg.numel).view(seg.shape);
     }
   }
-  flat.keep_shard(group.rank() * shard_, shard_);  // the whole buffers are freed here
+  flat.keep_shard(group.rank() * shard_, shard_, local_experts);  // the whole buffers go here
   for (size_t u = 0; u < units_.size(); ++u) {
     release_storage(state_[u].params);
     release_storage(state_[u].grads);
@@ -311,8 +316,8 @@ void FullyShard::release_all() {
 ShardBytes FullyShard::bytes() const {
   ShardBytes b;
   const int64_t item = flat_.options().dtype().itemsize();
-  b.param_shard = shard_ * item;
-  b.grad_shard = shard_ * item;
+  b.param_shard = (shard_ + local_experts_) * item;
+  b.grad_shard = (shard_ + local_experts_) * item;
   b.gathered_peak = gathered_peak_;
   b.root_gathered = units_[0].numel * item;
   for (size_t u = 1; u < units_.size(); ++u) {

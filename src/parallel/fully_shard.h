@@ -6,7 +6,9 @@
 // Layout: ZeRO-2's. The flat buffers (optim/flat_params.h, padded to 16 * ranks) are cut into
 // one equal shard of S elements per rank; FlatParams::keep_shard keeps only this rank's fp32
 // shard of parameters and gradients, which ZeroAdamW (stage 3) updates as under ZeRO-2. Units
-// (parallel/shard_units.h): unit 0 = embeddings, tied head, final norm; unit 1 + i = block i.
+// (parallel/shard_units.h): unit 0 = embeddings, tied head, final norm; unit 1 + i = block i,
+// an MoE block's router and experts included (under dist.ep > 1 its expert stacks stay local
+// and whole, outside the units: parallel/moe_shard.h).
 // Each unit has a gathered parameter buffer and a gradient buffer (its numel,); the model's
 // parameters are views of the first, their .grad views of the second. Between uses both
 // buffers' memory is released (storage resized to 0), not merely dropped from scope.
@@ -35,13 +37,13 @@
 // holding the same shard in the other groups) all-reduce the reduce-scattered shard gradients.
 //
 // Gathering in the compute dtype (`wire_dtype`, bf16 runs): the blocks' linear weights (tag
-// block_matrix), which autocast casts to bf16 before every use anyway, travel as bf16 and are
-// widened into the fp32 unit buffer on arrival, so each matmul sees the very bf16 values it
-// would under ZeRO-2 and ZeRO-3 stays bit for bit ZeRO-2's, with half the bytes for those
-// gathers. Everything else (norms, biases, the root unit's embeddings and head, which some
-// kernels read in fp32) and gather_all()'s whole-model gathers (evaluation, checkpoints) stay
-// fp32, exact. The unit buffers stay fp32: this saves wire bytes, not gathered memory (FSDP2's
-// param_dtype also keeps the gathered parameters in bf16; not done).
+// block_matrix; not an MoE router's, read in fp32), which autocast casts to bf16 before every
+// use anyway, travel as bf16 and are widened into the fp32 unit buffer on arrival, so each
+// matmul sees the very bf16 values it would under ZeRO-2 and ZeRO-3 stays bit for bit
+// ZeRO-2's, with half the bytes for those gathers. Everything else (norms, biases, the root unit's
+// embeddings and head, which some kernels read in fp32) and gather_all()'s whole-model gathers
+// (evaluation, checkpoints) stay fp32, exact. The unit buffers stay fp32: this saves wire bytes,
+// not gathered memory (FSDP2's param_dtype also keeps the gathered parameters in bf16; not done).
 //
 // On one rank nothing of this is made (ZeRO-3 is then ZeRO-2: no gathers, no copies).
 #pragma once
@@ -66,8 +68,8 @@ std::optional<at::ScalarType> gather_dtype_for(core::Precision precision, bool t
 
 // Bytes of model state held by this rank, by kind.
 struct ShardBytes {
-  int64_t param_shard = 0;        // fp32 master shard
-  int64_t grad_shard = 0;         // fp32 gradient shard
+  int64_t param_shard = 0;        // fp32 master shard (and, under EP, this rank's experts)
+  int64_t grad_shard = 0;         // fp32 gradient shard (likewise)
   int64_t gathered_peak = 0;      // block units' gathered parameters, at most at once
   int64_t root_gathered = 0;      // the root unit's gathered parameters (held during a step)
   int64_t largest_block = 0;      // the largest block unit's gathered bytes
@@ -82,9 +84,11 @@ class FullyShard : public model::BlockHooks {
   // flat's (the same on every rank: sync_replicas first).
   // wire_dtype: at::kBFloat16 to gather the blocks' linear weights in bf16 (above); only for
   // runs whose autocast computes in bf16 (train.precision=bf16, no tensor parallelism).
+  // local_experts: expert parallelism; the expert stacks stay whole on each rank, outside the
+  // units, and only [0, expert_begin) is sharded (parallel/moe_shard.h).
   FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
              dist::Group* replicas, bool reshard_after_forward,
-             std::optional<at::ScalarType> wire_dtype = std::nullopt);
+             std::optional<at::ScalarType> wire_dtype = std::nullopt, bool local_experts = false);
   ~FullyShard() override;
   FullyShard(const FullyShard&) = delete;
   FullyShard& operator=(const FullyShard&) = delete;
@@ -134,7 +138,8 @@ class FullyShard : public model::BlockHooks {
   dist::Group& group_;
   dist::Group* replicas_;
   bool reshard_;
-  int64_t shard_ = 0;  // elements per rank
+  int64_t shard_ = 0;          // elements per rank
+  int64_t local_experts_ = 0;  // elements of the expert region kept whole (EP), else 0
   std::vector<ShardUnit> units_;
   std::optional<at::ScalarType> wire_;
   // Per unit: the flat ranges that travel as wire_ (its block_matrix segments), increasing.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/moe_shard.h"
 
 namespace lmtrain::train {
 namespace {
@@ -54,7 +55,9 @@ std::string layout_problem(const model::ModelOptions& model, const PlanLayout& l
                          (long long)s.moe.num_experts);
     }
   }
-  if (l.zero == 3 && s.moe.enabled()) return "ZeRO-3 does not combine with MoE yet";
+  if (l.zero == 3 && l.ep > 1 && l.shard_group_size > 0) {
+    return "HSDP (dist.shard_group_size) does not combine with expert parallelism yet";
+  }
   if (l.shard_group_size > 0) {
     if (l.zero != 3) return "dist.shard_group_size applies to dist.zero=3";
     if (!divides(l.shard_group_size, l.dp())) {
@@ -90,15 +93,17 @@ MemoryPlan plan_memory(const ModelCensus& census, const model::ModelOptions& mod
     const bool own_region = e.expert && ep > 1;
     const int64_t n = own_region ? e.aligned / ep : e.tp_split ? e.aligned / tp : e.aligned;
     (own_region ? experts : shared) += n;
-    unit_numel[e.unit] += n;
-    if (e.unit > 0 && e.block_matrix && !own_region) block_matrices += n;
+    if (!own_region) unit_numel[e.unit] += n;  // ZeRO-3 keeps a rank's experts local (EP)
+    if (e.unit > 0 && !own_region && parallel::gathered_in_compute_dtype(e.name, e.block_matrix)) {
+      block_matrices += n;
+    }
   }
   const int64_t multiple = 16 * static_cast<int64_t>(sharding);
   p.shared_numel = round_up(shared, multiple);
   p.expert_numel = experts;
   const int64_t numel = round_up(p.shared_numel + experts, multiple);
   const bool zero3 = layout.zero == 3 && sharding > 1;
-  p.param_bytes = (zero3 ? numel / sharding : numel) * elem;
+  p.param_bytes = (zero3 ? p.shared_numel / sharding + (numel - p.shared_numel) : numel) * elem;
   p.grad_bytes = p.param_bytes;
   // ZeRO shards the shared region; each rank keeps its experts' whole state.
   const int64_t moments = layout.zero > 0 ? p.shared_numel / sharding + experts : numel;

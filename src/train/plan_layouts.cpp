@@ -27,7 +27,7 @@ std::vector<PlanLayout> candidate_layouts(const model::ModelOptions& model, int 
   if (model.shape.moe.enabled()) {
     for (int e = 2; e <= nproc; ++e) {
       if (nproc % e != 0) continue;
-      for (int zero = 0; zero <= 2; ++zero) add(1, e, zero, 0);
+      for (int zero = 0; zero <= 3; ++zero) add(1, e, zero, 0);
     }
   }
   return all;

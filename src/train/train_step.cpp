@@ -14,7 +14,7 @@ namespace lmtrain::train {
 
 void TrainStepper::finish_expert_grads() {
   torch::NoGradGuard no_grad;
-  flat_.expert_region(flat_.grads()).div_(static_cast<double>(ep_->ep));
+  flat_.expert_grads().div_(static_cast<double>(ep_->ep));
 }
 
 int resolve_workers(int64_t configured, int threads, int64_t micro_batch) {
@@ -56,7 +56,7 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
     if (opt.grad_reduction() == optim::GradReduction::kToOwners) {
       throw UsageError(
           "dist.ep > 1 works with AdamW, replicated or sharded (optim.name=adamw, dist.zero "
-          "0/1/2)");
+          "0/1/2/3)");
     }
   }
   std::vector<std::pair<int64_t, int64_t>> ranges, expert_ranges;
@@ -87,8 +87,8 @@ TrainStepper::TrainStepper(model::GptImpl& model, optim::FlatParams& flat, optim
   }
   if (split_experts) {
     expert_sync_ = std::make_unique<dist::GradSync>(
-        *ep->replica_group, expert_params, expert_ranges, flat.expert_region(flat.grads()),
-        bucket_bytes, false, std::vector<int>{}, rt.reduce_dtype);
+        *ep->replica_group, expert_params, expert_ranges, flat.expert_grads(), bucket_bytes, false,
+        std::vector<int>{}, rt.reduce_dtype);
     params_.insert(params_.end(), expert_params.begin(), expert_params.end());
   }
   if (workers_.count() > 1) {
@@ -175,9 +175,9 @@ at::Tensor TrainStepper::accumulate_single(const std::vector<Batch>& batches, do
     if (fsdp_) fsdp_->begin_micro_step(m == accum_steps - 1);
     auto out = forward_objective(batch);
     moe.add(out.moe_stats, 1.0 / static_cast<double>(accum_steps));
-    if (m == accum_steps - 1 && sync_) {  // communicate during the last backward only
-      sync_->arm();
-      if (expert_sync_) expert_sync_->arm();
+    if (m == accum_steps - 1) {  // communicate during the last backward only
+      if (sync_) sync_->arm();
+      if (expert_sync_) expert_sync_->arm();  // also under ZeRO-3, which has no sync_
     }
     // Each backward() sums into the grads: the weights make the sum the global token mean.
     scaler_.scale_loss(weighted_loss(out, batch.valid_tokens, global_valid, accum_steps))

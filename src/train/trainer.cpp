@@ -113,8 +113,10 @@ std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group&
     return nullptr;
   }
   const auto wire = parallel::gather_dtype_for(rt.precision, s.tp != nullptr);
-  auto fsdp = std::make_unique<parallel::FullyShard>(
-      *s.model, *s.flat, shard_group, s.shards.replicas.get(), o.reshard_after_forward, wire);
+  // Under expert parallelism each rank's experts stay local and whole (parallel/moe_shard.h).
+  auto fsdp = std::make_unique<parallel::FullyShard>(*s.model, *s.flat, shard_group,
+                                                     s.shards.replicas.get(),
+                                                     o.reshard_after_forward, wire, s.ep.active());
   fsdp->install();
   const auto b = fsdp->bytes();
   log::info(log::format(
@@ -157,10 +159,13 @@ class WholeModel {
 // The layout of a checkpoint saved without a gather: ZeRO-3 over several ranks (the first
 // shard group's ranks write), or tensor parallelism (the TP ranks of the first data-parallel
 // replica, or of its first shard group under ZeRO). None otherwise: rank 0 saves the model.
+// ZeRO-3 under expert parallelism saves as ZeRO-2 with EP does (the shared region gathered,
+// the experts gathered over the EP group): the shard files have no place for expert stacks
+// that differ between EP ranks yet.
 std::optional<ShardedSave> sharded_save_of(const RunSetup& s, const optim::FlatParams& flat,
                                            const optim::Optimizer& optimizer, dist::Group& world,
                                            dist::Group& dp, const parallel::FullyShard* fsdp) {
-  if (!fsdp && !s.tp) return std::nullopt;
+  if ((!fsdp || s.ep.active()) && !s.tp) return std::nullopt;
   ShardedSave out;
   out.flat = &flat;
   out.shard_ranks = fsdp ? s.shards.shard_group(dp).size() : 1;
