@@ -79,20 +79,10 @@ void check_zero3_run(const core::Config& cfg, int world_size) {
     }
     return;
   }
-  if (cfg.get_int("lora.rank") > 0) {
-    throw UsageError(
-        "config key 'lora.rank' > 0 does not combine with dist.zero=3 yet (a frozen base is "
-        "not sharded): use dist.zero=0, 1 or 2 for LoRA");
-  }
   if (cfg.get_int("model.moe.num_experts") > 0) {
     throw UsageError(
         "config key 'model.moe.num_experts' > 0 does not combine with dist.zero=3 yet (MoE "
         "blocks, with or without dist.ep, are not sharded): use dist.zero=1 or 2");
-  }
-  if (cfg.get_string("train.grad_reduce_dtype") != "fp32") {
-    throw UsageError(
-        "config key 'train.grad_reduce_dtype' must be fp32 with dist.zero=3: gradients are "
-        "reduce-scattered in fp32, as under dist.zero=2");
   }
   // Under dist.tp the shard groups split each TP rank's data-parallel group (world / tp ranks
   // holding the same slices), as HSDP splits the world without TP.
