@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <array>
+
 #include "core/error.h"
 #include "parallel/shard_units.h"
 
@@ -26,12 +28,14 @@ int64_t frozen_param_bytes(const model::GptImpl& model) {
   return n;
 }
 
-FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_units)
-    : group_(group), units_(num_units) {
+FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_units,
+                         std::optional<at::ScalarType> wire_dtype)
+    : group_(group), wire_(wire_dtype), units_(num_units) {
   const auto& tags = model.param_tags();
   const int64_t n_layer = model.config().n_layer;
-  // Each unit's frozen parameters, in registration order.
-  std::vector<std::vector<at::Tensor>> params(num_units);
+  // Each unit's frozen parameters in registration order, by part: [0] plain, [1] lowered (the
+  // blocks' linear weights under a wire dtype; the root unit stays exact, as in FullyShard).
+  std::vector<std::array<std::vector<at::Tensor>, 2>> params(num_units);
   at::TensorOptions opts;
   for (const auto& item : model.named_parameters()) {
     auto tag = tags.find(item.key());
@@ -45,24 +49,35 @@ FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_u
     opts = p.options().requires_grad(false);
     const size_t u = unit_of_name(item.key(), n_layer);
     if (u >= num_units) throw Error("internal: FrozenShard: unit out of range");
-    params[u].push_back(p);
+    const bool lowered = wire_ && u > 0 && tag->second.block_matrix;
+    params[u][lowered ? 1 : 0].push_back(p);
     whole_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
     ++num_params_;
   }
   if (num_params_ == 0) return;
   const int64_t ranks = group.size();
   int64_t shard_numel = 0;
-  std::vector<std::vector<int64_t>> offsets(num_units);
+  // Per unit, per part: each parameter's offset in the unit's buffer.
+  std::vector<std::array<std::vector<int64_t>, 2>> offsets(num_units);
   for (size_t u = 0; u < num_units; ++u) {
-    int64_t at = 0;
-    for (const auto& p : params[u]) {
-      offsets[u].push_back(at);
-      at = frozen_round_up(at + p.numel(), kFrozenAlign);
+    Unit& unit = units_[u];
+    for (int k = 0; k < 2; ++k) {
+      if (params[u][k].empty()) continue;
+      Part part;
+      part.offset = unit.numel;
+      part.lowered = k == 1;
+      int64_t at = part.offset;
+      for (const auto& p : params[u][k]) {
+        offsets[u][k].push_back(at);
+        at = frozen_round_up(at + p.numel(), kFrozenAlign);
+      }
+      part.numel = frozen_round_up(at - part.offset, kFrozenAlign * ranks);
+      part.piece = part.numel / ranks;
+      part.shard_offset = shard_numel;
+      shard_numel += part.piece;
+      unit.numel += part.numel;
+      unit.parts.push_back(part);
     }
-    units_[u].numel = frozen_round_up(at, kFrozenAlign * ranks);
-    units_[u].piece = units_[u].numel / ranks;
-    units_[u].shard_offset = shard_numel;
-    shard_numel += units_[u].piece;
   }
   shard_ = at::empty({shard_numel}, opts);
   torch::NoGradGuard no_grad;
@@ -71,16 +86,20 @@ FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_u
     Unit& unit = units_[u];
     if (unit.numel == 0) continue;
     unit.buffer = at::zeros({unit.numel}, opts);
-    for (size_t i = 0; i < params[u].size(); ++i) {
-      auto& p = params[u][i];
-      auto view = unit.buffer.narrow(0, offsets[u][i], p.numel()).view(p.sizes());
-      view.copy_(p);
-      // set_data keeps the parameter's identity: the module's member and its registration
-      // see the view, and the old storage is freed once nothing else holds it.
-      p.set_data(view);
+    for (int k = 0; k < 2; ++k) {
+      for (size_t i = 0; i < params[u][k].size(); ++i) {
+        auto& p = params[u][k][i];
+        auto view = unit.buffer.narrow(0, offsets[u][k][i], p.numel()).view(p.sizes());
+        view.copy_(p);
+        // set_data keeps the parameter's identity: the module's member and its registration
+        // see the view, and the old storage is freed once nothing else holds it.
+        p.set_data(view);
+      }
     }
-    shard_.narrow(0, unit.shard_offset, unit.piece)
-        .copy_(unit.buffer.narrow(0, group.rank() * unit.piece, unit.piece));
+    for (const Part& part : unit.parts) {
+      shard_.narrow(0, part.shard_offset, part.piece)
+          .copy_(unit.buffer.narrow(0, part.offset + group.rank() * part.piece, part.piece));
+    }
     release_storage(unit.buffer);
   }
 }
@@ -88,10 +107,11 @@ FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_u
 FrozenShard::~FrozenShard() {
   // A step that threw may leave a gather in flight: it must end before its buffer goes.
   for (auto& unit : units_) {
-    if (!unit.gathering) continue;
-    try {
-      unit.gathering->wait();
-    } catch (const std::exception&) {
+    for (auto& w : unit.gathering) {
+      try {
+        w->wait();
+      } catch (const std::exception&) {
+      }
     }
   }
 }
@@ -102,19 +122,33 @@ void FrozenShard::issue(size_t u) {
   restore_storage(unit.buffer, unit.numel * static_cast<int64_t>(unit.buffer.element_size()));
   unit.held = true;
   torch::NoGradGuard no_grad;
-  // Piece q of the unit from rank q, in place into the buffer (equal pieces: one all-gather).
-  std::vector<at::Tensor> outputs;
-  for (int q = 0; q < group_.size(); ++q) {
-    outputs.push_back(unit.buffer.narrow(0, q * unit.piece, unit.piece));
+  for (const Part& part : unit.parts) {
+    // Piece q of the part from rank q (equal pieces: one all-gather), in place into the
+    // buffer, or into a wire-dtype copy of the part that wait() widens.
+    const auto place = unit.buffer.narrow(0, part.offset, part.numel);
+    at::Tensor into = place, mine = shard_.narrow(0, part.shard_offset, part.piece);
+    if (part.lowered) {
+      into = at::empty({part.numel}, place.options().dtype(*wire_));
+      mine = mine.to(*wire_);
+      unit.sent.push_back(mine);
+      unit.widen.emplace_back(into, place);
+    }
+    std::vector<at::Tensor> outputs;
+    for (int q = 0; q < group_.size(); ++q) {
+      outputs.push_back(into.narrow(0, q * part.piece, part.piece));
+    }
+    unit.gathering.push_back(group_.allgather(outputs, mine));
   }
-  unit.gathering = group_.allgather(outputs, shard_.narrow(0, unit.shard_offset, unit.piece));
 }
 
 void FrozenShard::wait(size_t u) {
   Unit& unit = units_[u];
-  if (!unit.gathering) return;
-  unit.gathering->wait();
-  unit.gathering.reset();
+  for (auto& w : unit.gathering) w->wait();
+  unit.gathering.clear();
+  unit.sent.clear();
+  torch::NoGradGuard no_grad;
+  for (auto& [wire, place] : unit.widen) place.copy_(wire);
+  unit.widen.clear();
 }
 
 void FrozenShard::release(size_t u) {

@@ -67,7 +67,7 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
     release_storage(state_[u].grads);
   }
   // Once the trained parameters are shards: the frozen ones, unit by unit.
-  frozen_ = std::make_unique<FrozenShard>(model, group, units_.size());
+  frozen_ = std::make_unique<FrozenShard>(model, group, units_.size(), wire_);
 }
 
 void FullyShard::set_reduce_dtype(at::ScalarType dtype) {

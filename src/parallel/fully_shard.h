@@ -44,7 +44,8 @@
 // param_dtype also keeps the gathered parameters in bf16; not done).
 //
 // Frozen parameters (a LoRA base: no gradient, no optimizer state) are sharded too, per unit
-// (parallel/frozen_shard.h), and gathered, kept and freed with their unit's trained ones.
+// (parallel/frozen_shard.h), and gathered, kept and freed with their unit's trained ones (the
+// blocks' frozen linear weights in wire_dtype too).
 //
 // train.grad_reduce_dtype=bf16 (set_reduce_dtype): a unit's gradient buffer, divided by the
 // world size in fp32, travels as a bf16 copy and this rank's summed piece is widened into the

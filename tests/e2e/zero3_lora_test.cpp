@@ -78,6 +78,28 @@ TEST(Zero3LoraTest, ShardedBaseEqualsZero2BitwiseOneProcessWithinToleranceAndRes
   EXPECT_EQ(max_param_rel_diff(rc, z3c, "optim.rank1.safetensors"), 0.0);
   EXPECT_EQ(logged_losses(resumed), logged_losses(z3));
 
+  // bf16 runs gather the blocks' frozen linear weights in bf16 (parallel/frozen_shard.h), as
+  // the trained ones: still ZeRO-2's bits, and half the bytes for them. Per step the blocks
+  // are gathered 7 times: 2 micro-steps x (forward, backward) x 2 blocks, less one, as block
+  // 0's input (the frozen embeddings' output) has no gradient to end its backward, so it stays
+  // gathered until the next micro-step's forward has used it. Each time the other rank's half
+  // of a block's 12288 matrix elements comes 2 bytes smaller: 7 x 6144 x 2 = 86016 bytes less
+  // than the fp32 run's all-gathers (the adapters' broadcasts alike).
+  const std::string bf16 = " --train.precision=bf16 --train.max_steps=3";
+  const std::string b2 = lora("bf16_z2", 2, bf16 + " --dist.zero=2").first;
+  const std::string b3 = lora("bf16_z3", 2, bf16 + " --dist.zero=3").first;
+  EXPECT_EQ(max_param_rel_diff(b3 + "/checkpoints/latest", b2 + "/checkpoints/latest"), 0.0);
+  EXPECT_EQ(logged_losses(b3), logged_losses(b2));
+  const auto fp32 = step_records(z3), low = step_records(b3);
+  ASSERT_EQ(low.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) {
+    const auto &a = fp32[i]["comm_bytes"], &b = low[i]["comm_bytes"];
+    EXPECT_EQ(a["all_gather"].get<int64_t>() - b["all_gather"].get<int64_t>(), 86016)
+        << a.dump() << "\n"
+        << b.dump();
+    EXPECT_EQ(a["broadcast"], b["broadcast"]);
+  }
+
   // lora merge reads the shards (base by reference + adapters and norms): the same merged
   // weights as from ZeRO-2's checkpoint.
   for (const std::string name : {"z2", "z3"}) {
