@@ -94,17 +94,7 @@ void check_zero3_run(const core::Config& cfg, int world_size) {
     }
     return;
   }
-  if (cfg.get_int("lora.rank") > 0) {
-    throw UsageError(
-        "config key 'lora.rank' > 0 does not combine with dist.zero=3 yet (a frozen base is "
-        "not sharded): use dist.zero=0, 1 or 2 for LoRA");
-  }
   if (cfg.get_int("dist.ep") > 1) check_zero3_expert_parallel(cfg);
-  if (cfg.get_string("train.grad_reduce_dtype") != "fp32") {
-    throw UsageError(
-        "config key 'train.grad_reduce_dtype' must be fp32 with dist.zero=3: gradients are "
-        "reduce-scattered in fp32, as under dist.zero=2");
-  }
   // Under dist.tp the shard groups split each TP rank's data-parallel group (world / tp ranks
   // holding the same slices), as HSDP splits the world without TP.
   const int64_t tp = std::max<int64_t>(cfg.get_int("dist.tp"), 1);

@@ -248,8 +248,8 @@ const std::vector<KeySpec>& config_schema() {
         "scaling; CUDA compute capability 8.9+, e.g. H100). bf16 and fp8 on CPU are correct but "
         "slow (for tests, not speed)"),
       S("train.grad_reduce_dtype", "fp32", {"fp32", "bf16"},
-        "dtype gradients are all-reduced (or, under ZeRO-1/2, reduce-scattered) in across ranks "
-        "(bf16 halves the traffic)"),
+        "dtype gradients are all-reduced (or, under ZeRO-1/2/3, reduce-scattered) in across "
+        "ranks (bf16 halves the traffic)"),
       B("train.tf32", true, "CUDA: TF32 tensor cores for fp32 matmuls and convolutions"),
       S("train.attention_backend", "auto", {"auto", "flash", "cudnn", "efficient", "math"},
         "CUDA: the attention kernel libtorch tries first (FlashAttention-2, cuDNN's fused flash "
@@ -381,7 +381,8 @@ const std::vector<KeySpec>& config_schema() {
 
       I("lora.rank", 0, 0, 1 << 16,
         "LoRA: rank r of the adapters (0 = off). > 0 freezes the base (loaded from "
-        "model.init_from, which is then required) and trains only the adapters"),
+        "model.init_from, which is then required) and trains only the adapters; under "
+        "dist.zero=3 the frozen base is sharded too"),
       F("lora.alpha", "8", 0, 1e6, "LoRA: adapters add (alpha / rank) * B A x"),
       F("lora.dropout", "0", 0, 0.99, "LoRA: dropout on the adapters' input (training only)"),
       S("lora.targets", "q,v", {},

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/moe_shard.h"
+#include "parallel/frozen_shard.h"
 
 namespace lmtrain::parallel {
 
@@ -70,6 +71,16 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
     release_storage(state_[u].params);
     release_storage(state_[u].grads);
   }
+  // Once the trained parameters are shards: the frozen ones, unit by unit.
+  frozen_ = std::make_unique<FrozenShard>(model, group, units_.size(), wire_);
+}
+
+void FullyShard::set_reduce_dtype(at::ScalarType dtype) {
+  if (dtype == flat_.options().dtype().toScalarType()) {
+    reduce_dtype_.reset();
+  } else {
+    reduce_dtype_ = dtype;
+  }
 }
 
 FullyShard::~FullyShard() {
@@ -100,7 +111,9 @@ void FullyShard::uninstall() { model_.set_block_hooks(nullptr); }
 int64_t FullyShard::gathered_block_bytes() const {
   int64_t n = 0;
   for (size_t u = 1; u < units_.size(); ++u) {
-    if (state_[u].gathered) n += units_[u].numel * flat_.options().dtype().itemsize();
+    if (state_[u].gathered) {
+      n += units_[u].numel * flat_.options().dtype().itemsize() + frozen_->unit_bytes(u);
+    }
   }
   return n;
 }
@@ -110,6 +123,7 @@ void FullyShard::issue_gather(size_t u) {
   if (s.gathered) return;
   restore_storage(s.params, units_[u].numel * static_cast<int64_t>(s.params.element_size()));
   s.gathered = true;
+  frozen_->issue(u);
   // The blocks gathered at once by a step (the whole model of gather_all() is not a step's).
   if (!all_gathered_) gathered_peak_ = std::max(gathered_peak_, gathered_block_bytes());
   torch::NoGradGuard no_grad;
@@ -154,6 +168,7 @@ void FullyShard::wait_gather(size_t u) {
   auto& s = state_[u];
   for (auto& w : s.gathering) w->wait();
   s.gathering.clear();
+  frozen_->wait(u);
   // The owner widens its own rounded copy too, so every rank holds the same values.
   torch::NoGradGuard no_grad;
   for (auto& [wire, dest] : s.widen) dest.copy_(wire);
@@ -165,6 +180,7 @@ void FullyShard::release_params(size_t u) {
   if (!s.gathered) return;
   wait_gather(u);  // never free memory a collective still writes
   release_storage(s.params);
+  frozen_->release(u);
   s.gathered = false;
 }
 
@@ -191,6 +207,9 @@ void FullyShard::launch_reduce(size_t u) {
   // Divided by the world size, then summed: GradSync's order for ZeRO-2 (the same rounding, so
   // ZeRO-3 stays bitwise equal to it at any world size).
   s.grads.div_(group_.size());
+  // train.grad_reduce_dtype: the lowered copy travels (GradSync's order: divide, then lower).
+  if (reduce_dtype_) s.lowered = s.grads.to(*reduce_dtype_);
+  const at::Tensor& source = reduce_dtype_ ? s.lowered : s.grads;
   int64_t at = 0;
   for (const auto& [lo, hi] : units_[u].ranges) {
     // The piece of the range in shard q goes to rank q; this rank's comes back averaged, in
@@ -198,10 +217,14 @@ void FullyShard::launch_reduce(size_t u) {
     std::vector<at::Tensor> parts;
     for (int q = 0; q < group_.size(); ++q) {
       const auto [a, b] = shard_piece(lo, hi, q, shard_);
-      parts.push_back(s.grads.narrow(0, at + a - lo, b - a));
+      parts.push_back(source.narrow(0, at + a - lo, b - a));
     }
     const auto [a, b] = shard_piece(lo, hi, me, shard_);
     at::Tensor out = a < b ? flat_.grad_slice(a, b - a) : at::empty({0}, flat_.options());
+    if (reduce_dtype_) {
+      s.narrowed.emplace_back(at::empty({b - a}, source.options()), out);
+      out = s.narrowed.back().first;
+    }
     s.reducing.push_back(group_.reduce_scatter(out, parts, dist::ReduceOp::kSum));
     at += hi - lo;
   }
@@ -212,6 +235,10 @@ void FullyShard::wait_reduce(size_t u) {
   auto& s = state_[u];
   for (auto& w : s.reducing) w->wait();
   s.reducing.clear();
+  torch::NoGradGuard no_grad;
+  for (auto& [piece, place] : s.narrowed) place.copy_(piece);  // widened into the fp32 shard
+  s.narrowed.clear();
+  s.lowered = at::Tensor();
   if (s.grads_held) {
     release_storage(s.grads);
     s.grads_held = false;
@@ -293,7 +320,13 @@ double FullyShard::finish() {
     // HSDP: the shard's gradient averaged over the groups too (every rank of a replica group
     // holds the same shard).
     auto g = flat_.grad_slice(group_.rank() * shard_, shard_);
-    replicas_->allreduce(g, dist::ReduceOp::kAvg)->wait();
+    if (reduce_dtype_) {
+      auto low = g.to(*reduce_dtype_);
+      replicas_->allreduce(low, dist::ReduceOp::kAvg)->wait();
+      g.copy_(low);
+    } else {
+      replicas_->allreduce(g, dist::ReduceOp::kAvg)->wait();
+    }
   }
   for (size_t u = 0; u < units_.size(); ++u) {
     release_params(u);
@@ -319,11 +352,13 @@ ShardBytes FullyShard::bytes() const {
   b.param_shard = (shard_ + local_experts_) * item;
   b.grad_shard = (shard_ + local_experts_) * item;
   b.gathered_peak = gathered_peak_;
-  b.root_gathered = units_[0].numel * item;
+  b.root_gathered = units_[0].numel * item + frozen_->unit_bytes(0);
   for (size_t u = 1; u < units_.size(); ++u) {
-    b.largest_block = std::max(b.largest_block, units_[u].numel * item);
+    b.largest_block = std::max(b.largest_block, units_[u].numel * item + frozen_->unit_bytes(u));
   }
   b.grad_buffers_peak = grads_peak_;
+  b.frozen_shard = frozen_->shard_bytes();
+  b.frozen_whole = frozen_->whole_bytes();
   return b;
 }
 

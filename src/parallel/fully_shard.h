@@ -45,6 +45,15 @@
 // (evaluation, checkpoints) stay fp32, exact. The unit buffers stay fp32: this saves wire bytes,
 // not gathered memory (FSDP2's param_dtype also keeps the gathered parameters in bf16; not done).
 //
+// Frozen parameters (a LoRA base: no gradient, no optimizer state) are sharded too, per unit
+// (parallel/frozen_shard.h), and gathered, kept and freed with their unit's trained ones (the
+// blocks' frozen linear weights in wire_dtype too).
+//
+// train.grad_reduce_dtype=bf16 (set_reduce_dtype): a unit's gradient buffer, divided by the
+// world size in fp32, travels as a bf16 copy and this rank's summed piece is widened into the
+// fp32 gradient shard: ZeRO-2's GradSync arithmetic in bf16, half the reduce-scatter bytes.
+// HSDP's replica all-reduce of the shard goes in bf16 too. Master weights and shards stay fp32.
+//
 // On one rank nothing of this is made (ZeRO-3 is then ZeRO-2: no gathers, no copies).
 #pragma once
 #include <memory>
@@ -61,6 +70,8 @@
 
 namespace lmtrain::parallel {
 
+class FrozenShard;
+
 // The wire dtype of a run's ZeRO-3 gathers: bf16 where autocast computes in bf16
 // (train.precision=bf16; fp16 and fp8 cast fp32 weights straight to their own dtype, which a
 // bf16 copy would round twice) without tensor parallelism (its layers are not checked for it).
@@ -74,6 +85,9 @@ struct ShardBytes {
   int64_t root_gathered = 0;      // the root unit's gathered parameters (held during a step)
   int64_t largest_block = 0;      // the largest block unit's gathered bytes
   int64_t grad_buffers_peak = 0;  // unit gradient buffers, at most at once
+  // Frozen parameters (gathered_peak, root_gathered and largest_block count them too).
+  int64_t frozen_shard = 0;  // this rank's pieces
+  int64_t frozen_whole = 0;  // unsharded
 };
 
 class FullyShard : public model::BlockHooks {
@@ -97,6 +111,9 @@ class FullyShard : public model::BlockHooks {
   void install();
   void uninstall();
 
+  // Gradients travel in `dtype` (train.grad_reduce_dtype; fp32 = as the buffers, the default).
+  void set_reduce_dtype(at::ScalarType dtype);
+
   void begin_micro_step(bool last);
   // After the last micro-step's backward: the remaining reduce-scatters, waits, releases.
   // Returns the seconds spent waiting here.
@@ -119,6 +136,10 @@ class FullyShard : public model::BlockHooks {
     std::vector<std::shared_ptr<dist::Work>> gathering;
     std::vector<std::pair<at::Tensor, at::Tensor>> widen;  // (wire copy, fp32 place) per piece
     std::vector<std::shared_ptr<dist::Work>> reducing;
+    // reduce_dtype: the gradient buffer's lowered copy in flight, and per range this rank's
+    // summed piece with its place in the fp32 gradient shard.
+    at::Tensor lowered;
+    std::vector<std::pair<at::Tensor, at::Tensor>> narrowed;
     bool gathered = false, grads_held = false, reduced = false, pre_backward_done = false;
   };
   void issue_gather(size_t u);
@@ -142,6 +163,8 @@ class FullyShard : public model::BlockHooks {
   int64_t local_experts_ = 0;  // elements of the expert region kept whole (EP), else 0
   std::vector<ShardUnit> units_;
   std::optional<at::ScalarType> wire_;
+  std::optional<at::ScalarType> reduce_dtype_;  // gradients' wire dtype, if not fp32
+  std::unique_ptr<FrozenShard> frozen_;
   // Per unit: the flat ranges that travel as wire_ (its block_matrix segments), increasing.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> lowered_;
   std::vector<UnitState> state_;

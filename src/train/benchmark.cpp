@@ -86,6 +86,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
     fsdp = std::make_unique<parallel::FullyShard>(
         *model, flat, shard_group, shards.replicas.get(), run.optimizer.reshard_after_forward,
         parallel::gather_dtype_for(rt.precision, tp != nullptr));
+    fsdp->set_reduce_dtype(rt.reduce_dtype);
     fsdp->install();
     const auto b = fsdp->bytes();
     r.model_state_bytes = b.param_shard + b.grad_shard + r.state_bytes;

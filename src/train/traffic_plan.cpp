@@ -31,8 +31,8 @@ dist::CommBytes plan_traffic(const MemoryPlan& plan, const model::ModelOptions& 
         plan.gathered_blocks_bytes - (bf16 ? plan.gathered_block_matrix_bytes / 2 : 0);
     b.broadcast +=
         ring_part(plan.gathered_root_bytes, g) + in.accum_steps * gathers * ring_part(blocks, g);
-    b.reduce_scatter += ring_part(params, g);  // ZeRO-3 reduces in fp32
-    b.all_reduce += 2 * ring_part(params / g, replicas);
+    b.reduce_scatter += ring_part(grads, g);  // in train.grad_reduce_dtype, as ZeRO-1/2
+    b.all_reduce += 2 * ring_part(grads / g, replicas);
   }
   const auto& s = model.shape;
   const int64_t rows = in.micro_batch * in.seq_len;  // a micro-step's tokens on this rank

@@ -36,7 +36,7 @@ namespace lmtrain::train {
 struct TrafficInputs {
   int64_t micro_batch = 1, accum_steps = 1, seq_len = 0;
   int64_t compute_bytes = 4;      // activations crossing TP / EP collectives
-  int64_t grad_reduce_bytes = 4;  // 2 with train.grad_reduce_dtype=bf16 (ZeRO-0/1/2)
+  int64_t grad_reduce_bytes = 4;  // 2 with train.grad_reduce_dtype=bf16
   bool bf16_gathers = false;      // bf16 runs: ZeRO-3's block matrices travel in bf16 (TP 1 only)
 };
 

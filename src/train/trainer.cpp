@@ -30,6 +30,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_factory.h"
 #include "parallel/expert_parallel.h"
+#include "parallel/frozen_shard.h"
 #include "parallel/fully_shard.h"
 #include "parallel/replica_sync.h"
 #include "parallel/tp_regions.h"
@@ -101,6 +102,14 @@ void log_model_state(const RunSetup& s, int64_t params, int64_t grads) {
       (long long)(params + grads + state)));
 }
 
+// Frozen parameters (a LoRA base) held by this rank: whole, or ZeRO-3's pieces of them.
+void log_frozen_state(int64_t held, int64_t whole) {
+  if (whole == 0) return;
+  log::info(log::format(
+      "frozen parameters on this rank: frozen_bytes_per_rank: %lld (frozen_bytes_whole: %lld)",
+      (long long)held, (long long)whole));
+}
+
 // ZeRO-3 (dist.zero=3) over more than one rank: the parameters sharded, the hooks installed,
 // and this rank's model state logged by kind. Null otherwise (one rank: ZeRO-2's path).
 std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group& world,
@@ -110,6 +119,8 @@ std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group&
   if (o.zero != 3 || shard_group.size() == 1) {
     const int64_t whole = s.flat->numel() * s.flat->options().dtype().itemsize();
     log_model_state(s, whole, whole);
+    log_frozen_state(parallel::frozen_param_bytes(*s.model),
+                     parallel::frozen_param_bytes(*s.model));
     return nullptr;
   }
   const auto wire = parallel::gather_dtype_for(rt.precision, s.tp != nullptr);
@@ -117,6 +128,7 @@ std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group&
   auto fsdp = std::make_unique<parallel::FullyShard>(*s.model, *s.flat, shard_group,
                                                      s.shards.replicas.get(),
                                                      o.reshard_after_forward, wire, s.ep.active());
+  fsdp->set_reduce_dtype(rt.reduce_dtype);
   fsdp->install();
   const auto b = fsdp->bytes();
   log::info(log::format(
@@ -128,6 +140,7 @@ std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group&
           : "",
       o.reshard_after_forward ? "true" : "false", wire ? "bf16" : "fp32"));
   log_model_state(s, b.param_shard, b.grad_shard);
+  log_frozen_state(b.frozen_shard, b.frozen_whole);
   return fsdp;
 }
 

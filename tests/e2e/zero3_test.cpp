@@ -48,13 +48,13 @@ class Zero3Test : public ::testing::Test {
     outputs_[name] = r.output;
     return dir;
   }
-  static void expect_bitwise(const std::string& a, const std::string& b) {
+  static void expect_bitwise(const std::string& a, const std::string& b, size_t steps = 10) {
     EXPECT_EQ(max_param_rel_diff(a + "/checkpoints/latest", b + "/checkpoints/latest"), 0.0);
     EXPECT_EQ(max_param_rel_diff(a + "/checkpoints/latest", b + "/checkpoints/latest",
                                  "optim.rank0.safetensors"),
               0.0);
     const auto la = logged_losses(a), lb = logged_losses(b);
-    ASSERT_EQ(la.size(), 10u);
+    ASSERT_EQ(la.size(), steps);
     EXPECT_EQ(la, lb);
   }
   // Loss within 1e-6 relative at every step, parameters within 1e-5 after 10 steps.
@@ -218,25 +218,20 @@ TEST_F(Zero3Test, PlanMatchesTheModelStateRunsLog) {
 // and those gathers send half the bytes. 2 ranks, no accumulation, 3 steps; the bytes against
 // an fp32 ZeRO-3 run of the same model (the same gathers, all in fp32).
 TEST_F(Zero3Test, Bf16GathersTheBlocksMatricesInBf16AndEqualsZero2Bitwise) {
-  const std::string bf16 = " --train.precision=bf16 --train.max_steps=3 --train.micro_batch_size=6";
+  // 384 tokens = 12 windows per step: 2 ranks x 6, one micro-step.
+  const std::string one_micro = " --train.total_batch_size=384";
+  const std::string bf16 = one_micro + " --train.precision=bf16";
+  const std::string three = " --train.max_steps=3";
   std::map<std::string, std::string> dirs;
   for (const auto& [name, extra] : std::vector<std::pair<std::string, std::string>>{
            {"bf16_z2", bf16 + " --dist.zero=2"},
            {"bf16_z3", bf16 + " --dist.zero=3"},
-           {"fp32_z3", " --train.max_steps=3 --train.micro_batch_size=6 --dist.zero=3"}}) {
-    dirs[name] = dir_->file(name);
-    // 384 tokens = 12 windows per step: 2 ranks x 6, one micro-step.
-    auto r = run_command(train(2) + flags(dirs[name]) + extra + " --train.total_batch_size=384");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    if (name == "bf16_z3") {
-      EXPECT_NE(r.output.find("linear weights gathered in bf16"), std::string::npos) << r.output;
-    }
+           {"fp32_z3", one_micro + " --dist.zero=3"}}) {
+    dirs[name] = run(name, 2, extra + three);
   }
-  const std::string z2 = dirs["bf16_z2"] + "/checkpoints/latest";
-  const std::string z3 = dirs["bf16_z3"] + "/checkpoints/latest";
-  EXPECT_EQ(max_param_rel_diff(z3, z2), 0.0);
-  EXPECT_EQ(max_param_rel_diff(z3, z2, "optim.rank0.safetensors"), 0.0);
-  EXPECT_EQ(logged_losses(dirs["bf16_z3"]), logged_losses(dirs["bf16_z2"]));
+  EXPECT_NE(outputs_["bf16_z3"].find("linear weights gathered in bf16"), std::string::npos)
+      << outputs_["bf16_z3"];
+  expect_bitwise(dirs["bf16_z3"], dirs["bf16_z2"], 3);
   // Per step each block is gathered twice (forward, backward); at 2 ranks a rank sends half of
   // each gather. The blocks' matrices: n_layer x (3C C + C C + 4C C + C 4C) = 2 x 12 x 32^2
   // elements, 2 bytes fewer each: 2 x 1/2 x 24576 x 2 = 49152 bytes less per step.
@@ -248,6 +243,37 @@ TEST_F(Zero3Test, Bf16GathersTheBlocksMatricesInBf16AndEqualsZero2Bitwise) {
     const int64_t b = low[i]["comm_bytes"]["broadcast"].get<int64_t>();
     EXPECT_EQ(a - b, 49152) << fp32[i].dump() << "\n" << low[i].dump();
     EXPECT_EQ(fp32[i]["comm_bytes"]["reduce_scatter"], low[i]["comm_bytes"]["reduce_scatter"]);
+  }
+}
+
+// train.grad_reduce_dtype=bf16: each unit's gradient buffer, divided in fp32, is
+// reduce-scattered as a bf16 copy (GradSync's ZeRO-2 arithmetic, summed in rank order), so
+// ZeRO-3 still equals ZeRO-2 bit for bit, and the reduce-scatter sends half the bytes of an
+// fp32 ZeRO-3 run of the same model (those buffers are all it sends); the gathers are alike.
+// 2 ranks, 2 micro-steps of accumulation, 3 steps.
+TEST_F(Zero3Test, Bf16GradientReduceEqualsZero2BitwiseAndHalvesTheReduceScatter) {
+  const std::string bf16 = " --train.grad_reduce_dtype=bf16";
+  const std::string three = " --train.max_steps=3";
+  const std::map<std::string, std::string> dirs = {
+      {"rbf16_z2", run("rbf16_z2", 2, bf16 + " --dist.zero=2" + three)},
+      {"rbf16_z3", run("rbf16_z3", 2, bf16 + " --dist.zero=3" + three)},
+      {"rfp32_z3", run("rfp32_z3", 2, " --dist.zero=3" + three)}};
+  EXPECT_NE(outputs_["rbf16_z3"].find("gradients reduced in BFloat16"), std::string::npos)
+      << outputs_["rbf16_z3"];
+  expect_bitwise(dirs.at("rbf16_z3"), dirs.at("rbf16_z2"), 3);
+  // bf16 rounding shows: not the fp32 run's parameters.
+  EXPECT_GT(max_param_rel_diff(dirs.at("rbf16_z3") + "/checkpoints/latest",
+                               dirs.at("rfp32_z3") + "/checkpoints/latest"),
+            0.0);
+  const auto fp32 = step_records(dirs.at("rfp32_z3")), low = step_records(dirs.at("rbf16_z3"));
+  ASSERT_EQ(fp32.size(), 3u);
+  ASSERT_EQ(low.size(), 3u);
+  for (size_t i = 1; i < 3; ++i) {
+    const int64_t a = fp32[i]["comm_bytes"]["reduce_scatter"].get<int64_t>();
+    const int64_t b = low[i]["comm_bytes"]["reduce_scatter"].get<int64_t>();
+    EXPECT_GT(a, 0) << fp32[i].dump();
+    EXPECT_EQ(2 * b, a) << fp32[i].dump() << "\n" << low[i].dump();
+    EXPECT_EQ(fp32[i]["comm_bytes"]["broadcast"], low[i]["comm_bytes"]["broadcast"]);
   }
 }
 
@@ -264,7 +290,6 @@ TEST_F(Zero3Test, OneRankRunsZeroThreeAsZeroTwoAndWhatItCannotDoIsAClearError) {
       // with fp16, which the CPU refuses before this check).
       {" --dist.zero=3 --model.moe.num_experts=4 --dist.ep=2 --dist.shard_group_size=2",
        "'dist.shard_group_size' (HSDP) does not combine with dist.ep > 1"},
-      {" --dist.zero=3 --train.grad_reduce_dtype=bf16", "'train.grad_reduce_dtype'"},
       {" --dist.zero=2 --dist.shard_group_size=2", "'dist.shard_group_size'"},
       {" --dist.zero=3 --dist.shard_group_size=3", "'dist.shard_group_size' = 3"},
   };
