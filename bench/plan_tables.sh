@@ -66,7 +66,9 @@ table llama3-8b configs/llama3-8b.yaml "ZeRO-0 (DDP)=ZeRO-0 |" "ZeRO-1=ZeRO-1 |"
   "ZeRO-2=ZeRO-2 |" "ZeRO-3 (FSDP)=ZeRO-3 |" "ZeRO-3 HSDP, groups of 8=ZeRO-3 HSDP 8x" \
   "TP 8 + ZeRO-1=TP 8 + ZeRO-1 |" "TP 8 + ZeRO-3=TP 8 + ZeRO-3 |"
 table qwen3-30b-a3b configs/qwen3-30b-a3b.yaml "ZeRO-0 (DDP)=ZeRO-0 |" "ZeRO-1=ZeRO-1 |" \
-  "EP 8 + ZeRO-0=EP 8 + ZeRO-0 |" "EP 8 + ZeRO-1=EP 8 + ZeRO-1 |" \
-  "EP 64 + ZeRO-1=EP 64 + ZeRO-1 |" "EP 128 + ZeRO-1=EP 128 + ZeRO-1 |"
+  "ZeRO-3 (FSDP)=ZeRO-3 |" "EP 8 + ZeRO-0=EP 8 + ZeRO-0 |" "EP 8 + ZeRO-1=EP 8 + ZeRO-1 |" \
+  "EP 8 + ZeRO-3=EP 8 + ZeRO-3 |" "EP 64 + ZeRO-1=EP 64 + ZeRO-1 |" \
+  "EP 64 + ZeRO-3=EP 64 + ZeRO-3 |" "EP 128 + ZeRO-1=EP 128 + ZeRO-1 |" \
+  "EP 128 + ZeRO-3=EP 128 + ZeRO-3 |"
 table zero-paper-7.5b bench/zero-paper-7.5b.yaml "ZeRO-0 (DDP)=ZeRO-0 |" "ZeRO-1=ZeRO-1 |" \
   "ZeRO-2=ZeRO-2 |" "ZeRO-3=ZeRO-3 |"
