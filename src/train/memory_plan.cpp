@@ -68,7 +68,7 @@ std::string layout_problem(const model::ModelOptions& model, const PlanLayout& l
 }
 
 int64_t MemoryPlan::largest_micro_batch(int64_t device_bytes) const {
-  const int64_t room = device_bytes - model_state_bytes() - gathered_peak_bytes;
+  const int64_t room = device_bytes - model_state_bytes() - frozen_bytes - gathered_peak_bytes;
   if (room <= 0 || activation_per_sample <= 0) return 0;
   return room / activation_per_sample;
 }
@@ -99,10 +99,26 @@ MemoryPlan plan_memory(const ModelCensus& census, const model::ModelOptions& mod
     }
   }
   const int64_t multiple = 16 * static_cast<int64_t>(sharding);
+  const bool zero3 = layout.zero == 3 && sharding > 1;
+  // Frozen parameters: whole on every rank, or under ZeRO-3 each unit's laid back to back and
+  // padded to 16 x the shard ranks, 1/N of it per rank (parallel/frozen_shard.h); a unit's are
+  // gathered with it (its bf16 runs send the blocks' frozen linear weights in bf16 too).
+  std::vector<int64_t> frozen_unit(unit_numel.size(), 0);
+  for (const auto& e : census.frozen) {
+    frozen_unit[e.unit] += e.aligned;
+    p.frozen_whole_bytes += e.numel * elem;
+    if (e.unit > 0 && parallel::gathered_in_compute_dtype(e.name, e.block_matrix)) {
+      block_matrices += e.aligned;
+    }
+  }
+  for (size_t u = 0; u < frozen_unit.size(); ++u) {
+    if (zero3) p.frozen_bytes += round_up(frozen_unit[u], multiple) / sharding * elem;
+    unit_numel[u] += frozen_unit[u];
+  }
+  if (!zero3) p.frozen_bytes = p.frozen_whole_bytes;
   p.shared_numel = round_up(shared, multiple);
   p.expert_numel = experts;
   const int64_t numel = round_up(p.shared_numel + experts, multiple);
-  const bool zero3 = layout.zero == 3 && sharding > 1;
   p.param_bytes = (zero3 ? p.shared_numel / sharding + (numel - p.shared_numel) : numel) * elem;
   p.grad_bytes = p.param_bytes;
   // ZeRO shards the shared region; each rank keeps its experts' whole state.
@@ -135,6 +151,7 @@ std::string describe(const MemoryPlan& p) {
          line("gradient_bytes_per_rank", p.grad_bytes) +
          line("optimizer_bytes_per_rank", p.optimizer_bytes) +
          line("model_state_bytes_per_rank", p.model_state_bytes()) +
+         line("frozen_bytes_per_rank", p.frozen_bytes) +
          line("gathered_peak_bytes", p.gathered_peak_bytes) +
          log::format("micro_batch: %lld\n", (long long)p.micro_batch) +
          line("activation_bytes_per_sample", p.activation_per_sample) +

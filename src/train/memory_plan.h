@@ -51,12 +51,16 @@ struct MemoryPlan {
   int64_t gathered_peak_bytes = 0;
   int64_t gathered_root_bytes = 0, gathered_blocks_bytes = 0;  // ZeRO-3: all blocks together
   int64_t gathered_block_matrix_bytes = 0;  // of which the blocks' linear weights (fp32)
-  int64_t activation_bytes = 0;             // micro_batch x activation_per_sample
+  // Frozen parameters (a LoRA base; not model state: no gradient, no moments), held on a rank
+  // between uses (ZeRO-3: its pieces), and whole. ZeRO-3 gathers them with their unit (in the
+  // gathered figures above).
+  int64_t frozen_bytes = 0, frozen_whole_bytes = 0;
+  int64_t activation_bytes = 0;  // micro_batch x activation_per_sample
   int64_t activation_per_sample = 0;
   int64_t micro_batch = 1;
   int64_t model_state_bytes() const { return param_bytes + grad_bytes + optimizer_bytes; }
   int64_t peak_bytes() const {
-    return model_state_bytes() + gathered_peak_bytes + activation_bytes;
+    return model_state_bytes() + frozen_bytes + gathered_peak_bytes + activation_bytes;
   }
   // The largest micro-batch whose peak fits `device_bytes` (0: not even the model state does).
   int64_t largest_micro_batch(int64_t device_bytes) const;

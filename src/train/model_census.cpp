@@ -26,7 +26,6 @@ ModelCensus take_census(const model::ModelOptions& model) {
   for (const auto& item : built->named_parameters(/*recurse=*/true)) {
     const auto tag = tags.find(item.key());
     if (tag == tags.end()) throw Error("internal: parameter '" + item.key() + "' has no tag");
-    if (!tag->second.trainable) continue;
     CensusEntry e;
     e.name = item.key();
     e.numel = item.value().numel();
@@ -38,7 +37,7 @@ ModelCensus take_census(const model::ModelOptions& model) {
     e.expert = tag->second.expert;
     e.block_matrix = tag->second.block_matrix;
     e.unit = parallel::unit_of_name(e.name, c.n_layer);
-    c.entries.push_back(std::move(e));
+    (tag->second.trainable ? c.entries : c.frozen).push_back(std::move(e));
   }
   std::reverse(c.entries.begin(), c.entries.end());
   std::stable_partition(c.entries.begin(), c.entries.end(),

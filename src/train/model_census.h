@@ -26,6 +26,9 @@ struct CensusEntry {
 
 struct ModelCensus {
   std::vector<CensusEntry> entries;  // trainable parameters, in the flat layout's order
+  // Frozen parameters (a LoRA base), in registration order: outside the flat buffers, whole on
+  // every rank, or under ZeRO-3 sharded per unit (parallel/frozen_shard.h).
+  std::vector<CensusEntry> frozen;
   int64_t n_layer = 0;
   int64_t num_experts = 0;  // routed experts per MoE layer (0: dense)
   int64_t trained_parameters() const;

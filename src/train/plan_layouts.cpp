@@ -39,7 +39,8 @@ std::string layout_table(const ModelCensus& census, const model::ModelOptions& m
   auto gib = [](int64_t bytes) { return log::format("%.2f", bytes / 1073741824.0); };
   std::string out = log::format(
       "layouts at %d ranks, micro-batch 1, device memory %s GiB (GiB per rank):\n"
-      "| layout | parameters | gradients | optimizer | gathered | activations | peak | fits | "
+      "| layout | parameters (trained + frozen) | gradients | optimizer | gathered | activations | "
+      "peak | fits | "
       "largest micro-batch | sent per step |\n"
       "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n",
       layouts.empty() ? 0 : layouts.front().nproc, gib(device_bytes).c_str());
@@ -49,9 +50,9 @@ std::string layout_table(const ModelCensus& census, const model::ModelOptions& m
     t.micro_batch = 1;
     const auto sent = plan_traffic(p, model, t);
     const int64_t largest = p.largest_micro_batch(device_bytes);
-    out += "| " + l.describe() + " | " + gib(p.param_bytes) + " | " + gib(p.grad_bytes) + " | " +
-           gib(p.optimizer_bytes) + " | " + gib(p.gathered_peak_bytes) + " | " +
-           gib(p.activation_bytes) + " | " + gib(p.peak_bytes()) + " | " +
+    out += "| " + l.describe() + " | " + gib(p.param_bytes + p.frozen_bytes) + " | " +
+           gib(p.grad_bytes) + " | " + gib(p.optimizer_bytes) + " | " + gib(p.gathered_peak_bytes) +
+           " | " + gib(p.activation_bytes) + " | " + gib(p.peak_bytes()) + " | " +
            (p.peak_bytes() <= device_bytes ? "yes" : "no") + " | " + std::to_string(largest) +
            " | " + gib(sent.total()) + " |\n";
   }

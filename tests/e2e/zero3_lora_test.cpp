@@ -68,6 +68,19 @@ TEST(Zero3LoraTest, ShardedBaseEqualsZero2BitwiseOneProcessWithinToleranceAndRes
   EXPECT_EQ(logged_count(z3_out, "frozen_bytes_whole"), whole) << z3_out;
   EXPECT_GE(held, whole / 2) << z3_out;
   EXPECT_LE(held, whole / 2 * 1.05) << z3_out;
+  // `lmtrain plan` prices the frozen base as each layout holds it (within 10%).
+  for (const auto& [zero, measured] : {std::pair{"2", whole}, std::pair{"3", held}}) {
+    auto p = run_command(lmtrain_binary() + " plan" + model +
+                         " --lora.rank=4 --lora.targets=q,k,v,o,mlp_in,mlp_out,head"
+                         " --lora.unfreeze=norms --train.total_batch_size=0"
+                         " --train.micro_batch_size=6 --nproc 2 --dist.zero=" +
+                         zero);
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+    const auto planned = static_cast<double>(logged_count(p.output, "frozen_bytes_per_rank"));
+    EXPECT_NEAR(planned, static_cast<double>(measured), 0.1 * static_cast<double>(measured))
+        << "dist.zero=" << zero << "\n"
+        << p.output;
+  }
 
   // A resume in the same layout, from the sharded adapter checkpoint of step 4.
   const std::string resumed = lora("z3_resumed", 2, " --dist.zero=3 --train.stop_at_step=4").first;
