@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "parallel/moe_shard.h"
 #include "parallel/frozen_shard.h"
+#include "parallel/moe_shard.h"
 
 namespace lmtrain::parallel {
 
