@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
+#include "checkpoint/cpu_rng_state.h"
 #include "checkpoint/shard_layout_check.h"
 #include "core/error.h"
 #include "core/safetensors_slice.h"
@@ -37,16 +39,16 @@ std::string layout_text(const nlohmann::json& s) {
          (zero > 0 ? " x ZeRO-" + std::to_string(zero) : "") + " layout";
 }
 
-// The whole tensor of entry `t` from the flat tensor `flat_name` ("params", "exp_avg",
-// "exp_avg_sq"): its flat range (TP rank 0's), or its TP slices put back in place.
-at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const nlohmann::json& t,
-                      const std::string& flat_name) {
+// TP rank `tp_rank`'s local tensor of a parameter, of shape `local_shape`, whose flat range in
+// that rank's layout is `flat` ([b, e]).
+using LocalPiece = std::function<at::Tensor(int64_t tp_rank, const nlohmann::json& flat,
+                                            const std::vector<int64_t>& local_shape)>;
+
+// The whole tensor of entry `t` from its pieces: its flat range (TP rank 0's, whole on every TP
+// rank), or its TP slices put back in place.
+at::Tensor assemble_entry(const nlohmann::json& t, const LocalPiece& piece) {
   const auto shape = t.at("shape").get<std::vector<int64_t>>();
-  if (t.contains("flat")) {
-    const int64_t b = t["flat"][0].get<int64_t>(), e = t["flat"][1].get<int64_t>();
-    return read_flat_range(dir, meta, flat_name, b, e, t.value("tp_rank", int64_t{0}))
-        .reshape(shape);
-  }
+  if (t.contains("flat")) return piece(t.value("tp_rank", int64_t{0}), t["flat"], shape);
   auto whole = at::zeros(shape, at::kFloat);
   for (const auto& sl : t.at("slices")) {
     const int64_t dim = sl.at("dim").get<int64_t>();
@@ -54,9 +56,7 @@ at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const 
     local_shape[dim] = 0;
     for (const auto& r : sl.at("ranges"))
       local_shape[dim] += r[1].get<int64_t>() - r[0].get<int64_t>();
-    const int64_t b = sl["flat"][0].get<int64_t>(), e = sl["flat"][1].get<int64_t>();
-    const auto local = read_flat_range(dir, meta, flat_name, b, e, sl.value("tp_rank", int64_t{0}))
-                           .reshape(local_shape);
+    const auto local = piece(sl.value("tp_rank", int64_t{0}), sl["flat"], local_shape);
     int64_t at_local = 0;
     for (const auto& r : sl.at("ranges")) {
       const int64_t rb = r[0].get<int64_t>(), n = r[1].get<int64_t>() - rb;
@@ -65,6 +65,73 @@ at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const 
     }
   }
   return whole;
+}
+
+// The whole tensor of entry `t` from the flat tensor `flat_name` ("params", "exp_avg",
+// "exp_avg_sq").
+at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const nlohmann::json& t,
+                      const std::string& flat_name) {
+  return assemble_entry(
+      t, [&](int64_t tp_rank, const nlohmann::json& flat, const std::vector<int64_t>& local_shape) {
+        const int64_t b = flat[0].get<int64_t>(), e = flat[1].get<int64_t>();
+        return read_flat_range(dir, meta, flat_name, b, e, tp_rank).reshape(local_shape);
+      });
+}
+
+// Optimizer state saved by name per TP rank ("by_name" files: Muon under dist.tp), each tensor
+// "<state>.<segment>" made whole from its TP ranks' pieces; localized when `localize` is set.
+optim::NamedTensors read_named_state(const std::string& dir, const nlohmann::json& meta,
+                                     const TensorLocalizer& localize) {
+  const auto& s = shards_of(meta);
+  // name -> (TP rank -> the file that holds that rank's piece), from the files' headers.
+  std::map<std::string, std::map<int64_t, std::string>> where;
+  std::vector<std::string> order;
+  for (const auto& f : s.at("files")) {
+    if (!f.value("by_name", false)) continue;
+    const std::string file = f.at("file").get<std::string>();
+    if (!std::filesystem::is_regular_file(dir + "/" + file)) {
+      throw Error("checkpoint " + dir + ": shard file " + file + " is missing" +
+                  shard_file_note(meta, file));
+    }
+    for (const auto& entry : core::read_safetensors_header(dir + "/" + file).entries) {
+      const std::string& name = entry.name;
+      if (name == kRngTensor) continue;
+      if (!where.count(name)) order.push_back(name);
+      where[name][f.value("tp_rank", int64_t{0})] = file;
+    }
+  }
+  std::map<std::string, const nlohmann::json*> by_segment;
+  for (const auto& t : s.at("tensors")) {
+    if (t.contains("segment") && t["segment"].is_string()) {
+      by_segment[t["segment"].get<std::string>()] = &t;
+    }
+  }
+  optim::NamedTensors out;
+  for (const auto& name : order) {
+    const auto dot = name.find('.');
+    const std::string seg = dot == std::string::npos ? name : name.substr(dot + 1);
+    auto entry = by_segment.find(seg);
+    if (entry == by_segment.end()) {
+      throw Error("checkpoint " + dir + ": optimizer state '" + name +
+                  "' belongs to no parameter of model_shards");
+    }
+    auto whole = assemble_entry(*entry->second, [&](int64_t tp_rank, const nlohmann::json&,
+                                                    const std::vector<int64_t>& local_shape) {
+      auto file = where[name].find(tp_rank);
+      if (file == where[name].end()) {
+        throw Error("checkpoint " + dir + ": no optimizer file of TP rank " +
+                    std::to_string(tp_rank) + " holds '" + name + "'");
+      }
+      auto piece = core::read_safetensors_slice(dir + "/" + file->second, name);
+      if (piece.sizes().vec() != local_shape) {
+        throw Error("checkpoint " + dir + ": " + file->second + "'s '" + name + "' has shape " +
+                    c10::str(piece.sizes()) + ", its slice " + c10::str(local_shape));
+      }
+      return piece;
+    });
+    out.emplace_back(name, localize ? localize(seg, whole) : whole);
+  }
+  return out;
 }
 
 }  // namespace
@@ -105,6 +172,7 @@ at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
   auto out = at::zeros({end - begin}, at::kFloat);
   for (const auto& f : s.at("files")) {
     if (f.value("tp_rank", int64_t{0}) != tp_rank) continue;  // another TP rank's flat layout
+    if (f.value("by_name", false)) continue;                  // no flat range
     const auto& holds = f.at("tensors");
     if (std::find(holds.begin(), holds.end(), tensor) == holds.end()) continue;
     const int64_t fb = f.at("flat")[0].get<int64_t>(), fe = f.at("flat")[1].get<int64_t>();
@@ -172,6 +240,16 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
   const auto& saved = om.at("layout");
   nlohmann::json target = optimizer.state_layout();
   const std::string kind = target.value("kind", "named");
+  if (saved.value("kind", "") == "muon" || kind == "muon") {
+    // Muon's state goes by name (sharded_save.h): whole from the pieces, then cut to ours.
+    if (saved.value("kind", "") != kind) {
+      throw UsageError("checkpoint " + dir + " holds " + om.value("name", std::string("?")) +
+                       " state, which optimizer " + optimizer.name() +
+                       " cannot resume from: resume with the optimizer it was trained with");
+    }
+    optimizer.load_state({read_named_state(dir, meta, localize)}, saved, step);
+    return;
+  }
   // TP slices (saved, or wanted now) go by parameter: no flat layout is shared.
   const bool by_name = shards_of(meta).value("tp", 1) > 1 || localize;
   std::vector<optim::NamedTensors> rank_files;

@@ -24,6 +24,9 @@
 // flat [b, e) of TP rank t's flat layout. Under TP ("tp": T > 1) each file entry says whose
 // flat layout its range indexes ("tp_rank"; absent: 0), and a "flat" tensor entry, whole on
 // every TP rank, is read from TP rank 0's.
+// A file entry with "by_name": true (no "tensors", no "flat") holds optimizer state by name in
+// its TP rank's local shapes (Muon under dist.tp: "momentum.<matrix>", "exp_avg.<p>", ...):
+// "<state>.<segment>" is made whole from its TP ranks' files by its segment's entry, as above.
 // "in" names the logical file the tensor belongs to ("model.safetensors",
 // "objective.safetensors"): assemble_sharded_file() rebuilds one of those whole, so every
 // command that reads a model (eval, export hf, generate, init_from) reads a sharded checkpoint.
@@ -74,7 +77,8 @@ std::string model_weights_sha256(const nlohmann::json& meta);
 // Restores the optimizer's Adam moments from the shards, whatever layout the optimizer has now:
 // a ZeRO optimizer (any stage, any group size) reads only its own flat range of the moments; a
 // replicated one reads them whole, by parameter. Moments saved as TP slices, or read by a
-// tensor-parallel run (`localize` set), go by parameter: whole, then cut to this run's slices.
+// tensor-parallel run (`localize` set), go by parameter: whole, then cut to this run's slices;
+// Muon's state (files "by_name") too, for a Muon optimizer in any layout.
 // Throws lmtrain::Error for a different parameter layout (another model) or an optimizer whose
 // state does not come from Adam moments.
 void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& meta,

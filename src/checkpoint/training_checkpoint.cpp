@@ -4,6 +4,7 @@
 
 #include "checkpoint/cpu_rng_state.h"
 #include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/optimizer_by_name.h"
 #include "checkpoint/sharded_reader.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -61,8 +62,8 @@ void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& obj
 }
 
 namespace {
-void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer,
-                                     const TensorLocalizer& localize);
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                     optim::Optimizer& optimizer, const TensorLocalizer& localize);
 TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base);
 }  // namespace
 
@@ -96,34 +97,29 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
     set_cpu_rng_state(
         core::read_safetensors_slice(ckpt.dir + "/" + optim_shard_file(0), kRngTensor));
   } else {
-    restore_named_or_flat_optimizer(ckpt, optimizer, localize);
+    restore_named_or_flat_optimizer(ckpt, model, optimizer, localize);
   }
   return training_state_of(ckpt, lora_base);
 }
 
 namespace {
 
-void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer,
-                                     const TensorLocalizer& localize) {
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                     optim::Optimizer& optimizer, const TensorLocalizer& localize) {
   const auto& ot = ckpt.files.at(optim_shard_file(0)).tensors;
   const auto& om = ckpt.meta.at("optimizer");
   const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
   if (localize) {
-    // A tensor-parallel run takes its slices of moments saved by parameter name.
-    if (layout.value("kind", "named") != "named") {
-      throw UsageError("checkpoint " + ckpt.dir +
-                       " holds ZeRO-1/2 optimizer shards of the whole model's flat layout, "
-                       "which a tensor-parallel run (dist.tp > 1) does not cut into slices: "
-                       "resume it at dist.tp=1 first (a checkpoint saved there with dist.zero=0 "
-                       "or 3 resumes under dist.tp)");
-    }
+    // A tensor-parallel run takes its pieces of the state by parameter name, whole, whatever
+    // layout saved it (checkpoint/optimizer_by_name.h).
     optim::NamedTensors local;
-    for (const auto& [name, t] : ot) {
-      if (name == kRngTensor) continue;
+    for (const auto& [name, t] : whole_optimizer_state(ckpt, model)) {
       const auto dot = name.find('.');
       local.emplace_back(name, dot == std::string::npos ? t : localize(name.substr(dot + 1), t));
     }
-    optimizer.load_state({local}, layout, om.at("step").get<int64_t>());
+    const bool muon = layout.value("kind", "named") == "muon";
+    optimizer.load_state({local}, muon ? layout : nlohmann::json{{"kind", "named"}},
+                         om.at("step").get<int64_t>());
     auto rng = ot.find(kRngTensor);
     if (rng != ot.end()) set_cpu_rng_state(rng->second);
     return;

@@ -35,7 +35,7 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
   if (in.shards) {
     // Shards only: this rank's in place of the gathered model, the others' moved in.
     files.tensor_files.emplace_back(model_shard_file(0), rank0_model_shard(*in.shards, in.model));
-    TensorList moments = flat_moments(*in.shards, in.optimizer);
+    TensorList moments = optim_shard_tensors(*in.shards, in.optimizer);
     moments.emplace_back(kRngTensor, cpu_rng_state());
     files.tensor_files.emplace_back(optim_shard_file(0), std::move(moments));
     for (const auto& name : other_rank_shard_files(*in.shards)) {
