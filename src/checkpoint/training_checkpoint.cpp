@@ -4,8 +4,8 @@
 
 #include "checkpoint/cpu_rng_state.h"
 #include "checkpoint/lora_checkpoint.h"
-#include "checkpoint/optimizer_by_name.h"
 #include "checkpoint/sharded_reader.h"
+#include "checkpoint/unsharded_local_read.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/safetensors_slice.h"
@@ -62,68 +62,77 @@ void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& obj
 }
 
 namespace {
-void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                     optim::Optimizer& optimizer, const TensorLocalizer& localize);
+void set_saved_rng_state(const LoadedCheckpoint& ckpt);
+void restore_local_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                             optim::Optimizer& optimizer, const TensorLocalizer& localize);
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer);
 TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base);
 }  // namespace
 
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           optim::Optimizer& optimizer, torch::nn::Module* objective,
                                           const TensorLocalizer& localize) {
+  const bool sharded = has_model_shards(ckpt.meta);
+  if (localize) {
+    // A tensor-parallel run reads only its part of the tensors, by range (no LoRA, no objective
+    // parameters under TP): CheckpointStore::load may have read none of them.
+    load_model_tensors(
+        model,
+        sharded ? assemble_sharded_file(ckpt.dir, ckpt.meta, "model.safetensors", localize)
+                : local_model_tensors(ckpt, localize),
+        ckpt.dir + "/model.safetensors");
+    if (sharded) {
+      restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer, localize);
+    } else {
+      restore_local_optimizer(ckpt, model, optimizer, localize);
+    }
+    set_saved_rng_state(ckpt);
+    return training_state_of(ckpt, nlohmann::json());
+  }
   // A sharded checkpoint's model.safetensors was assembled by CheckpointStore::load; its
   // optimizer state is read here, by range, from the shard files.
-  const bool sharded = has_model_shards(ckpt.meta);
   auto model_it = ckpt.files.find("model.safetensors");
   auto optim_it = ckpt.files.find(optim_shard_file(0));
   if (model_it == ckpt.files.end() || (!sharded && optim_it == ckpt.files.end())) {
     throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
   }
-  nlohmann::json lora_base;
-  if (localize) {
-    // A tensor-parallel run: this rank's slices of the whole tensors (no LoRA under TP).
-    core::SafetensorsFile local;
-    for (const auto& name : model_it->second.names) {
-      local.names.push_back(name);
-      local.tensors.emplace(name, localize(name, model_it->second.tensors.at(name)));
-    }
-    load_model_tensors(model, local, ckpt.dir + "/model.safetensors");
-  } else {
-    lora_base = load_checkpoint_weights(ckpt, model);
-  }
+  const nlohmann::json lora_base = load_checkpoint_weights(ckpt, model);
   if (objective && !objective->parameters().empty()) load_objective_tensors(ckpt, *objective);
-
   if (sharded) {
-    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer, localize);
-    set_cpu_rng_state(
-        core::read_safetensors_slice(ckpt.dir + "/" + optim_shard_file(0), kRngTensor));
+    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer);
+    set_saved_rng_state(ckpt);
   } else {
-    restore_named_or_flat_optimizer(ckpt, model, optimizer, localize);
+    restore_named_or_flat_optimizer(ckpt, optimizer);
   }
   return training_state_of(ckpt, lora_base);
 }
 
 namespace {
 
-void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                     optim::Optimizer& optimizer, const TensorLocalizer& localize) {
+// The CPU RNG state from optim.rank0.safetensors, read by range (absent in old checkpoints).
+void set_saved_rng_state(const LoadedCheckpoint& ckpt) {
+  const std::string path = ckpt.dir + "/" + optim_shard_file(0);
+  for (const auto& e : core::read_safetensors_header(path).entries) {
+    if (e.name == kRngTensor) set_cpu_rng_state(core::read_safetensors_slice(path, kRngTensor));
+  }
+}
+
+// A tensor-parallel run takes its part of an unsharded checkpoint's optimizer state by
+// parameter name, whatever layout saved it (checkpoint/unsharded_local_read.h).
+void restore_local_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                             optim::Optimizer& optimizer, const TensorLocalizer& localize) {
+  const auto& om = ckpt.meta.at("optimizer");
+  const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
+  const bool muon = layout.value("kind", "named") == "muon";
+  optimizer.load_state({local_optimizer_state(ckpt, model, localize)},
+                       muon ? layout : nlohmann::json{{"kind", "named"}},
+                       om.at("step").get<int64_t>());
+}
+
+void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer) {
   const auto& ot = ckpt.files.at(optim_shard_file(0)).tensors;
   const auto& om = ckpt.meta.at("optimizer");
   const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
-  if (localize) {
-    // A tensor-parallel run takes its pieces of the state by parameter name, whole, whatever
-    // layout saved it (checkpoint/optimizer_by_name.h).
-    optim::NamedTensors local;
-    for (const auto& [name, t] : whole_optimizer_state(ckpt, model)) {
-      const auto dot = name.find('.');
-      local.emplace_back(name, dot == std::string::npos ? t : localize(name.substr(dot + 1), t));
-    }
-    const bool muon = layout.value("kind", "named") == "muon";
-    optimizer.load_state({local}, muon ? layout : nlohmann::json{{"kind", "named"}},
-                         om.at("step").get<int64_t>());
-    auto rng = ot.find(kRngTensor);
-    if (rng != ot.end()) set_cpu_rng_state(rng->second);
-    return;
-  }
   // Every rank's file of the checkpoint, whatever the world size it was written at.
   const size_t files =
       layout.value("kind", "named") == "named" ? 1 : layout.at("world_size").get<size_t>();
