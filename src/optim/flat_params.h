@@ -48,7 +48,7 @@ struct ParamSource {
 std::string layout_signature(const std::vector<ParamSegment>& segments, bool shared_only = false);
 // Sets the offsets of `segments` (names and numels given, in layout order) as FlatParams lays
 // out parameters without expert stacks: each start 16-element aligned. Rebuilds one process's
-// layout from a tensor-parallel rank's (checkpoint/optimizer_by_name.h).
+// layout from a tensor-parallel rank's (checkpoint/unsharded_local_read.h).
 void lay_out_segments(std::vector<ParamSegment>& segments);
 
 class FlatParams {
