@@ -70,11 +70,13 @@ nlohmann::json verified_meta(const std::string& dir) {
   return meta;
 }
 
-LoadedCheckpoint load_one(const std::string& dir, const std::vector<std::string>& tensor_files) {
+LoadedCheckpoint load_one(const std::string& dir, const std::vector<std::string>& tensor_files,
+                          bool tensors_by_range) {
   LoadedCheckpoint out;
   out.dir = dir;
   out.meta = verified_meta(dir);
   out.step = out.meta["step"].get<int64_t>();
+  if (tensors_by_range) return out;
   std::vector<std::string> wanted = tensor_files;
   // A sharded checkpoint's shard files are read by range where they are needed
   // (checkpoint/sharded_reader.h); the whole files they make up (model.safetensors) are
@@ -207,10 +209,11 @@ std::optional<std::string> CheckpointStore::resolve(const CheckpointRequest& req
 void CheckpointStore::verify(const std::string& ckpt_dir) { verified_meta(ckpt_dir); }
 
 LoadedCheckpoint CheckpointStore::load(const std::string& ckpt_dir, bool allow_fallback,
-                                       const std::vector<std::string>& tensor_files) {
+                                       const std::vector<std::string>& tensor_files,
+                                       bool tensors_by_range) {
   const std::string dir = link_target(ckpt_dir).value_or(normalize(ckpt_dir));
   try {
-    return load_one(dir, tensor_files);
+    return load_one(dir, tensor_files, tensors_by_range);
   } catch (const Error& e) {
     if (!allow_fallback) throw;
     const auto own_step = parse_step(base_name(dir));
@@ -223,7 +226,7 @@ LoadedCheckpoint CheckpointStore::load(const std::string& ckpt_dir, bool allow_f
     for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
       if (it->step >= *own_step) continue;
       try {
-        LoadedCheckpoint loaded = load_one(it->dir, tensor_files);
+        LoadedCheckpoint loaded = load_one(it->dir, tensor_files, tensors_by_range);
         loaded.fell_back = true;
         log::warn("falling back to checkpoint " + it->dir + " (step " +
                   std::to_string(loaded.step) + ") because " + dir + " is unusable");

@@ -120,8 +120,11 @@ class CheckpointStore {
   // ranks of a job reach the same verdict. With allow_fallback, a corrupt or incomplete
   // checkpoint is reported with log::warn and the newest valid older step dir beside it is
   // loaded instead; throws if there is none.
+  // tensors_by_range: read no tensor file (files stays empty); the caller reads what it needs
+  // by range (a tensor-parallel resume, checkpoint/unsharded_local_read.h).
   static LoadedCheckpoint load(const std::string& ckpt_dir, bool allow_fallback,
-                               const std::vector<std::string>& tensor_files = {});
+                               const std::vector<std::string>& tensor_files = {},
+                               bool tensors_by_range = false);
 
   // Complete checkpoints (step_* dirs containing meta.json) in a checkpoints/ dir, by step.
   static std::vector<CheckpointEntry> list(const std::string& checkpoints_dir);

@@ -137,6 +137,13 @@ void check_model_shards(const nlohmann::json& s) {
     const int64_t rank = shard_int(f, "rank", where);
     if (rank < 0 || rank >= world) bad_shards(where + " has rank " + std::to_string(rank));
     optional_index(f, "tp_rank", tp, where);
+    if (f.contains("by_name")) {
+      // Optimizer state by name (Muon under dist.tp): no flat range, no list.
+      if (!f["by_name"].is_boolean() || !f["by_name"].get<bool>()) {
+        bad_shards(where + "'s \"by_name\" is not true");
+      }
+      continue;
+    }
     if (!f.contains("tensors") || !f["tensors"].is_array()) bad_shards(where + " lists no tensors");
     for (const auto& t : f["tensors"]) {
       if (!t.is_string()) bad_shards(where + " lists a tensor name that is not a string");

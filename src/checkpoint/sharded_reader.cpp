@@ -15,7 +15,6 @@ namespace {
 
 constexpr int kShardFormat = 1;
 
-// meta.json's "model_shards", checked for a format this reader knows and for its structure.
 const nlohmann::json& shards_of(const nlohmann::json& meta) {
   const auto& s = meta.at("model_shards");
   const auto& format = s.is_object() && s.contains("format") ? s["format"] : nlohmann::json();
@@ -37,16 +36,13 @@ std::string layout_text(const nlohmann::json& s) {
          (zero > 0 ? " x ZeRO-" + std::to_string(zero) : "") + " layout";
 }
 
-// The whole tensor of entry `t` from the flat tensor `flat_name` ("params", "exp_avg",
-// "exp_avg_sq"): its flat range (TP rank 0's), or its TP slices put back in place.
-at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const nlohmann::json& t,
-                      const std::string& flat_name) {
+}  // namespace
+
+const nlohmann::json& model_shards_of(const nlohmann::json& meta) { return shards_of(meta); }
+
+at::Tensor assemble_shard_entry(const nlohmann::json& t, const LocalPiece& piece) {
   const auto shape = t.at("shape").get<std::vector<int64_t>>();
-  if (t.contains("flat")) {
-    const int64_t b = t["flat"][0].get<int64_t>(), e = t["flat"][1].get<int64_t>();
-    return read_flat_range(dir, meta, flat_name, b, e, t.value("tp_rank", int64_t{0}))
-        .reshape(shape);
-  }
+  if (t.contains("flat")) return piece(t.value("tp_rank", int64_t{0}), t["flat"], shape);
   auto whole = at::zeros(shape, at::kFloat);
   for (const auto& sl : t.at("slices")) {
     const int64_t dim = sl.at("dim").get<int64_t>();
@@ -54,9 +50,7 @@ at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const 
     local_shape[dim] = 0;
     for (const auto& r : sl.at("ranges"))
       local_shape[dim] += r[1].get<int64_t>() - r[0].get<int64_t>();
-    const int64_t b = sl["flat"][0].get<int64_t>(), e = sl["flat"][1].get<int64_t>();
-    const auto local = read_flat_range(dir, meta, flat_name, b, e, sl.value("tp_rank", int64_t{0}))
-                           .reshape(local_shape);
+    const auto local = piece(sl.value("tp_rank", int64_t{0}), sl["flat"], local_shape);
     int64_t at_local = 0;
     for (const auto& r : sl.at("ranges")) {
       const int64_t rb = r[0].get<int64_t>(), n = r[1].get<int64_t>() - rb;
@@ -67,7 +61,78 @@ at::Tensor read_entry(const std::string& dir, const nlohmann::json& meta, const 
   return whole;
 }
 
-}  // namespace
+at::Tensor read_shard_entry(const std::string& dir, const nlohmann::json& meta,
+                            const nlohmann::json& t, const std::string& flat_name) {
+  return assemble_shard_entry(
+      t, [&](int64_t tp_rank, const nlohmann::json& flat, const std::vector<int64_t>& local_shape) {
+        const int64_t b = flat[0].get<int64_t>(), e = flat[1].get<int64_t>();
+        return read_flat_range(dir, meta, flat_name, b, e, tp_rank).reshape(local_shape);
+      });
+}
+
+at::Tensor read_local_rows(const std::vector<int64_t>& shape, const LocalRows& rows,
+                           const FlatReader& read) {
+  int64_t numel = 1;
+  for (int64_t n : shape) numel *= n;
+  if (rows.dim < 0 || shape != rows.whole_shape) return read(0, numel).reshape(shape);
+  if (rows.dim > 0) {
+    std::vector<at::Tensor> parts;
+    const auto whole = read(0, numel).reshape(shape);
+    for (const auto& [b, e] : rows.ranges) parts.push_back(whole.narrow(rows.dim, b, e - b));
+    return at::cat(parts, rows.dim).contiguous();
+  }
+  // Dim 0: each range is one run of elements, rows [b, e) of `inner` elements each.
+  const int64_t inner = shape.empty() || shape[0] == 0 ? 0 : numel / shape[0];
+  std::vector<at::Tensor> parts;
+  auto local_shape = shape;
+  local_shape[0] = 0;
+  for (const auto& [b, e] : rows.ranges) {
+    parts.push_back(read(b * inner, (e - b) * inner));
+    local_shape[0] += e - b;
+  }
+  return at::cat(parts).reshape(local_shape);
+}
+
+const nlohmann::json* own_saved_slice(const nlohmann::json& meta, const nlohmann::json& t,
+                                      const std::string& name, const TensorLocalizer& local) {
+  const LocalRows rows = local.rows(name);
+  if (t.contains("flat")) return rows.dim < 0 ? &t : nullptr;
+  if (!t.contains("slices") || shards_of(meta).value("tp", int64_t{1}) != local.tp) return nullptr;
+  for (const auto& sl : t["slices"]) {
+    if (sl.value("tp_rank", int64_t{0}) != local.tp_rank) continue;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const auto& r : sl.at("ranges"))
+      ranges.emplace_back(r[0].get<int64_t>(), r[1].get<int64_t>());
+    if (sl.at("dim").get<int64_t>() == rows.dim && ranges == rows.ranges) return &sl;
+  }
+  return nullptr;
+}
+
+at::Tensor read_local_shard_entry(const std::string& dir, const nlohmann::json& meta,
+                                  const nlohmann::json& t, const std::string& flat_name,
+                                  const std::string& name, const TensorLocalizer& local) {
+  const auto shape = t.at("shape").get<std::vector<int64_t>>();
+  if (const auto* own = own_saved_slice(meta, t, name, local); own && own != &t) {
+    // This TP rank's own slice, as saved: one flat range of its files.
+    const int64_t b = (*own)["flat"][0].get<int64_t>(), e = (*own)["flat"][1].get<int64_t>();
+    auto piece = read_flat_range(dir, meta, flat_name, b, e, local.tp_rank);
+    const LocalRows rows = local.rows(name);
+    auto local_shape = shape;
+    local_shape[rows.dim] = 0;
+    for (const auto& [rb, re] : rows.ranges) local_shape[rows.dim] += re - rb;
+    return piece.reshape(local_shape);
+  }
+  if (t.contains("flat")) {
+    // Saved whole (TP rank 0's flat layout): this rank's rows of it.
+    const int64_t fb = t["flat"][0].get<int64_t>();
+    const int64_t tp_rank = t.value("tp_rank", int64_t{0});
+    return read_local_rows(shape, local.rows(name), [&](int64_t b, int64_t n) {
+      return read_flat_range(dir, meta, flat_name, fb + b, fb + b + n, tp_rank);
+    });
+  }
+  // Slices of another TP degree: the whole tensor, then ours.
+  return local(name, read_shard_entry(dir, meta, t, flat_name));
+}
 
 bool has_model_shards(const nlohmann::json& meta) {
   return meta.is_object() && meta.contains("model_shards");
@@ -105,6 +170,7 @@ at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
   auto out = at::zeros({end - begin}, at::kFloat);
   for (const auto& f : s.at("files")) {
     if (f.value("tp_rank", int64_t{0}) != tp_rank) continue;  // another TP rank's flat layout
+    if (f.value("by_name", false)) continue;                  // no flat range
     const auto& holds = f.at("tensors");
     if (std::find(holds.begin(), holds.end(), tensor) == holds.end()) continue;
     const int64_t fb = f.at("flat")[0].get<int64_t>(), fe = f.at("flat")[1].get<int64_t>();
@@ -123,14 +189,16 @@ at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
 }
 
 core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohmann::json& meta,
-                                            const std::string& logical_file) {
+                                            const std::string& logical_file,
+                                            const TensorLocalizer& local) {
   core::SafetensorsFile out;
   for (const auto& t : shards_of(meta).at("tensors")) {
     if (t.at("in").get<std::string>() != logical_file) continue;
     const std::string name = t.at("name").get<std::string>();
     at::Tensor value;
     if (t.contains("flat") || t.contains("slices")) {
-      value = read_entry(dir, meta, t, "params");
+      value = local ? read_local_shard_entry(dir, meta, t, "params", name, local)
+                    : read_shard_entry(dir, meta, t, "params");
     } else if (t.contains("file")) {
       const std::string file = t["file"].get<std::string>();
       if (!std::filesystem::is_regular_file(dir + "/" + file)) {
@@ -163,64 +231,6 @@ std::string model_weights_sha256(const nlohmann::json& meta) {
     if (name.compare(0, 6, "model.") == 0) listed += files.at(name).at("sha256").get<std::string>();
   }
   return core::sha256_hex(listed);
-}
-
-void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& meta,
-                               optim::Optimizer& optimizer, const TensorLocalizer& localize) {
-  const auto& om = meta.at("optimizer");
-  const int64_t step = om.at("step").get<int64_t>();
-  const auto& saved = om.at("layout");
-  nlohmann::json target = optimizer.state_layout();
-  const std::string kind = target.value("kind", "named");
-  // TP slices (saved, or wanted now) go by parameter: no flat layout is shared.
-  const bool by_name = shards_of(meta).value("tp", 1) > 1 || localize;
-  std::vector<optim::NamedTensors> rank_files;
-  // By name also for a ZeRO optimizer that holds its experts apart (dist.ep > 1) from shards
-  // that cover them (saved at dist.ep=1): it takes its experts' slices of the whole stacks.
-  if (kind == "flat_shards" && (by_name || target.contains("experts"))) {
-    target = {{"kind", "named"}};  // any AdamW takes its part of moments given by name
-  }
-  if (target.value("kind", "named") == "flat_shards") {
-    // The moments lie in the same flat layout (only the tail padding depends on the ranks).
-    if (target.at("flat_layout") != saved.value("flat_layout", nlohmann::json())) {
-      throw Error("checkpoint " + dir +
-                  ": its optimizer state was saved for a different parameter " + "layout (" +
-                  saved.value("flat_layout", std::string("?")) + " vs " +
-                  target.at("flat_layout").get<std::string>() + "): the model changed");
-    }
-    const auto world = target.at("world_size").get<int64_t>();
-    const auto shard = target.at("shard_numel").get<int64_t>();
-    const int64_t own = optimizer.shard_begin() / shard;
-    // Other ranks' slices are never read: a broadcast zero stands in for them (no memory).
-    const auto absent = at::zeros({1}, at::kFloat).expand({shard});
-    for (int64_t q = 0; q < world; ++q) {
-      optim::NamedTensors file;
-      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
-        file.emplace_back(
-            k, q == own ? read_flat_range(dir, meta, k, q * shard, (q + 1) * shard) : absent);
-      }
-      rank_files.push_back(std::move(file));
-    }
-  } else if (target.value("kind", "named") == "named") {
-    optim::NamedTensors file;
-    for (const auto& t : shards_of(meta).at("tensors")) {
-      if (!t.contains("flat") && !t.contains("slices")) continue;  // a buffer
-      if (!t.contains("segment") || !t["segment"].is_string()) {
-        throw Error("checkpoint " + dir + ": meta.json's model_shards: tensor '" +
-                    t.value("name", std::string("?")) + "' has no flat segment name");
-      }
-      const std::string seg = t["segment"].get<std::string>();
-      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
-        auto whole = read_entry(dir, meta, t, k);
-        file.emplace_back(std::string(k) + "." + seg, localize ? localize(seg, whole) : whole);
-      }
-    }
-    rank_files.push_back(std::move(file));
-  } else {
-    throw Error("checkpoint " + dir + " holds sharded AdamW state, which optimizer " +
-                optimizer.name() + " (state layout '" + kind + "') cannot resume from");
-  }
-  optimizer.load_state(rank_files, target, step);
 }
 
 }  // namespace lmtrain::train

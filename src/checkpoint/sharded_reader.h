@@ -24,6 +24,9 @@
 // flat [b, e) of TP rank t's flat layout. Under TP ("tp": T > 1) each file entry says whose
 // flat layout its range indexes ("tp_rank"; absent: 0), and a "flat" tensor entry, whole on
 // every TP rank, is read from TP rank 0's.
+// A file entry with "by_name": true (no "tensors", no "flat") holds optimizer state by name in
+// its TP rank's local shapes (Muon under dist.tp: "momentum.<matrix>", "exp_avg.<p>", ...):
+// "<state>.<segment>" is made whole from its TP ranks' files by its segment's entry, as above.
 // "in" names the logical file the tensor belongs to ("model.safetensors",
 // "objective.safetensors"): assemble_sharded_file() rebuilds one of those whole, so every
 // command that reads a model (eval, export hf, generate, init_from) reads a sharded checkpoint.
@@ -35,6 +38,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/safetensors.h"
 #include "optim/optimizer.h"
@@ -42,6 +47,22 @@
 namespace lmtrain::train {
 
 bool has_model_shards(const nlohmann::json& meta);
+
+// meta.json's "model_shards", checked for a format this reader knows and for its structure
+// (checkpoint/shard_layout_check.h).
+const nlohmann::json& model_shards_of(const nlohmann::json& meta);
+
+// TP rank `tp_rank`'s local tensor of a parameter, of shape `local_shape`, whose flat range in
+// that rank's layout is `flat` ([b, e]).
+using LocalPiece = std::function<at::Tensor(int64_t tp_rank, const nlohmann::json& flat,
+                                            const std::vector<int64_t>& local_shape)>;
+// The whole tensor of "tensors" entry `t` from its pieces: its flat range (TP rank 0's, whole on
+// every TP rank), or its TP slices put back in place.
+at::Tensor assemble_shard_entry(const nlohmann::json& t, const LocalPiece& piece);
+// The whole tensor of entry `t` from the flat tensor `flat_name` ("params", "exp_avg",
+// "exp_avg_sq") of the shard files.
+at::Tensor read_shard_entry(const std::string& dir, const nlohmann::json& meta,
+                            const nlohmann::json& t, const std::string& flat_name);
 
 // The files listed in meta.json's "model_shards" (read by range, never loaded whole).
 std::set<std::string> model_shard_files(const nlohmann::json& meta);
@@ -52,9 +73,37 @@ std::set<std::string> sharded_logical_files(const nlohmann::json& meta);
 // " (the shard of rank R of the N-rank ZeRO-3 layout)" for a shard file, else "".
 std::string shard_file_note(const nlohmann::json& meta, const std::string& file);
 
-// A tensor-parallel run's own part of a whole tensor read from a checkpoint, by parameter name
-// (the whole tensor for one it does not split); empty: the run is not tensor-parallel.
-using TensorLocalizer = std::function<at::Tensor(const std::string& name, const at::Tensor&)>;
+// The part of a parameter a tensor-parallel rank holds: dimension `dim` (-1: all of it) of its
+// whole shape cut to `ranges`, concatenated in order (parallel/tensor_parallel_plan.h's TpSlice).
+struct LocalRows {
+  int64_t dim = -1;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::vector<int64_t> whole_shape;
+};
+
+// A tensor-parallel run's own part of a checkpoint's tensors, by parameter name; empty: the run
+// is not tensor-parallel. `cut` takes it from a whole tensor (the whole tensor for one it does
+// not split, or of a shape other than the model's: the load then names it); `rows` says which
+// part, so that a resume reads only those elements. This rank is TP rank `tp_rank` of `tp`.
+struct TensorLocalizer {
+  std::function<at::Tensor(const std::string& name, const at::Tensor& whole)> cut;
+  std::function<LocalRows(const std::string& name)> rows;
+  int64_t tp_rank = 0;
+  int64_t tp = 1;
+  explicit operator bool() const { return static_cast<bool>(cut); }
+  at::Tensor operator()(const std::string& name, const at::Tensor& whole) const {
+    return cut(name, whole);
+  }
+};
+
+// Elements [begin, begin + count) of a whole tensor, flattened row-major.
+using FlatReader = std::function<at::Tensor(int64_t begin, int64_t count)>;
+// This rank's part (`rows`) of a tensor of whole shape `shape` through `read`: a dim-0 cut reads
+// only its rows' elements; a cut along a later dim reads the tensor whole (one tensor at a time)
+// and cuts it, since its elements are spread over every row. A tensor of another shape than
+// rows.whole_shape is read whole (the load then names it).
+at::Tensor read_local_rows(const std::vector<int64_t>& shape, const LocalRows& rows,
+                           const FlatReader& read);
 
 // Elements [begin, end) of the flat tensor `tensor` ("params", "exp_avg", "exp_avg_sq") of TP
 // rank `tp_rank`'s flat layout as a (end - begin,) fp32 CPU tensor; elements no file covers (the
@@ -63,9 +112,23 @@ at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
                            const std::string& tensor, int64_t begin, int64_t end,
                            int64_t tp_rank = 0);
 
+// This rank's part of parameter `name`'s entry `t` from the flat tensor `flat_name`, reading only
+// its elements: the slice saved for this TP rank when the checkpoint has this run's TP degree,
+// else its rows of the saved tensor (read_local_rows).
+at::Tensor read_local_shard_entry(const std::string& dir, const nlohmann::json& meta,
+                                  const nlohmann::json& t, const std::string& flat_name,
+                                  const std::string& name, const TensorLocalizer& local);
+// The saved slice of entry `t` that holds exactly this rank's part of parameter `name` (same TP
+// degree, TP rank, dim and ranges), or null. An entry saved whole matches a part that is whole.
+const nlohmann::json* own_saved_slice(const nlohmann::json& meta, const nlohmann::json& t,
+                                      const std::string& name, const TensorLocalizer& local);
+
 // One logical file's tensors (by name, in the order they were saved) assembled from the shards.
+// With `local` (a tensor-parallel run) each tensor is this rank's part, read alone where the
+// layout allows (read_local_shard_entry).
 core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohmann::json& meta,
-                                            const std::string& logical_file);
+                                            const std::string& logical_file,
+                                            const TensorLocalizer& local = {});
 
 // sha256 that identifies a checkpoint's model weights: its model.safetensors' as meta.json lists
 // it, or for a sharded checkpoint the sha256 of its shard files' listed sha256s, in order.
@@ -74,7 +137,8 @@ std::string model_weights_sha256(const nlohmann::json& meta);
 // Restores the optimizer's Adam moments from the shards, whatever layout the optimizer has now:
 // a ZeRO optimizer (any stage, any group size) reads only its own flat range of the moments; a
 // replicated one reads them whole, by parameter. Moments saved as TP slices, or read by a
-// tensor-parallel run (`localize` set), go by parameter: whole, then cut to this run's slices.
+// tensor-parallel run (`localize` set), go by parameter: whole, then cut to this run's slices;
+// Muon's state (files "by_name") too, for a Muon optimizer in any layout.
 // Throws lmtrain::Error for a different parameter layout (another model) or an optimizer whose
 // state does not come from Adam moments.
 void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& meta,

@@ -44,8 +44,9 @@ std::string optim_shard_file(int rank) {
   return "optim.rank" + std::to_string(rank) + ".safetensors";
 }
 
-TensorList flat_moments(const ShardedSave& save, const optim::Optimizer& optimizer) {
+TensorList optim_shard_tensors(const ShardedSave& save, const optim::Optimizer& optimizer) {
   auto state = optimizer.state_tensors();
+  if (save.optim_by_name) return state;
   if (state.size() == 2 && state[0].first == "exp_avg" && state[1].first == "exp_avg_sq") {
     return state;  // a ZeRO optimizer's shard (or its whole flat on one rank)
   }
@@ -83,8 +84,8 @@ void write_rank_shards(const std::string& run_dir, int64_t step, int rank, const
                             {{"format", "pt"}});
   }
   if (d < save.optim_ranks) {
-    core::write_safetensors(staging + "/" + optim_shard_file(rank), flat_moments(save, optimizer),
-                            {{"format", "pt"}});
+    core::write_safetensors(staging + "/" + optim_shard_file(rank),
+                            optim_shard_tensors(save, optimizer), {{"format", "pt"}});
   }
 }
 
@@ -126,7 +127,12 @@ nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& 
       if (d < save.shard_ranks) {
         files.push_back(file_entry(model_shard_file(r), d, t, {"params"}, shard));
       }
-      if (d < save.optim_ranks) {
+      if (d < save.optim_ranks && save.optim_by_name) {
+        // No flat range: the file's tensors are TP rank t's pieces, by name.
+        nlohmann::json f = {{"file", optim_shard_file(r)}, {"rank", r}, {"by_name", true}};
+        if (save.tp > 1) f["tp_rank"] = t;
+        files.push_back(std::move(f));
+      } else if (d < save.optim_ranks) {
         files.push_back(
             file_entry(optim_shard_file(r), d, t, {"exp_avg", "exp_avg_sq"}, optim_shard));
       }

@@ -6,7 +6,10 @@
 //                              buffers by name
 //   optim.rank<r>.safetensors  "exp_avg", "exp_avg_sq": flat elements [d So, (d+1) So) of the
 //                              Adam moments (So: the optimizer's shard, or its whole flat);
-//                              rank 0's also the CPU RNG state
+//                              rank 0's also the CPU RNG state. Muon (optim_by_name): its state
+//                              by name in TP rank t's local shapes instead ("momentum.<matrix>"
+//                              on the matrix's owner, "exp_avg.<p>", "exp_avg_sq.<p>" of its
+//                              AdamW group on d = 0), one file per data-parallel rank d
 // where world rank r = d * tp + t: t its tensor-parallel rank (0 without TP), d its rank within
 // the group its parameters (S) or moments (So) are sharded over. Under TP each TP rank's flat
 // layout holds its own slices of the split parameters (parallel/tensor_parallel_plan.h): the
@@ -49,6 +52,10 @@ struct ShardedSave {
   std::string objective_prefix;
   int tp = 1;           // dist.tp: TP ranks, each with its own flat layout of slices
   int optim_ranks = 1;  // ranks the moments are sharded over (1: a replicated optimizer)
+  // The optimizer's state goes by name (Muon, whose per-matrix momentum has no flat layout):
+  // each of the optim_ranks data-parallel ranks writes its state_tensors(), in its TP rank's
+  // local shapes; the meta's "slices" of each parameter say how to make them whole again.
+  bool optim_by_name = false;
   std::map<std::string, TpSplit> tp_splits;  // by parameter name; absent: whole on every TP rank
 };
 
@@ -66,8 +73,9 @@ std::vector<std::string> other_rank_shard_files(const ShardedSave& save);
 
 // Rank 0: the tensors of its model.rank0.safetensors (its shard and the model's buffers).
 TensorList rank0_model_shard(const ShardedSave& save, const model::GptImpl& model);
-// This rank's Adam moments as flat "exp_avg" / "exp_avg_sq" over [d So, (d+1) So).
-TensorList flat_moments(const ShardedSave& save, const optim::Optimizer& optimizer);
+// This rank's optimizer file: its Adam moments as flat "exp_avg" / "exp_avg_sq" over
+// [d So, (d+1) So), or with optim_by_name its state by name.
+TensorList optim_shard_tensors(const ShardedSave& save, const optim::Optimizer& optimizer);
 
 // meta.json's "model_shards" for the layout `save` describes.
 nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& model);

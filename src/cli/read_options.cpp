@@ -120,13 +120,6 @@ void check_tp_run(const core::Config& cfg, int world_size) {
   auto refuse = [tp](const std::string& what) {
     throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
   };
-  if (core::get_choice<optim::OptimizerName>(cfg) == optim::OptimizerName::kMuon) {
-    // Muon's update runs under TP (optim/split_matrices.h, TpMuonTest), but the TP checkpoint
-    // writes flat Adam moments per slice and has no place for Muon's per-matrix momentum yet.
-    refuse(
-        "config key 'optim.name' = muon (its update runs under TP, but TP checkpoints do not "
-        "hold Muon's momentum yet)");
-  }
   if (cfg.get_int("lora.rank") > 0) refuse("config key 'lora.rank' > 0 (LoRA)");
   if (cfg.get_int("dist.ep") > 1) refuse("config key 'dist.ep' > 1");
   if (cfg.get_int("model.moe.num_experts") > 0) refuse("config key 'model.moe.num_experts' > 0");

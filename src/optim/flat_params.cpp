@@ -145,15 +145,27 @@ const ParamSegment& FlatParams::segment(const std::string& name) const {
   throw Error("no parameter named '" + name + "'");
 }
 
-std::string FlatParams::layout_signature(bool shared_only) const {
+std::string layout_signature(const std::vector<ParamSegment>& segments, bool shared_only) {
   std::string desc;
-  for (const auto& s : segments_) {
+  for (const auto& s : segments) {
     if (shared_only && s.expert) continue;
     desc += s.name + ":" + std::to_string(s.offset) + ":" + std::to_string(s.numel) + ";";
   }
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08x", core::crc32c(desc));
   return buf;
+}
+
+void lay_out_segments(std::vector<ParamSegment>& segments) {
+  int64_t offset = 0;
+  for (auto& seg : segments) {
+    seg.offset = offset;
+    offset = align_up(offset + seg.numel);
+  }
+}
+
+std::string FlatParams::layout_signature(bool shared_only) const {
+  return optim::layout_signature(segments_, shared_only);
 }
 
 at::Tensor FlatParams::grad_norm() const {

@@ -44,6 +44,13 @@ struct ParamSource {
   model::ParamTags tags;  // by the module's own (unprefixed) names
 };
 
+// The signature FlatParams::layout_signature() gives a layout of these segments.
+std::string layout_signature(const std::vector<ParamSegment>& segments, bool shared_only = false);
+// Sets the offsets of `segments` (names and numels given, in layout order) as FlatParams lays
+// out parameters without expert stacks: each start 16-element aligned. Rebuilds one process's
+// layout from a tensor-parallel rank's (checkpoint/unsharded_local_read.h).
+void lay_out_segments(std::vector<ParamSegment>& segments);
+
 class FlatParams {
  public:
   // The buffers are padded with zeros to a multiple of `pad_multiple` elements (16 * world

@@ -390,7 +390,9 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       }
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
-      auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true);
+      // Tensor parallelism reads only its part of each tensor, by range, in the restore.
+      auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true, {},
+                                        /*tensors_by_range=*/s.tp != nullptr);
       check_start_checkpoint(ckpt, s.setup.model, tokenizer_hash, tokenizer_from,
                              /*hash_required=*/true);
       // Before anything is restored or logged as resumed.
@@ -416,9 +418,17 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       // layout saved it (sharded_reader.h).
       TensorLocalizer localize;
       if (s.tp) {
-        localize = [tp = s.tp.get()](const std::string& name, const at::Tensor& whole) {
+        const parallel::TensorParallel* tp = s.tp.get();
+        localize.cut = [tp](const std::string& name, const at::Tensor& whole) {
           return tp->local_piece(name, whole);
         };
+        localize.rows = [tp](const std::string& name) {
+          auto it = tp->slices().find(name);
+          if (it == tp->slices().end() || !it->second.sharded()) return LocalRows{};
+          return LocalRows{it->second.dim, it->second.ranges, it->second.whole_shape};
+        };
+        localize.tp_rank = tp->rank();
+        localize.tp = tp->size();
       }
       s.state = restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
                                             s.objective->trained_module(), localize);

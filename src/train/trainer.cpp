@@ -185,8 +185,12 @@ std::optional<ShardedSave> sharded_save_of(const RunSetup& s, const optim::FlatP
   out.world_size = world.size();
   out.zero = s.options.optimizer.zero;
   out.objective_prefix = kObjectivePrefix;
+  // Muon's state goes by name, each data-parallel rank holding its matrices' momentum.
+  out.optim_by_name = optimizer.state_layout().value("kind", "") == "muon";
   out.optim_ranks =
-      static_cast<int>(flat.numel() / (optimizer.shard_end() - optimizer.shard_begin()));
+      out.optim_by_name
+          ? (optimizer.sharded() ? dp.size() : 1)
+          : static_cast<int>(flat.numel() / (optimizer.shard_end() - optimizer.shard_begin()));
   if (s.tp) {
     out.tp = s.tp->size();
     out.tp_splits = s.tp->checkpoint_splits();

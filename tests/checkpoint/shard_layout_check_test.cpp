@@ -15,7 +15,8 @@ namespace lmtrain::train {
 namespace {
 
 // A fuzz seed's layout: ZeRO-3's (sharded_meta.json) or tensor parallelism's
-// (tp_sharded_meta.json: TP=2, a tensor split into two ranges per TP rank, one held whole).
+// (tp_sharded_meta.json: TP=2, a tensor split into two ranges per TP rank, one held whole;
+// tp_muon_meta.json: the same with Muon's optimizer files by name).
 nlohmann::json seed_layout(const std::string& seed) {
   std::ifstream in(testing::source_dir() + "/fuzz/corpus/meta_json/" + seed);
   return nlohmann::json::parse(in)["model_shards"];
@@ -121,6 +122,32 @@ TEST(ShardLayoutCheck, TensorParallelSlicesPassAndDamageIsNamed) {
     EXPECT_NE(message.find(c.named), std::string::npos)
         << "wanted: " << c.named << "\ngot: " << message;
     EXPECT_NE(message.find("meta.json's model_shards: "), std::string::npos) << message;
+  }
+}
+
+// Muon under TP (tp_muon_meta.json): its optimizer files hold state by name, no flat range.
+TEST(ShardLayoutCheck, OptimizerStateByNamePassesAndDamageIsNamed) {
+  const std::string seed = "tp_muon_meta.json";
+  EXPECT_EQ(shard_error([](nlohmann::json&) {}, seed), "");
+  const struct {
+    std::function<void(nlohmann::json&)> edit;
+    const char* named;
+  } cases[] = {
+      {[](auto& s) { s["files"][3]["by_name"] = false; },
+       "file optim.rank1.safetensors's \"by_name\" is not true"},
+      {[](auto& s) { s["files"][3]["by_name"] = "yes"; },
+       "file optim.rank1.safetensors's \"by_name\" is not true"},
+      {[](auto& s) { s["files"][3]["tp_rank"] = 2; },
+       "file optim.rank1.safetensors has tp_rank 2 outside [0, 2)"},
+      {[](auto& s) { s["files"][3]["file"] = "../optim.rank1.safetensors"; },
+       "names '../optim.rank1.safetensors', which is not a file of the checkpoint"},
+      {[](auto& s) { s["files"][1].erase("by_name"); },
+       "file optim.rank0.safetensors lists no tensors"},
+  };
+  for (const auto& c : cases) {
+    const std::string message = shard_error(c.edit, seed);
+    EXPECT_NE(message.find(c.named), std::string::npos)
+        << "wanted: " << c.named << "\ngot: " << message;
   }
 }
 
