@@ -3,6 +3,7 @@
 (issue 43). In windows where nothing else runs, alternately:
 
   alone        one `lmtrain bench` of 1 rank x 1 thread;
+  pinned alone the same, pinned to core 0 (taskset);
   pair         two independent such benches at once (no communication at all);
   pinned pair  the same, pinned to cores 0 and 1 (taskset);
   ddp          `lmtrain launch --nproc_per_node=2 -- bench` (DDP over Gloo), the same flags.
@@ -19,8 +20,8 @@ again. It waits (up to --deadline seconds in all) for the machine to be idle (< 
     bench/scaling_ceiling.py [--rounds N] [--deadline SECONDS]
     env: LMTRAIN_BIN (default build/lmtrain)
 
-Prints one line per run (tokens/s of each process, CPU seconds, wall seconds) and ends with the
-medians: alone, pair and pinned pair (with their ratio to alone: the ceiling), ddp (its scaling).
+Prints one line per run (tokens/s of each process, CPU seconds, wall seconds) and ends with each
+kind's median and its ratio to alone (pair: the ceiling; ddp: its scaling).
 """
 import argparse
 import os
@@ -109,6 +110,7 @@ def main():
     one = [lmtrain, "bench"] + flags
     kinds = [
         ("alone", [one]),
+        ("pinned alone", [["taskset", "-c", "0"] + one]),
         ("pair", [one, one]),
         ("pinned pair", [["taskset", "-c", "0"] + one, ["taskset", "-c", "1"] + one]),
         ("ddp", [[lmtrain, "launch", "--standalone", "--nproc_per_node=2", "--", "bench"] + flags]),
@@ -126,7 +128,7 @@ def main():
                 break
             tps, other, cpu, wall = run(cmds, env)
             ok = other < 0.03 and None not in tps
-            print(f"{time.strftime('%H:%M:%S')} {kind:11s} tokens_per_s {tps} "
+            print(f"{time.strftime('%H:%M:%S')} {kind:12s} tokens_per_s {tps} "
                   f"cpu {cpu:.1f} s wall {wall:.1f} s others {100 * other:.1f}% "
                   f"{'ok' if ok else 'DISCARD'}", flush=True)
             if ok:
