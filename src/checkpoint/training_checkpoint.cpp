@@ -69,6 +69,15 @@ void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimi
 TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base);
 }  // namespace
 
+void load_local_model_tensors(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                              const TensorLocalizer& localize) {
+  load_model_tensors(model,
+                     has_model_shards(ckpt.meta)
+                         ? assemble_sharded_file(ckpt.dir, ckpt.meta, "model.safetensors", localize)
+                         : local_model_tensors(ckpt, localize),
+                     ckpt.dir + "/model.safetensors");
+}
+
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           optim::Optimizer& optimizer, torch::nn::Module* objective,
                                           const TensorLocalizer& localize) {
@@ -76,11 +85,7 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   if (localize) {
     // A tensor-parallel run reads only its part of the tensors, by range (no LoRA, no objective
     // parameters under TP): CheckpointStore::load may have read none of them.
-    load_model_tensors(
-        model,
-        sharded ? assemble_sharded_file(ckpt.dir, ckpt.meta, "model.safetensors", localize)
-                : local_model_tensors(ckpt, localize),
-        ckpt.dir + "/model.safetensors");
+    load_local_model_tensors(ckpt, model, localize);
     if (sharded) {
       restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer, localize);
     } else {

@@ -110,4 +110,11 @@ enum class ModelTensors { kAll, kBase, kCheckpointed };
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
                         const std::string& origin, ModelTensors which = ModelTensors::kAll);
 
+// A tensor-parallel run's part of a checkpoint's model tensors, read by range whatever layout
+// saved them (sharded_reader.h's slice files or an unsharded model.safetensors), into `model`.
+// The checkpoint may have been loaded with tensors_by_range (no tensor file read). For a resume
+// and for model.init_from alike.
+void load_local_model_tensors(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                              const TensorLocalizer& localize);
+
 }  // namespace lmtrain::train

@@ -361,19 +361,22 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
                         s.optimizer->name().c_str(), s.optimizer->state_bytes() / 1048576.0));
 }
 
-// Initial weights under tensor parallelism: this rank's slices of the checkpoint's whole
-// tensors (TensorParallel::local_piece cuts them as the plan cut the seeded model). No LoRA
-// under TP (check_tp_run), so every tensor of the model comes from the file.
-void load_local_init_weights(model::GptImpl& model, const LoadedCheckpoint& src,
-                             const parallel::TensorParallel& tp) {
-  refuse_lora_init_source(src);
-  const auto& whole = src.files.at("model.safetensors");
-  core::SafetensorsFile local;
-  for (const auto& name : whole.names) {
-    local.names.push_back(name);
-    local.tensors.emplace(name, tp.local_piece(name, whole.tensors.at(name)));
-  }
-  load_model_tensors(model, local, src.dir + "/model.safetensors");
+// This rank's slices of a checkpoint's whole tensors under tensor parallelism, whatever layout
+// saved them (sharded_reader.h): TensorParallel's cut, and the rows it keeps for reads by range.
+TensorLocalizer tp_localizer(const parallel::TensorParallel& tp) {
+  TensorLocalizer localize;
+  const parallel::TensorParallel* plan = &tp;
+  localize.cut = [plan](const std::string& name, const at::Tensor& whole) {
+    return plan->local_piece(name, whole);
+  };
+  localize.rows = [plan](const std::string& name) {
+    auto it = plan->slices().find(name);
+    if (it == plan->slices().end() || !it->second.sharded()) return LocalRows{};
+    return LocalRows{it->second.dim, it->second.ranges, it->second.whole_shape};
+  };
+  localize.tp_rank = tp.rank();
+  localize.tp = tp.size();
+  return localize;
 }
 
 // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
@@ -414,22 +417,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
             (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
             ckpt.dir.c_str()));
       }
-      // Tensor parallelism: this rank's slices of the checkpoint's whole tensors, whatever
-      // layout saved it (sharded_reader.h).
-      TensorLocalizer localize;
-      if (s.tp) {
-        const parallel::TensorParallel* tp = s.tp.get();
-        localize.cut = [tp](const std::string& name, const at::Tensor& whole) {
-          return tp->local_piece(name, whole);
-        };
-        localize.rows = [tp](const std::string& name) {
-          auto it = tp->slices().find(name);
-          if (it == tp->slices().end() || !it->second.sharded()) return LocalRows{};
-          return LocalRows{it->second.dim, it->second.ranges, it->second.whole_shape};
-        };
-        localize.tp_rank = tp->rank();
-        localize.tp = tp->size();
-      }
+      const TensorLocalizer localize = s.tp ? tp_localizer(*s.tp) : TensorLocalizer{};
       s.state = restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
                                             s.objective->trained_module(), localize);
       s.resumed = true;
@@ -450,13 +438,16 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
   if (!s.resumed && !init_from.empty() && !s.setup.temporal) {
     auto dir = CheckpointStore::resolve(init_from, init_from);
     if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
-    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+    // Under TP each rank reads only its slices, by range, as a resume does.
+    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"},
+                                     /*tensors_by_range=*/s.tp != nullptr);
     refuse_lora_init_source(src);
     // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
     check_start_checkpoint(src, s.setup.model, tokenizer_hash, tokenizer_from,
                            /*hash_required=*/false);
     if (s.tp) {
-      load_local_init_weights(*s.model, src, *s.tp);
+      // No LoRA under TP (check_tp_run): every tensor of the model comes from the file.
+      load_local_model_tensors(src, *s.model, tp_localizer(*s.tp));
     } else {
       s.state.lora_base = load_init_weights(*s.model, src);
     }
