@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_messages = 8;
   limits.max_content_bytes = 64;
   limits.max_tokens = 100;
+  limits.vocab_size = 1000;
   try {
     const auto r = lmtrain::serve::parse_chat_request(
         std::string_view(reinterpret_cast<const char*>(data), size), limits);
@@ -23,6 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (r.max_tokens && (*r.max_tokens < 1 || *r.max_tokens > limits.max_tokens)) std::abort();
     if (!(r.temperature >= 0 && r.temperature <= 2) || !(r.top_p > 0 && r.top_p <= 1)) std::abort();
+    for (size_t i = 0; i < r.logit_bias.size(); ++i) {  // ids ascending, each once, biases bounded
+      const auto [id, bias] = r.logit_bias[i];
+      if (id < 0 || id >= limits.vocab_size || !(bias >= -100 && bias <= 100)) std::abort();
+      if (i > 0 && r.logit_bias[i - 1].first >= id) std::abort();
+    }
   } catch (const lmtrain::serve::RequestError& e) {
     if (e.status < 400 || e.status >= 500) std::abort();
   } catch (const std::exception& e) {

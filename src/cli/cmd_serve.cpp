@@ -160,6 +160,7 @@ int cmd_serve(const Args& argv) {
   };
   backend.end_id = qo.eot_id;
   backend.vocab_limit = static_cast<int64_t>(tok.vocab_size());
+  options.limits.vocab_size = backend.vocab_limit;  // logit_bias ids the tokenizer can decode
   backend.queue = &queue;
   core::install_stop_handlers();
   core::ignore_broken_pipes();

@@ -11,8 +11,14 @@ at::Tensor sample_next(const at::Tensor& logits_in, const SamplingOptions& opts,
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t V = logits.size(-1);
   if (opts.vocab_limit > 0 && opts.vocab_limit < V) {
-    logits = logits.clone();
+    if (logits.is_same(logits_in)) logits = logits.clone();
     logits.narrow(-1, opts.vocab_limit, V - opts.vocab_limit).fill_(neg_inf);
+  }
+  if (!opts.logit_bias.empty()) {
+    if (logits.is_same(logits_in)) logits = logits.clone();
+    for (const auto& [id, bias] : opts.logit_bias) {
+      if (id < V) logits.select(-1, id).add_(bias);
+    }
   }
   if (opts.temperature <= 0) return logits.argmax(-1);
   logits = logits / opts.temperature;

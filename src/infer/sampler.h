@@ -3,6 +3,9 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+#include <vector>
+
 namespace lmtrain::infer {
 
 struct SamplingOptions {
@@ -13,6 +16,9 @@ struct SamplingOptions {
   // tokenizer's (50304 for GPT-2's 50257): a barely trained model gives those rows mass, and
   // an id the tokenizer cannot decode must not come out.
   int64_t vocab_limit = 0;
+  // (token id, bias) added to every row's logits before anything else, greedy included: OpenAI's
+  // logit_bias (-100 bans a token). Ids below the vocabulary, ascending.
+  std::vector<std::pair<int64_t, float>> logit_bias;
 };
 
 // logits: (B, V) -> token ids (B,) int64.

@@ -1,5 +1,6 @@
 #include "serve/chat_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -100,6 +101,37 @@ std::vector<ChatTurn> messages_of(const json& m, const RequestLimits& limits) {
   return out;
 }
 
+// logit_bias: {"<token id>": bias}, as OpenAI takes it (ids as strings, being JSON keys).
+std::vector<std::pair<int64_t, float>> logit_bias_of(const json& v, const RequestLimits& limits) {
+  const std::string key = "logit_bias";
+  if (!v.is_object()) bad(key, "'logit_bias' must be an object of {\"token id\": bias}");
+  if (v.size() > limits.max_logit_bias) {
+    bad(key, "'logit_bias' holds " + std::to_string(v.size()) + " entries, more than " +
+                 std::to_string(limits.max_logit_bias));
+  }
+  std::vector<std::pair<int64_t, float>> out;
+  for (const auto& [id_text, bias] : v.items()) {
+    const std::string at = key + "." + id_text;
+    int64_t id = -1;
+    const bool digits = !id_text.empty() && id_text.size() <= 12 &&
+                        id_text.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(id_text);
+    if (!digits || (limits.vocab_size > 0 && id >= limits.vocab_size)) {
+      bad(at, "'" + at + "': '" + id_text + "' is not a token id" +
+                  (limits.vocab_size > 0 ? " (0 to " + std::to_string(limits.vocab_size - 1) + ")"
+                                         : std::string()));
+    }
+    out.emplace_back(id, static_cast<float>(number_in(bias, at, -100, 100, false)));
+  }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].first == out[i - 1].first) {
+      bad(key, "'logit_bias' gives token " + std::to_string(out[i].first) + " twice");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limits) {
@@ -145,6 +177,8 @@ ChatRequest parse_chat_request(std::string_view body, const RequestLimits& limit
       if (!v.is_null()) r.top_k = integer_in(v, key, 0, 1 << 30);
     } else if (key == "seed") {
       if (!v.is_null()) r.seed = static_cast<uint64_t>(integer_in(v, key, INT64_MIN, INT64_MAX));
+    } else if (key == "logit_bias") {
+      if (!v.is_null()) r.logit_bias = logit_bias_of(v, limits);
     } else if (key == "n") {
       if (!v.is_null() && integer_in(v, key, 1, 1 << 30) != 1) {
         bad(key, "'n' must be 1: this server gives one choice per request");

@@ -121,9 +121,8 @@ bool ContinuousBatch::emit(Row& row, uint32_t id) {
 
 std::vector<int64_t> ContinuousBatch::draw(std::vector<Row>& rows, const at::Tensor& logits) {
   // What generate() does for one prompt: sample_next on the row's (1, V) logits with its own
-  // generator (greedy rows: the argmax of all rows at once, the same per row).
-  const auto greedy = logits.to(at::kFloat).argmax(-1);  // (B,)
-  const auto best = greedy.accessor<int64_t, 1>();
+  // generator. Greedy rows go through it too: their vocabulary limit and logit_bias apply to the
+  // argmax as well.
   std::vector<int64_t> going_on;
   for (size_t b = 0; b < rows.size(); ++b) {
     auto& row = rows[b];
@@ -132,12 +131,9 @@ std::vector<int64_t> ContinuousBatch::draw(std::vector<Row>& rows, const at::Ten
       ++cancelled_;
       continue;
     }
-    const auto& opts = row.job->sampling;
     const int64_t id =
-        opts.temperature <= 0
-            ? best[static_cast<int64_t>(b)]
-            : infer::sample_next(logits.narrow(0, static_cast<int64_t>(b), 1), opts, row.gen)
-                  .item<int64_t>();
+        infer::sample_next(logits.narrow(0, static_cast<int64_t>(b), 1), row.job->sampling, row.gen)
+            .item<int64_t>();
     if (!emit(row, static_cast<uint32_t>(id))) going_on.push_back(static_cast<int64_t>(b));
   }
   return going_on;

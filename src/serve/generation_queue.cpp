@@ -13,7 +13,7 @@ namespace {
 // and caches that keep tokens by position in the row (streaming, h2o) cannot left-pad.
 bool batch_together(const GenerationJob& a, const GenerationJob& b, bool pads) {
   if (a.sampling.temperature != b.sampling.temperature || a.sampling.top_k != b.sampling.top_k ||
-      a.sampling.top_p != b.sampling.top_p) {
+      a.sampling.top_p != b.sampling.top_p || a.sampling.logit_bias != b.sampling.logit_bias) {
     return false;
   }
   const bool greedy = a.sampling.temperature == 0;

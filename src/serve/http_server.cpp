@@ -190,6 +190,7 @@ void chat_completions(const ServerOptions& options, const ChatBackend& backend,
   sampling.top_p = r.top_p;
   sampling.top_k = r.top_k;
   sampling.vocab_limit = backend.vocab_limit;
+  sampling.logit_bias = r.logit_bias;
   a.job = backend.queue->submit(
       std::move(prompt), r.max_tokens.value_or(options.default_max_tokens), sampling, r.seed);
   if (r.stream) {

@@ -17,6 +17,8 @@
 #include <regex>
 #include <thread>
 
+#include "cli/chat_model.h"
+#include "core/runtime.h"
 #include "e2e/corpus.h"
 #include "test_util.h"
 
@@ -209,9 +211,11 @@ TEST_F(ServeTest, TheSameRightAnswersComeBackThroughChatTheOpenAiClientAndThePag
 
 TEST_F(ServeTest, AClientThatHangsUpMidStreamFreesItsRow) {
   // A model barely trained (2 steps) with room for a long answer, sampled (seed 7) from its
-  // near-uniform predictions: the end token comes about 1 in 390 tokens, and at most 2000 tokens
-  // outlast the hang-up at the first event by far. Its vocabulary is the tokenizer's (no
-  // padding ids it could emit and nothing could decode).
+  // near-uniform predictions. The request bans the end of the turn (logit_bias -100 on it), so
+  // the answer runs its whole 2000 tokens unless the hang-up stops it: it cannot end by chance
+  // before the client leaves (it did, 1 run in many, when only the end token's odds kept it
+  // going). Its vocabulary is the tokenizer's (no padding ids it could emit and nothing could
+  // decode).
   const auto vocab =
       nlohmann::json::parse(read_text(dir_->file("base_data/prepare.json")))["vocab_size"];
   auto r = run_command(lmtrain_binary() + " train" + tiny_train_flags() +
@@ -219,11 +223,13 @@ TEST_F(ServeTest, AClientThatHangsUpMidStreamFreesItsRow) {
                        " --data.dir=" + dir_->file("base_data") +
                        " --run.dir=" + dir_->file("long") + " --train.max_steps=2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto end_id = cli::load_chat_model(dir_->file("long"), "auto", core::Runtime::cpu())
+                          .renderer->end_token();  // the token the server stops at
   Server server(dir_->file("long"), dir_->file("leave.log"), kKey, " --max_tokens 2000");
   ASSERT_GT(server.port(), 0) << read_text(dir_->file("leave.log"));
   r = run_command(lmtrain_python() + " " + source_dir() +
                   "/tests/serve/leave_mid_stream.py 127.0.0.1 " + std::to_string(server.port()) +
-                  " " + kKey + " 2000");
+                  " " + kKey + " 2000 " + std::to_string(end_id));
   ASSERT_EQ(r.exit_code, 0) << r.output << read_text(dir_->file("leave.log"));
   const auto got = check_result(r);
   ASSERT_TRUE(got["first_event"].is_object()) << got.dump();

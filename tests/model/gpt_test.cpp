@@ -229,6 +229,26 @@ TEST(Sampler, NeverDrawsPastTheVocabularyLimit) {
   EXPECT_EQ(infer::sample_next(logits, o, gen)[0].item<int64_t>(), 3);
 }
 
+// OpenAI's logit_bias: added to the logits before anything else, so -100 bans a token greedy or
+// sampled, a positive bias makes one win, and the caller's logits are left as they were.
+TEST(Sampler, LogitBiasBansAndFavoursTokens) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const auto logits = torch::tensor({{0.0f, 5.0f, 4.0f, 1.0f}, {2.0f, 0.0f, 0.0f, 0.0f}});
+  const auto before = logits.clone();
+  infer::SamplingOptions o;
+  o.logit_bias = {{1, -100.0f}, {3, 2.5f}};
+  for (int i = 0; i < 50; ++i) {
+    const auto ids = infer::sample_next(logits, o, gen);  // (2,)
+    EXPECT_NE(ids[0].item<int64_t>(), 1);
+    EXPECT_NE(ids[1].item<int64_t>(), 1);
+  }
+  o.temperature = 0;
+  const auto greedy = infer::sample_next(logits, o, gen);
+  EXPECT_EQ(greedy[0].item<int64_t>(), 2);  // 5 - 100 loses to 4
+  EXPECT_EQ(greedy[1].item<int64_t>(), 3);  // 0 + 2.5 beats 2
+  EXPECT_TRUE(torch::equal(logits, before));
+}
+
 TEST(GptConfig, ValidatesShapesAgainstConfig) {
   auto cfg = core::Config::defaults();
   cfg.set("model.n_embd", "10", "t");

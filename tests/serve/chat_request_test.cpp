@@ -22,7 +22,7 @@ TEST(ChatRequest, ReadsTheParametersAClientSends) {
           {"role": "assistant", "content": "ok", "name": "bot"}, {"role": "user", "content": ""}],
           "stream": true, "stream_options": {"include_usage": true}, "max_completion_tokens": 7,
           "temperature": 0, "top_p": 0.5, "top_k": 3, "seed": 11, "n": 1, "user": "u",
-          "frequency_penalty": 0, "logprobs": false})",
+          "frequency_penalty": 0, "logprobs": false, "logit_bias": {"9": 2.5, "3": -100}})",
       {});
   EXPECT_EQ(r.model, "m");
   ASSERT_EQ(r.messages.size(), 4u);
@@ -37,6 +37,8 @@ TEST(ChatRequest, ReadsTheParametersAClientSends) {
   EXPECT_EQ(r.top_p, 0.5);
   EXPECT_EQ(r.top_k, 3);
   EXPECT_EQ(r.seed, 11u);
+  const std::vector<std::pair<int64_t, float>> bias = {{3, -100.0f}, {9, 2.5f}};  // ids ascending
+  EXPECT_EQ(r.logit_bias, bias);
   const auto d = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})", {});
   EXPECT_FALSE(d.stream);
   EXPECT_FALSE(d.max_tokens.has_value());
@@ -48,6 +50,7 @@ TEST(ChatRequest, EveryBadRequestIsA400NamingTheParameter) {
   limits.max_messages = 3;
   limits.max_content_bytes = 10;
   limits.max_tokens = 50;
+  limits.vocab_size = 100;
   const std::string user = R"({"role": "user", "content": "hi"})";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", ""},
@@ -84,6 +87,13 @@ TEST(ChatRequest, EveryBadRequestIsA400NamingTheParameter) {
       {"{\"messages\": [" + user + "], \"presence_penalty\": 1}", "presence_penalty"},
       {"{\"messages\": [" + user + "], \"logprobs\": true}", "logprobs"},
       {"{\"messages\": [" + user + "], \"stream_options\": {\"x\": 1}}", "stream_options.x"},
+      {"{\"messages\": [" + user + "], \"logit_bias\": [1]}", "logit_bias"},
+      {"{\"messages\": [" + user + "], \"logit_bias\": {\"x\": 1}}", "logit_bias.x"},
+      {"{\"messages\": [" + user + "], \"logit_bias\": {\"-1\": 1}}", "logit_bias.-1"},
+      {"{\"messages\": [" + user + "], \"logit_bias\": {\"100\": 1}}", "logit_bias.100"},
+      {"{\"messages\": [" + user + "], \"logit_bias\": {\"5\": 100.5}}", "logit_bias.5"},
+      {"{\"messages\": [" + user + "], \"logit_bias\": {\"5\": \"x\"}}", "logit_bias.5"},
+      {"{\"messages\": [" + user + "], \"logit_bias\": {\"5\": 1, \"05\": 2}}", "logit_bias"},
   };
   for (const auto& [body, param] : cases) {
     try {

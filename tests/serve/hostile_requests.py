@@ -112,6 +112,12 @@ CASES = [
     ("negative temperature", lambda: exchange(chat({"messages": USER, "temperature": -1})), {400}),
     ("n = 3", lambda: exchange(chat({"messages": USER, "n": 3})), {400}),
     ("stop strings", lambda: exchange(chat({"messages": USER, "stop": ["x"]})), {400}),
+    ("logit_bias key not an id", lambda: exchange(chat({"messages": USER,
+                                                         "logit_bias": {"abc": 1}})), {400}),
+    ("logit_bias id past the vocabulary", lambda: exchange(chat(
+        {"messages": USER, "logit_bias": {"99999999": -100}})), {400}),
+    ("logit_bias over 100", lambda: exchange(chat({"messages": USER,
+                                                    "logit_bias": {"5": 101}})), {400}),
     ("a key twice", lambda: exchange(chat(raw_body=b'{"messages": [], "messages": []}')), {400}),
     ("invalid UTF-8", lambda: exchange(chat(
         raw_body=b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}')), {400}),

@@ -2,7 +2,10 @@
 """Starts a long streamed answer, reads its first event, hangs up, then asks GET /health until
 no request is decoding any more.
 
-    leave_mid_stream.py HOST PORT API_KEY MAX_TOKENS
+    leave_mid_stream.py HOST PORT API_KEY MAX_TOKENS END_ID
+
+END_ID is the token that ends the assistant's turn: the request bans it (logit_bias -100), so the
+answer cannot end before the hang-up.
 
 Prints, after "@@JSON@@": {"first_event": the first event's JSON, "health": /health's answer
 once nothing runs, "polls": how many /health calls that took}.
@@ -12,7 +15,8 @@ import json
 import sys
 import time
 
-HOST, PORT, KEY, MAX_TOKENS = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+HOST, PORT, KEY = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+MAX_TOKENS, END_ID = int(sys.argv[4]), int(sys.argv[5])
 
 
 def health():
@@ -23,7 +27,8 @@ def health():
 
 conn = http.client.HTTPConnection(HOST, PORT, timeout=60)
 body = {"messages": [{"role": "user", "content": "tell me everything"}], "stream": True,
-        "max_tokens": MAX_TOKENS, "temperature": 1.0, "seed": 7}
+        "max_tokens": MAX_TOKENS, "temperature": 1.0, "seed": 7,
+        "logit_bias": {str(END_ID): -100}}
 conn.request("POST", "/v1/chat/completions", json.dumps(body),
              {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
 response = conn.getresponse()
