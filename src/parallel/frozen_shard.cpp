@@ -106,14 +106,7 @@ FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_u
 
 FrozenShard::~FrozenShard() {
   // A step that threw may leave a gather in flight: it must end before its buffer goes.
-  for (auto& unit : units_) {
-    for (auto& w : unit.gathering) {
-      try {
-        w->wait();
-      } catch (const std::exception&) {
-      }
-    }
-  }
+  for (auto& unit : units_) unit.gathering.wait_quietly();
 }
 
 void FrozenShard::issue(size_t u) {
@@ -130,26 +123,18 @@ void FrozenShard::issue(size_t u) {
     if (part.lowered) {
       into = at::empty({part.numel}, place.options().dtype(*wire_));
       mine = mine.to(*wire_);
-      unit.sent.push_back(mine);
-      unit.widen.emplace_back(into, place);
+      unit.gathering.sources.push_back(mine);
+      unit.gathering.widen.emplace_back(into, place);
     }
     std::vector<at::Tensor> outputs;
     for (int q = 0; q < group_.size(); ++q) {
       outputs.push_back(into.narrow(0, q * part.piece, part.piece));
     }
-    unit.gathering.push_back(group_.allgather(outputs, mine));
+    unit.gathering.works.push_back(group_.allgather(outputs, mine));
   }
 }
 
-void FrozenShard::wait(size_t u) {
-  Unit& unit = units_[u];
-  for (auto& w : unit.gathering) w->wait();
-  unit.gathering.clear();
-  unit.sent.clear();
-  torch::NoGradGuard no_grad;
-  for (auto& [wire, place] : unit.widen) place.copy_(wire);
-  unit.widen.clear();
-}
+void FrozenShard::wait(size_t u) { units_[u].gathering.finish(); }
 
 void FrozenShard::release(size_t u) {
   Unit& unit = units_[u];

@@ -28,6 +28,7 @@
 
 #include "distributed/group.h"
 #include "model/gpt.h"
+#include "parallel/in_flight.h"
 
 namespace lmtrain::parallel {
 
@@ -69,9 +70,7 @@ class FrozenShard {
     at::Tensor buffer;  // (numel,), released between uses
     int64_t numel = 0;
     std::vector<Part> parts;
-    std::vector<std::shared_ptr<dist::Work>> gathering;
-    std::vector<at::Tensor> sent;                          // lowered pieces in flight
-    std::vector<std::pair<at::Tensor, at::Tensor>> widen;  // (wire copy, place in buffer)
+    InFlight gathering;  // its all-gathers: lowered pieces widen into the buffer
     bool held = false;
   };
   dist::Group& group_;

@@ -78,18 +78,8 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
 FullyShard::~FullyShard() {
   // A step that threw leaves collectives in flight: they must end before their buffers go.
   for (auto& s : state_) {
-    for (auto& w : s.gathering) {
-      try {
-        w->wait();
-      } catch (const std::exception&) {
-      }
-    }
-    for (auto& w : s.reducing) {
-      try {
-        w->wait();
-      } catch (const std::exception&) {
-      }
-    }
+    s.gathering.wait_quietly();
+    s.reducing.wait_quietly();
   }
   uninstall();
 }
@@ -140,8 +130,8 @@ void FullyShard::issue_gather(size_t u) {
         const auto dest = s.params.narrow(0, at + x - lo, y - x);
         auto wire = torch::empty({y - x}, flat_.options().dtype(*wire_));
         if (q == me) wire.copy_(flat_.param_slice(x, y - x));
-        s.gathering.push_back(group_.broadcast(wire, q));
-        s.widen.emplace_back(wire, dest);
+        s.gathering.works.push_back(group_.broadcast(wire, q));
+        s.gathering.widen.emplace_back(wire, dest);
         from = y;
       }
       if (from < b) gather_piece(u, from, b, q, s.params.narrow(0, at + from - lo, b - from));
@@ -153,18 +143,13 @@ void FullyShard::issue_gather(size_t u) {
 void FullyShard::gather_piece(size_t u, int64_t a, int64_t b, int q, const at::Tensor& dest) {
   auto d = dest;
   if (q == group_.rank()) d.copy_(flat_.param_slice(a, b - a));
-  state_[u].gathering.push_back(group_.broadcast(d, q));
+  state_[u].gathering.works.push_back(group_.broadcast(d, q));
 }
 
 void FullyShard::wait_gather(size_t u) {
-  auto& s = state_[u];
-  for (auto& w : s.gathering) w->wait();
-  s.gathering.clear();
-  frozen_->wait(u);
   // The owner widens its own rounded copy too, so every rank holds the same values.
-  torch::NoGradGuard no_grad;
-  for (auto& [wire, dest] : s.widen) dest.copy_(wire);
-  s.widen.clear();
+  state_[u].gathering.finish();
+  frozen_->wait(u);
 }
 
 void FullyShard::release_params(size_t u) {

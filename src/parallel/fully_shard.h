@@ -66,6 +66,7 @@
 #include "model/block_hooks.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
+#include "parallel/in_flight.h"
 #include "parallel/shard_units.h"
 
 namespace lmtrain::parallel {
@@ -133,13 +134,10 @@ class FullyShard : public model::BlockHooks {
  private:
   struct UnitState {
     at::Tensor params, grads;  // (numel,) buffers the model's parameters / .grad view
-    std::vector<std::shared_ptr<dist::Work>> gathering;
-    std::vector<std::pair<at::Tensor, at::Tensor>> widen;  // (wire copy, fp32 place) per piece
-    std::vector<std::shared_ptr<dist::Work>> reducing;
-    // reduce_dtype: the gradient buffer's lowered copy in flight, and per range this rank's
-    // summed piece with its place in the fp32 gradient shard.
-    at::Tensor lowered;
-    std::vector<std::pair<at::Tensor, at::Tensor>> narrowed;
+    InFlight gathering;        // its broadcasts: bf16 pieces widen into `params`
+    // Its reduce-scatters. reduce_dtype: the gradient buffer's lowered copy is their source,
+    // and per range this rank's summed piece widens into its place in the fp32 gradient shard.
+    InFlight reducing;
     bool gathered = false, grads_held = false, reduced = false, pre_backward_done = false;
   };
   void issue_gather(size_t u);

@@ -42,8 +42,8 @@ void FullyShard::launch_reduce(size_t u) {
   // ZeRO-3 stays bitwise equal to it at any world size).
   s.grads.div_(group_.size());
   // train.grad_reduce_dtype: the lowered copy travels (GradSync's order: divide, then lower).
-  if (reduce_dtype_) s.lowered = s.grads.to(*reduce_dtype_);
-  const at::Tensor& source = reduce_dtype_ ? s.lowered : s.grads;
+  if (reduce_dtype_) s.reducing.sources.push_back(s.grads.to(*reduce_dtype_));
+  const at::Tensor source = reduce_dtype_ ? s.reducing.sources.back() : s.grads;
   int64_t at = 0;
   for (const auto& [lo, hi] : units_[u].ranges) {
     // The piece of the range in shard q goes to rank q; this rank's comes back averaged, in
@@ -56,10 +56,10 @@ void FullyShard::launch_reduce(size_t u) {
     const auto [a, b] = shard_piece(lo, hi, me, shard_);
     at::Tensor out = a < b ? flat_.grad_slice(a, b - a) : at::empty({0}, flat_.options());
     if (reduce_dtype_) {
-      s.narrowed.emplace_back(at::empty({b - a}, source.options()), out);
-      out = s.narrowed.back().first;
+      s.reducing.widen.emplace_back(at::empty({b - a}, source.options()), out);
+      out = s.reducing.widen.back().first;
     }
-    s.reducing.push_back(group_.reduce_scatter(out, parts, dist::ReduceOp::kSum));
+    s.reducing.works.push_back(group_.reduce_scatter(out, parts, dist::ReduceOp::kSum));
     at += hi - lo;
   }
   reduce_order_.push_back(u);
@@ -67,12 +67,7 @@ void FullyShard::launch_reduce(size_t u) {
 
 void FullyShard::wait_reduce(size_t u) {
   auto& s = state_[u];
-  for (auto& w : s.reducing) w->wait();
-  s.reducing.clear();
-  torch::NoGradGuard no_grad;
-  for (auto& [piece, place] : s.narrowed) place.copy_(piece);  // widened into the fp32 shard
-  s.narrowed.clear();
-  s.lowered = at::Tensor();
+  s.reducing.finish();  // the summed pieces widened into the fp32 shard
   if (s.grads_held) {
     release_storage(s.grads);
     s.grads_held = false;
