@@ -14,8 +14,12 @@
 # With --zero "1 2 3", each round also runs lmtrain's 2 ranks under those dist.zero stages, and
 # the summary gives each stage's median, scaling and unhidden communication as a share of its step.
 #
+# With --grad_reduce_dtype bf16, both sides all-reduce the gradients in bf16: lmtrain with
+# train.grad_reduce_dtype=bf16, PyTorch DDP with its bf16_compress_hook (half the bytes; the
+# 1-rank run has nothing to reduce and is the same).
+#
 # Usage: bench/compare_ddp.sh [--preset gpt2-small-cpu|small] [--rounds R] [--steps N]
-#                             [--warmup W] [--zero "STAGES"]
+#                             [--warmup W] [--zero "STAGES"] [--grad_reduce_dtype fp32|bf16]
 # Env:   LMTRAIN_BIN (default build/lmtrain), PYTHON (default .venv/bin/python),
 #        TORCHRUN (default: torchrun beside $PYTHON)
 set -euo pipefail
@@ -31,6 +35,7 @@ rounds=3
 steps=""
 warmup=""
 zero_stages=""
+reduce_dtype="fp32"
 while (( $# > 0 )); do
   case "$1" in
     --preset) [[ $# -ge 2 ]] || die "--preset needs a value"; preset="$2"; shift 2 ;;
@@ -43,7 +48,9 @@ while (( $# > 0 )); do
     --warmup=*) warmup="${1#*=}"; shift ;;
     --zero) [[ $# -ge 2 ]] || die "--zero needs a value"; zero_stages="$2"; shift 2 ;;
     --zero=*) zero_stages="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --grad_reduce_dtype) [[ $# -ge 2 ]] || die "--grad_reduce_dtype needs a value"; reduce_dtype="$2"; shift 2 ;;
+    --grad_reduce_dtype=*) reduce_dtype="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -64,6 +71,8 @@ warmup="${warmup:-$default_warmup}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer (got '$rounds')"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive integer (got '$steps')"
 [[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer (got '$warmup')"
+[[ "$reduce_dtype" == fp32 || "$reduce_dtype" == bf16 ]] ||
+  die "--grad_reduce_dtype takes fp32 or bf16 (got '$reduce_dtype')"
 for z in $zero_stages; do
   [[ "$z" =~ ^[0-3]$ ]] || die "--zero takes stages 0 to 3 (got '$z')"
 done
@@ -80,12 +89,13 @@ bench_flags=(--config "$config" "--model.vocab_size=$vocab" "--data.seq_len=$seq
   "--train.micro_batch_size=$batch" --train.total_batch_size=0 --train.threads=1
   --train.workers=1 "--bench.steps=$steps" "--bench.warmup=$warmup")
 lm1_cmd=("$lmtrain_bin" bench "${bench_flags[@]}")
-lm2_cmd=("$lmtrain_bin" launch --standalone --nproc_per_node=2 -- bench "${bench_flags[@]}")
+lm2_cmd=("$lmtrain_bin" launch --standalone --nproc_per_node=2 -- bench "${bench_flags[@]}"
+  "--train.grad_reduce_dtype=$reduce_dtype")
 ref2_cmd=("$torchrun_bin" --standalone --nproc_per_node=2
   bench/reference/train_gpt2.py
   --n_layer "$n_layer" --n_head "$n_head" --n_embd "$n_embd" --vocab_size "$vocab"
   --block_size "$seq_len" --seq_len "$seq_len" --batch_size "$batch"
-  --steps "$steps" --warmup "$warmup" --threads 1)
+  --steps "$steps" --warmup "$warmup" --threads 1 --grad_reduce_dtype "$reduce_dtype")
 
 result=""
 comm=""
@@ -106,7 +116,8 @@ run_one() {
 
 
 echo "preset: $preset (n_layer=$n_layer n_embd=$n_embd seq_len=$seq_len micro-batch per rank=$batch" \
-  "vocab=$vocab), $steps timed + $warmup warmup steps, 1 thread per rank, $rounds rounds"
+  "vocab=$vocab), $steps timed + $warmup warmup steps, 1 thread per rank, $rounds rounds," \
+  "gradients reduced in $reduce_dtype"
 idle_check="$(busy_pct 2)"
 if [[ -n "$idle_check" ]]; then
   echo "cpu busy before start (2 s sample, all cores): ${idle_check}%"

@@ -185,6 +185,9 @@ def parse_args():
     p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
                    help="bf16 = autocast to bfloat16 (fp32 master weights)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--grad_reduce_dtype", default="fp32", choices=["fp32", "bf16"],
+                   help="DDP: bf16 = all-reduce the gradients in bf16 (PyTorch's "
+                        "bf16_compress_hook; lmtrain's train.grad_reduce_dtype=bf16)")
     p.add_argument("--attention", default=None, choices=["manual", "sdpa"],
                    help="default: sdpa on cuda, manual (masked softmax) on cpu")
     p.add_argument("--overfit", action="store_true",
@@ -238,6 +241,9 @@ def main():
         # The optimizer keeps the raw module's parameters: DDP trains those same tensors and
         # averages their .grad across ranks during backward, before clipping and the step.
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device] if cuda else None)
+        if args.grad_reduce_dtype == "bf16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.bf16_compress_hook)
     if args.compile:
         model = torch.compile(model)
     autocast = torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16,
