@@ -75,11 +75,6 @@ void check_zero3_expert_parallel(const core::Config& cfg) {
         "config key 'dist.shard_group_size' (HSDP) does not combine with dist.ep > 1 yet: use "
         "dist.shard_group_size=0 (ZeRO-3 over the world)");
   }
-  if (core::get_choice<core::Precision>(cfg) == core::Precision::kFp16) {
-    throw UsageError(
-        "config key 'train.precision' = fp16 does not combine with dist.zero=3 and dist.ep > 1 "
-        "yet (the loss scaler unscales the ZeRO-3 shard only): use bf16 or fp32");
-  }
 }
 
 // What ZeRO-3 (dist.zero=3) supports yet, refused before the run writes anything; each error
