@@ -54,7 +54,9 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
   }
   files.raw_files.emplace_back("tokenizer.json", in.tokenizer_json);
   if (in.optimizer.sharded() && !in.shards) {
-    for (int r = 1; r < in.world_size; ++r) {
+    // One file per shard of the optimizer's layout: under HSDP a shard group's, not the world's.
+    const int shard_files = in.optimizer.state_layout().value("world_size", in.world_size);
+    for (int r = 1; r < shard_files; ++r) {
       files.moved_files.emplace_back(optim_shard_file(r), staging + "/" + optim_shard_file(r));
     }
   }

@@ -68,20 +68,6 @@ void check_lora_run(const core::Config& cfg, const optim::OptimizerOptions& opti
   }
 }
 
-// ZeRO-3 with expert parallelism (parallel/moe_shard.h): what it does not combine with yet.
-void check_zero3_expert_parallel(const core::Config& cfg) {
-  if (cfg.get_int("dist.shard_group_size") != 0) {
-    throw UsageError(
-        "config key 'dist.shard_group_size' (HSDP) does not combine with dist.ep > 1 yet: use "
-        "dist.shard_group_size=0 (ZeRO-3 over the world)");
-  }
-  if (core::get_choice<core::Precision>(cfg) == core::Precision::kFp16) {
-    throw UsageError(
-        "config key 'train.precision' = fp16 does not combine with dist.zero=3 and dist.ep > 1 "
-        "yet (the loss scaler unscales the ZeRO-3 shard only): use bf16 or fp32");
-  }
-}
-
 // What ZeRO-3 (dist.zero=3) supports yet, refused before the run writes anything; each error
 // names the key that asks for the rest. HSDP's group size must divide the world (under
 // dist.tp: the data-parallel ranks).
@@ -94,7 +80,6 @@ void check_zero3_run(const core::Config& cfg, int world_size) {
     }
     return;
   }
-  if (cfg.get_int("dist.ep") > 1) check_zero3_expert_parallel(cfg);
   // Under dist.tp the shard groups split each TP rank's data-parallel group (world / tp ranks
   // holding the same slices), as HSDP splits the world without TP.
   const int64_t tp = std::max<int64_t>(cfg.get_int("dist.tp"), 1);

@@ -25,10 +25,9 @@ int64_t device_window(int64_t growth_interval) {
 // grads *= inv_scale in one pass that raises found_inf (fp32, zero on entry) on inf/nan, then
 // found_inf's MAX over `group`: sharded optimizers hold different gradient shards per rank, and
 // every rank must skip together. A device collective under NCCL, so a captured graph holds it.
-void unscale_and_flag(at::Tensor& grads, dist::Group& group, at::Tensor& found_inf,
+void unscale_and_flag(at::TensorList grads, dist::Group& group, at::Tensor& found_inf,
                       const at::Tensor& inv_scale) {
-  std::vector<at::Tensor> list{grads};
-  at::_amp_foreach_non_finite_check_and_unscale_(list, found_inf, inv_scale);
+  at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
   group.allreduce(found_inf, dist::ReduceOp::kMax)->wait();
 }
 
@@ -84,12 +83,14 @@ at::Tensor LossScaler::scale_loss(const at::Tensor& loss) const {
   return on_device() ? loss * scale_t_ : loss * state_.scale;
 }
 
-bool LossScaler::unscale_and_check(at::Tensor& grads, dist::Group& group) const {
+bool LossScaler::unscale_and_check(at::TensorList grads, dist::Group& group) const {
   if (!enabled_) return false;
   if (on_device()) throw Error("internal: the loss scaler lives on the device");
+  if (grads.empty()) throw Error("internal: LossScaler::unscale_and_check without gradients");
   at::NoGradGuard no_grad;
-  auto found_inf = at::zeros({1}, grads.options().dtype(at::kFloat));
-  auto inv_scale = at::full({1}, 1.0 / state_.scale, grads.options().dtype(at::kFloat));
+  const auto flag_options = grads.front().options().dtype(at::kFloat);
+  auto found_inf = at::zeros({1}, flag_options);
+  auto inv_scale = at::full({1}, 1.0 / state_.scale, flag_options);
   unscale_and_flag(grads, group, found_inf, inv_scale);
   return found_inf.item<float>() > 0;
 }
@@ -109,7 +110,8 @@ void LossScaler::update(bool found_inf) {
   }
 }
 
-const at::Tensor& LossScaler::unscale_and_check_on_device(at::Tensor& grads, dist::Group& group) {
+const at::Tensor& LossScaler::unscale_and_check_on_device(at::TensorList grads,
+                                                          dist::Group& group) {
   if (!on_device()) throw Error("internal: the loss scaler lives on the host");
   at::NoGradGuard no_grad;
   found_inf_t_.zero_();

@@ -54,10 +54,12 @@ class LossScaler {
   // loss * scale (the loss itself when disabled).
   at::Tensor scale_loss(const at::Tensor& loss) const;
 
+  // `grads`: every gradient tensor this rank updates, e.g. ZeRO-3's shard and, under expert
+  // parallelism, this rank's expert region (one tensor converts to a list of one).
   // The host form. Divides `grads` by the scale in place and tells whether any rank's
   // gradients (their part of `grads`) hold inf or nan: one flag all-reduced over `group`, read
   // once per step.
-  bool unscale_and_check(at::Tensor& grads, dist::Group& group) const;
+  bool unscale_and_check(at::TensorList grads, dist::Group& group) const;
   // After the step: halve on overflow (the step was skipped), grow after a clean window.
   void update(bool found_inf);
 
@@ -65,7 +67,7 @@ class LossScaler {
   // flag: a 0-dim float32 tensor on the device, 1 when any rank's gradients hold inf or nan
   // (MAX over `group`), else 0. The same tensor every step (a graph reads it at one address);
   // clone it to keep a step's value.
-  const at::Tensor& unscale_and_check_on_device(at::Tensor& grads, dist::Group& group);
+  const at::Tensor& unscale_and_check_on_device(at::TensorList grads, dist::Group& group);
   // After the step's (possibly skipped) update: the rules of update(found_inf), on the device.
   void update_on_device();
 

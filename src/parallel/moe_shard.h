@@ -7,7 +7,9 @@
 // between EP ranks and stay out of the units: each rank keeps its experts whole and local
 // (FlatParams::keep_shard's keep_experts), the all-to-all brings them their tokens, and their
 // gradients are averaged over the ranks holding the same experts, as under ZeRO-2 with EP;
-// only the shared region [0, expert_begin) is sharded, as ZeroAdamW shards it.
+// only the shared region [0, expert_begin) is sharded, as ZeroAdamW shards it. Under HSDP the
+// shared region is sharded within the shard group (its gradient then averaged over the
+// replicas); the experts' placement and averaging do not depend on the shard groups.
 #pragma once
 #include <string>
 #include <vector>

@@ -55,9 +55,6 @@ std::string layout_problem(const model::ModelOptions& model, const PlanLayout& l
                          (long long)s.moe.num_experts);
     }
   }
-  if (l.zero == 3 && l.ep > 1 && l.shard_group_size > 0) {
-    return "HSDP (dist.shard_group_size) does not combine with expert parallelism yet";
-  }
   if (l.shard_group_size > 0) {
     if (l.zero != 3) return "dist.shard_group_size applies to dist.zero=3";
     if (!divides(l.shard_group_size, l.dp())) {

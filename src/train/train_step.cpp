@@ -322,10 +322,16 @@ void TrainStepper::clip(const at::Tensor& grad_norm, double grad_clip) {
 
 void TrainStepper::update(StepResult& r, double lr, double grad_clip) {
   torch::NoGradGuard no_grad;
-  // ZeRO-3 keeps this rank's gradient shard only (every rank checks its own for inf/nan).
-  auto grads = flat_.shard_only()
-                   ? flat_.grad_slice(opt_.shard_begin(), opt_.shard_end() - opt_.shard_begin())
-                   : flat_.grads();
+  // What this rank updates, every rank checking its own for inf/nan (the flag is agreed over
+  // the world): the whole buffer, or ZeRO-3's gradient shard plus, under expert parallelism,
+  // this rank's experts, which ZeRO-3 keeps whole outside the shard (parallel/moe_shard.h).
+  std::vector<at::Tensor> grads;
+  if (flat_.shard_only()) {
+    grads.push_back(flat_.grad_slice(opt_.shard_begin(), opt_.shard_end() - opt_.shard_begin()));
+    if (ep_) grads.push_back(flat_.expert_grads());
+  } else {
+    grads.push_back(flat_.grads());
+  }
   if (scaler_.on_device()) {
     // fp16, decided on the device: every step runs the same kernels, an overflowing one with
     // found_inf = 1, which leaves the update out (parameters, moments and the device step

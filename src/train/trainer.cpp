@@ -389,7 +389,12 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
       group.barrier();
     } else if (optimizer.sharded()) {
       // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
-      if (dp.rank() != 0) write_optimizer_shard(run_dir, state.step, dp.rank(), optimizer);
+      // HSDP (ZeRO-3 with expert parallelism): the first shard group's ranks, whose dp ranks are
+      // their shards' indices; the other groups hold copies.
+      const int shard_files = s.shards.shard_group(dp).size();
+      if (dp.rank() != 0 && dp.rank() < shard_files) {
+        write_optimizer_shard(run_dir, state.step, dp.rank(), optimizer);
+      }
       group.barrier();
     }
     // EP: every rank contributes its experts to rank 0's complete checkpoint.

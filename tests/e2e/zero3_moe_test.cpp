@@ -4,7 +4,8 @@
 // their block), each equal to ZeRO-2 in the same layout bit for bit and to one process within
 // float tolerance; under bf16 the routers, which the layer reads in fp32, are gathered exactly;
 // a resume of the EP run is bitwise, its checkpoint resumes as one process, and the sharded
-// checkpoint of the run without EP resumes at dist.ep=2.
+// checkpoint of the run without EP resumes at dist.ep=2. HSDP with dist.ep=2 (4 ranks) is
+// ZeRO-2 with EP within float tolerance, through a resume.
 // A 2-layer model, both layers MoE (4 SwiGLU experts, top-2, dropless, z-loss and the
 // balancing bias on, as tests/e2e/moe_train_test.cpp), 6 steps of 2 micro-steps per rank,
 // blocks recomputed in backward, clipping that bites.
@@ -87,7 +88,7 @@ std::map<std::string, std::string> Zero3MoeTest::outputs_;
 
 // dist.ep=2 (on 2 ranks, and on 4 as 2 replicas): ZeRO-3 equals ZeRO-2 with EP bit for bit,
 // and one process within tolerance; its checkpoint (saved as ZeRO-2 with EP saves, experts
-// gathered) resumes bitwise on 2 ranks and as one process.
+// gathered) resumes bitwise on 2 ranks and as one process. HSDP 2x2 with ep=2 within tolerance.
 TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProcess) {
   const std::string z2 = run_on("ep_z2", " --dist.ep=2 --dist.zero=2");
   const std::string z3 = run_on("ep_z3", " --dist.ep=2 --dist.zero=3");
@@ -99,6 +100,30 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
   const std::string z2r = run_on("ep_z2_4", " --dist.ep=2 --dist.zero=2", 4);
   const std::string z3r = run_on("ep_z3_4", " --dist.ep=2 --dist.zero=3", 4);
   expect_bitwise(z3r, z2r);
+  // HSDP 2x2 with ep=2: shard groups {0, 1}, {2, 3}, experts placed by rank % ep as without
+  // HSDP. The shared region's gradient is averaged within a group, then across the groups: two
+  // means round unlike ZeRO-2's one 4-rank mean, hence float tolerance. Stopped at step 3 and
+  // resumed: its checkpoint holds the first group's optimizer shards (the others are copies).
+  const std::string hsdp_flags = " --dist.ep=2 --dist.zero=3 --dist.shard_group_size=2";
+  const std::string hsdp = run_on("ep_hsdp", hsdp_flags + " --train.stop_at_step=3", 4);
+  EXPECT_NE(outputs_["ep_hsdp"].find("sharded over 2 ranks, replicated over 2 groups (HSDP)"),
+            std::string::npos)
+      << outputs_["ep_hsdp"];
+  EXPECT_TRUE(fs::exists(hsdp + "/checkpoints/latest/optim.rank1.safetensors"));
+  EXPECT_FALSE(fs::exists(hsdp + "/checkpoints/latest/optim.rank2.safetensors"));
+  // Model state per rank: half the shared region (a group of 2 shards it) plus 2 experts whole.
+  auto hplan = run_command(lmtrain_binary() + " plan --nproc 4" + flags(dir_->file("unused")) +
+                           hsdp_flags + " --train.micro_batch_size=2");
+  ASSERT_EQ(hplan.exit_code, 0) << hplan.output;
+  const int64_t hsdp_state = logged_count(outputs_["ep_hsdp"], "model_state_bytes_per_rank");
+  EXPECT_LE(std::abs(logged_count(hplan.output, "model_state_bytes_per_rank") - hsdp_state),
+            hsdp_state / 10)
+      << hplan.output;
+  auto h = run_command(lmtrain_on_ranks(4, "train") + flags(hsdp) + hsdp_flags +
+                       " --train.micro_batch_size=2 --resume=auto");
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  EXPECT_NE(h.output.find("resumed from"), std::string::npos) << h.output;
+  expect_run_matches(hsdp, z2r, 1e-6, 1e-5);
 
   // Model state per rank: half the shared region plus this rank's 2 experts whole, as
   // `lmtrain plan` accounts it before the run (train/memory_plan.h).

@@ -286,10 +286,8 @@ TEST_F(Zero3Test, OneRankRunsZeroThreeAsZeroTwoAndWhatItCannotDoIsAClearError) {
   EXPECT_EQ(one.output.find("ZeRO-3: "), std::string::npos) << one.output;
   const std::vector<std::pair<std::string, std::string>> refused = {
       {" --dist.zero=3 --optim.name=muon", "dist.zero=3 needs optim.name=adamw"},
-      // MoE runs under ZeRO-3 (tests/e2e/zero3_moe_test.cpp); with EP not yet with HSDP (nor
-      // with fp16, which the CPU refuses before this check).
-      {" --dist.zero=3 --model.moe.num_experts=4 --dist.ep=2 --dist.shard_group_size=2",
-       "'dist.shard_group_size' (HSDP) does not combine with dist.ep > 1"},
+      // MoE runs under ZeRO-3 with EP, HSDP and fp16 too (tests/e2e/zero3_moe_test.cpp,
+      // tests/parallel/zero3_expert_scaler_test.cpp): nothing of it is refused.
       {" --dist.zero=2 --dist.shard_group_size=2", "'dist.shard_group_size'"},
       {" --dist.zero=3 --dist.shard_group_size=3", "'dist.shard_group_size' = 3"},
   };
