@@ -53,4 +53,11 @@ std::string tiny_train_flags() {
          " --train.threads=1 --log.every=1 --train.eval_every=0 --checkpoint.every=0";
 }
 
+std::string tiny_moe_flags() {
+  return tiny_train_flags() +
+         " --model.mlp=swiglu --model.moe.num_experts=4 --model.moe.top_k=2"
+         " --model.moe.expert_hidden=32 --model.moe.aux_loss_coef=0"
+         " --model.moe.z_loss_coef=0.01 --model.moe.bias_update_rate=0.01";
+}
+
 }  // namespace lmtrain::testing

@@ -33,14 +33,9 @@ class MoeTrainTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  // A 2-layer model, both layers MoE with 4 SwiGLU experts, top-2, dropless; the balancing bias
-  // on and the z-loss on. The Switch aux loss is off here: it is computed per micro-batch and
-  // rank (as in Megatron and HF), so it is not world-size invariant by design.
+  // The 2-layer MoE model of tiny_moe_flags() (e2e/corpus.h).
   static std::string flags(const std::string& run) {
-    return tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
-           " --model.mlp=swiglu --model.moe.num_experts=4 --model.moe.top_k=2"
-           " --model.moe.expert_hidden=32 --model.moe.aux_loss_coef=0"
-           " --model.moe.z_loss_coef=0.01 --model.moe.bias_update_rate=0.01"
+    return tiny_moe_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
            " --train.max_steps=10 --dist.bucket_mb=0.02 --optim.eps=1e-6";
   }
   static std::string launch(int nproc) {

@@ -39,10 +39,7 @@ class Zero3MoeTest : public ::testing::Test {
   // 16 windows of 32 tokens per step: one process takes 2 micro-batches of 8, two ranks 2 of 4.
   // optim.eps=1e-6: see ddp_test.cpp.
   static std::string flags(const std::string& run) {
-    return tiny_train_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
-           " --model.mlp=swiglu --model.moe.num_experts=4 --model.moe.top_k=2"
-           " --model.moe.expert_hidden=32 --model.moe.aux_loss_coef=0"
-           " --model.moe.z_loss_coef=0.01 --model.moe.bias_update_rate=0.01"
+    return tiny_moe_flags() + " --data.dir=" + data_ + " --run.dir=" + run +
            " --train.max_steps=6 --dist.bucket_mb=0.02 --optim.eps=1e-6"
            " --train.activation_checkpointing=block --train.grad_clip=0.1";
   }
