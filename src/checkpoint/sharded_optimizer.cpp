@@ -50,8 +50,8 @@ optim::NamedTensors read_named_state(const std::string& dir, const nlohmann::jso
       throw Error("checkpoint " + dir + ": optimizer state '" + name +
                   "' belongs to no parameter of model_shards");
     }
-    auto piece_of = [&](int64_t tp_rank, const nlohmann::json&,
-                        const std::vector<int64_t>& local_shape) {
+    auto piece_of = [&](const nlohmann::json& at_rank, const std::vector<int64_t>& local_shape) {
+      const int64_t tp_rank = at_rank.value("tp_rank", int64_t{0});
       auto file = where[name].find(tp_rank);
       if (file == where[name].end()) {
         throw Error("checkpoint " + dir + ": no optimizer file of TP rank " +
@@ -73,7 +73,7 @@ optim::NamedTensors read_named_state(const std::string& dir, const nlohmann::jso
         shape[rows.dim] = 0;
         for (const auto& [b, e] : rows.ranges) shape[rows.dim] += e - b;
       }
-      out.emplace_back(name, piece_of(localize.tp_rank, nullptr, shape));
+      out.emplace_back(name, piece_of({{"tp_rank", localize.tp_rank}}, shape));
       continue;
     }
     auto whole = assemble_shard_entry(*entry->second, piece_of);
@@ -101,8 +101,10 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
     optimizer.load_state({read_named_state(dir, meta, localize)}, saved, step);
     return;
   }
-  // TP slices (saved, or wanted now) go by parameter: no flat layout is shared.
-  const bool by_name = model_shards_of(meta).value("tp", 1) > 1 || localize;
+  // TP or EP slices (saved, or wanted now) go by parameter: no flat layout is shared (an EP
+  // checkpoint's moments of the shared region lie in flat shards, its experts' in EP slices).
+  const auto& shards = model_shards_of(meta);
+  const bool by_name = shards.value("tp", 1) > 1 || shards.value("ep", 1) > 1 || localize;
   std::vector<optim::NamedTensors> rank_files;
   // By name also for a ZeRO optimizer that holds its experts apart (dist.ep > 1) from shards
   // that cover them (saved at dist.ep=1): it takes its experts' slices of the whole stacks.
