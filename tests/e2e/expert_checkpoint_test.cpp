@@ -4,12 +4,15 @@
 // files, and rank 0 never holds the other rank's experts. One run stopped at step 3 gives the
 // checkpoint every check reads: a resume on 2 ranks equals the uninterrupted run bit for bit; one
 // process and 2 ranks at dist.ep=1 with ZeRO-2 resume it within float tolerance of one process;
-// `lmtrain eval`, `export hf` and model.init_from read it; a missing expert file is named.
+// `lmtrain eval`, `export hf` and model.init_from read it; a missing expert file is named. The
+// replicated AdamW and ZeRO-2 with dist.ep=2 resume their own checkpoints bit for bit too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/shard_layout_check.h"
@@ -166,6 +169,36 @@ TEST_F(ExpertCheckpointTest, Zero3EachEpRankWritesItsExpertsResumesBitwiseAndRes
   EXPECT_NE(e.exit_code, 0) << e.output;
   EXPECT_NE(e.output.find("model.ep1.safetensors"), std::string::npos) << e.output;
   EXPECT_NE(e.output.find("rank 1"), std::string::npos) << e.output;
+}
+
+// Without ZeRO-3 the experts leave rank 0's files too (the shared region whole in
+// model.rank0, the moments replicated in optim.rank0 or ZeRO-2's shards), and a resume in the
+// same layout, each rank reading only its experts' slices, is bit for bit the uninterrupted run.
+TEST_F(ExpertCheckpointTest, ReplicatedAndZero2EpCheckpointsResumeBitwise) {
+  for (const std::string zero : {"0", "2"}) {
+    SCOPED_TRACE("dist.zero=" + zero);
+    const std::string ep = " --dist.ep=2 --dist.zero=" + zero;
+    const std::string full = dir_->file("full_z" + zero), run = dir_->file("stopped_z" + zero);
+    auto a = run_command(on_two(full, ep));
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    auto b = run_command(on_two(run, ep + " --train.stop_at_step=3"));
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    const std::string ckpt = run + "/checkpoints/latest";
+    EXPECT_FALSE(fs::exists(ckpt + "/model.safetensors"));
+    EXPECT_FALSE(fs::exists(ckpt + "/model.rank1.safetensors"));  // no ZeRO-3: rank 0's, whole
+    const auto optim0 = core::read_safetensors(ckpt + "/optim.rank0.safetensors");
+    for (const auto& name : optim0.names) EXPECT_EQ(name.find("experts"), std::string::npos);
+    auto r = run_command(on_two(run, ep + " --resume=auto"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("reads only its own experts' slices"), std::string::npos) << r.output;
+    std::vector<std::string> files = {"model.safetensors", "optim.rank0.safetensors",
+                                      "optim.ep0.safetensors", "optim.ep1.safetensors"};
+    if (zero == "2") files.push_back("optim.rank1.safetensors");
+    for (const auto& file : files) {
+      EXPECT_EQ(max_param_rel_diff(ckpt, full + "/checkpoints/latest", file), 0.0) << file;
+    }
+    EXPECT_EQ(logged_losses(run), logged_losses(full));
+  }
 }
 
 // The structure check knows the EP fields (the fuzz seed ep_sharded_meta.json: ep=2, a stack in
