@@ -156,6 +156,15 @@ TEST_F(ExpertCheckpointTest, Zero3EachEpRankWritesItsExpertsResumesBitwiseAndRes
   // The commands read the final EP checkpoint as the one-process model; init_from starts from it.
   expect_commands_read_alike(full + "/checkpoints/latest", one_ + "/checkpoints/latest", data_,
                              dir_->file("scratch"));
+  // generate, greedy: the same tokens as the one-process model (within 1e-5 of it).
+  auto greedy_ids = [](const std::string& checkpoint) {
+    auto g = run_command(lmtrain_binary() + " generate --checkpoint " + checkpoint +
+                         " --prompt 'The old man' --max_new_tokens 8 --temperature 0"
+                         " --stop_at_eot=false --print_ids");
+    EXPECT_EQ(g.exit_code, 0) << g.output;
+    return g.output;  // the token ids, space-separated
+  };
+  EXPECT_EQ(greedy_ids(full + "/checkpoints/latest"), greedy_ids(one_ + "/checkpoints/latest"));
   const std::string init = dir_->file("init");
   auto i = run_command(lmtrain_binary() + " train" + flags(init) + " --train.micro_batch_size=8" +
                        " --train.max_steps=1 --model.init_from=" + full + "/checkpoints/latest");
