@@ -41,6 +41,45 @@ std::string layout_text(const nlohmann::json& s) {
          (zero > 0 ? " x ZeRO-" + std::to_string(zero) : "") + " layout";
 }
 
+// Whether entry `t` is saved as slices that all cut dim 0 (EP's, or TP's row splits).
+bool dim0_slices(const nlohmann::json& t) {
+  if (!t.contains("slices")) return false;
+  for (const auto& sl : t["slices"]) {
+    if (sl.at("dim").get<int64_t>() != 0) return false;
+  }
+  return true;
+}
+
+// Elements [begin, begin + n) of the whole tensor of entry `t` (saved as dim-0 slices), which
+// read_local_rows asks for whole rows at a time: each row is read from the slice that holds it.
+at::Tensor read_sliced_rows(const std::string& dir, const nlohmann::json& meta,
+                            const nlohmann::json& t, const std::string& flat_name, int64_t begin,
+                            int64_t n) {
+  const auto shape = t.at("shape").get<std::vector<int64_t>>();
+  int64_t inner = 1;
+  for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
+  auto out = at::zeros({n}, at::kFloat);
+  if (inner == 0 || n == 0) return out;
+  const int64_t rb = begin / inner, re = (begin + n) / inner;  // whole rows [rb, re)
+  for (const auto& sl : t.at("slices")) {
+    const int64_t fb = sl.at("flat")[0].get<int64_t>();
+    int64_t at_local = 0;  // rows of this slice before the range
+    for (const auto& r : sl.at("ranges")) {
+      const int64_t a0 = r[0].get<int64_t>(), a1 = r[1].get<int64_t>();
+      const int64_t lo = std::max(rb, a0), hi = std::min(re, a1);
+      if (lo < hi) {
+        const int64_t from = fb + (at_local + lo - a0) * inner;
+        out.narrow(0, (lo - rb) * inner, (hi - lo) * inner)
+            .copy_(read_flat_range(dir, meta, flat_name, from, from + (hi - lo) * inner,
+                                   sl.value("tp_rank", int64_t{0}),
+                                   sl.value("ep_rank", int64_t{0})));
+      }
+      at_local += a1 - a0;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 const nlohmann::json& model_shards_of(const nlohmann::json& meta) { return shards_of(meta); }
@@ -142,6 +181,13 @@ at::Tensor read_local_shard_entry(const std::string& dir, const nlohmann::json& 
     const int64_t tp_rank = t.value("tp_rank", int64_t{0});
     return read_local_rows(shape, local.rows(name), [&](int64_t b, int64_t n) {
       return read_flat_range(dir, meta, flat_name, fb + b, fb + b + n, tp_rank);
+    });
+  }
+  // Slices of another layout along dim 0 (another dist.ep, or TP degree) while this rank wants
+  // rows: only the saved pieces of its rows are read.
+  if (local.rows(name).dim == 0 && dim0_slices(t)) {
+    return read_local_rows(shape, local.rows(name), [&](int64_t b, int64_t n) {
+      return read_sliced_rows(dir, meta, t, flat_name, b, n);
     });
   }
   // Slices of another TP degree: the whole tensor, then ours.

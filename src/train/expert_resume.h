@@ -1,7 +1,8 @@
-// A resume under expert parallelism (dist.ep > 1) from a checkpoint saved in the same EP layout
-// (checkpoint/sharded_save.h: each EP rank's experts in its own model.ep<e> / optim.ep<e>): each
-// rank reads only its own experts' slices, by range, and the shared tensors whole; other
-// checkpoints are loaded whole and their stacks narrowed to this rank's experts as before.
+// A resume under expert parallelism (dist.ep > 1) from a sharded checkpoint
+// (checkpoint/sharded_save.h) reads, by range, only this rank's experts of each stack (and the
+// shared tensors whole): saved at the same dist.ep, its own slices (model.ep<e> / optim.ep<e>);
+// at another dist.ep, or by ZeRO-3 at dist.ep=1, its rows of the saved slices or flat ranges.
+// An unsharded checkpoint is loaded whole and its stacks narrowed to this rank's experts.
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -154,6 +154,10 @@ TEST_F(MoeTrainTest, ResumeAtAnotherEpEqualsUninterrupted) {
       run_command(launch(4) + flags(run) +
                   " --dist.ep=4 --train.micro_batch_size=4 --train.stop_at_step=7 --resume=auto");
   ASSERT_EQ(second.exit_code, 0) << second.output;
+  // Each ep=4 rank reads only its expert's rows of the ep=2 slices (train/expert_resume.h).
+  EXPECT_NE(second.output.find("reads only its own experts' rows of the saved stacks"),
+            std::string::npos)
+      << second.output;
   auto third = run_command(lmtrain_binary() + " train" + flags(run) + " --resume=auto");
   ASSERT_EQ(third.exit_code, 0) << third.output;
   EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
