@@ -210,6 +210,22 @@ TEST_F(ExpertCheckpointTest, ReplicatedAndZero2EpCheckpointsResumeBitwise) {
   }
 }
 
+// A checkpoint without shards (one process's: whole stacks in model.safetensors, moments by
+// name, as dist.ep runs wrote theirs before) still resumes under dist.ep=2 with ZeRO-3: loaded
+// whole, each rank narrows the stacks to its experts; within tolerance of one process.
+TEST_F(ExpertCheckpointTest, AnUnshardedCheckpointResumesUnderExpertParallelism) {
+  const std::string run = dir_->file("unsharded");
+  auto a = run_command(lmtrain_binary() + " train" + flags(run) +
+                       " --train.micro_batch_size=8 --train.stop_at_step=3");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_TRUE(fs::exists(run + "/checkpoints/latest/model.safetensors"));
+  auto r = run_command(on_two(run, " --dist.ep=2 --dist.zero=3 --resume=auto"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("reads only its own experts"), std::string::npos) << r.output;
+  expect_run_matches(run, one_, 1e-6, 1e-5);
+}
+
 // The structure check knows the EP fields (the fuzz seed ep_sharded_meta.json: ep=2, a stack in
 // two EP slices): an EP degree or rank outside the layout is refused, naming it.
 TEST(ExpertShardLayoutCheck, RefusesEpRanksOutsideTheLayout) {
