@@ -5,7 +5,8 @@
 // checkpoint every check reads: a resume on 2 ranks equals the uninterrupted run bit for bit; one
 // process and 2 ranks at dist.ep=1 with ZeRO-2 resume it within float tolerance of one process;
 // `lmtrain eval`, `export hf` and model.init_from read it; a missing expert file is named. The
-// replicated AdamW and ZeRO-2 with dist.ep=2 resume their own checkpoints bit for bit too.
+// replicated AdamW and ZeRO-2 with dist.ep=2 resume their own checkpoints bit for bit too, and
+// an unsharded (one-process) checkpoint still resumes under dist.ep=2.
 #include <gtest/gtest.h>
 
 #include <filesystem>
