@@ -63,10 +63,10 @@ int64_t optional_index(const nlohmann::json& j, const char* key, int64_t limit,
   return v;
 }
 
-// A tensor-parallel tensor's "slices": each a TP rank's local tensor at a flat range, its dim
-// cut to ranges that, over all slices, cover the full dim once.
+// A tensor-parallel (or expert-parallel) tensor's "slices": each a TP (EP) rank's local tensor at
+// a flat range, its dim cut to ranges that, over all slices, cover the full dim once.
 void check_tp_slices(const nlohmann::json& t, const std::vector<int64_t>& shape, int64_t tp,
-                     int64_t flat, const std::string& where) {
+                     int64_t ep, int64_t flat, const std::string& where) {
   const auto& slices = t["slices"];
   if (!slices.is_array() || slices.empty()) bad_shards(where + "'s \"slices\" is not a list");
   std::vector<std::pair<int64_t, int64_t>> covered;
@@ -74,6 +74,7 @@ void check_tp_slices(const nlohmann::json& t, const std::vector<int64_t>& shape,
   for (const auto& sl : slices) {
     if (!sl.is_object()) bad_shards(where + " has a slice that is not an object");
     optional_index(sl, "tp_rank", tp, where + "'s slice");
+    optional_index(sl, "ep_rank", ep, where + "'s slice");
     const int64_t dim = shard_int(sl, "dim", where + "'s slice");
     if (dim < 0 || dim >= static_cast<int64_t>(shape.size())) {
       bad_shards(where + "'s slice cuts dimension " + std::to_string(dim) + " of a " +
@@ -125,6 +126,8 @@ void check_model_shards(const nlohmann::json& s) {
   if (world < 1 || flat < 0) bad_shards("world_size < 1 or flat_numel < 0");
   const int64_t tp = s.contains("tp") ? shard_int(s, "tp", "") : 1;
   if (tp < 1 || tp > world) bad_shards("tp " + std::to_string(tp) + " is not in [1, world_size]");
+  const int64_t ep = s.contains("ep") ? shard_int(s, "ep", "") : 1;
+  if (ep < 1 || ep > world) bad_shards("ep " + std::to_string(ep) + " is not in [1, world_size]");
   if (!s.contains("files") || !s["files"].is_array() || !s.contains("tensors") ||
       !s["tensors"].is_array()) {
     bad_shards("it needs the arrays \"files\" and \"tensors\"");
@@ -137,6 +140,7 @@ void check_model_shards(const nlohmann::json& s) {
     const int64_t rank = shard_int(f, "rank", where);
     if (rank < 0 || rank >= world) bad_shards(where + " has rank " + std::to_string(rank));
     optional_index(f, "tp_rank", tp, where);
+    optional_index(f, "ep_rank", ep, where);
     if (f.contains("by_name")) {
       // Optimizer state by name (Muon under dist.tp): no flat range, no list.
       if (!f["by_name"].is_boolean() || !f["by_name"].get<bool>()) {
@@ -175,7 +179,7 @@ void check_model_shards(const nlohmann::json& s) {
       const auto [b, e] = shard_range(t, where, flat);
       if (e - b != numel) bad_shards(where + "'s flat range does not hold its shape");
     } else if (t.contains("slices")) {
-      check_tp_slices(t, shape, tp, flat, where);
+      check_tp_slices(t, shape, tp, ep, flat, where);
     } else if (t.contains("file")) {
       check_plain_name(shard_string(t, "file", where), where);
     }

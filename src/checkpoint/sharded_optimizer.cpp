@@ -50,8 +50,8 @@ optim::NamedTensors read_named_state(const std::string& dir, const nlohmann::jso
       throw Error("checkpoint " + dir + ": optimizer state '" + name +
                   "' belongs to no parameter of model_shards");
     }
-    auto piece_of = [&](int64_t tp_rank, const nlohmann::json&,
-                        const std::vector<int64_t>& local_shape) {
+    auto piece_of = [&](const nlohmann::json& at_rank, const std::vector<int64_t>& local_shape) {
+      const int64_t tp_rank = at_rank.value("tp_rank", int64_t{0});
       auto file = where[name].find(tp_rank);
       if (file == where[name].end()) {
         throw Error("checkpoint " + dir + ": no optimizer file of TP rank " +
@@ -73,7 +73,7 @@ optim::NamedTensors read_named_state(const std::string& dir, const nlohmann::jso
         shape[rows.dim] = 0;
         for (const auto& [b, e] : rows.ranges) shape[rows.dim] += e - b;
       }
-      out.emplace_back(name, piece_of(localize.tp_rank, nullptr, shape));
+      out.emplace_back(name, piece_of({{"tp_rank", localize.tp_rank}}, shape));
       continue;
     }
     auto whole = assemble_shard_entry(*entry->second, piece_of);
@@ -101,12 +101,21 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
     optimizer.load_state({read_named_state(dir, meta, localize)}, saved, step);
     return;
   }
-  // TP slices (saved, or wanted now) go by parameter: no flat layout is shared.
-  const bool by_name = model_shards_of(meta).value("tp", 1) > 1 || localize;
+  // TP or EP slices (saved, or wanted now) go by parameter: no flat layout is shared (an EP
+  // checkpoint's moments of the shared region lie in flat shards, its experts' in EP slices).
+  const auto& shards = model_shards_of(meta);
+  const bool by_name = shards.value("tp", 1) > 1 || shards.value("ep", 1) > 1 || localize;
   std::vector<optim::NamedTensors> rank_files;
+  // A ZeRO optimizer under expert parallelism resuming a ZeRO checkpoint of its own dist.ep and
+  // parameter layout: its own flat range of the shared region's moments, and its own experts'
+  // slices by name (the flat shards' "experts": "named"), nothing else read.
+  const bool own_ep_shards =
+      kind == "flat_shards" && target.contains("experts") && localize && localize.ep > 1 &&
+      shards.value("ep", int64_t{1}) == localize.ep &&
+      saved.value("flat_layout", nlohmann::json()) == target.at("flat_layout");
   // By name also for a ZeRO optimizer that holds its experts apart (dist.ep > 1) from shards
   // that cover them (saved at dist.ep=1): it takes its experts' slices of the whole stacks.
-  if (kind == "flat_shards" && (by_name || target.contains("experts"))) {
+  if (kind == "flat_shards" && !own_ep_shards && (by_name || target.contains("experts"))) {
     target = {{"kind", "named"}};  // any AdamW takes its part of moments given by name
   }
   if (target.value("kind", "named") == "flat_shards") {
@@ -129,6 +138,15 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
             k, q == own ? read_flat_range(dir, meta, k, q * shard, (q + 1) * shard) : absent);
       }
       rank_files.push_back(std::move(file));
+    }
+    for (const auto& t : shards.at("tensors")) {
+      if (!own_ep_shards) break;
+      const std::string seg = t.value("segment", std::string());
+      if (!t.contains("slices") || localize.rows(seg).dim < 0) continue;  // not an expert stack
+      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
+        rank_files[0].emplace_back(std::string(k) + "." + seg,
+                                   read_local_shard_entry(dir, meta, t, k, seg, localize));
+      }
     }
   } else if (target.value("kind", "named") == "named") {
     optim::NamedTensors file;

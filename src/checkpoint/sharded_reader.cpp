@@ -13,13 +13,14 @@
 namespace lmtrain::train {
 namespace {
 
-constexpr int kShardFormat = 1;
+// Format 2 adds expert parallelism's fields ("ep", "ep_rank"); format 1 has none of them.
+constexpr int kShardFormat = 2;
 
 const nlohmann::json& shards_of(const nlohmann::json& meta) {
   const auto& s = meta.at("model_shards");
   const auto& format = s.is_object() && s.contains("format") ? s["format"] : nlohmann::json();
   const int64_t f = format.is_number_integer() ? format.get<int64_t>() : 0;
-  if (f != kShardFormat) {
+  if (f < 1 || f > kShardFormat) {
     throw Error("checkpoint: model_shards format " + std::to_string(f) +
                 " is not one this lmtrain reads (" + std::to_string(kShardFormat) +
                 "): it was written by a newer version");
@@ -30,10 +31,53 @@ const nlohmann::json& shards_of(const nlohmann::json& meta) {
 
 std::string layout_text(const nlohmann::json& s) {
   const std::string ranks = "the " + std::to_string(s.value("world_size", 0)) + "-rank ";
-  const int64_t tp = s.value("tp", 1), zero = s.value("zero", 0);
+  const int64_t tp = s.value("tp", 1), zero = s.value("zero", 0), ep = s.value("ep", 1);
+  if (ep > 1) {
+    return ranks + "dist.ep=" + std::to_string(ep) +
+           (zero > 0 ? " x ZeRO-" + std::to_string(zero) : "") + " layout";
+  }
   if (tp <= 1) return ranks + "ZeRO-" + std::to_string(zero) + " layout";
   return ranks + "dist.tp=" + std::to_string(tp) +
          (zero > 0 ? " x ZeRO-" + std::to_string(zero) : "") + " layout";
+}
+
+// Whether entry `t` is saved as slices that all cut dim 0 (EP's, or TP's row splits).
+bool dim0_slices(const nlohmann::json& t) {
+  if (!t.contains("slices")) return false;
+  for (const auto& sl : t["slices"]) {
+    if (sl.at("dim").get<int64_t>() != 0) return false;
+  }
+  return true;
+}
+
+// Elements [begin, begin + n) of the whole tensor of entry `t` (saved as dim-0 slices), which
+// read_local_rows asks for whole rows at a time: each row is read from the slice that holds it.
+at::Tensor read_sliced_rows(const std::string& dir, const nlohmann::json& meta,
+                            const nlohmann::json& t, const std::string& flat_name, int64_t begin,
+                            int64_t n) {
+  const auto shape = t.at("shape").get<std::vector<int64_t>>();
+  int64_t inner = 1;
+  for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
+  auto out = at::zeros({n}, at::kFloat);
+  if (inner == 0 || n == 0) return out;
+  const int64_t rb = begin / inner, re = (begin + n) / inner;  // whole rows [rb, re)
+  for (const auto& sl : t.at("slices")) {
+    const int64_t fb = sl.at("flat")[0].get<int64_t>();
+    int64_t at_local = 0;  // rows of this slice before the range
+    for (const auto& r : sl.at("ranges")) {
+      const int64_t a0 = r[0].get<int64_t>(), a1 = r[1].get<int64_t>();
+      const int64_t lo = std::max(rb, a0), hi = std::min(re, a1);
+      if (lo < hi) {
+        const int64_t from = fb + (at_local + lo - a0) * inner;
+        out.narrow(0, (lo - rb) * inner, (hi - lo) * inner)
+            .copy_(read_flat_range(dir, meta, flat_name, from, from + (hi - lo) * inner,
+                                   sl.value("tp_rank", int64_t{0}),
+                                   sl.value("ep_rank", int64_t{0})));
+      }
+      at_local += a1 - a0;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -42,7 +86,7 @@ const nlohmann::json& model_shards_of(const nlohmann::json& meta) { return shard
 
 at::Tensor assemble_shard_entry(const nlohmann::json& t, const LocalPiece& piece) {
   const auto shape = t.at("shape").get<std::vector<int64_t>>();
-  if (t.contains("flat")) return piece(t.value("tp_rank", int64_t{0}), t["flat"], shape);
+  if (t.contains("flat")) return piece(t, shape);
   auto whole = at::zeros(shape, at::kFloat);
   for (const auto& sl : t.at("slices")) {
     const int64_t dim = sl.at("dim").get<int64_t>();
@@ -50,7 +94,7 @@ at::Tensor assemble_shard_entry(const nlohmann::json& t, const LocalPiece& piece
     local_shape[dim] = 0;
     for (const auto& r : sl.at("ranges"))
       local_shape[dim] += r[1].get<int64_t>() - r[0].get<int64_t>();
-    const auto local = piece(sl.value("tp_rank", int64_t{0}), sl["flat"], local_shape);
+    const auto local = piece(sl, local_shape);
     int64_t at_local = 0;
     for (const auto& r : sl.at("ranges")) {
       const int64_t rb = r[0].get<int64_t>(), n = r[1].get<int64_t>() - rb;
@@ -64,9 +108,11 @@ at::Tensor assemble_shard_entry(const nlohmann::json& t, const LocalPiece& piece
 at::Tensor read_shard_entry(const std::string& dir, const nlohmann::json& meta,
                             const nlohmann::json& t, const std::string& flat_name) {
   return assemble_shard_entry(
-      t, [&](int64_t tp_rank, const nlohmann::json& flat, const std::vector<int64_t>& local_shape) {
-        const int64_t b = flat[0].get<int64_t>(), e = flat[1].get<int64_t>();
-        return read_flat_range(dir, meta, flat_name, b, e, tp_rank).reshape(local_shape);
+      t, [&](const nlohmann::json& where, const std::vector<int64_t>& local_shape) {
+        const int64_t b = where["flat"][0].get<int64_t>(), e = where["flat"][1].get<int64_t>();
+        return read_flat_range(dir, meta, flat_name, b, e, where.value("tp_rank", int64_t{0}),
+                               where.value("ep_rank", int64_t{0}))
+            .reshape(local_shape);
       });
 }
 
@@ -97,9 +143,16 @@ const nlohmann::json* own_saved_slice(const nlohmann::json& meta, const nlohmann
                                       const std::string& name, const TensorLocalizer& local) {
   const LocalRows rows = local.rows(name);
   if (t.contains("flat")) return rows.dim < 0 ? &t : nullptr;
-  if (!t.contains("slices") || shards_of(meta).value("tp", int64_t{1}) != local.tp) return nullptr;
+  const auto& s = shards_of(meta);
+  if (!t.contains("slices") || s.value("tp", int64_t{1}) != local.tp ||
+      s.value("ep", int64_t{1}) != local.ep) {
+    return nullptr;
+  }
   for (const auto& sl : t["slices"]) {
-    if (sl.value("tp_rank", int64_t{0}) != local.tp_rank) continue;
+    if (sl.value("tp_rank", int64_t{0}) != local.tp_rank ||
+        sl.value("ep_rank", int64_t{0}) != local.ep_rank) {
+      continue;
+    }
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (const auto& r : sl.at("ranges"))
       ranges.emplace_back(r[0].get<int64_t>(), r[1].get<int64_t>());
@@ -113,9 +166,9 @@ at::Tensor read_local_shard_entry(const std::string& dir, const nlohmann::json& 
                                   const std::string& name, const TensorLocalizer& local) {
   const auto shape = t.at("shape").get<std::vector<int64_t>>();
   if (const auto* own = own_saved_slice(meta, t, name, local); own && own != &t) {
-    // This TP rank's own slice, as saved: one flat range of its files.
+    // This TP (or EP) rank's own slice, as saved: one flat range of its files.
     const int64_t b = (*own)["flat"][0].get<int64_t>(), e = (*own)["flat"][1].get<int64_t>();
-    auto piece = read_flat_range(dir, meta, flat_name, b, e, local.tp_rank);
+    auto piece = read_flat_range(dir, meta, flat_name, b, e, local.tp_rank, local.ep_rank);
     const LocalRows rows = local.rows(name);
     auto local_shape = shape;
     local_shape[rows.dim] = 0;
@@ -128,6 +181,13 @@ at::Tensor read_local_shard_entry(const std::string& dir, const nlohmann::json& 
     const int64_t tp_rank = t.value("tp_rank", int64_t{0});
     return read_local_rows(shape, local.rows(name), [&](int64_t b, int64_t n) {
       return read_flat_range(dir, meta, flat_name, fb + b, fb + b + n, tp_rank);
+    });
+  }
+  // Slices of another layout along dim 0 (another dist.ep, or TP degree) while this rank wants
+  // rows: only the saved pieces of its rows are read.
+  if (local.rows(name).dim == 0 && dim0_slices(t)) {
+    return read_local_rows(shape, local.rows(name), [&](int64_t b, int64_t n) {
+      return read_sliced_rows(dir, meta, t, flat_name, b, n);
     });
   }
   // Slices of another TP degree: the whole tensor, then ours.
@@ -165,12 +225,15 @@ std::string shard_file_note(const nlohmann::json& meta, const std::string& file)
 }
 
 at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
-                           const std::string& tensor, int64_t begin, int64_t end, int64_t tp_rank) {
+                           const std::string& tensor, int64_t begin, int64_t end, int64_t tp_rank,
+                           int64_t ep_rank) {
   const auto& s = shards_of(meta);
   auto out = at::zeros({end - begin}, at::kFloat);
   for (const auto& f : s.at("files")) {
     if (f.value("tp_rank", int64_t{0}) != tp_rank) continue;  // another TP rank's flat layout
-    if (f.value("by_name", false)) continue;                  // no flat range
+    // Another EP rank's expert region (a file without "ep_rank" holds what every EP rank shares).
+    if (f.contains("ep_rank") && f.value("ep_rank", int64_t{0}) != ep_rank) continue;
+    if (f.value("by_name", false)) continue;  // no flat range
     const auto& holds = f.at("tensors");
     if (std::find(holds.begin(), holds.end(), tensor) == holds.end()) continue;
     const int64_t fb = f.at("flat")[0].get<int64_t>(), fe = f.at("flat")[1].get<int64_t>();

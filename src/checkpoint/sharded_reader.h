@@ -3,8 +3,9 @@
 // every reader takes only the byte ranges it needs from those files (core/safetensors_slice.h).
 //
 //   "model_shards": {
-//     "format": 1,
+//     "format": 1,                             // 2 with expert parallelism ("ep")
 //     "zero": 3, "world_size": N, "shard_group_size": G, "tp": 1,   // the layout that saved it
+//     "ep": E,                                 // dist.ep, format 2 only (absent: 1)
 //     "flat_numel": F,                         // elements of the flat layout (optim/flat_params.h)
 //     "files": [{"file": "model.rank0.safetensors", "rank": 0, "tensors": ["params"],
 //                "flat": [0, S]},              // tensor "params" of that file = flat[0, S)
@@ -24,6 +25,14 @@
 // flat [b, e) of TP rank t's flat layout. Under TP ("tp": T > 1) each file entry says whose
 // flat layout its range indexes ("tp_rank"; absent: 0), and a "flat" tensor entry, whole on
 // every TP rank, is read from TP rank 0's.
+// Expert parallelism (format 2, "ep": E > 1; format 1 has no "ep" and stays readable): every EP
+// rank has its own flat layout of the same segments and offsets, whose expert region [B, F)
+// holds its own experts. A file entry with "ep_rank": e holds part of EP rank e's layout
+// (model.ep<e> / optim.ep<e>: its expert region); one without "ep_rank" holds what every EP
+// rank shares. An expert stack (n experts on dim 0) is "slices" along dim 0, one per EP rank:
+//   {"name": "transformer.h.1.mlp.experts.c_fc.weight", "shape": [n, ...],
+//    "slices": [{"ep_rank": 0, "flat": [b, e], "dim": 0, "ranges": [[0, n/E]]},
+//               {"ep_rank": 1, "flat": [b, e], "dim": 0, "ranges": [[n/E, 2n/E]]}, ...]}
 // A file entry with "by_name": true (no "tensors", no "flat") holds optimizer state by name in
 // its TP rank's local shapes (Muon under dist.tp: "momentum.<matrix>", "exp_avg.<p>", ...):
 // "<state>.<segment>" is made whole from its TP ranks' files by its segment's entry, as above.
@@ -52,10 +61,11 @@ bool has_model_shards(const nlohmann::json& meta);
 // (checkpoint/shard_layout_check.h).
 const nlohmann::json& model_shards_of(const nlohmann::json& meta);
 
-// TP rank `tp_rank`'s local tensor of a parameter, of shape `local_shape`, whose flat range in
-// that rank's layout is `flat` ([b, e]).
-using LocalPiece = std::function<at::Tensor(int64_t tp_rank, const nlohmann::json& flat,
-                                            const std::vector<int64_t>& local_shape)>;
+// A rank's local tensor of a parameter, of shape `local_shape`: `where` is the tensor entry or
+// its slice, whose "flat" ([b, e]) is the range in the flat layout of TP rank "tp_rank" / EP rank
+// "ep_rank" (absent: 0).
+using LocalPiece =
+    std::function<at::Tensor(const nlohmann::json& where, const std::vector<int64_t>& local_shape)>;
 // The whole tensor of "tensors" entry `t` from its pieces: its flat range (TP rank 0's, whole on
 // every TP rank), or its TP slices put back in place.
 at::Tensor assemble_shard_entry(const nlohmann::json& t, const LocalPiece& piece);
@@ -90,6 +100,10 @@ struct TensorLocalizer {
   std::function<LocalRows(const std::string& name)> rows;
   int64_t tp_rank = 0;
   int64_t tp = 1;
+  // An expert-parallel run (dist.ep > 1): its EP rank, and the EP degree whose saved slices are
+  // its own experts (rows picks them out of a stack of another layout).
+  int64_t ep_rank = 0;
+  int64_t ep = 1;
   explicit operator bool() const { return static_cast<bool>(cut); }
   at::Tensor operator()(const std::string& name, const at::Tensor& whole) const {
     return cut(name, whole);
@@ -106,11 +120,12 @@ at::Tensor read_local_rows(const std::vector<int64_t>& shape, const LocalRows& r
                            const FlatReader& read);
 
 // Elements [begin, end) of the flat tensor `tensor` ("params", "exp_avg", "exp_avg_sq") of TP
-// rank `tp_rank`'s flat layout as a (end - begin,) fp32 CPU tensor; elements no file covers (the
-// layout's tail padding) are 0. A missing shard file is an Error naming it and its rank.
+// rank `tp_rank`'s (EP rank `ep_rank`'s) flat layout as a (end - begin,) fp32 CPU tensor;
+// elements no file covers (the layout's tail padding) are 0. A missing shard file is an Error
+// naming it and its rank.
 at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
                            const std::string& tensor, int64_t begin, int64_t end,
-                           int64_t tp_rank = 0);
+                           int64_t tp_rank = 0, int64_t ep_rank = 0);
 
 // This rank's part of parameter `name`'s entry `t` from the flat tensor `flat_name`, reading only
 // its elements: the slice saved for this TP rank when the checkpoint has this run's TP degree,
@@ -119,7 +134,8 @@ at::Tensor read_local_shard_entry(const std::string& dir, const nlohmann::json& 
                                   const nlohmann::json& t, const std::string& flat_name,
                                   const std::string& name, const TensorLocalizer& local);
 // The saved slice of entry `t` that holds exactly this rank's part of parameter `name` (same TP
-// degree, TP rank, dim and ranges), or null. An entry saved whole matches a part that is whole.
+// and EP degrees, TP / EP rank, dim and ranges), or null. An entry saved whole matches a part that
+// is whole.
 const nlohmann::json* own_saved_slice(const nlohmann::json& meta, const nlohmann::json& t,
                                       const std::string& name, const TensorLocalizer& local);
 

@@ -16,8 +16,12 @@ bool starts_with_prefix(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-int64_t shard_numel_of(const ShardedSave& save) { return save.flat->numel() / save.shard_ranks; }
-int64_t optim_numel_of(const ShardedSave& save) { return save.flat->numel() / save.optim_ranks; }
+int64_t shard_numel_of(const ShardedSave& save) {
+  return shared_flat_numel(save) / save.shard_ranks;
+}
+int64_t optim_numel_of(const ShardedSave& save) {
+  return shared_flat_numel(save) / save.optim_ranks;
+}
 
 // The model's checkpointed tensors that are not in the flat layout (its buffers).
 TensorList non_flat_model_tensors(const ShardedSave& save, const model::GptImpl& model) {
@@ -36,6 +40,46 @@ nlohmann::json range_json(int64_t begin, int64_t end) {
 
 }  // namespace
 
+int64_t shared_flat_numel(const ShardedSave& save) {
+  return save.ep > 1 ? save.flat->expert_begin() : save.flat->numel();
+}
+
+std::string model_expert_file(int ep_rank) {
+  return "model.ep" + std::to_string(ep_rank) + ".safetensors";
+}
+
+std::string optim_expert_file(int ep_rank) {
+  return "optim.ep" + std::to_string(ep_rank) + ".safetensors";
+}
+
+TensorList expert_model_tensors(const ShardedSave& save) {
+  return {{"params", save.flat->expert_params()}};
+}
+
+TensorList expert_optim_tensors(const ShardedSave& save, const optim::Optimizer& optimizer) {
+  // The moments by name ("exp_avg.<stack>"), laid into the expert region's flat layout (the
+  // padding 0), as the parameters lie in model.ep<e>.
+  const optim::FlatParams& flat = *save.flat;
+  const int64_t begin = flat.expert_begin();
+  std::map<std::string, at::Tensor> by_name;
+  for (const auto& [n, t] : optimizer.expert_state()) by_name.emplace(n, t);
+  TensorList out;
+  for (const std::string k : {"exp_avg", "exp_avg_sq"}) {
+    auto buf = at::zeros({flat.numel() - begin}, flat.expert_params().options());
+    for (const auto& seg : flat.segments()) {
+      if (!seg.expert) continue;
+      auto it = by_name.find(k + "." + seg.name);
+      if (it == by_name.end()) {
+        throw Error("internal: optimizer " + optimizer.name() + " holds no " + k + "." + seg.name +
+                    " to save as an expert shard");
+      }
+      buf.narrow(0, seg.offset - begin, seg.numel).copy_(it->second.reshape({-1}));
+    }
+    out.emplace_back(k, buf);
+  }
+  return out;
+}
+
 std::string model_shard_file(int rank) {
   return "model.rank" + std::to_string(rank) + ".safetensors";
 }
@@ -52,18 +96,20 @@ TensorList optim_shard_tensors(const ShardedSave& save, const optim::Optimizer& 
   }
   // A replicated AdamW's moments by parameter ("exp_avg.<name>"), laid back into the flat
   // layout (the padding 0), so that every layout records its moments the same way.
+  // Under expert parallelism the shared region only (the experts go to optim.ep<e>).
   const optim::FlatParams& flat = *save.flat;
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   TensorList out;
   for (const std::string k : {"exp_avg", "exp_avg_sq"}) {
     at::Tensor buf;
     for (const auto& seg : flat.segments()) {
+      if (seg.offset >= shared_flat_numel(save)) continue;
       auto it = by_name.find(k + "." + seg.name);
       if (it == by_name.end()) {
         throw Error("internal: optimizer " + optimizer.name() + " holds no " + k + "." + seg.name +
                     " to save as a shard");
       }
-      if (!buf.defined()) buf = at::zeros({flat.numel()}, it->second.options());
+      if (!buf.defined()) buf = at::zeros({shared_flat_numel(save)}, it->second.options());
       flat.view(buf, seg).copy_(it->second);
     }
     out.emplace_back(k, buf);
@@ -74,9 +120,16 @@ TensorList optim_shard_tensors(const ShardedSave& save, const optim::Optimizer& 
 void write_rank_shards(const std::string& run_dir, int64_t step, int rank, const ShardedSave& save,
                        const optim::Optimizer& optimizer) {
   const int d = rank / save.tp;
-  if (rank == 0 || (d >= save.shard_ranks && d >= save.optim_ranks)) return;
+  const bool experts = save.ep > 1 && rank < save.ep;  // EP rank `rank` of the first EP group
+  if (rank == 0 || (d >= save.shard_ranks && d >= save.optim_ranks && !experts)) return;
   const std::string staging = CheckpointStore::staging_dir(run_dir, step);
   core::ensure_dir(staging);
+  if (experts) {
+    core::write_safetensors(staging + "/" + model_expert_file(rank), expert_model_tensors(save),
+                            {{"format", "pt"}});
+    core::write_safetensors(staging + "/" + optim_expert_file(rank),
+                            expert_optim_tensors(save, optimizer), {{"format", "pt"}});
+  }
   if (d < save.shard_ranks) {
     const int64_t shard = shard_numel_of(save);
     core::write_safetensors(staging + "/" + model_shard_file(rank),
@@ -98,6 +151,10 @@ std::vector<std::string> other_rank_shard_files(const ShardedSave& save) {
       if (d < save.shard_ranks) out.push_back(model_shard_file(r));
       if (d < save.optim_ranks) out.push_back(optim_shard_file(r));
     }
+  }
+  for (int e = 1; save.ep > 1 && e < save.ep; ++e) {
+    out.push_back(model_expert_file(e));
+    out.push_back(optim_expert_file(e));
   }
   return out;
 }
@@ -138,6 +195,20 @@ nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& 
       }
     }
   }
+  // EP rank e's expert region [B, F) of its own flat layout.
+  for (int e = 0; save.ep > 1 && e < save.ep; ++e) {
+    const auto region = range_json(flat.expert_begin(), flat.numel());
+    files.push_back({{"file", model_expert_file(e)},
+                     {"rank", e},
+                     {"ep_rank", e},
+                     {"tensors", {"params"}},
+                     {"flat", region}});
+    files.push_back({{"file", optim_expert_file(e)},
+                     {"rank", e},
+                     {"ep_rank", e},
+                     {"tensors", {"exp_avg", "exp_avg_sq"}},
+                     {"flat", region}});
+  }
   const std::string dtype = core::safetensors_dtype_name(flat.options().dtype().toScalarType());
   nlohmann::json tensors = nlohmann::json::array();
   std::map<std::string, const optim::ParamSegment*> by_name;
@@ -147,6 +218,20 @@ nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& 
     nlohmann::json e = {
         {"name", name}, {"in", in}, {"segment", seg.name}, {"shape", seg.shape}, {"dtype", dtype}};
     const auto range = range_json(seg.offset, seg.offset + seg.numel);
+    if (save.ep > 1 && seg.expert) {
+      // EP rank e holds experts [e n_local, (e+1) n_local) of the stack at the same offset.
+      const int64_t n_local = seg.shape.at(0);
+      e["shape"][0] = n_local * save.ep;
+      nlohmann::json slices = nlohmann::json::array();
+      for (int r = 0; r < save.ep; ++r) {
+        slices.push_back({{"ep_rank", r},
+                          {"flat", range},
+                          {"dim", 0},
+                          {"ranges", {range_json(r * n_local, (r + 1) * n_local)}}});
+      }
+      e["slices"] = std::move(slices);
+      return e;
+    }
     auto split = save.tp_splits.find(seg.name);
     if (split == save.tp_splits.end()) {
       e["flat"] = range;  // whole on every TP rank: TP rank 0's copy
@@ -187,14 +272,18 @@ nlohmann::json model_shards_meta(const ShardedSave& save, const model::GptImpl& 
     if (prefix.empty() || !starts_with_prefix(seg.name, prefix)) continue;
     tensors.push_back(flat_entry(seg.name.substr(prefix.size()), "objective.safetensors", seg));
   }
-  return {{"format", 1},
-          {"zero", save.zero},
-          {"world_size", save.world_size},
-          {"shard_group_size", save.shard_ranks},
-          {"tp", save.tp},
-          {"flat_numel", flat.numel()},
-          {"files", std::move(files)},
-          {"tensors", std::move(tensors)}};
+  // Format 2: expert stacks in EP slices, which a reader of format 1 would take for TP rank
+  // 0's; without expert parallelism the layout stays format 1.
+  nlohmann::json out = {{"format", save.ep > 1 ? 2 : 1},
+                        {"zero", save.zero},
+                        {"world_size", save.world_size},
+                        {"shard_group_size", save.shard_ranks},
+                        {"tp", save.tp},
+                        {"flat_numel", flat.numel()},
+                        {"files", std::move(files)},
+                        {"tensors", std::move(tensors)}};
+  if (save.ep > 1) out["ep"] = save.ep;
+  return out;
 }
 
 }  // namespace lmtrain::train

@@ -1,4 +1,5 @@
-// Checkpoints without a gather: ZeRO-3 over several ranks and tensor parallelism (dist.tp).
+// Checkpoints without a gather: ZeRO-3 over several ranks, tensor parallelism (dist.tp) and
+// expert parallelism (dist.ep).
 // The ranks that hold a distinct part of the training state write their own files, which
 // together hold all of it,
 //   model.rank<r>.safetensors  "params": flat parameter elements [d S, (d+1) S) of this rank's
@@ -14,7 +15,17 @@
 // the group its parameters (S) or moments (So) are sharded over. Under TP each TP rank's flat
 // layout holds its own slices of the split parameters (parallel/tensor_parallel_plan.h): the
 // same segments and offsets on every TP rank, so one flat_numel describes them all.
-// meta.json records the layout ("model_shards", format in checkpoint/sharded_reader.h).
+// Under expert parallelism (dist.ep = E > 1) the flat layout ends in the expert region
+// [B, F) (B = expert_begin, optim/flat_params.h) that holds each EP rank's own experts: the same
+// segments and offsets on every EP rank, different values, as TP's per-rank layouts are. The
+// shards above then cover the shared region [0, B) only (S = B / G, So = B / optimizer ranks),
+// and EP rank e = world rank e (the first EP group; the other groups' ranks are replicas of
+// them) writes its experts, with no gather on rank 0:
+//   model.ep<e>.safetensors    "params": flat [B, F) of EP rank e's layout (its expert stacks,
+//                              experts [e n/E, (e+1) n/E) of each layer's n)
+//   optim.ep<e>.safetensors    "exp_avg", "exp_avg_sq": their Adam moments, flat [B, F)
+// meta.json records the layout ("model_shards", format in checkpoint/sharded_reader.h): an
+// expert stack is a tensor of the whole shape (n, ...) in "slices" along dim 0, one per EP rank.
 // Ranks r > 0 write into the step's staging dir; after a barrier over the world, rank 0 moves
 // them into its checkpoint dir, checksums them and publishes it (CheckpointStore::save): a rank
 // that dies before the barrier leaves no new checkpoint, and the previous one stays `latest`.
@@ -57,10 +68,24 @@ struct ShardedSave {
   // local shapes; the meta's "slices" of each parameter say how to make them whole again.
   bool optim_by_name = false;
   std::map<std::string, TpSplit> tp_splits;  // by parameter name; absent: whole on every TP rank
+  // dist.ep: EP ranks 0..ep-1 each write their expert region (model.ep<e>, optim.ep<e>); the
+  // shards above then cover the shared region [0, flat->expert_begin()) only.
+  int ep = 1;
 };
+
+// Elements of the flat layout the shards (model.rank<r>, optim.rank<r>) cover: all of it, or
+// under expert parallelism the shared region.
+int64_t shared_flat_numel(const ShardedSave& save);
 
 std::string model_shard_file(int rank);
 std::string optim_shard_file(int rank);
+std::string model_expert_file(int ep_rank);
+std::string optim_expert_file(int ep_rank);
+
+// EP rank `ep_rank`'s expert files' tensors: its expert region of the parameters ("params"), and
+// of the Adam moments from Optimizer::expert_state ("exp_avg", "exp_avg_sq"), each (F - B,).
+TensorList expert_model_tensors(const ShardedSave& save);
+TensorList expert_optim_tensors(const ShardedSave& save, const optim::Optimizer& optimizer);
 
 // Writes world rank `rank`'s files (the ones it holds a distinct part for, if any) into the
 // staging dir of `step` (CheckpointStore::staging_dir). Not rank 0: its files go through
@@ -68,7 +93,8 @@ std::string optim_shard_file(int rank);
 void write_rank_shards(const std::string& run_dir, int64_t step, int rank, const ShardedSave& save,
                        const optim::Optimizer& optimizer);
 
-// The files of world ranks other than 0 that rank 0 moves into the checkpoint.
+// The files of world ranks other than 0 that rank 0 moves into the checkpoint (their shards and
+// the expert files of EP ranks 1..ep-1).
 std::vector<std::string> other_rank_shard_files(const ShardedSave& save);
 
 // Rank 0: the tensors of its model.rank0.safetensors (its shard and the model's buffers).

@@ -5,11 +5,14 @@
 //                            CPU RNG state
 //   optim.rankN.safetensors  rank N's shard of the optimizer state, for a sharded optimizer
 //                            (written by rank N into a staging dir, moved in by rank 0)
-//   model.rankN.safetensors  ZeRO-3 over several ranks, or tensor parallelism (dist.tp): rank N's
-//                            shard of its flat parameters (under TP: of its slices), in place
-//                            of model.safetensors (and of objective.safetensors), with
+//   model.rankN.safetensors  ZeRO-3 over several ranks, tensor parallelism (dist.tp) or expert
+//                            parallelism (dist.ep): rank N's shard of its flat parameters
+//                            (under TP: of its slices; under EP: of the shared region), in
+//                            place of model.safetensors (and of objective.safetensors), with
 //                            meta.json's "model_shards" (checkpoint/sharded_save.h); any
 //                            layout resumes it, and the commands read it as model.safetensors
+//   model.epE.safetensors    dist.ep > 1: EP rank E's experts (its flat expert region), and
+//   optim.epE.safetensors    their Adam moments
 //   objective.safetensors    parameters the objective trains beside the model (distillation's
 //                            feature projections), when it has any
 //   tokenizer.json           copy of the run's tokenizer, so a checkpoint stands alone
@@ -58,12 +61,10 @@ struct CheckpointInputs {
   int world_size;
   std::string tokenizer_json;  // file contents
   std::string tokenizer_hash;
-  // Expert parallelism: the whole expert stacks and their optimizer state (gather_expert_state),
-  // saved in place of this rank's slices under the same names.
-  optim::NamedTensors full_experts = {};
   // The objective's own trained parameters (Objective::trained_module), or null.
   const torch::nn::Module* objective = nullptr;
-  // ZeRO-3 over several ranks: save shards, no gather (checkpoint/sharded_save.h); null else.
+  // ZeRO-3 over several ranks, dist.tp or dist.ep: save shards, no gather
+  // (checkpoint/sharded_save.h); null else.
   const ShardedSave* shards = nullptr;
 };
 

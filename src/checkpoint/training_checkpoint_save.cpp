@@ -12,22 +12,9 @@ namespace lmtrain::train {
 std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInputs& in,
                                      std::optional<double> val_loss, double train_loss,
                                      std::optional<int64_t> ended_epoch) {
+  // Expert parallelism always saves shards (in.shards): every tensor here is whole.
   TensorList model_tensors = checkpoint_model_tensors(in.model);
   TensorList optim_tensors = in.optimizer.state_tensors();
-  // Whole expert stacks in place of this rank's slices; a sharded optimizer's expert state
-  // (not among its shards) joins rank 0's file.
-  for (const auto& [name, full] : in.full_experts) {
-    bool placed = false;
-    for (auto* list : {&model_tensors, &optim_tensors}) {
-      for (auto& [n, t] : *list) {
-        if (n == name) {
-          t = full;
-          placed = true;
-        }
-      }
-    }
-    if (!placed) optim_tensors.emplace_back(name, full);
-  }
   optim_tensors.emplace_back(kRngTensor, cpu_rng_state());
 
   CheckpointFiles files;
@@ -38,6 +25,11 @@ std::string save_training_checkpoint(CheckpointStore& store, const CheckpointInp
     TensorList moments = optim_shard_tensors(*in.shards, in.optimizer);
     moments.emplace_back(kRngTensor, cpu_rng_state());
     files.tensor_files.emplace_back(optim_shard_file(0), std::move(moments));
+    if (in.shards->ep > 1) {  // EP rank 0's experts
+      files.tensor_files.emplace_back(model_expert_file(0), expert_model_tensors(*in.shards));
+      files.tensor_files.emplace_back(optim_expert_file(0),
+                                      expert_optim_tensors(*in.shards, in.optimizer));
+    }
     for (const auto& name : other_rank_shard_files(*in.shards)) {
       files.moved_files.emplace_back(name, staging + "/" + name);
     }

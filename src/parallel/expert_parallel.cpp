@@ -97,24 +97,4 @@ at::Tensor AllToAllExpertDispatcher::run(const at::Tensor& rows, const model::Ex
   return dist::all_to_all_autograd(group_, by_source, send_splits, recv_splits, &timer_);
 }
 
-optim::NamedTensors gather_expert_state(const ExpertParallel& ep, model::GptImpl& model,
-                                        const optim::Optimizer& opt) {
-  optim::NamedTensors out;
-  if (!ep.active()) return out;
-  at::NoGradGuard no_grad;
-  auto gather = [&](const at::Tensor& local) {
-    std::vector<at::Tensor> parts;
-    for (int r = 0; r < ep.ep; ++r) parts.push_back(at::empty_like(local));
-    ep.ep_group->allgather(parts, local.contiguous())->wait();
-    return at::cat(parts, 0);
-  };
-  const auto& tags = model.param_tags();
-  for (const auto& [name, t] : model.state_tensors()) {
-    auto it = tags.find(name);
-    if (it != tags.end() && it->second.expert) out.emplace_back(name, gather(t.detach()));
-  }
-  for (const auto& [name, t] : opt.expert_state()) out.emplace_back(name, gather(t));
-  return out;
-}
-
 }  // namespace lmtrain::train

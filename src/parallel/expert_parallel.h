@@ -54,12 +54,7 @@ class AllToAllExpertDispatcher : public model::ExpertDispatcher {
   int64_t num_experts_;
 };
 
-// Checkpointing under EP: every rank calls this; it returns (on every rank) the whole expert
-// stacks of the model ("transformer.h.L.mlp.experts.c_fc.weight", ...) and of the optimizer's
-// expert state (Optimizer::expert_state: "exp_avg.<name>", "exp_avg_sq.<name>"), gathered over
-// the EP group, to replace this rank's slices in the saved files (or join rank 0's optimizer
-// file, for a sharded optimizer that keeps them apart).
-optim::NamedTensors gather_expert_state(const ExpertParallel& ep, model::GptImpl& model,
-                                        const optim::Optimizer& opt);
+// Checkpoints under EP gather nothing: each rank of the first EP group writes its own experts
+// (checkpoint/sharded_save.h).
 
 }  // namespace lmtrain::train

@@ -15,6 +15,7 @@
 #include "model/lora.h"
 #include "optim/optimizer_factory.h"
 #include "train/chat_data.h"
+#include "train/expert_resume.h"
 #include "train/temporal_setup.h"
 
 namespace lmtrain::train {
@@ -393,9 +394,19 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       }
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
-      // Tensor parallelism reads only its part of each tensor, by range, in the restore.
+      // Tensor parallelism reads only its part of each tensor, by range, in the restore; so does
+      // expert parallelism from a sharded checkpoint (train/expert_resume.h), and loads an
+      // unsharded one whole. (An objective's own parameters are read from whole files.)
+      const bool ep_by_range = s.ep.active() && !s.tp && s.objective->trained_module() == nullptr;
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true, {},
-                                        /*tensors_by_range=*/s.tp != nullptr);
+                                        /*tensors_by_range=*/s.tp != nullptr || ep_by_range);
+      const bool experts_by_range = ep_by_range && has_model_shards(ckpt.meta);
+      if (ep_by_range && !experts_by_range) ckpt = CheckpointStore::load(ckpt.dir, false);
+      if (experts_by_range) {
+        log::info(saved_in_ep_layout(ckpt.meta, s.ep.ep)
+                      ? "resume: this rank reads only its own experts' slices"
+                      : "resume: this rank reads only its own experts' rows of the saved stacks");
+      }
       check_start_checkpoint(ckpt, s.setup.model, tokenizer_hash, tokenizer_from,
                              /*hash_required=*/true);
       // Before anything is restored or logged as resumed.
@@ -417,7 +428,10 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
             (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
             ckpt.dir.c_str()));
       }
-      const TensorLocalizer localize = s.tp ? tp_localizer(*s.tp) : TensorLocalizer{};
+      const TensorLocalizer localize =
+          s.tp ? tp_localizer(*s.tp)
+               : (experts_by_range ? ep_localizer(*s.model, s.ep.ep_rank, s.ep.ep)
+                                   : TensorLocalizer{});
       s.state = restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
                                             s.objective->trained_module(), localize);
       s.resumed = true;

@@ -170,15 +170,14 @@ class WholeModel {
 };
 
 // The layout of a checkpoint saved without a gather: ZeRO-3 over several ranks (the first
-// shard group's ranks write), or tensor parallelism (the TP ranks of the first data-parallel
-// replica, or of its first shard group under ZeRO). None otherwise: rank 0 saves the model.
-// ZeRO-3 under expert parallelism saves as ZeRO-2 with EP does (the shared region gathered,
-// the experts gathered over the EP group): the shard files have no place for expert stacks
-// that differ between EP ranks yet.
+// shard group's ranks write), tensor parallelism (the TP ranks of the first data-parallel
+// replica, or of its first shard group under ZeRO), or expert parallelism (the first EP group's
+// ranks write their experts; the shared region as ZeRO-3's shards, or whole by rank 0). None
+// otherwise: rank 0 saves the model.
 std::optional<ShardedSave> sharded_save_of(const RunSetup& s, const optim::FlatParams& flat,
                                            const optim::Optimizer& optimizer, dist::Group& world,
                                            dist::Group& dp, const parallel::FullyShard* fsdp) {
-  if ((!fsdp || s.ep.active()) && !s.tp) return std::nullopt;
+  if (!fsdp && !s.ep.active() && !s.tp) return std::nullopt;
   ShardedSave out;
   out.flat = &flat;
   out.shard_ranks = fsdp ? s.shards.shard_group(dp).size() : 1;
@@ -187,10 +186,13 @@ std::optional<ShardedSave> sharded_save_of(const RunSetup& s, const optim::FlatP
   out.objective_prefix = kObjectivePrefix;
   // Muon's state goes by name, each data-parallel rank holding its matrices' momentum.
   out.optim_by_name = optimizer.state_layout().value("kind", "") == "muon";
+  out.ep = s.ep.ep;
+  // The moments' shards cover what the parameters' do (under EP the shared region only).
+  const int64_t own_moments = optimizer.shard_end() - optimizer.shard_begin();
   out.optim_ranks =
       out.optim_by_name
           ? (optimizer.sharded() ? dp.size() : 1)
-          : static_cast<int>(flat.numel() / (optimizer.shard_end() - optimizer.shard_begin()));
+          : static_cast<int>(std::max<int64_t>(1, shared_flat_numel(out) / own_moments));
   if (s.tp) {
     out.tp = s.tp->size();
     out.tp_splits = s.tp->checkpoint_splits();
@@ -375,7 +377,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
   log_loop_start(stepper, options, workers, dp, rt);
 
-  // ZeRO-3 over several ranks and tensor parallelism save shards, never the gathered model
+  // ZeRO-3 over several ranks, tensor and expert parallelism save shards, never the gathered model
   // (checkpoint/sharded_save.h): each rank holding a distinct part writes it.
   std::optional<ShardedSave> shards = sharded_save_of(s, flat, optimizer, group, dp, fsdp.get());
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
@@ -397,8 +399,6 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
       }
       group.barrier();
     }
-    // EP: every rank contributes its experts to rank 0's complete checkpoint.
-    auto full_experts = gather_expert_state(ep, *model, optimizer);
     if (!is_main) return;
     CheckpointInputs in{s.config_snapshot,
                         *model,
@@ -407,7 +407,6 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
                         dp.size(),
                         tokenizer_json,
                         tokenizer.hash(),
-                        std::move(full_experts),
                         objective->trained_module(),
                         shards ? &*shards : nullptr};
     result.last_checkpoint =

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_store.h"
 #include "core/safetensors.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
@@ -42,8 +43,12 @@ class MoeTrainTest : public ::testing::Test {
     return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(nproc) +
            " --master_port=" + std::to_string(free_port()) + " -- train";
   }
+  // Through the store: an expert-parallel checkpoint's model.safetensors is assembled from its
+  // shards (checkpoint/sharded_save.h).
   static at::Tensor tensor(const std::string& run, const std::string& name) {
-    auto f = core::read_safetensors(run + "/checkpoints/latest/model.safetensors");
+    auto ckpt =
+        train::CheckpointStore::load(run + "/checkpoints/latest", false, {"model.safetensors"});
+    const auto& f = ckpt.files.at("model.safetensors");
     auto it = f.tensors.find(name);
     EXPECT_NE(it, f.tensors.end()) << name;
     return it == f.tensors.end() ? at::Tensor() : it->second;
@@ -102,7 +107,7 @@ TEST_F(MoeTrainTest, ModelTypePicksTheMoeOrTheDensePreset) {
 
 // Expert parallelism: 2 ranks splitting the 4 experts (ep=2), and 4 ranks as 2 data-parallel
 // replicas of ep=2, equal one process on the same global batch (dropless); the checkpoint holds
-// every expert.
+// every expert (each EP rank's in its own file).
 TEST_F(MoeTrainTest, ExpertParallelRunsEqualOneRank) {
   struct Case {
     int nproc;
@@ -144,6 +149,10 @@ TEST_F(MoeTrainTest, ResumeAtAnotherEpEqualsUninterrupted) {
       run_command(launch(4) + flags(run) +
                   " --dist.ep=4 --train.micro_batch_size=4 --train.stop_at_step=7 --resume=auto");
   ASSERT_EQ(second.exit_code, 0) << second.output;
+  // Each ep=4 rank reads only its expert's rows of the ep=2 slices (train/expert_resume.h).
+  EXPECT_NE(second.output.find("reads only its own experts' rows of the saved stacks"),
+            std::string::npos)
+      << second.output;
   auto third = run_command(lmtrain_binary() + " train" + flags(run) + " --resume=auto");
   ASSERT_EQ(third.exit_code, 0) << third.output;
   EXPECT_LE(max_param_rel_diff(run + "/checkpoints/latest", baseline_ + "/checkpoints/latest"),
@@ -157,11 +166,15 @@ TEST_F(MoeTrainTest, ZeroStateResumesAtAnotherEpAndWorldSize) {
   auto first =
       run_command(launch(2) + flags(run) + " --dist.ep=2 --dist.zero=2 --train.stop_at_step=4");
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  // Rank 0's optimizer file holds the shards' rank-0 part plus every expert's state by name.
+  // Rank 0's optimizer file holds the shards' rank-0 part, no expert's state: each EP rank's
+  // experts' moments are in its own optim.ep<e> (checkpoint/sharded_save.h).
   auto optim = core::read_safetensors(run + "/checkpoints/latest/optim.rank0.safetensors");
-  ASSERT_TRUE(optim.tensors.count("exp_avg.transformer.h.0.mlp.experts.c_fc.weight"));
-  EXPECT_EQ(optim.tensors.at("exp_avg.transformer.h.0.mlp.experts.c_fc.weight").size(0), 4);
+  EXPECT_FALSE(optim.tensors.count("exp_avg.transformer.h.0.mlp.experts.c_fc.weight"));
   EXPECT_TRUE(optim.tensors.count("exp_avg"));
+  for (const char* f : {"optim.ep0.safetensors", "optim.ep1.safetensors"}) {
+    EXPECT_TRUE(core::read_safetensors(run + "/checkpoints/latest/" + f).tensors.count("exp_avg"))
+        << f;
+  }
   auto second = run_command(launch(4) + flags(run) +
                             " --dist.ep=4 --dist.zero=1 --train.micro_batch_size=4"
                             " --train.stop_at_step=7 --resume=auto");

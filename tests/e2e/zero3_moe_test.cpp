@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 
+#include "checkpoint/checkpoint_store.h"
 #include "core/safetensors.h"
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
@@ -84,8 +85,9 @@ std::string Zero3MoeTest::data_, Zero3MoeTest::one_;
 std::map<std::string, std::string> Zero3MoeTest::outputs_;
 
 // dist.ep=2 (on 2 ranks, and on 4 as 2 replicas): ZeRO-3 equals ZeRO-2 with EP bit for bit,
-// and one process within tolerance; its checkpoint (saved as ZeRO-2 with EP saves, experts
-// gathered) resumes bitwise on 2 ranks and as one process. HSDP 2x2 with ep=2 within tolerance.
+// and one process within tolerance; its checkpoint (the shared region in ZeRO-3 shards, each EP
+// rank's experts in its own files: checkpoint/sharded_save.h) resumes bitwise on 2 ranks and as
+// one process. HSDP 2x2 with ep=2 within tolerance.
 TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProcess) {
   const std::string z2 = run_on("ep_z2", " --dist.ep=2 --dist.zero=2");
   const std::string z3 = run_on("ep_z3", " --dist.ep=2 --dist.zero=3");
@@ -134,7 +136,9 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
       << plan.output;
   EXPECT_LT(measured, logged_count(outputs_["ep_z2"], "model_state_bytes_per_rank"));
   // The checkpoint holds every expert, whole.
-  const auto model = core::read_safetensors(z3 + "/checkpoints/latest/model.safetensors");
+  const auto ckpt = train::CheckpointStore::load(z3 + "/checkpoints/latest", false,
+                                                 {"model.safetensors"});  // from its EP shards
+  const auto& model = ckpt.files.at("model.safetensors");
   EXPECT_EQ(model.tensors.at("transformer.h.1.mlp.experts.c_fc.weight").size(0), 4);
 
   // Stopped at step 3, resumed on 2 ranks: bit for bit the uninterrupted run.
