@@ -6,7 +6,7 @@
 // buffers, one parameter (moved into the flat buffer) and its shards (parameters, gradients,
 // Adam moments) plus a margin. Before the fix the set-up held the model about 4-5 times
 // (whole flat parameters and gradients, every unit's buffers at once): measured +465 MiB
-// over the built models here against a bound of 250 MiB; since, +146 to +181 MiB over five
+// over the built models here against a bound of 250 MiB; since, +143 to +181 MiB over six
 // runs (the shards and the moments, 187 MiB for both ranks, are all that is left; the two
 // ranks' peaks coincide or not).
 // Also checks that each rank's master shard is its slice of the unsharded layout, and that
