@@ -34,10 +34,11 @@ void FlatParams::append_trainable(torch::nn::Module& module, const std::string& 
 }
 
 FlatParams::FlatParams(torch::nn::Module& module, const model::ParamTags& tags,
-                       int64_t pad_multiple)
-    : FlatParams(std::vector<ParamSource>{{"", &module, tags}}, pad_multiple) {}
+                       int64_t pad_multiple, GradBuffer grads)
+    : FlatParams(std::vector<ParamSource>{{"", &module, tags}}, pad_multiple, grads) {}
 
-FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple) {
+FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple,
+                       GradBuffer grads) {
   std::vector<Entry> entries;
   for (auto it = sources.rbegin(); it != sources.rend(); ++it) {
     const auto& src = *it;
@@ -53,7 +54,8 @@ FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_mult
         entries);
   }
   build(std::move(entries), pad_multiple,
-        sources.empty() ? torch::TensorOptions() : first_parameter_options(*sources[0].module));
+        sources.empty() ? torch::TensorOptions() : first_parameter_options(*sources[0].module),
+        grads);
 }
 
 FlatParams::FlatParams(torch::nn::Module& module,
@@ -68,11 +70,11 @@ FlatParams::FlatParams(torch::nn::Module& module,
         return tag;
       },
       entries);
-  build(std::move(entries), pad_multiple, first_parameter_options(module));
+  build(std::move(entries), pad_multiple, first_parameter_options(module), GradBuffer::kWhole);
 }
 
 void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
-                       torch::TensorOptions fallback) {
+                       torch::TensorOptions fallback, GradBuffer grads) {
   // Expert stacks last (stable: each part keeps the backward order).
   std::stable_partition(ordered.begin(), ordered.end(),
                         [](const Entry& e) { return !e.tag.expert; });
@@ -111,21 +113,29 @@ void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
   }
   const int64_t total = pad(offset);
   if (!in_experts) expert_begin_ = total;
-  params_ = torch::zeros({total}, opts.requires_grad(false));
-  grads_ = torch::zeros({total}, opts.requires_grad(false));
+  // Uninitialised, then filled segment by segment while each parameter's own storage is let
+  // go (set_data; nothing else holds it): where memory is committed on first write (host
+  // memory), the model is held about once while it moves, not twice. The caching allocator
+  // of a GPU has the whole buffer at once: there the move holds the model twice for a moment.
+  params_ = torch::empty({total}, opts.requires_grad(false));
+  if (grads == GradBuffer::kWhole) grads_ = torch::zeros({total}, opts.requires_grad(false));
   numel_ = total;
   options_ = params_.options();
   torch::NoGradGuard no_grad;
+  int64_t filled = 0;  // the padding before each segment, and the tail, stay zero
   for (size_t i = 0; i < ordered.size(); ++i) {
     auto& p = ordered[i].param;
     const auto& seg = segments_[i];
+    if (seg.offset > filled) params_.narrow(0, filled, seg.offset - filled).zero_();
+    filled = seg.offset + seg.numel;
     auto pv = view(params_, seg);
     pv.copy_(p);
     p.set_data(pv);
     // A defined gradient makes autograd accumulate in place into our buffer.
-    p.mutable_grad() = view(grads_, seg);
+    if (grads_.defined()) p.mutable_grad() = view(grads_, seg);
     tensors_.push_back(p);
   }
+  if (total > filled) params_.narrow(0, filled, total - filled).zero_();
 }
 
 int64_t FlatParams::num_parameters() const {
@@ -169,7 +179,9 @@ std::string FlatParams::layout_signature(bool shared_only) const {
 }
 
 at::Tensor FlatParams::grad_norm() const {
-  if (shard_only_) throw Error("internal: FlatParams::grad_norm of a sharded buffer");
+  if (shard_only_ || !grads_.defined()) {
+    throw Error("internal: FlatParams::grad_norm without a whole gradient buffer");
+  }
   return grads_.norm().to(torch::kFloat64);
 }
 
@@ -184,7 +196,7 @@ void FlatParams::keep_shard(int64_t begin, int64_t size, bool keep_experts) {
   if (keep_experts) {
     // The expert parameters move into the kept region, so nothing views the whole buffers.
     expert_params_ = expert_region(params_).clone();
-    expert_grads_ = expert_region(grads_).clone();
+    expert_grads_ = torch::zeros({numel_ - expert_begin_}, options_);
     for (size_t i = 0; i < segments_.size(); ++i) {
       const auto& seg = segments_[i];
       if (!seg.expert) continue;
@@ -201,7 +213,7 @@ void FlatParams::keep_shard(int64_t begin, int64_t size, bool keep_experts) {
 
 void FlatParams::zero_grad() {
   if (!shard_only_) {
-    grads_.zero_();
+    if (grads_.defined()) grads_.zero_();  // GradBuffer::kNone: nothing to zero yet
     return;
   }
   shard_grads_.zero_();
@@ -212,7 +224,14 @@ namespace {
 torch::Tensor slice_of(const torch::Tensor& whole, const torch::Tensor& shard, bool shard_only,
                        int64_t shard_begin, int64_t begin, int64_t n, const torch::Tensor& experts,
                        int64_t expert_begin) {
-  if (!shard_only) return whole.narrow(0, begin, n);
+  if (!shard_only) {
+    if (!whole.defined()) {
+      throw Error(
+          "internal: FlatParams: no whole gradient buffer (GradBuffer::kNone) before "
+          "keep_shard");
+    }
+    return whole.narrow(0, begin, n);
+  }
   if (experts.defined() && begin >= expert_begin && begin + n <= expert_begin + experts.numel()) {
     return experts.narrow(0, begin - expert_begin, n);  // the kept expert region
   }

@@ -51,16 +51,25 @@ std::string layout_signature(const std::vector<ParamSegment>& segments, bool sha
 // layout from a tensor-parallel rank's (checkpoint/unsharded_local_read.h).
 void lay_out_segments(std::vector<ParamSegment>& segments);
 
+// Whether FlatParams allocates the whole gradient buffer. kNone: ZeRO-3 over several ranks,
+// where FullyShard gives each unit a gradient buffer of its own and keep_shard() the shard's,
+// so a whole one would never be written and would only add 4 bytes per parameter to the
+// set-up's peak memory; the parameters' .grad stay undefined until FullyShard sets them, and
+// grads() / grad_slice() refuse until keep_shard().
+enum class GradBuffer { kWhole, kNone };
+
 class FlatParams {
  public:
   // The buffers are padded with zeros to a multiple of `pad_multiple` elements (16 * world
   // size makes them split evenly into 16-aligned shards for a sharded optimizer).
   // Decay, Muon group and expert flags from the model's parameter tags.
-  FlatParams(torch::nn::Module& module, const model::ParamTags& tags, int64_t pad_multiple = 16);
+  FlatParams(torch::nn::Module& module, const model::ParamTags& tags, int64_t pad_multiple = 16,
+             GradBuffer grads = GradBuffer::kWhole);
   // Several modules in one layout: each source's parameters in reverse registration order,
   // later sources first (they run last in forward, so backward reaches them first), then the
   // expert stacks.
-  explicit FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple = 16);
+  explicit FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple = 16,
+                      GradBuffer grads = GradBuffer::kWhole);
   // Only the decay flag (tests of the optimizers on plain modules).
   FlatParams(torch::nn::Module& module, const std::function<bool(const std::string&)>& decays,
              int64_t pad_multiple = 16);
@@ -68,7 +77,8 @@ class FlatParams {
   const std::vector<ParamSegment>& segments() const { return segments_; }
   // The parameter of each segment (views into params()), in segment order.
   const std::vector<torch::Tensor>& tensors() const { return tensors_; }
-  // The whole buffers; undefined once keep_shard() let them go (ZeRO-3).
+  // The whole buffers; undefined once keep_shard() let them go (ZeRO-3), and grads() from the
+  // start under GradBuffer::kNone.
   const torch::Tensor& params() const { return params_; }  // (numel,)
   const torch::Tensor& grads() const { return grads_; }    // (numel,)
   int64_t numel() const { return numel_; }
@@ -102,7 +112,10 @@ class FlatParams {
   // of the whole buffers (their memory is freed once nothing views them: the caller has pointed
   // the parameters elsewhere first). numel(), segments and offsets keep the whole layout.
   // keep_experts (ZeRO-3 under expert parallelism): the expert region [expert_begin, numel)
-  // stays whole too, in buffers of its own that the expert parameters and their .grad view.
+  // stays whole too, in buffers of its own that the expert parameters and their .grad view
+  // (the gradients zeroed: nothing has run backward yet).
+  // Memory: the shard is copied out while the whole parameter buffer lives, so the peak here
+  // is the whole model plus this rank's shards (parameters and gradients).
   void keep_shard(int64_t begin, int64_t size, bool keep_experts = false);
   bool shard_only() const { return shard_only_; }
   // Elements [begin, begin + n) of the parameter / gradient buffer: views of the whole buffers,
@@ -132,7 +145,8 @@ class FlatParams {
                                const std::function<model::ParamTag(const std::string&)>& tag_of,
                                std::vector<Entry>& out);
   // `fallback`: the buffers' options when nothing is trainable.
-  void build(std::vector<Entry> entries, int64_t pad_multiple, torch::TensorOptions fallback);
+  void build(std::vector<Entry> entries, int64_t pad_multiple, torch::TensorOptions fallback,
+             GradBuffer grads);
   std::vector<ParamSegment> segments_;
   std::vector<torch::Tensor> tensors_;
   torch::Tensor params_, grads_;

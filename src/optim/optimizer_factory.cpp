@@ -9,6 +9,10 @@ int64_t flat_pad_multiple(const OptimizerOptions& opts, int world_size) {
   return opts.zero > 0 ? 16 * static_cast<int64_t>(world_size) : 16;
 }
 
+GradBuffer flat_grad_buffer(const OptimizerOptions& opts, int world_size) {
+  return opts.zero == 3 && world_size > 1 ? GradBuffer::kNone : GradBuffer::kWhole;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, FlatParams& flat,
                                           dist::Group& group, dist::Group* expert_group) {
   const int zero = opts.zero;

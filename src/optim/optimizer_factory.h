@@ -37,6 +37,9 @@ struct OptimizerOptions {
 // buffers (so they split evenly into aligned shards), else 16.
 // `world_size`: the ranks the buffers are sharded over (under HSDP, the shard group's).
 int64_t flat_pad_multiple(const OptimizerOptions& opts, int world_size);
+// FlatParams' gradient buffer for these options: none under ZeRO-3 over several ranks
+// (FullyShard's unit buffers and the shard hold the gradients), else whole.
+GradBuffer flat_grad_buffer(const OptimizerOptions& opts, int world_size);
 
 // expert_group: the EP group under expert parallelism (dist.ep > 1), else null: the flat
 // buffers' expert region then holds this rank's experts (AdamW and ZeroAdamW; Muon refuses).

@@ -46,11 +46,15 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
         lowered_[u].emplace_back(segs[i].offset, segs[i].offset + segs[i].numel);
     }
   }
+  // One unit at a time, so the set-up holds the whole model (flat's parameter buffer) plus one
+  // unit's buffers, never a second copy of the model: each unit's buffers are released before
+  // the next one's are made (their views stay: the storage comes back at the unit's gather and
+  // hold_grads, which zeroes the gradient buffer: until then it is never read).
   for (size_t u = 0; u < units_.size(); ++u) {
     auto& s = state_[u];
     const auto& unit = units_[u];
     s.params = torch::empty({unit.numel}, flat.options());
-    s.grads = torch::zeros({unit.numel}, flat.options());
+    s.grads = torch::empty({unit.numel}, flat.options());
     int64_t at = 0;
     for (const auto& [lo, hi] : unit.ranges) {
       s.params.narrow(0, at, hi - lo).copy_(flat.params().narrow(0, lo, hi - lo));
@@ -65,12 +69,11 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
       p.set_data(s.params.narrow(0, off, seg.numel).view(seg.shape));
       p.mutable_grad() = s.grads.narrow(0, off, seg.numel).view(seg.shape);
     }
+    release_storage(s.params);
+    release_storage(s.grads);
   }
-  flat.keep_shard(group.rank() * shard_, shard_, local_experts);  // the whole buffers go here
-  for (size_t u = 0; u < units_.size(); ++u) {
-    release_storage(state_[u].params);
-    release_storage(state_[u].grads);
-  }
+  // Nothing views the whole buffers any more: they go here, once the shard is copied out.
+  flat.keep_shard(group.rank() * shard_, shard_, local_experts);
   // Once the trained parameters are shards: the frozen ones, unit by unit.
   frozen_ = std::make_unique<FrozenShard>(model, group, units_.size(), wire_);
 }

@@ -93,7 +93,9 @@ struct ShardBytes {
 
 class FullyShard : public model::BlockHooks {
  public:
-  // Shards `flat` (its whole buffers freed) after every parameter is pointed into its unit;
+  // Shards `flat` (its whole buffers freed) after every parameter is pointed into its unit,
+  // one unit's buffers made and released at a time (set-up holds the model once, one unit and
+  // the shards; build `flat` with optim::GradBuffer::kNone to spare its whole gradients);
   // this rank keeps shard group.rank() of group.size(), the optimizer's (ZeroAdamW stage 3 over
   // the same group). `replicas`: HSDP, else null. Collective-free; `model`'s parameters must be
   // flat's (the same on every rank: sync_replicas first).

@@ -73,7 +73,8 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   }
   dist::Group& shard_group = shards.shard_group(dp);
   optim::FlatParams flat(*model, model->param_tags(),
-                         optim::flat_pad_multiple(run.optimizer, shard_group.size()));
+                         optim::flat_pad_multiple(run.optimizer, shard_group.size()),
+                         optim::flat_grad_buffer(run.optimizer, shard_group.size()));
   auto opt_ptr = optim::make_optimizer(run.optimizer, flat, shard_group);
   auto& opt = *opt_ptr;
   r.optimizer = opt.name();

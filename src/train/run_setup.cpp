@@ -342,9 +342,11 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
   }
   dist::Group& shard_group = s.shards.shard_group(group);
+  // (ZeRO-3 over several ranks: no whole gradient buffer, optim/flat_params.h.)
   s.flat = std::make_unique<optim::FlatParams>(
       trained_param_sources(*s.model, s.objective.get()),
-      optim::flat_pad_multiple(s.options.optimizer, shard_group.size()));
+      optim::flat_pad_multiple(s.options.optimizer, shard_group.size()),
+      optim::flat_grad_buffer(s.options.optimizer, shard_group.size()));
   s.flat->set_expert_first(s.ep.placement.first);
   s.optimizer = optim::make_optimizer(s.options.optimizer, *s.flat, shard_group,
                                       s.ep.active() ? s.ep.ep_group.get() : nullptr);
