@@ -109,8 +109,8 @@ void FullyShard::issue_gather(size_t u) {
   restore_storage(s.params, units_[u].numel * static_cast<int64_t>(s.params.element_size()));
   s.gathered = true;
   frozen_->issue(u);
-  // The blocks gathered at once by a step (the whole model of gather_all() is not a step's).
-  if (!all_gathered_) gathered_peak_ = std::max(gathered_peak_, gathered_block_bytes());
+  // The blocks gathered at once, by a step or an evaluation.
+  gathered_peak_ = std::max(gathered_peak_, gathered_block_bytes());
   torch::NoGradGuard no_grad;
   const int me = group_.rank();
   int64_t at = 0;
@@ -120,7 +120,7 @@ void FullyShard::issue_gather(size_t u) {
     for (int q = 0; q < group_.size(); ++q) {
       const auto [a, b] = shard_piece(lo, hi, q, shard_);
       if (a == b) continue;
-      if (all_gathered_ || lowered_[u].empty()) {
+      if (lowered_[u].empty()) {
         gather_piece(u, a, b, q, s.params.narrow(0, at + a - lo, b - a));
         continue;
       }
@@ -196,7 +196,6 @@ void FullyShard::post_backward(size_t u) {
 }
 
 at::Tensor FullyShard::before_block(int64_t layer, const at::Tensor& x) {
-  if (all_gathered_) return x;
   const size_t u = static_cast<size_t>(layer) + 1;
   issue_gather(u);
   wait_gather(u);
@@ -213,7 +212,6 @@ at::Tensor FullyShard::before_block(int64_t layer, const at::Tensor& x) {
 }
 
 std::vector<at::Tensor> FullyShard::after_block(int64_t layer, std::vector<at::Tensor> outputs) {
-  if (all_gathered_) return outputs;
   const size_t u = static_cast<size_t>(layer) + 1;
   if (reshard_ || !torch::GradMode::is_enabled()) release_params(u);
   // The last block's output (and any other output, e.g. MoE balance terms, whose gradient may
@@ -254,14 +252,13 @@ double FullyShard::finish() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void FullyShard::gather_all() {
-  all_gathered_ = true;
-  for (size_t u = 0; u < units_.size(); ++u) issue_gather(u);
-  for (size_t u = 0; u < units_.size(); ++u) wait_gather(u);
+void FullyShard::begin_forward_only() {
+  issue_gather(0);
+  wait_gather(0);
 }
 
-void FullyShard::release_all() {
-  all_gathered_ = false;
+void FullyShard::end_forward_only() {
+  // The root, and a block a forward prefetched but did not reach (it ends at the last block).
   for (size_t u = 0; u < units_.size(); ++u) release_params(u);
 }
 

@@ -41,9 +41,10 @@
 // use anyway, travel as bf16 and are widened into the fp32 unit buffer on arrival, so each
 // matmul sees the very bf16 values it would under ZeRO-2 and ZeRO-3 stays bit for bit
 // ZeRO-2's, with half the bytes for those gathers. Everything else (norms, biases, the root unit's
-// embeddings and head, which some kernels read in fp32) and gather_all()'s whole-model gathers
-// (evaluation, checkpoints) stay fp32, exact. The unit buffers stay fp32: this saves wire bytes,
-// not gathered memory (FSDP2's param_dtype also keeps the gathered parameters in bf16; not done).
+// embeddings and head, which some kernels read in fp32) stays fp32, exact. Evaluation gathers as
+// a step's forward does (begin_forward_only) and sees the same values. The unit buffers stay fp32:
+// this saves wire bytes, not gathered memory (FSDP2's param_dtype also keeps the gathered
+// parameters in bf16; not done).
 //
 // Frozen parameters (a LoRA base: no gradient, no optimizer state) are sharded too, per unit
 // (parallel/frozen_shard.h), and gathered, kept and freed with their unit's trained ones (the
@@ -122,10 +123,12 @@ class FullyShard : public model::BlockHooks {
   // Returns the seconds spent waiting here.
   double finish();
 
-  // Evaluation and checkpoints see the whole model: every unit gathered (hooks pass through),
-  // then released.
-  void gather_all();
-  void release_all();
+  // Evaluation runs forward only, block by block as a step's forward does: the root unit
+  // gathered until end_forward_only(), each block gathered before its forward (the next one
+  // prefetched) and released after it (no gradient mode), so a model that fits only sharded is
+  // evaluated without ever being whole.
+  void begin_forward_only();
+  void end_forward_only();
 
   ShardBytes bytes() const;
   const std::vector<ShardUnit>& units() const { return units_; }
@@ -169,7 +172,7 @@ class FullyShard : public model::BlockHooks {
   std::vector<std::vector<std::pair<int64_t, int64_t>>> lowered_;
   std::vector<UnitState> state_;
   std::vector<size_t> reduce_order_;  // units whose reduce-scatter is in flight, oldest first
-  bool last_micro_ = true, all_gathered_ = false;
+  bool last_micro_ = true;
   int64_t gathered_peak_ = 0, grads_peak_ = 0;
 };
 

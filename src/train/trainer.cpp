@@ -153,17 +153,18 @@ void log_shard_peaks(const parallel::FullyShard& fsdp) {
       (long long)b.grad_buffers_peak));
 }
 
-// While alive, a ZeRO-3 model is whole on every rank (evaluation, checkpoints).
-class WholeModel {
+// While alive, a ZeRO-3 model runs forward only, block by block (evaluation): it is never whole
+// on any rank.
+class ShardedForward {
  public:
-  explicit WholeModel(parallel::FullyShard* fsdp) : fsdp_(fsdp) {
-    if (fsdp_) fsdp_->gather_all();
+  explicit ShardedForward(parallel::FullyShard* fsdp) : fsdp_(fsdp) {
+    if (fsdp_) fsdp_->begin_forward_only();
   }
-  ~WholeModel() {
-    if (fsdp_) fsdp_->release_all();
+  ~ShardedForward() {
+    if (fsdp_) fsdp_->end_forward_only();
   }
-  WholeModel(const WholeModel&) = delete;
-  WholeModel& operator=(const WholeModel&) = delete;
+  ShardedForward(const ShardedForward&) = delete;
+  ShardedForward& operator=(const ShardedForward&) = delete;
 
  private:
   parallel::FullyShard* fsdp_;
@@ -381,7 +382,6 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   // (checkpoint/sharded_save.h): each rank holding a distinct part writes it.
   std::optional<ShardedSave> shards = sharded_save_of(s, flat, optimizer, group, dp, fsdp.get());
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
-    WholeModel whole(shards ? nullptr : fsdp.get());
     if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
     if (stream) state.stream = stream->checkpoint_state(dp);  // every rank's position
     if (shards) {
@@ -474,7 +474,7 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
     }
     std::optional<double> val_loss;
     if (eval_now) {
-      WholeModel whole(fsdp.get());
+      ShardedForward blockwise(fsdp.get());
       val_loss = evaluate(*model, *s.val_objective, *data, plan.micro_batch, eval_batches, dp, rt);
       if (dispatcher) dispatcher->take_comm_seconds();  // eval exchanges are not step time
       metrics.log_eval(state.step, *val_loss);

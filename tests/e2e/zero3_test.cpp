@@ -7,7 +7,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "e2e/corpus.h"
 #include "e2e/dist_harness.h"
@@ -17,6 +21,18 @@ namespace lmtrain::testing {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The validation losses a run logged (metrics.jsonl's eval records), in step order.
+std::vector<double> zero3_val_losses(const std::string& run_dir) {
+  std::vector<double> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("val_loss")) out.push_back(j["val_loss"].get<double>());
+  }
+  return out;
+}
 
 class Zero3Test : public ::testing::Test {
  protected:
@@ -70,15 +86,22 @@ TempDir* Zero3Test::dir_ = nullptr;
 std::string Zero3Test::data_, Zero3Test::one_;
 std::map<std::string, std::string> Zero3Test::outputs_;
 
+// Evaluated at steps 5 and 10: ZeRO-3 evaluates block by block (FullyShard::begin_forward_only),
+// never whole, and its validation losses are ZeRO-2's bit for bit.
 TEST_F(Zero3Test, EqualsZero2BitwiseAt2And3RanksAndOneProcessWithinTolerance) {
   for (int ranks : {2, 3}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks");
     const std::string n = std::to_string(ranks);
-    const std::string z2 = run("z2_" + n, ranks, " --dist.zero=2");
+    const std::string eval = " --train.eval_every=5";
+    const std::string z2 = run("z2_" + n, ranks, " --dist.zero=2" + eval);
     // At 3 ranks the gathered blocks stay until backward (dist.reshard_after_forward=false).
-    const std::string z3 = run(
-        "z3_" + n, ranks,
-        " --dist.zero=3" + std::string(ranks == 3 ? " --dist.reshard_after_forward=false" : ""));
+    const std::string z3 =
+        run("z3_" + n, ranks,
+            " --dist.zero=3" + eval +
+                std::string(ranks == 3 ? " --dist.reshard_after_forward=false" : ""));
+    const auto val2 = zero3_val_losses(z2);
+    EXPECT_EQ(val2.size(), 2u) << outputs_["z2_" + n];
+    EXPECT_EQ(zero3_val_losses(z3), val2);
     const std::string& out = outputs_["z3_" + n];
     EXPECT_NE(out.find("optimizer: adamw-zero3"), std::string::npos) << out;
     EXPECT_NE(out.find("ZeRO-3: 3 units (root + 2 blocks) sharded over " + n + " ranks"),
@@ -96,7 +119,8 @@ TEST_F(Zero3Test, EqualsZero2BitwiseAt2And3RanksAndOneProcessWithinTolerance) {
   ASSERT_GT(params, 0) << out;
   EXPECT_GE(state, 16 * params / 2);
   EXPECT_LE(state, 16 * params / 2 * 1.05) << out;
-  // Gathered block parameters at most: the computing block and the prefetched one.
+  // Gathered block parameters at most, in steps and evaluations: the computing block and the
+  // prefetched one.
   const int64_t peak = logged_count(out, "zero3_gathered_peak_bytes");
   const int64_t block = logged_count(out, "largest block unit");
   ASSERT_GT(block, 0) << out;
@@ -224,14 +248,20 @@ TEST_F(Zero3Test, Bf16GathersTheBlocksMatricesInBf16AndEqualsZero2Bitwise) {
   const std::string three = " --train.max_steps=3";
   std::map<std::string, std::string> dirs;
   for (const auto& [name, extra] : std::vector<std::pair<std::string, std::string>>{
-           {"bf16_z2", bf16 + " --dist.zero=2"},
-           {"bf16_z3", bf16 + " --dist.zero=3"},
+           // Evaluated after the last step (its gathers count in no step's bytes below): the
+           // blocks' matrices arrive in bf16 there too, and the loss is ZeRO-2's (autocast
+           // rounds them to bf16 before every use anyway).
+           {"bf16_z2", bf16 + " --dist.zero=2 --train.eval_every=3"},
+           {"bf16_z3", bf16 + " --dist.zero=3 --train.eval_every=3"},
            {"fp32_z3", one_micro + " --dist.zero=3"}}) {
     dirs[name] = run(name, 2, extra + three);
   }
   EXPECT_NE(outputs_["bf16_z3"].find("linear weights gathered in bf16"), std::string::npos)
       << outputs_["bf16_z3"];
   expect_bitwise(dirs["bf16_z3"], dirs["bf16_z2"], 3);
+  const auto val2 = zero3_val_losses(dirs["bf16_z2"]);
+  EXPECT_EQ(val2.size(), 1u) << outputs_["bf16_z2"];
+  EXPECT_EQ(zero3_val_losses(dirs["bf16_z3"]), val2);
   // Per step each block is gathered twice (forward, backward); at 2 ranks a rank sends half of
   // each gather. The blocks' matrices: n_layer x (3C C + C C + 4C C + C 4C) = 2 x 12 x 32^2
   // elements, 2 bytes fewer each: 2 x 1/2 x 24576 x 2 = 49152 bytes less per step.

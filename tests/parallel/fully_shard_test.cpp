@@ -123,5 +123,51 @@ TEST(FullyShardTest, ShardGradientsAreTheRanksMeanAndBlocksAreFreedAfterUse) {
   }
 }
 
+// Evaluation (begin_forward_only): no gradient mode, each block gathered before its forward and
+// released after it, the root held until end_forward_only. The loss is the unsharded model's
+// bit for bit, at most two of the three blocks are ever gathered at once (never the whole
+// model), and nothing stays gathered afterwards.
+TEST(FullyShardTest, EvaluationRunsBlockByBlockAndEqualsTheWholeModel) {
+  auto cfg = model::tiny_gpt_config(32, 256, 16);
+  cfg.n_layer = 3;
+  auto rows = torch::randint(256, {2, 4, 17}, torch::kLong);  // (rank, batch, T + 1)
+  std::vector<model::Gpt> models;
+  std::vector<std::unique_ptr<optim::FlatParams>> flats;
+  for (int i = 0; i < 3; ++i) {  // built up front: the global RNG is not for two threads
+    torch::manual_seed(2);
+    models.push_back(model::Gpt(cfg));
+    models.back()->eval();
+    flats.push_back(std::make_unique<optim::FlatParams>(*models.back(), models.back()->param_tags(),
+                                                        /*pad=*/32));
+  }
+  auto loss = [&](model::GptImpl& m, int rank) {
+    torch::NoGradGuard no_grad;
+    const auto r = rows[rank];
+    return m.loss(r.narrow(1, 0, 16), r.narrow(1, 1, 16)).item<float>();
+  };
+  const float want[2] = {loss(*models[0], 0), loss(*models[0], 1)};
+  float got[2] = {0, 0};
+  std::vector<ShardBytes> bytes(2);
+  std::vector<bool> freed(2, false);
+  const auto errors = testing::run_ranks_in_process(2, [&](int r, dist::Group& group) {
+    auto& m = *models[1 + r];
+    FullyShard fsdp(m, *flats[1 + r], group, nullptr, /*reshard_after_forward=*/true);
+    fsdp.install();
+    fsdp.begin_forward_only();
+    got[r] = loss(m, r);
+    fsdp.end_forward_only();
+    bytes[r] = fsdp.bytes();
+    freed[r] = storage_released(m.transformer->blocks[2]->attn->c_attn->weight) &&
+               storage_released(m.transformer->wte->weight);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(got[r], want[r]) << "rank " << r;
+    EXPECT_GT(bytes[r].gathered_peak, 0);
+    EXPECT_LE(bytes[r].gathered_peak, 2 * bytes[r].largest_block) << "rank " << r;
+    EXPECT_TRUE(freed[r]) << "rank " << r;
+  }
+}
+
 }  // namespace
 }  // namespace lmtrain::parallel
