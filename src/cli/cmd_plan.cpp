@@ -41,7 +41,8 @@ int cmd_plan(const Args& argv) {
           "micro-batch's activations, and the bytes a rank sends per step by collective kind.\n"
           "The layout is dist.zero, dist.shard_group_size, dist.ep and --tp. With\n"
           "--device_memory: the largest micro-batch whose peak fits, and a table of every\n"
-          "layout at N ranks (ZeRO-0..3, HSDP groups, TP and EP degrees) at micro-batch 1.\n"
+          "layout at N ranks (ZeRO-0..3, HSDP groups, TP and EP degrees, each with HSDP)\n"
+          "at micro-batch 1.\n"
           "The activation estimate counts what grows with the micro-batch (train/\n"
           "activation_estimate.h), not the CUDA context, libraries or allocator slack.\n"
           "model.vocab_size 0 takes the vocabulary of data.dir's tokenizer.json.\n\n")) {

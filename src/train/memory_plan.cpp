@@ -46,7 +46,6 @@ std::string layout_problem(const model::ModelOptions& model, const PlanLayout& l
     if (!divides(l.tp, s.hidden_dim()) || !divides(l.tp, s.vocab_size) || !divides(l.tp, seq_len)) {
       return log::format("tp %d does not divide the MLP width, the vocabulary or seq_len", l.tp);
     }
-    if (l.shard_group_size > 0) return "tensor parallelism does not combine with HSDP yet";
   }
   if (l.ep > 1) {
     if (!s.moe.enabled()) return "expert parallelism needs an MoE model";

@@ -16,18 +16,26 @@ std::vector<PlanLayout> candidate_layouts(const model::ModelOptions& model, int 
     l.shard_group_size = group;
     if (layout_problem(model, l, seq_len).empty()) all.push_back(l);
   };
+  // HSDP rows: ZeRO-3 within every shard group size G that divides the data-parallel ranks
+  // (nproc / tp), 2 <= G < them (G = all of them is plain ZeRO-3).
+  auto add_hsdp = [&](int tp, int ep) {
+    const int dp = nproc / tp;
+    for (int g = 2; g < dp; ++g) {
+      if (dp % g == 0) add(tp, ep, 3, g);
+    }
+  };
   for (int zero = 0; zero <= 3; ++zero) add(1, 1, zero, 0);
-  for (int g = 2; g < nproc; ++g) {
-    if (nproc % g == 0) add(1, 1, 3, g);
-  }
+  add_hsdp(1, 1);
   for (int t = 2; t <= nproc; ++t) {
     if (nproc % t != 0) continue;
     for (int zero = 0; zero <= 3; ++zero) add(t, 1, zero, 0);
+    add_hsdp(t, 1);
   }
   if (model.shape.moe.enabled()) {
     for (int e = 2; e <= nproc; ++e) {
       if (nproc % e != 0) continue;
       for (int zero = 0; zero <= 3; ++zero) add(1, e, zero, 0);
+      add_hsdp(1, e);
     }
   }
   return all;

@@ -2,7 +2,8 @@
 // by the memory plan (train/memory_plan.h) and the traffic plan (train/traffic_plan.h), as a
 // Markdown table: ZeRO-0/1/2/3, ZeRO-3 over HSDP shard groups (every G dividing N), tensor
 // parallelism at every degree that splits the heads (with ZeRO 0-3), expert parallelism at every
-// degree that splits the experts (with ZeRO 0-2). Layouts the trainer refuses are left out.
+// degree that splits the experts (with ZeRO 0-3), and HSDP under TP and under EP. Layouts the
+// trainer refuses are left out.
 #pragma once
 #include <cstdint>
 #include <string>

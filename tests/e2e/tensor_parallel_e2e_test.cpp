@@ -237,6 +237,18 @@ TEST_F(TensorParallelE2eTest, Tp2TimesHsdpOnEightRanksEqualsOneProcess) {
   EXPECT_NE(out.find("sharded over 2 ranks, replicated over 2 groups (HSDP)"), std::string::npos)
       << out;
   expect_run_matches(hsdp, one_, 1e-6, 1e-5);
+  // `lmtrain plan` prices this layout before the run (it refused it until 2026-11-27), and
+  // lists it among the layouts that 8 ranks allow.
+  auto plan = run_command(lmtrain_binary() + " plan --nproc 8 --tp 2 --device_memory 1" +
+                          flags(dir_->file("unused")) +
+                          " --dist.zero=3 --dist.shard_group_size=2 --train.micro_batch_size=3");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const int64_t measured = logged_count(out, "model_state_bytes_per_rank");
+  ASSERT_GT(measured, 0) << out;
+  EXPECT_LE(std::abs(logged_count(plan.output, "model_state_bytes_per_rank") - measured),
+            measured / 10)
+      << plan.output << out;
+  EXPECT_NE(plan.output.find("| TP 2 + ZeRO-3 HSDP 2x2 |"), std::string::npos) << plan.output;
   auto r = run_command(lmtrain_on_ranks(2, "train") + flags(dir_->file("refused_hsdp")) +
                        " --dist.tp=2 --dist.zero=3 --dist.shard_group_size=3"
                        " --train.micro_batch_size=12");

@@ -111,9 +111,14 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
   EXPECT_TRUE(fs::exists(hsdp + "/checkpoints/latest/optim.rank1.safetensors"));
   EXPECT_FALSE(fs::exists(hsdp + "/checkpoints/latest/optim.rank2.safetensors"));
   // Model state per rank: half the shared region (a group of 2 shards it) plus 2 experts whole.
-  auto hplan = run_command(lmtrain_binary() + " plan --nproc 4" + flags(dir_->file("unused")) +
-                           hsdp_flags + " --train.micro_batch_size=2");
+  auto hplan =
+      run_command(lmtrain_binary() + " plan --nproc 4 --device_memory 1" +
+                  flags(dir_->file("unused")) + hsdp_flags + " --train.micro_batch_size=2");
   ASSERT_EQ(hplan.exit_code, 0) << hplan.output;
+  // --device_memory's table lists HSDP with EP among the layouts 4 ranks allow.
+  for (const std::string row : {"| EP 2 + ZeRO-3 HSDP 2x2 |", "| EP 4 + ZeRO-3 |"}) {
+    EXPECT_NE(hplan.output.find(row), std::string::npos) << row << "\n" << hplan.output;
+  }
   const int64_t hsdp_state = logged_count(outputs_["ep_hsdp"], "model_state_bytes_per_rank");
   EXPECT_LE(std::abs(logged_count(hplan.output, "model_state_bytes_per_rank") - hsdp_state),
             hsdp_state / 10)
