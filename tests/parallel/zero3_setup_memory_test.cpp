@@ -33,7 +33,7 @@ namespace {
 
 TEST(Zero3SetupMemoryTest, HoldsTheModelOncePlusOneUnitAndTheShards) {
   const testing::MallocFollowsTensors malloc_settings;  // RSS follows the live tensors
-  auto cfg = model::tiny_gpt_config(384, 4096, 64);  // ~12.2M parameters, ~49 MB fp32
+  auto cfg = model::tiny_gpt_config(384, 4096, 64);     // ~12.2M parameters, ~49 MB fp32
   cfg.n_layer = 6;
   cfg.n_head = 6;
   const int world = 2;
