@@ -6,6 +6,7 @@
 #include <map>
 
 #include "checkpoint/cpu_rng_state.h"
+#include "checkpoint/saved_optimizer_files.h"
 #include "checkpoint/sharded_reader.h"
 #include "core/error.h"
 #include "core/safetensors_slice.h"
@@ -50,8 +51,8 @@ optim::NamedTensors read_named_state(const std::string& dir, const nlohmann::jso
       throw Error("checkpoint " + dir + ": optimizer state '" + name +
                   "' belongs to no parameter of model_shards");
     }
-    auto piece_of = [&](const nlohmann::json& at_rank, const std::vector<int64_t>& local_shape) {
-      const int64_t tp_rank = at_rank.value("tp_rank", int64_t{0});
+    // TP rank tp_rank's piece, of its local shape, from the file that holds it.
+    auto piece_at = [&](int64_t tp_rank, const std::vector<int64_t>& local_shape) {
       auto file = where[name].find(tp_rank);
       if (file == where[name].end()) {
         throw Error("checkpoint " + dir + ": no optimizer file of TP rank " +
@@ -73,10 +74,13 @@ optim::NamedTensors read_named_state(const std::string& dir, const nlohmann::jso
         shape[rows.dim] = 0;
         for (const auto& [b, e] : rows.ranges) shape[rows.dim] += e - b;
       }
-      out.emplace_back(name, piece_of({{"tp_rank", localize.tp_rank}}, shape));
+      out.emplace_back(name, piece_at(localize.tp_rank, shape));
       continue;
     }
-    auto whole = assemble_shard_entry(*entry->second, piece_of);
+    auto whole = assemble_shard_entry(
+        *entry->second, [&](const nlohmann::json& slice, const std::vector<int64_t>& local_shape) {
+          return piece_at(slice.value("tp_rank", int64_t{0}), local_shape);
+        });
     out.emplace_back(name, localize ? localize(seg, whole) : whole);
   }
   return out;
@@ -105,7 +109,6 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
   // checkpoint's moments of the shared region lie in flat shards, its experts' in EP slices).
   const auto& shards = model_shards_of(meta);
   const bool by_name = shards.value("tp", 1) > 1 || shards.value("ep", 1) > 1 || localize;
-  std::vector<optim::NamedTensors> rank_files;
   // A ZeRO optimizer under expert parallelism resuming a ZeRO checkpoint of its own dist.ep and
   // parameter layout: its own flat range of the shared region's moments, and its own experts'
   // slices by name (the flat shards' "experts": "named"), nothing else read.
@@ -118,6 +121,8 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
   if (kind == "flat_shards" && !own_ep_shards && (by_name || target.contains("experts"))) {
     target = {{"kind", "named"}};  // any AdamW takes its part of moments given by name
   }
+  // Either way the optimizer asks for the flat range it keeps (optim/adam_state.h) and only the
+  // saved elements of that range are read.
   if (target.value("kind", "named") == "flat_shards") {
     // The moments lie in the same flat layout (only the tail padding depends on the ranks).
     if (target.at("flat_layout") != saved.value("flat_layout", nlohmann::json())) {
@@ -126,49 +131,16 @@ void restore_sharded_optimizer(const std::string& dir, const nlohmann::json& met
                   saved.value("flat_layout", std::string("?")) + " vs " +
                   target.at("flat_layout").get<std::string>() + "): the model changed");
     }
-    const auto world = target.at("world_size").get<int64_t>();
-    const auto shard = target.at("shard_numel").get<int64_t>();
-    const int64_t own = optimizer.shard_begin() / shard;
-    // Other ranks' slices are never read: a broadcast zero stands in for them (no memory).
-    const auto absent = at::zeros({1}, at::kFloat).expand({shard});
-    for (int64_t q = 0; q < world; ++q) {
-      optim::NamedTensors file;
-      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
-        file.emplace_back(
-            k, q == own ? read_flat_range(dir, meta, k, q * shard, (q + 1) * shard) : absent);
-      }
-      rank_files.push_back(std::move(file));
-    }
-    for (const auto& t : shards.at("tensors")) {
-      if (!own_ep_shards) break;
-      const std::string seg = t.value("segment", std::string());
-      if (!t.contains("slices") || localize.rows(seg).dim < 0) continue;  // not an expert stack
-      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
-        rank_files[0].emplace_back(std::string(k) + "." + seg,
-                                   read_local_shard_entry(dir, meta, t, k, seg, localize));
-      }
-    }
+    const auto moments = SavedShardedMoments::flat(
+        dir, meta, target.at("world_size").get<int64_t>(), target.at("shard_numel").get<int64_t>(),
+        own_ep_shards ? &localize : nullptr);
+    optimizer.load_saved_state(moments, target, step);
   } else if (target.value("kind", "named") == "named") {
-    optim::NamedTensors file;
-    for (const auto& t : model_shards_of(meta).at("tensors")) {
-      if (!t.contains("flat") && !t.contains("slices")) continue;  // a buffer
-      if (!t.contains("segment") || !t["segment"].is_string()) {
-        throw Error("checkpoint " + dir + ": meta.json's model_shards: tensor '" +
-                    t.value("name", std::string("?")) + "' has no flat segment name");
-      }
-      const std::string seg = t["segment"].get<std::string>();
-      for (const char* k : {"exp_avg", "exp_avg_sq"}) {
-        file.emplace_back(std::string(k) + "." + seg,
-                          localize ? read_local_shard_entry(dir, meta, t, k, seg, localize)
-                                   : read_shard_entry(dir, meta, t, k));
-      }
-    }
-    rank_files.push_back(std::move(file));
+    optimizer.load_saved_state(SavedShardedMoments::named(dir, meta, localize), target, step);
   } else {
     throw Error("checkpoint " + dir + " holds sharded AdamW state, which optimizer " +
                 optimizer.name() + " (state layout '" + kind + "') cannot resume from");
   }
-  optimizer.load_state(rank_files, target, step);
 }
 
 }  // namespace lmtrain::train

@@ -228,7 +228,7 @@ at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
                            const std::string& tensor, int64_t begin, int64_t end, int64_t tp_rank,
                            int64_t ep_rank) {
   const auto& s = shards_of(meta);
-  auto out = at::zeros({end - begin}, at::kFloat);
+  at::Tensor out;  // made when several files (or none) cover the range
   for (const auto& f : s.at("files")) {
     if (f.value("tp_rank", int64_t{0}) != tp_rank) continue;  // another TP rank's flat layout
     // Another EP rank's expert region (a file without "ep_rank" holds what every EP rank shares).
@@ -246,41 +246,12 @@ at::Tensor read_flat_range(const std::string& dir, const nlohmann::json& meta,
                   shard_file_note(meta, file));
     }
     auto piece = core::read_safetensors_slice(path, tensor, lo - fb, hi - lo);
+    // One file holds the whole range: its piece is the answer (no second copy of it).
+    if (lo == begin && hi == end && piece.scalar_type() == at::kFloat) return piece;
+    if (!out.defined()) out = at::zeros({end - begin}, at::kFloat);
     out.narrow(0, lo - begin, hi - lo).copy_(piece);
   }
-  return out;
-}
-
-core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohmann::json& meta,
-                                            const std::string& logical_file,
-                                            const TensorLocalizer& local) {
-  core::SafetensorsFile out;
-  for (const auto& t : shards_of(meta).at("tensors")) {
-    if (t.at("in").get<std::string>() != logical_file) continue;
-    const std::string name = t.at("name").get<std::string>();
-    at::Tensor value;
-    if (t.contains("flat") || t.contains("slices")) {
-      value = local ? read_local_shard_entry(dir, meta, t, "params", name, local)
-                    : read_shard_entry(dir, meta, t, "params");
-    } else if (t.contains("file")) {
-      const std::string file = t["file"].get<std::string>();
-      if (!std::filesystem::is_regular_file(dir + "/" + file)) {
-        throw Error("checkpoint " + dir + ": shard file " + file + " is missing" +
-                    shard_file_note(meta, file));
-      }
-      value = core::read_safetensors_slice(dir + "/" + file, name);
-    } else {
-      throw Error("checkpoint " + dir + ": tensor '" + name +
-                  "' is stored in a way this lmtrain does not read (no \"flat\", \"slices\" or "
-                  "\"file\")");
-    }
-    out.names.push_back(name);
-    out.tensors.emplace(name, std::move(value));
-  }
-  if (out.names.empty()) {
-    throw Error("checkpoint " + dir + " has no " + logical_file + " among its shards");
-  }
-  return out;
+  return out.defined() ? out : at::zeros({end - begin}, at::kFloat);
 }
 
 std::string model_weights_sha256(const nlohmann::json& meta) {

@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -145,6 +146,16 @@ const nlohmann::json* own_saved_slice(const nlohmann::json& meta, const nlohmann
 core::SafetensorsFile assemble_sharded_file(const std::string& dir, const nlohmann::json& meta,
                                             const std::string& logical_file,
                                             const TensorLocalizer& local = {});
+
+// A model file's tensors one at a time: tensor `name`, read when asked (nullopt: the file has
+// none), so that a resume copies each into the model without the whole file beside it.
+using TensorByName = std::function<std::optional<at::Tensor>(const std::string& name)>;
+// Logical file `logical_file`'s tensors from the shards, each read alone (its byte ranges only;
+// with `local`, this rank's part of it, as assemble_sharded_file). `meta` must outlive the
+// reader.
+TensorByName sharded_tensor_reader(const std::string& dir, const nlohmann::json& meta,
+                                   const std::string& logical_file,
+                                   const TensorLocalizer& local = {});
 
 // sha256 that identifies a checkpoint's model weights: its model.safetensors' as meta.json lists
 // it, or for a sharded checkpoint the sha256 of its shard files' listed sha256s, in order.

@@ -38,6 +38,31 @@ nlohmann::json range_json(int64_t begin, int64_t end) {
   return nlohmann::json::array({begin, end});
 }
 
+// Adam moments given by parameter name (`state`: "exp_avg.<segment>", "exp_avg_sq.<segment>")
+// laid into elements [begin, end) of the flat layout, the padding 0: "exp_avg" and "exp_avg_sq",
+// (end - begin,) each. Every segment in the range must have both; `what` names the file for the
+// error that says which one is missing.
+TensorList flat_moments(const optim::FlatParams& flat, const optim::Optimizer& optimizer,
+                        const optim::NamedTensors& state, int64_t begin, int64_t end,
+                        const std::string& what) {
+  std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  TensorList out;
+  for (const std::string k : {"exp_avg", "exp_avg_sq"}) {
+    auto buf = at::zeros({end - begin}, flat.options());
+    for (const auto& seg : flat.segments()) {
+      if (seg.offset < begin || seg.offset >= end) continue;
+      auto it = by_name.find(k + "." + seg.name);
+      if (it == by_name.end()) {
+        throw Error("internal: optimizer " + optimizer.name() + " holds no " + k + "." + seg.name +
+                    " to save as " + what);
+      }
+      buf.narrow(0, seg.offset - begin, seg.numel).copy_(it->second.reshape({-1}));
+    }
+    out.emplace_back(k, buf);
+  }
+  return out;
+}
+
 }  // namespace
 
 int64_t shared_flat_numel(const ShardedSave& save) {
@@ -57,27 +82,10 @@ TensorList expert_model_tensors(const ShardedSave& save) {
 }
 
 TensorList expert_optim_tensors(const ShardedSave& save, const optim::Optimizer& optimizer) {
-  // The moments by name ("exp_avg.<stack>"), laid into the expert region's flat layout (the
-  // padding 0), as the parameters lie in model.ep<e>.
-  const optim::FlatParams& flat = *save.flat;
-  const int64_t begin = flat.expert_begin();
-  std::map<std::string, at::Tensor> by_name;
-  for (const auto& [n, t] : optimizer.expert_state()) by_name.emplace(n, t);
-  TensorList out;
-  for (const std::string k : {"exp_avg", "exp_avg_sq"}) {
-    auto buf = at::zeros({flat.numel() - begin}, flat.expert_params().options());
-    for (const auto& seg : flat.segments()) {
-      if (!seg.expert) continue;
-      auto it = by_name.find(k + "." + seg.name);
-      if (it == by_name.end()) {
-        throw Error("internal: optimizer " + optimizer.name() + " holds no " + k + "." + seg.name +
-                    " to save as an expert shard");
-      }
-      buf.narrow(0, seg.offset - begin, seg.numel).copy_(it->second.reshape({-1}));
-    }
-    out.emplace_back(k, buf);
-  }
-  return out;
+  // The moments by name ("exp_avg.<stack>"), laid into the expert region's flat layout, as the
+  // parameters lie in model.ep<e>.
+  return flat_moments(*save.flat, optimizer, optimizer.expert_state(), save.flat->expert_begin(),
+                      save.flat->numel(), "an expert shard");
 }
 
 std::string model_shard_file(int rank) {
@@ -95,26 +103,9 @@ TensorList optim_shard_tensors(const ShardedSave& save, const optim::Optimizer& 
     return state;  // a ZeRO optimizer's shard (or its whole flat on one rank)
   }
   // A replicated AdamW's moments by parameter ("exp_avg.<name>"), laid back into the flat
-  // layout (the padding 0), so that every layout records its moments the same way.
-  // Under expert parallelism the shared region only (the experts go to optim.ep<e>).
-  const optim::FlatParams& flat = *save.flat;
-  std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
-  TensorList out;
-  for (const std::string k : {"exp_avg", "exp_avg_sq"}) {
-    at::Tensor buf;
-    for (const auto& seg : flat.segments()) {
-      if (seg.offset >= shared_flat_numel(save)) continue;
-      auto it = by_name.find(k + "." + seg.name);
-      if (it == by_name.end()) {
-        throw Error("internal: optimizer " + optimizer.name() + " holds no " + k + "." + seg.name +
-                    " to save as a shard");
-      }
-      if (!buf.defined()) buf = at::zeros({shared_flat_numel(save)}, it->second.options());
-      flat.view(buf, seg).copy_(it->second);
-    }
-    out.emplace_back(k, buf);
-  }
-  return out;
+  // layout, so that every layout records its moments the same way. Under expert parallelism
+  // the shared region only (the experts go to optim.ep<e>).
+  return flat_moments(*save.flat, optimizer, state, 0, shared_flat_numel(save), "a shard");
 }
 
 void write_rank_shards(const std::string& run_dir, int64_t step, int rank, const ShardedSave& save,

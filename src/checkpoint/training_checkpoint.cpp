@@ -2,8 +2,12 @@
 // training_checkpoint_save.cpp, the model-shape check checkpoint_compat.cpp.
 #include "checkpoint/training_checkpoint.h"
 
+#include <filesystem>
+#include <set>
+
 #include "checkpoint/cpu_rng_state.h"
 #include "checkpoint/lora_checkpoint.h"
+#include "checkpoint/saved_optimizer_files.h"
 #include "checkpoint/sharded_reader.h"
 #include "checkpoint/unsharded_local_read.h"
 #include "core/error.h"
@@ -14,6 +18,18 @@ namespace lmtrain::train {
 
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
                         const std::string& origin, ModelTensors which) {
+  load_model_tensors_from(
+      model,
+      [&file](const std::string& name) -> std::optional<at::Tensor> {
+        auto it = file.tensors.find(name);
+        if (it == file.tensors.end()) return std::nullopt;
+        return it->second;
+      },
+      origin, which);
+}
+
+void load_model_tensors_from(model::GptImpl& model, const TensorByName& file,
+                             const std::string& origin, ModelTensors which) {
   torch::NoGradGuard no_grad;
   const auto& tags = model.param_tags();
   const auto placement = model.expert_placement();
@@ -23,19 +39,16 @@ void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file
       if (which == ModelTensors::kBase && tag_it->second.lora) continue;
       if (which == ModelTensors::kCheckpointed && !tag_it->second.trainable) continue;
     }
-    auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) {
-      throw Error(origin + " has no tensor '" + name + "'");
-    }
-    auto src = it->second;
-    auto tag = tags.find(name);
-    if (tag != tags.end() && tag->second.expert && src.dim() > 0 && src.size(0) > t.size(0) &&
+    const std::optional<at::Tensor> saved = file(name);
+    if (!saved) throw Error(origin + " has no tensor '" + name + "'");
+    auto src = *saved;
+    if (tag_it != tags.end() && tag_it->second.expert && src.dim() > 0 && src.size(0) > t.size(0) &&
         placement.first + placement.count <= src.size(0)) {
       src = src.narrow(0, placement.first, placement.count);  // expert-parallel: our experts
     }
     if (src.sizes() != t.sizes()) {
       throw Error(log::format("%s: tensor '%s' has shape %s, the model expects %s", origin.c_str(),
-                              name.c_str(), c10::str(it->second.sizes()).c_str(),
+                              name.c_str(), c10::str(saved->sizes()).c_str(),
                               c10::str(t.sizes()).c_str()));
     }
     t.copy_(src);
@@ -43,8 +56,18 @@ void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file
 }
 
 void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& objective) {
-  auto it = ckpt.files.find(kObjectiveFile);
-  if (it == ckpt.files.end()) {
+  const auto it = ckpt.files.find(kObjectiveFile);
+  // Not loaded by the caller (a resume reads by range): a small file, read whole here.
+  std::optional<core::SafetensorsFile> read_here;
+  if (it == ckpt.files.end() && ckpt.meta.contains("files") &&
+      ckpt.meta["files"].contains(kObjectiveFile)) {
+    read_here = core::read_safetensors(ckpt.dir + "/" + kObjectiveFile);
+  } else if (it == ckpt.files.end() && sharded_logical_files(ckpt.meta).count(kObjectiveFile)) {
+    read_here = assemble_sharded_file(ckpt.dir, ckpt.meta, kObjectiveFile);
+  }
+  const core::SafetensorsFile* file =
+      read_here ? &*read_here : (it != ckpt.files.end() ? &it->second : nullptr);
+  if (!file) {
     throw UsageError("checkpoint " + ckpt.dir + " has no " + kObjectiveFile +
                      ": it was saved without the parameters this objective trains (e.g. "
                      "distillation's feature projections or a temporal encoder); resume with the "
@@ -52,8 +75,8 @@ void load_objective_tensors(const LoadedCheckpoint& ckpt, torch::nn::Module& obj
   }
   torch::NoGradGuard no_grad;
   for (auto& item : objective.named_parameters()) {
-    auto src = it->second.tensors.find(item.key());
-    if (src == it->second.tensors.end() || src->second.sizes() != item.value().sizes()) {
+    auto src = file->tensors.find(item.key());
+    if (src == file->tensors.end() || src->second.sizes() != item.value().sizes()) {
       throw UsageError("checkpoint " + ckpt.dir + ": " + kObjectiveFile + " lacks '" + item.key() +
                        "' of shape " + c10::str(item.value().sizes()));
     }
@@ -66,16 +89,19 @@ void set_saved_rng_state(const LoadedCheckpoint& ckpt);
 void restore_local_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                              optim::Optimizer& optimizer, const TensorLocalizer& localize);
 void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer);
+nlohmann::json restore_model_weights(const LoadedCheckpoint& ckpt, model::GptImpl& model);
 TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base);
 }  // namespace
 
 void load_local_model_tensors(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                               const TensorLocalizer& localize) {
-  load_model_tensors(model,
-                     has_model_shards(ckpt.meta)
-                         ? assemble_sharded_file(ckpt.dir, ckpt.meta, "model.safetensors", localize)
-                         : local_model_tensors(ckpt, localize),
-                     ckpt.dir + "/model.safetensors");
+  const std::string origin = ckpt.dir + "/model.safetensors";
+  if (has_model_shards(ckpt.meta)) {  // one tensor's part at a time
+    load_model_tensors_from(
+        model, sharded_tensor_reader(ckpt.dir, ckpt.meta, "model.safetensors", localize), origin);
+    return;
+  }
+  load_model_tensors(model, local_model_tensors(ckpt, localize), origin);
 }
 
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
@@ -94,21 +120,18 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
     set_saved_rng_state(ckpt);
     return training_state_of(ckpt, nlohmann::json());
   }
-  // A sharded checkpoint's model.safetensors was assembled by CheckpointStore::load; its
-  // optimizer state is read here, by range, from the shard files.
-  auto model_it = ckpt.files.find("model.safetensors");
-  auto optim_it = ckpt.files.find(optim_shard_file(0));
-  if (model_it == ckpt.files.end() || (!sharded && optim_it == ckpt.files.end())) {
-    throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
-  }
-  const nlohmann::json lora_base = load_checkpoint_weights(ckpt, model);
+  // Everything by range from the files (CheckpointStore::load may have read none of them): the
+  // parameters one tensor at a time into the model, the optimizer state only where this rank
+  // keeps it (a ZeRO shard of the new layout), so a resume holds no second copy of the model
+  // beside the one being restored.
+  const nlohmann::json lora_base = restore_model_weights(ckpt, model);
   if (objective && !objective->parameters().empty()) load_objective_tensors(ckpt, *objective);
   if (sharded) {
     restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer);
-    set_saved_rng_state(ckpt);
   } else {
     restore_named_or_flat_optimizer(ckpt, optimizer);
   }
+  set_saved_rng_state(ckpt);
   return training_state_of(ckpt, lora_base);
 }
 
@@ -135,24 +158,57 @@ void restore_local_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model
 }
 
 void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer) {
-  const auto& ot = ckpt.files.at(optim_shard_file(0)).tensors;
   const auto& om = ckpt.meta.at("optimizer");
   const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
-  // Every rank's file of the checkpoint, whatever the world size it was written at.
+  // Every rank's file of the checkpoint, whatever the world size it was written at, read by
+  // range: the optimizer reads the part it keeps.
   const size_t files =
       layout.value("kind", "named") == "named" ? 1 : layout.at("world_size").get<size_t>();
-  std::vector<optim::NamedTensors> rank_files;
+  std::vector<std::string> paths;
   for (size_t r = 0; r < files; ++r) {
-    auto it = ckpt.files.find(optim_shard_file(static_cast<int>(r)));
-    if (it == ckpt.files.end()) {
-      throw Error("checkpoint " + ckpt.dir + " lacks " + optim_shard_file(static_cast<int>(r)) +
+    const std::string name = optim_shard_file(static_cast<int>(r));
+    if (!std::filesystem::is_regular_file(ckpt.dir + "/" + name)) {
+      throw Error("checkpoint " + ckpt.dir + " lacks " + name +
                   " (its optimizer state was split over " + std::to_string(files) + " ranks)");
     }
-    rank_files.emplace_back(it->second.tensors.begin(), it->second.tensors.end());
+    paths.push_back(ckpt.dir + "/" + name);
   }
-  optimizer.load_state(rank_files, layout, om.at("step").get<int64_t>());
-  auto rng = ot.find(kRngTensor);
-  if (rng != ot.end()) set_cpu_rng_state(rng->second);
+  optimizer.load_saved_state(SavedOptimizerFiles(paths), layout, om.at("step").get<int64_t>());
+}
+
+// The parameters, each tensor read alone (a sharded checkpoint's from its byte ranges) unless the
+// caller loaded model.safetensors; a LoRA checkpoint's (adapters only) through its base. Returns
+// the LoRA base's reference, or null.
+nlohmann::json restore_model_weights(const LoadedCheckpoint& ckpt, model::GptImpl& model) {
+  const std::string origin = ckpt.dir + "/model.safetensors";
+  const bool sharded = has_model_shards(ckpt.meta);
+  if (ckpt.files.count("model.safetensors")) return load_checkpoint_weights(ckpt, model);
+  if (!sharded && !std::filesystem::is_regular_file(origin)) {
+    throw Error("checkpoint " + ckpt.dir + " lacks model.safetensors or optim.rank0.safetensors");
+  }
+  if (is_lora_checkpoint(ckpt)) {
+    LoadedCheckpoint with_model = ckpt;
+    with_model.files.emplace("model.safetensors",
+                             sharded
+                                 ? assemble_sharded_file(ckpt.dir, ckpt.meta, "model.safetensors")
+                                 : core::read_safetensors(origin));
+    return load_checkpoint_weights(with_model, model);
+  }
+  if (sharded) {
+    load_model_tensors_from(model, sharded_tensor_reader(ckpt.dir, ckpt.meta, "model.safetensors"),
+                            origin);
+    return nullptr;
+  }
+  std::set<std::string> names;
+  for (const auto& e : core::read_safetensors_header(origin).entries) names.insert(e.name);
+  load_model_tensors_from(
+      model,
+      [&](const std::string& name) -> std::optional<at::Tensor> {
+        if (!names.count(name)) return std::nullopt;
+        return core::read_safetensors_slice(origin, name);
+      },
+      origin);
+  return nullptr;
 }
 
 TrainingState training_state_of(const LoadedCheckpoint& ckpt, const nlohmann::json& lora_base) {

@@ -110,6 +110,10 @@ enum class ModelTensors { kAll, kBase, kCheckpointed };
 // the right shape (errors name the tensor).
 void load_model_tensors(model::GptImpl& model, const core::SafetensorsFile& file,
                         const std::string& origin, ModelTensors which = ModelTensors::kAll);
+// The same from tensors read one at a time (sharded_reader.h's TensorByName): only one of them
+// is held at once beside the model.
+void load_model_tensors_from(model::GptImpl& model, const TensorByName& file,
+                             const std::string& origin, ModelTensors which = ModelTensors::kAll);
 
 // A tensor-parallel run's part of a checkpoint's model tensors, read by range whatever layout
 // saved them (sharded_reader.h's slice files or an unsharded model.safetensors), into `model`.

@@ -1,6 +1,9 @@
 #include "optim/adam_state.h"
 
-#include <map>
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -8,48 +11,85 @@
 namespace lmtrain::optim {
 namespace {
 
-const at::Tensor& find_tensor(const NamedTensors& file, const std::string& name, size_t rank) {
-  for (const auto& [n, t] : file) {
-    if (n == name) return t;
+constexpr const char* kAdamMoments[2] = {"exp_avg", "exp_avg_sq"};
+
+// Saved elements are read at most this many at a time (4 MiB of fp32): a resume holds a bounded
+// read buffer beside the moments it fills, never a shard-sized copy of them.
+constexpr int64_t kAdamReadChunk = int64_t{1} << 20;
+
+// dst (1-D) from read(offset, n), the saved elements [offset, offset + n) of what dst holds.
+void copy_adam_chunks(at::Tensor dst, const std::function<at::Tensor(int64_t, int64_t)>& read) {
+  for (int64_t off = 0; off < dst.numel(); off += kAdamReadChunk) {
+    const int64_t n = std::min(kAdamReadChunk, dst.numel() - off);
+    dst.narrow(0, off, n).copy_(read(off, n));
   }
-  throw Error(
-      log::format("optimizer state (rank %zu file) has no tensor '%s'", rank, name.c_str()));
+}
+
+std::vector<int64_t> adam_saved_shape(const SavedTensors& saved, size_t file,
+                                      const std::string& name) {
+  auto shape = saved.shape(file, name);
+  if (!shape) {
+    throw Error(
+        log::format("optimizer state (rank %zu file) has no tensor '%s'", file, name.c_str()));
+  }
+  return *shape;
+}
+
+// Where the saved tensor `name` of segment `seg` (of saved shape `src`) starts holding this
+// rank's values, in its flattened elements: 0, or, for an expert stack saved whole while this
+// rank holds experts [expert_first, + local) of it (expert parallelism), that first row.
+// Throws when the shapes disagree.
+int64_t adam_named_origin(const FlatParams& flat, const ParamSegment& seg, const std::string& name,
+                          const std::vector<int64_t>& src) {
+  std::vector<int64_t> got = src;
+  int64_t origin = 0;
+  const auto& want = seg.shape;
+  if (seg.expert && !src.empty() && !want.empty() && src[0] > want[0] &&
+      flat.expert_first() + want[0] <= src[0]) {
+    int64_t inner = 1;
+    for (size_t i = 1; i < src.size(); ++i) inner *= src[i];
+    origin = flat.expert_first() * inner;
+    got[0] = want[0];
+  }
+  if (got != want) {
+    throw Error("optimizer state tensor '" + name + "' has shape " +
+                c10::str(c10::IntArrayRef(got)) + ", the model expects " +
+                c10::str(c10::IntArrayRef(want)));
+  }
+  return origin;
+}
+
+// The moments stored by name (file 0) of every segment, or of the expert segments only, at
+// flat elements [begin, begin + m.numel()): each checked, only the overlaps read.
+void read_named_adam_range(const FlatParams& flat, const SavedTensors& saved, bool experts_only,
+                           int64_t begin, at::Tensor& m, at::Tensor& v) {
+  const int64_t end = begin + m.numel();
+  for (const auto& seg : flat.segments()) {
+    if (experts_only && !seg.expert) continue;
+    for (int k = 0; k < 2; ++k) {
+      const std::string name = std::string(kAdamMoments[k]) + "." + seg.name;
+      const int64_t origin = adam_named_origin(flat, seg, name, adam_saved_shape(saved, 0, name));
+      const int64_t lo = std::max(begin, seg.offset), hi = std::min(end, seg.offset + seg.numel);
+      if (lo >= hi) continue;
+      const int64_t from = origin + lo - seg.offset;
+      copy_adam_chunks((k == 0 ? m : v).narrow(0, lo - begin, hi - lo),
+                       [&](int64_t off, int64_t n) { return saved.read(0, name, from + off, n); });
+    }
+  }
 }
 
 }  // namespace
 
-std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
-                                                      const std::vector<NamedTensors>& files,
-                                                      const nlohmann::json& layout) {
+void read_adam_range(const FlatParams& flat, const SavedTensors& saved,
+                     const nlohmann::json& layout, int64_t begin, at::Tensor m, at::Tensor v) {
   torch::NoGradGuard no_grad;
-  auto m = torch::zeros_like(flat.params());
-  auto v = torch::zeros_like(flat.params());
   const std::string kind = layout.is_object() ? layout.value("kind", "named") : "named";
-  if (files.empty()) throw Error("optimizer state: no files");
-
-  // Named state ("exp_avg.<param>") of every segment, or of the expert segments only.
-  auto copy_named = [&](bool experts_only) {
-    for (const char* k : {"exp_avg.", "exp_avg_sq."}) {
-      auto& dst_flat = std::string(k) == "exp_avg." ? m : v;
-      for (const auto& seg : flat.segments()) {
-        if (experts_only && !seg.expert) continue;
-        auto src = find_tensor(files[0], k + seg.name, 0);
-        auto dst = flat.view(dst_flat, seg);
-        if (seg.expert && src.dim() > 0 && dst.dim() > 0 && src.size(0) > dst.size(0) &&
-            flat.expert_first() + dst.size(0) <= src.size(0)) {
-          src = src.narrow(0, flat.expert_first(), dst.size(0));  // this rank's experts
-        }
-        if (src.sizes() != dst.sizes()) {
-          throw Error("optimizer state tensor '" + std::string(k) + seg.name + "' has shape " +
-                      c10::str(src.sizes()) + ", the model expects " + c10::str(dst.sizes()));
-        }
-        dst.copy_(src);
-      }
-    }
-  };
+  if (saved.files() == 0) throw Error("optimizer state: no files");
+  m.zero_();  // alignment padding, and what no saved shard covers, stays 0
+  v.zero_();
   if (kind == "named") {
-    copy_named(false);
-    return {m, v};
+    read_named_adam_range(flat, saved, /*experts_only=*/false, begin, m, v);
+    return;
   }
   if (kind != "flat_shards") throw Error("optimizer state: unknown layout kind '" + kind + "'");
 
@@ -66,33 +106,42 @@ std::pair<at::Tensor, at::Tensor> assemble_adam_state(const FlatParams& flat,
                        "experts too, so it resumes only at dist.ep=1)"
                      : ""));
   }
-  if (files.size() != world) {
+  if (saved.files() != world) {
     throw Error(
         log::format("optimizer state was sharded over %zu ranks but %zu rank files were "
                     "found",
-                    world, files.size()));
+                    world, saved.files()));
   }
-  // The saved flat buffers (or shared region) were padded to world*shard elements; ours may be
-  // shorter or longer (padding only ever follows the last parameter of the region).
-  const int64_t region = named_experts ? flat.expert_begin() : flat.numel();
-  const int64_t keep = std::min<int64_t>(region, static_cast<int64_t>(world) * shard);
   for (size_t r = 0; r < world; ++r) {
-    const int64_t begin = static_cast<int64_t>(r) * shard;
-    if (begin >= keep) break;
-    const int64_t n = std::min(shard, keep - begin);
-    for (const char* k : {"exp_avg", "exp_avg_sq"}) {
-      const auto& src = find_tensor(files[r], k, r);
-      if (src.dim() != 1 || src.numel() != shard) {
+    for (const char* k : kAdamMoments) {
+      const auto shape = adam_saved_shape(saved, r, k);
+      if (shape.size() != 1 || shape[0] != shard) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
         throw Error(
             log::format("optimizer shard '%s' of rank %zu has %lld elements, layout says "
                         "%lld",
-                        k, r, (long long)src.numel(), (long long)shard));
+                        k, r, (long long)n, (long long)shard));
       }
-      (std::string(k) == "exp_avg" ? m : v).narrow(0, begin, n).copy_(src.narrow(0, 0, n));
     }
   }
-  if (named_experts) copy_named(true);
-  return {m, v};
+  // Rank r's file holds elements [r S, (r+1) S) of the saved flat buffers (or shared region),
+  // padded to world * S; ours may be shorter or longer (padding only ever follows the last
+  // parameter of the region). Only the files overlapping [begin, end) are read.
+  const int64_t region = named_experts ? flat.expert_begin() : flat.numel();
+  const int64_t keep = std::min<int64_t>(region, static_cast<int64_t>(world) * shard);
+  const int64_t end = std::min(begin + m.numel(), keep);
+  for (int64_t r = shard > 0 ? begin / shard : 0; shard > 0 && r * shard < end; ++r) {
+    const int64_t lo = std::max(begin, r * shard), hi = std::min(end, (r + 1) * shard);
+    if (lo >= hi) continue;
+    for (int k = 0; k < 2; ++k) {
+      copy_adam_chunks(
+          (k == 0 ? m : v).narrow(0, lo - begin, hi - lo), [&](int64_t off, int64_t n) {
+            return saved.read(static_cast<size_t>(r), kAdamMoments[k], lo - r * shard + off, n);
+          });
+    }
+  }
+  if (named_experts) read_named_adam_range(flat, saved, /*experts_only=*/true, begin, m, v);
 }
 
 }  // namespace lmtrain::optim

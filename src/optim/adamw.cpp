@@ -146,10 +146,13 @@ NamedTensors AdamW::state_tensors() const {
 
 void AdamW::load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                        int64_t step) {
-  auto [m, v] = assemble_adam_state(params_, rank_files, layout);
-  torch::NoGradGuard no_grad;
-  exp_avg_.copy_(m);
-  exp_avg_sq_.copy_(v);
+  load_saved_state(SavedTensorsInMemory(rank_files), layout, step);
+}
+
+void AdamW::load_saved_state(const SavedTensors& saved, const nlohmann::json& layout,
+                             int64_t step) {
+  // Every element: the moments are read straight into the buffers, no whole copy beside them.
+  read_adam_range(params_, saved, layout, 0, exp_avg_, exp_avg_sq_);
   restart_count(step);
 }
 

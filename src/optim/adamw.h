@@ -73,6 +73,8 @@ class AdamW : public DeviceStepOptimizer {
   bool expert_parallel() const override { return expert_group_ != nullptr; }
   void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                   int64_t step) override;
+  void load_saved_state(const SavedTensors& saved, const nlohmann::json& layout,
+                        int64_t step) override;
   // The single-file form (a checkpoint written by a replicated optimizer).
   void load_state(const NamedTensors& tensors, int64_t step) {
     load_state(std::vector<NamedTensors>{tensors}, {{"kind", "named"}}, step);

@@ -14,11 +14,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "optim/saved_tensors.h"
 #include "optim/split_matrices.h"
 
 namespace lmtrain::optim {
-
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // How the gradient buffer must be averaged across ranks before step().
 enum class GradReduction {
@@ -86,6 +85,13 @@ class Optimizer {
   virtual nlohmann::json state_layout() const = 0;
   virtual void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                           int64_t step) = 0;
+  // The same from a checkpoint's files read by range (optim/saved_tensors.h): an optimizer that
+  // keeps part of the state (ZeRO's shard) reads only that part, so a resume holds this rank's
+  // state, never the whole model's. The default reads every file whole into load_state.
+  virtual void load_saved_state(const SavedTensors& saved, const nlohmann::json& layout,
+                                int64_t step) {
+    load_state(saved.read_all(), layout, step);
+  }
   // Expert parallelism: the state of this rank's expert stacks by parameter name
   // ("exp_avg.<name>", "exp_avg_sq.<name>"), which checkpointing gathers over the EP group into
   // whole stacks (parallel/expert_parallel.h). Empty without expert parameters.

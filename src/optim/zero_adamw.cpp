@@ -111,13 +111,16 @@ NamedTensors ZeroAdamW::expert_state() const {
 
 void ZeroAdamW::load_state(const std::vector<NamedTensors>& rank_files,
                            const nlohmann::json& layout, int64_t step) {
-  auto [m, v] = assemble_adam_state(params_, rank_files, layout);
-  torch::NoGradGuard no_grad;
-  exp_avg_.copy_(m.narrow(0, begin_, shard_));
-  exp_avg_sq_.copy_(v.narrow(0, begin_, shard_));
+  load_saved_state(SavedTensorsInMemory(rank_files), layout, step);
+}
+
+void ZeroAdamW::load_saved_state(const SavedTensors& saved, const nlohmann::json& layout,
+                                 int64_t step) {
+  // This rank's [begin, begin + shard) of the new layout, whatever world size saved it, and
+  // under expert parallelism its expert region: straight into the moment buffers.
+  read_adam_range(params_, saved, layout, begin_, exp_avg_, exp_avg_sq_);
   if (expert_group_) {
-    expert_avg_.copy_(params_.expert_region(m));
-    expert_avg_sq_.copy_(params_.expert_region(v));
+    read_adam_range(params_, saved, layout, params_.expert_begin(), expert_avg_, expert_avg_sq_);
   }
   restart_count(step);
 }

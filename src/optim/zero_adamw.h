@@ -57,6 +57,9 @@ class ZeroAdamW : public DeviceStepOptimizer {
   nlohmann::json state_layout() const override;
   void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                   int64_t step) override;
+  // Reads only this rank's shard of the saved moments (and its experts' state).
+  void load_saved_state(const SavedTensors& saved, const nlohmann::json& layout,
+                        int64_t step) override;
   NamedTensors expert_state() const override;
   bool expert_parallel() const override { return expert_group_ != nullptr; }
   bool sharded() const override { return group_.size() > 1; }

@@ -396,14 +396,13 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       }
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
-      // Tensor parallelism reads only its part of each tensor, by range, in the restore; so does
-      // expert parallelism from a sharded checkpoint (train/expert_resume.h), and loads an
-      // unsharded one whole. (An objective's own parameters are read from whole files.)
+      // The restore reads every tensor by range, only what this rank keeps (a ZeRO shard of the
+      // moments, tensor parallelism's slices; expert parallelism its own experts from a sharded
+      // checkpoint, train/expert_resume.h): no file is loaded whole here.
       const bool ep_by_range = s.ep.active() && !s.tp && s.objective->trained_module() == nullptr;
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true, {},
-                                        /*tensors_by_range=*/s.tp != nullptr || ep_by_range);
+                                        /*tensors_by_range=*/true);
       const bool experts_by_range = ep_by_range && has_model_shards(ckpt.meta);
-      if (ep_by_range && !experts_by_range) ckpt = CheckpointStore::load(ckpt.dir, false);
       if (experts_by_range) {
         log::info(saved_in_ep_layout(ckpt.meta, s.ep.ep)
                       ? "resume: this rank reads only its own experts' slices"

@@ -44,6 +44,7 @@
 #include "train/temporal_setup.h"
 #include "train/token_window_data.h"
 #include "train/train_step.h"
+#include "train/trainer_parts.h"
 
 namespace lmtrain::train {
 namespace {
@@ -73,134 +74,6 @@ void refuse_run_dir_holding_init_from(const std::string& init_from, const std::s
                    run + "-finetune)");
 }
 
-// The run's start in the log: the step workers, the gradient buckets of a multi-rank run, an
-// fp16 run's loss scale and whether CUDA graphs are on (under auto, why not).
-void log_loop_start(TrainStepper& stepper, const RunOptions& options, int workers,
-                    const dist::Group& group, const core::Runtime& rt) {
-  if (rt.loss_scaling()) {
-    log::info(log::format("fp16 loss scale %.6g (doubles after %lld clean steps)",
-                          stepper.loss_scaler().scale(), (long long)options.loss_scale_window));
-  }
-  log::info(
-      log::format("step workers: %d (each micro-batch split into %d slice(s))", workers, workers));
-  if (group.size() > 1 && stepper.grad_sync()) {
-    log::info(log::format("gradient sync: %zu bucket(s) of <= %.3g MiB over %s, %d ranks",
-                          stepper.grad_sync()->buckets().size(), options.bucket_mb,
-                          group.backend().c_str(), group.size()));
-  }
-  log::info(describe(options.cuda_graphs));
-}
-
-// This rank's model state by kind: the trained parameters and their gradients (whole, or
-// ZeRO-3's shards) and the optimizer's state.
-void log_model_state(const RunSetup& s, int64_t params, int64_t grads) {
-  const int64_t state = s.optimizer->state_bytes();
-  log::info(log::format(
-      "model state on this rank (trained_parameters: %lld): parameters %lld + gradients %lld "
-      "+ optimizer %lld bytes; model_state_bytes_per_rank: %lld",
-      (long long)s.flat->num_parameters(), (long long)params, (long long)grads, (long long)state,
-      (long long)(params + grads + state)));
-}
-
-// Frozen parameters (a LoRA base) held by this rank: whole, or ZeRO-3's pieces of them.
-void log_frozen_state(int64_t held, int64_t whole) {
-  if (whole == 0) return;
-  log::info(log::format(
-      "frozen parameters on this rank: frozen_bytes_per_rank: %lld (frozen_bytes_whole: %lld)",
-      (long long)held, (long long)whole));
-}
-
-// ZeRO-3 (dist.zero=3) over more than one rank: the parameters sharded, the hooks installed,
-// and this rank's model state logged by kind. Null otherwise (one rank: ZeRO-2's path).
-std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group& world,
-                                                       const core::Runtime& rt) {
-  const auto& o = s.options.optimizer;
-  dist::Group& shard_group = s.shards.shard_group(world);
-  if (o.zero != 3 || shard_group.size() == 1) {
-    const int64_t whole = s.flat->numel() * s.flat->options().dtype().itemsize();
-    log_model_state(s, whole, whole);
-    log_frozen_state(parallel::frozen_param_bytes(*s.model),
-                     parallel::frozen_param_bytes(*s.model));
-    return nullptr;
-  }
-  const auto wire = parallel::gather_dtype_for(rt.precision, s.tp != nullptr);
-  // Under expert parallelism each rank's experts stay local and whole (parallel/moe_shard.h).
-  auto fsdp = std::make_unique<parallel::FullyShard>(*s.model, *s.flat, shard_group,
-                                                     s.shards.replicas.get(),
-                                                     o.reshard_after_forward, wire, s.ep.active());
-  fsdp->set_reduce_dtype(rt.reduce_dtype);
-  fsdp->install();
-  const auto b = fsdp->bytes();
-  log::info(log::format(
-      "ZeRO-3: %zu units (root + %zu blocks) sharded over %d ranks%s, reshard_after_forward=%s, "
-      "blocks' linear weights gathered in %s",
-      fsdp->units().size(), fsdp->units().size() - 1, shard_group.size(),
-      s.shards.replicas
-          ? log::format(", replicated over %d groups (HSDP)", s.shards.replicas->size()).c_str()
-          : "",
-      o.reshard_after_forward ? "true" : "false", wire ? "bf16" : "fp32"));
-  log_model_state(s, b.param_shard, b.grad_shard);
-  log_frozen_state(b.frozen_shard, b.frozen_whole);
-  return fsdp;
-}
-
-void log_shard_peaks(const parallel::FullyShard& fsdp) {
-  const auto b = fsdp.bytes();
-  log::info(log::format(
-      "ZeRO-3 peaks: zero3_gathered_peak_bytes: %lld (blocks; largest block unit %lld bytes; "
-      "the root unit's %lld bytes held during each step), unit gradient buffers %lld bytes",
-      (long long)b.gathered_peak, (long long)b.largest_block, (long long)b.root_gathered,
-      (long long)b.grad_buffers_peak));
-}
-
-// While alive, a ZeRO-3 model runs forward only, block by block (evaluation): it is never whole
-// on any rank.
-class ShardedForward {
- public:
-  explicit ShardedForward(parallel::FullyShard* fsdp) : fsdp_(fsdp) {
-    if (fsdp_) fsdp_->begin_forward_only();
-  }
-  ~ShardedForward() {
-    if (fsdp_) fsdp_->end_forward_only();
-  }
-  ShardedForward(const ShardedForward&) = delete;
-  ShardedForward& operator=(const ShardedForward&) = delete;
-
- private:
-  parallel::FullyShard* fsdp_;
-};
-
-// The layout of a checkpoint saved without a gather: ZeRO-3 over several ranks (the first
-// shard group's ranks write), tensor parallelism (the TP ranks of the first data-parallel
-// replica, or of its first shard group under ZeRO), or expert parallelism (the first EP group's
-// ranks write their experts; the shared region as ZeRO-3's shards, or whole by rank 0). None
-// otherwise: rank 0 saves the model.
-std::optional<ShardedSave> sharded_save_of(const RunSetup& s, const optim::FlatParams& flat,
-                                           const optim::Optimizer& optimizer, dist::Group& world,
-                                           dist::Group& dp, const parallel::FullyShard* fsdp) {
-  if (!fsdp && !s.ep.active() && !s.tp) return std::nullopt;
-  ShardedSave out;
-  out.flat = &flat;
-  out.shard_ranks = fsdp ? s.shards.shard_group(dp).size() : 1;
-  out.world_size = world.size();
-  out.zero = s.options.optimizer.zero;
-  out.objective_prefix = kObjectivePrefix;
-  // Muon's state goes by name, each data-parallel rank holding its matrices' momentum.
-  out.optim_by_name = optimizer.state_layout().value("kind", "") == "muon";
-  out.ep = s.ep.ep;
-  // The moments' shards cover what the parameters' do (under EP the shared region only).
-  const int64_t own_moments = optimizer.shard_end() - optimizer.shard_begin();
-  out.optim_ranks =
-      out.optim_by_name
-          ? (optimizer.sharded() ? dp.size() : 1)
-          : static_cast<int>(std::max<int64_t>(1, shared_flat_numel(out) / own_moments));
-  if (s.tp) {
-    out.tp = s.tp->size();
-    out.tp_splits = s.tp->checkpoint_splits();
-  }
-  return out;
-}
-
 // Moves the data position past the step just taken; true when that step ended an epoch. A
 // stream's position is the loader's, per rank (state.stream at a save): there is no global window
 // cursor (meta.json's data_cursor stays 0). Prepared windows: the remainder of an epoch's order
@@ -216,62 +89,6 @@ bool advance_data_position(TrainingState& state, const BatchPlan& plan, const Tr
   ++state.position.epoch;
   state.position.cursor = 0;
   return true;
-}
-
-// Block index of each MoE layer, for the metrics.
-std::vector<int64_t> moe_layer_indices(const model::GptConfig& mcfg) {
-  std::vector<int64_t> out;
-  for (int64_t l = 0; l < mcfg.n_layer; ++l) {
-    if (mcfg.moe.is_moe_layer(l)) out.push_back(l);
-  }
-  return out;
-}
-
-// One log line's record (metrics.jsonl, TensorBoard, the progress line) of the step just taken.
-StepMetrics step_metrics(const TrainingState& state, double loss, const StepResult& r,
-                         const std::vector<std::string>& metric_names, double lr,
-                         TrainStepper& stepper, const core::Runtime& rt, double train_seconds,
-                         const std::vector<int64_t>& moe_layers) {
-  StepMetrics m;
-  m.step = state.step;
-  m.epoch = state.position.epoch;
-  m.loss = loss;
-  const auto values = r.metric_values();
-  for (size_t i = 0; i < metric_names.size(); ++i) m.terms.emplace_back(metric_names[i], values[i]);
-  m.lr = lr;
-  m.grad_norm = r.grad_norm_value();
-  m.loss_scale = stepper.loss_scaler().enabled() ? stepper.loss_scaler().scale() : 0;
-  m.skipped_steps = stepper.loss_scaler().state().skipped_steps;
-  m.peak_mem_bytes = core::peak_device_memory(rt.device);
-  m.elapsed_s = train_seconds;
-  m.moe = summarize_moe(r.moe, moe_layers);
-  return m;
-}
-
-// The run's last lines: a run cut short by a signal says so (not "done": the exit code, 128 +
-// signal, and this line tell a scheduler), a stream run how long the steps waited for tokens.
-void log_loop_end(const TrainResult& result, const TrainingState& state, int64_t max_steps,
-                  const StreamData* stream, int64_t queue_batches, double train_seconds) {
-  if (result.stop_signal) {
-    log::warn(log::format(
-        "stopped by signal %d (%s) at step %lld of %lld; checkpoint %s saved: continue with "
-        "--resume=auto",
-        result.stop_signal, ::strsignal(result.stop_signal), (long long)state.step,
-        (long long)max_steps,
-        result.last_checkpoint.empty() ? "(on rank 0)" : result.last_checkpoint.c_str()));
-    return;
-  }
-  if (stream) {
-    log::info(log::format(
-        "stream loader: the steps waited %.2f s for tokens in %s of training; the queue held up "
-        "to %zu of %lld micro-batches",
-        stream->wait_seconds(), format_duration(train_seconds).c_str(), stream->max_queued(),
-        (long long)queue_batches));
-  }
-  log::info(log::format(
-      "done: %lld steps, last loss %.4f%s, %s of training", (long long)state.step, result.last_loss,
-      result.last_val_loss ? log::format(", val loss %.4f", *result.last_val_loss).c_str() : "",
-      format_duration(train_seconds).c_str()));
 }
 
 }  // namespace
@@ -323,7 +140,6 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   const bool temporal = s.setup.temporal;
   TrainingData* data = s.data.get();
   StreamData* stream = s.stream;
-  const data::BpeTokenizer& tokenizer = *s.tokenizer;
   const model::GptConfig& mcfg = s.setup.model.shape;
   const BatchPlan& plan = s.options.batch;
   const int64_t max_steps = s.max_steps;
@@ -378,40 +194,11 @@ TrainResult run_training(const RunOptions& options, const SetupOptions& setup_op
   if (state.loss_scale) stepper.loss_scaler().restore(*state.loss_scale);
   log_loop_start(stepper, options, workers, dp, rt);
 
-  // ZeRO-3 over several ranks, tensor and expert parallelism save shards, never the gathered model
-  // (checkpoint/sharded_save.h): each rank holding a distinct part writes it.
-  std::optional<ShardedSave> shards = sharded_save_of(s, flat, optimizer, group, dp, fsdp.get());
+  RunSaver saver(s, group, dp, fsdp.get(), store, tokenizer_json);
   auto save = [&](std::optional<double> val_loss, std::optional<int64_t> ended_epoch) {
-    if (stepper.loss_scaler().enabled()) state.loss_scale = stepper.loss_scaler().state();
-    if (stream) state.stream = stream->checkpoint_state(dp);  // every rank's position
-    if (shards) {
-      write_rank_shards(run_dir, state.step, rank, *shards, optimizer);
-      core::maybe_inject_save_fault(rank, state.step);
-      // Rank 0 publishes only once every rank's files are written.
-      group.barrier();
-    } else if (optimizer.sharded()) {
-      // Each rank writes its own optimizer shard; rank 0 then moves them into the checkpoint.
-      // HSDP (ZeRO-3 with expert parallelism): the first shard group's ranks, whose dp ranks are
-      // their shards' indices; the other groups hold copies.
-      const int shard_files = s.shards.shard_group(dp).size();
-      if (dp.rank() != 0 && dp.rank() < shard_files) {
-        write_optimizer_shard(run_dir, state.step, dp.rank(), optimizer);
-      }
-      group.barrier();
-    }
-    if (!is_main) return;
-    CheckpointInputs in{s.config_snapshot,
-                        *model,
-                        optimizer,
-                        state,
-                        dp.size(),
-                        tokenizer_json,
-                        tokenizer.hash(),
-                        objective->trained_module(),
-                        shards ? &*shards : nullptr};
-    result.last_checkpoint =
-        save_training_checkpoint(store, in, val_loss, result.last_loss, ended_epoch);
-    log::info("saved checkpoint " + result.last_checkpoint);
+    const std::string dir =
+        saver.save(stepper.loss_scaler(), val_loss, result.last_loss, ended_epoch);
+    if (!dir.empty()) result.last_checkpoint = dir;
   };
 
   const std::vector<int64_t> moe_layers = moe_layer_indices(mcfg);

@@ -12,12 +12,10 @@
 // Also checks that each rank's master shard is its slice of the unsharded layout, and that
 // nothing of the units stays allocated after the set-up.
 #include <gtest/gtest.h>
-#include <malloc.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -28,42 +26,14 @@
 #include "optim/optimizer_factory.h"
 #include "optim/zero_adamw.h"
 #include "parallel/fully_shard.h"
+#include "rss_probe.h"
 
 namespace lmtrain::parallel {
 namespace {
 
-// kB of a /proc/self/status field ("VmRSS", "VmHWM"), -1 if absent.
-int64_t setup_mem_status_kb(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, field.size() + 1, field + ":") == 0) {
-      return std::stoll(line.substr(field.size() + 1));
-    }
-  }
-  return -1;
-}
-
-// Resets the process's peak RSS to its current RSS (Linux >= 4.0).
-bool setup_mem_reset_peak() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
-}
-
 TEST(Zero3SetupMemoryTest, HoldsTheModelOncePlusOneUnitAndTheShards) {
-  // Host-allocator noise out of the figure: blocks above 64 KiB are mapped and unmapped at
-  // once (no dynamic threshold, no cached free heap), so RSS follows the live tensors.
-  mallopt(M_MMAP_THRESHOLD, 64 * 1024);
-  mallopt(M_TRIM_THRESHOLD, 64 * 1024);
-  struct GlibcDefaultsAfter {  // glibc's static defaults again for later tests in this process
-    ~GlibcDefaultsAfter() {
-      mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-      mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-    }
-  } restore_malloc_settings;
-  auto cfg = model::tiny_gpt_config(384, 4096, 64);  // ~12.2M parameters, ~49 MB fp32
+  const testing::MallocFollowsTensors malloc_settings;  // RSS follows the live tensors
+  auto cfg = model::tiny_gpt_config(384, 4096, 64);     // ~12.2M parameters, ~49 MB fp32
   cfg.n_layer = 6;
   cfg.n_head = 6;
   const int world = 2;
@@ -93,8 +63,8 @@ TEST(Zero3SetupMemoryTest, HoldsTheModelOncePlusOneUnitAndTheShards) {
     };
     sync();
     if (r == 0) {
-      reset_ok = setup_mem_reset_peak();
-      base_kb = setup_mem_status_kb("VmRSS");
+      reset_ok = testing::reset_peak_rss();
+      base_kb = testing::proc_status_kb("VmRSS");
     }
     sync();
     // The set-up of a ZeRO-3 run (train/run_setup.cpp, train/trainer.cpp), on each rank.
@@ -104,7 +74,7 @@ TEST(Zero3SetupMemoryTest, HoldsTheModelOncePlusOneUnitAndTheShards) {
     optim::ZeroAdamW adam(flat, opts.adamw, group, 3);
     FullyShard fsdp(m, flat, group, nullptr, /*reshard_after_forward=*/true);
     sync();
-    if (r == 0) peak_kb = setup_mem_status_kb("VmHWM");
+    if (r == 0) peak_kb = testing::proc_status_kb("VmHWM");
     const auto b = fsdp.bytes();
     int64_t unit = 0;  // the largest unit's parameter and gradient buffers
     for (const auto& u : fsdp.units()) unit = std::max(unit, 2 * u.numel * 4);
