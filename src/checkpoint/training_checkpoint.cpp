@@ -3,6 +3,7 @@
 #include "checkpoint/training_checkpoint.h"
 
 #include "checkpoint/cpu_rng_state.h"
+#include "checkpoint/local_lora_base.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/sharded_reader.h"
 #include "checkpoint/unsharded_local_read.h"
@@ -83,16 +84,21 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
                                           const TensorLocalizer& localize) {
   const bool sharded = has_model_shards(ckpt.meta);
   if (localize) {
-    // A tensor-parallel run reads only its part of the tensors, by range (no LoRA, no objective
-    // parameters under TP): CheckpointStore::load may have read none of them.
-    load_local_model_tensors(ckpt, model, localize);
+    // A tensor-parallel run reads only its part of the tensors, by range (a LoRA run's base
+    // too; no objective parameters under TP): CheckpointStore::load may have read none of them.
+    nlohmann::json lora_base;
+    if (is_lora_checkpoint(ckpt)) {
+      lora_base = load_local_lora_checkpoint(ckpt, model, localize);
+    } else {
+      load_local_model_tensors(ckpt, model, localize);
+    }
     if (sharded) {
       restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer, localize);
     } else {
       restore_local_optimizer(ckpt, model, optimizer, localize);
     }
     set_saved_rng_state(ckpt);
-    return training_state_of(ckpt, nlohmann::json());
+    return training_state_of(ckpt, lora_base);
   }
   // A sharded checkpoint's model.safetensors was assembled by CheckpointStore::load; its
   // optimizer state is read here, by range, from the shard files.
