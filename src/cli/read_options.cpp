@@ -121,9 +121,6 @@ void check_tp_run(const core::Config& cfg, int world_size) {
     refuse("config key 'train.cuda_graphs' = true");
   // fp16 works: the loss scaler's overflow flag is agreed over the TP group as well.
   if (cfg.get_string("train.precision") == "fp8") refuse("config key 'train.precision' = fp8");
-  if (cfg.get_string("data.format") == "chat" && cfg.get_bool("data.chat.pack")) {
-    refuse("config key 'data.chat.pack' = true (set it to false: padded conversations work)");
-  }
   if (world_size % tp != 0) {
     throw UsageError(log::format("config key 'dist.tp' = %lld must divide the world of %d ranks",
                                  (long long)tp, world_size));
