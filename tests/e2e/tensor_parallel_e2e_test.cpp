@@ -256,7 +256,7 @@ TEST_F(TensorParallelE2eTest, Tp2TimesHsdpOnEightRanksEqualsOneProcess) {
 // row-parallel ones (parallel/tp_lora.h), the frozen base read by range from a whole
 // checkpoint. Equals one process (loss within 1e-6 relative at every step, adapters within
 // 1e-5), saves the adapters as slices with the base by reference, and `lmtrain export peft`
-// writes one process's adapters from it.
+// writes one process's adapters from it; `lmtrain plan` prices the run's bytes per rank.
 TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPeft) {
   const std::string llama =
       " --model.arch=llama --model.norm=rmsnorm --model.pos=rope --model.mlp=swiglu"
@@ -279,6 +279,14 @@ TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPef
     auto r = run_command(lmtrain_binary() + " export peft --checkpoint " + run_dir + " --output " +
                          run_dir + "_peft");
     ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  // `lmtrain plan --tp 2` prices this rank's half of the split frozen base and its adapter
+  // slices as the run holds them.
+  auto p = run_command(lmtrain_binary() + " plan" + flags(dir_->file("lora_plan")) + lora +
+                       " --nproc 2 --tp 2 --train.micro_batch_size=12");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  for (const char* key : {"frozen_bytes_per_rank", "model_state_bytes_per_rank"}) {
+    EXPECT_EQ(logged_count(p.output, key), logged_count(outputs_["lora_tp2"], key)) << key;
   }
   const auto a = core::read_safetensors(tp + "_peft/adapter_model.safetensors");
   const auto b = core::read_safetensors(one + "_peft/adapter_model.safetensors");
