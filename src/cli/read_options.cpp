@@ -105,11 +105,6 @@ void check_tp_run(const core::Config& cfg, int world_size) {
   auto refuse = [tp](const std::string& what) {
     throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
   };
-  // LoRA's dropout would draw its masks on the gathered input (column-parallel layers) or on
-  // this rank's input features (row-parallel ones): not yet cut from one process's masks.
-  if (cfg.get_int("lora.rank") > 0 && cfg.get_float("lora.dropout") > 0) {
-    refuse("config key 'lora.dropout' > 0 (set it to 0: LoRA itself works)");
-  }
   if (cfg.get_int("dist.ep") > 1) refuse("config key 'dist.ep' > 1");
   if (cfg.get_int("model.moe.num_experts") > 0) refuse("config key 'model.moe.num_experts' > 0");
   if (cfg.get_bool("distill.enabled")) refuse("config key 'distill.enabled'");

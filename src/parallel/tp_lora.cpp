@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "core/error.h"
+#include "model/dropout.h"
 #include "parallel/tp_regions.h"
 
 namespace lmtrain::parallel {
@@ -54,11 +55,16 @@ void localize_adapter_rows(model::LinearImpl& layer, int tp) {
   }
 }
 
-at::Tensor tp_adapters_delta(const model::LinearImpl& layer, const at::Tensor& x) {
+at::Tensor tp_adapters_delta(const model::LinearImpl& layer, const at::Tensor& x,
+                             int64_t dropout_dim, model::DropoutSplit dropout_split) {
   const int64_t out = layer.weight.size(0);  // this rank's output rows
   at::Tensor sum;
   for (const auto& [name, a] : layer.adapters) {
-    auto d = a->delta(x);  // (.., rows)
+    // LoraAdapterImpl::delta's product, its dropout mask cut from one process's.
+    const auto in = a->is_training() && a->dropout > 0
+                        ? model::dropout_part(x, a->dropout, dropout_dim, dropout_split)
+                        : x;
+    auto d = at::linear(at::linear(in, a->lora_A), a->lora_B) * a->scaling;  // (.., rows)
     if (a->rows != out) d = at::constant_pad_nd(d, {a->row_offset, out - a->row_offset - a->rows});
     sum = sum.defined() ? sum + d : d;
   }
@@ -69,14 +75,15 @@ at::Tensor column_parallel_lora_linear(const at::Tensor& x, const model::LinearI
                                        dist::Group& group) {
   const auto input = train::gather_sequence(x, 1, group);  // (B, T_seq, in)
   auto y = at::linear(input, layer.weight, layer.bias);    // (B, T_seq, out / T)
-  const auto d = tp_adapters_delta(layer, input);
+  const auto d = tp_adapters_delta(layer, input, 1, {});   // the whole input: one mask
   return d.defined() ? y + d : y;
 }
 
 at::Tensor row_parallel_lora_linear(const at::Tensor& x, const model::LinearImpl& layer,
                                     dist::Group& group) {
   auto partial = at::linear(x, layer.weight);  // (B, T_seq, out): this rank's share
-  const auto d = tp_adapters_delta(layer, x);  // scaling * B (A_r x_r): also a share
+  // scaling * B (A_r x_r): also a share; x's features are part `rank` of one process's.
+  const auto d = tp_adapters_delta(layer, x, -1, {group.size(), group.rank()});
   if (d.defined()) partial = partial + d;
   auto y = train::scatter_sequence(partial, 1, group);  // (B, T_seq / T, out)
   return layer.bias.defined() ? y + layer.bias : y;

@@ -12,6 +12,9 @@
 //       reduce-scatter, so the sum over the ranks is the whole B A x. B's gradient (from the
 //       partial A_r x_r) is summed over the TP group by the same hook.
 //
+// lora.dropout: the column-parallel input is whole, so every rank draws one process's mask;
+// the row-parallel input is this rank's features, cut from the whole's mask along them.
+//
 // Adapter names: "<linear>.lora[_<part>].lora_A" / ".lora_B" (model/lora.h).
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "distributed/group.h"
+#include "model/dropout.h"
 #include "model/layers.h"
 #include "parallel/tensor_parallel_plan.h"
 
@@ -41,8 +45,11 @@ bool tp_column_parallel_linear(const std::string& linear_name);
 void localize_adapter_rows(model::LinearImpl& layer, int tp);
 
 // x (.., in_local) -> the layer's adapters' sum (.., out_local), each zero-padded to its local
-// rows; undefined when the layer has none.
-at::Tensor tp_adapters_delta(const model::LinearImpl& layer, const at::Tensor& x);
+// rows; undefined when the layer has none. lora.dropout's mask (training only) is drawn for
+// the whole of which x is part `dropout_split` along `dropout_dim` (model::dropout_part), so
+// the split run drops what one process drops.
+at::Tensor tp_adapters_delta(const model::LinearImpl& layer, const at::Tensor& x,
+                             int64_t dropout_dim, model::DropoutSplit dropout_split);
 
 // The plan's products for a layer with adapters (sequence-parallel, as tp_layers.h's):
 // x (B, T_seq / T, in) -> (B, T_seq, out / T), and x (B, T_seq, in / T) -> (B, T_seq / T, out).

@@ -253,10 +253,11 @@ TEST_F(TensorParallelE2eTest, Tp2TimesHsdpOnEightRanksEqualsOneProcess) {
 // LoRA under TP=2 on a Llama-style model (grouped-query attention, SwiGLU's gate and up rows,
 // RoPE) with packed documents (data.document_mask), adapters on every target: B split as its
 // layer's output rows on the column-parallel layers and the head, A by input columns on the
-// row-parallel ones (parallel/tp_lora.h), the frozen base read by range from a whole
-// checkpoint. Equals one process (loss within 1e-6 relative at every step, adapters within
-// 1e-5), saves the adapters as slices with the base by reference, and `lmtrain export peft`
-// writes one process's adapters from it; `lmtrain plan` prices the run's bytes per rank.
+// row-parallel ones (parallel/tp_lora.h), LoRA's dropout masks cut from one process's, the
+// frozen base read by range from a whole checkpoint. Equals one process (loss within 1e-6 relative
+// at every step, adapters within 1e-5), saves the adapters as slices with the base by reference,
+// and `lmtrain export peft` writes one process's adapters from it; `lmtrain plan` prices the run's
+// bytes per rank.
 TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPeft) {
   const std::string llama =
       " --model.arch=llama --model.norm=rmsnorm --model.pos=rope --model.mlp=swiglu"
@@ -266,7 +267,7 @@ TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPef
   const std::string lora = llama + " --model.init_from=" + base +
                            " --lora.rank=4 --lora.alpha=8"
                            " --lora.targets=q,k,v,o,mlp_in,mlp_out,head --optim.lr=1e-2"
-                           " --train.max_steps=6 --data.document_mask=true";
+                           " --lora.dropout=0.1 --train.max_steps=6 --data.document_mask=true";
   const std::string one = run("lora_one", 1, 1, lora);
   const std::string tp = run("lora_tp2", 2, 2, lora);
   EXPECT_NE(outputs_["lora_tp2"].find("LoRA base (frozen) from"), std::string::npos)
@@ -301,7 +302,7 @@ TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPef
 
 TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {" --dist.tp=2 --lora.rank=4 --lora.dropout=0.1", "'lora.dropout' > 0 (set it to 0"},
+      {" --dist.tp=2 --train.precision=fp8", "'train.precision' = fp8"},
       {" --dist.tp=2 --model.moe.num_experts=4", "'model.moe.num_experts'"},
       {" --dist.tp=2 --train.fused_kernels=on", "'train.fused_kernels'"},
       {" --dist.tp=2", "'dist.tp' = 2 must divide the world of 1 ranks"},
