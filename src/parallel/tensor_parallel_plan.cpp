@@ -231,7 +231,7 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp) : model_(
   model.set_loss_head([g, m, softcap, head_lora](const at::Tensor& x, const at::Tensor& targets) {
     const auto whole = train::gather_sequence(x, 1, *g);
     auto logits = at::linear(whole, m->head_weight());  // (B, T_seq, V / T)
-    if (head_lora) logits = logits + tp_adapters_delta(*head_lora, whole, 1, {});
+    if (head_lora) logits = add_head_adapters(logits, whole, targets, *head_lora);
     if (softcap > 0) logits = softcap * at::tanh(logits / softcap);
     return train::vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}),
                                                targets.reshape({-1}), *g, model::kIgnoreIndex);

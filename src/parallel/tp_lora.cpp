@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/dropout.h"
+#include "model/gpt.h"
 #include "parallel/tp_regions.h"
 
 namespace lmtrain::parallel {
@@ -69,6 +70,14 @@ at::Tensor tp_adapters_delta(const model::LinearImpl& layer, const at::Tensor& x
     sum = sum.defined() ? sum + d : d;
   }
   return sum;
+}
+
+at::Tensor add_head_adapters(const at::Tensor& logits, const at::Tensor& hidden,
+                             const at::Tensor& targets, const model::LinearImpl& head) {
+  const auto keep = model::valid_target_rows(targets.reshape({-1}));              // (n,)
+  const auto rows = hidden.reshape({-1, hidden.size(-1)}).index_select(0, keep);  // (n, C)
+  const auto d = tp_adapters_delta(head, rows, 1, {});                            // (n, V / T)
+  return logits.reshape({-1, logits.size(-1)}).index_add(0, keep, d).reshape(logits.sizes());
 }
 
 at::Tensor column_parallel_lora_linear(const at::Tensor& x, const model::LinearImpl& layer,

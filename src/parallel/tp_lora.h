@@ -51,6 +51,12 @@ void localize_adapter_rows(model::LinearImpl& layer, int tp);
 at::Tensor tp_adapters_delta(const model::LinearImpl& layer, const at::Tensor& x,
                              int64_t dropout_dim, model::DropoutSplit dropout_split);
 
+// The head's adapters added to logits (B, T_seq, V / T) from hidden (B, T_seq, C), on the rows
+// with a target only, as one process's loss applies them after dropping the rows without one:
+// their dropout then draws one process's masks.
+at::Tensor add_head_adapters(const at::Tensor& logits, const at::Tensor& hidden,
+                             const at::Tensor& targets, const model::LinearImpl& head);
+
 // The plan's products for a layer with adapters (sequence-parallel, as tp_layers.h's):
 // x (B, T_seq / T, in) -> (B, T_seq, out / T), and x (B, T_seq, in / T) -> (B, T_seq / T, out).
 at::Tensor column_parallel_lora_linear(const at::Tensor& x, const model::LinearImpl& layer,
