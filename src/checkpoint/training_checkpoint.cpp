@@ -6,6 +6,7 @@
 #include <set>
 
 #include "checkpoint/cpu_rng_state.h"
+#include "checkpoint/local_lora_base.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/saved_optimizer_files.h"
 #include "checkpoint/sharded_reader.h"
@@ -109,16 +110,21 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
                                           const TensorLocalizer& localize) {
   const bool sharded = has_model_shards(ckpt.meta);
   if (localize) {
-    // A tensor-parallel run reads only its part of the tensors, by range (no LoRA, no objective
-    // parameters under TP): CheckpointStore::load may have read none of them.
-    load_local_model_tensors(ckpt, model, localize);
+    // A tensor-parallel run reads only its part of the tensors, by range (a LoRA run's base
+    // too; no objective parameters under TP): CheckpointStore::load may have read none of them.
+    nlohmann::json lora_base;
+    if (is_lora_checkpoint(ckpt)) {
+      lora_base = load_local_lora_checkpoint(ckpt, model, localize);
+    } else {
+      load_local_model_tensors(ckpt, model, localize);
+    }
     if (sharded) {
       restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer, localize);
     } else {
       restore_local_optimizer(ckpt, model, optimizer, localize);
     }
     set_saved_rng_state(ckpt);
-    return training_state_of(ckpt, nlohmann::json());
+    return training_state_of(ckpt, lora_base);
   }
   // Everything by range from the files (CheckpointStore::load may have read none of them): the
   // parameters one tensor at a time into the model, the optimizer state only where this rank

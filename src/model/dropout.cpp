@@ -66,22 +66,26 @@ DropoutRngState ScopedDropoutSeed::capture() const {
 DropoutRngState capture_dropout_rng() { return t_scope ? t_scope->capture() : DropoutRngState{}; }
 
 at::Tensor dropout(const at::Tensor& x, double p) {
+  return dropout_part(x, p, 1, t_scope ? t_scope->split() : DropoutSplit{});
+}
+
+at::Tensor dropout_part(const at::Tensor& x, double p, int64_t dim, DropoutSplit split) {
   if (p <= 0) return x;
-  const DropoutSplit split = t_scope ? t_scope->split() : DropoutSplit{};
-  if (split.parts > 1 && x.dim() < 2) {
-    throw Error("dropout under a split needs a dim 1 to split (got a " + std::to_string(x.dim()) +
-                "-d tensor)");
+  if (dim < 0) dim += x.dim();
+  if (split.parts > 1 && (dim < 0 || dim >= x.dim())) {
+    throw Error("dropout under a split needs a dim " + std::to_string(dim) + " to split (got a " +
+                std::to_string(x.dim()) + "-d tensor)");
   }
-  // The whole's mask: x's shape with dim 1 `parts` times as long; this part is a narrow of it.
+  // The whole's mask: x's shape with `dim` `parts` times as long; this part is a narrow of it.
   auto shape = x.sizes().vec();
-  if (split.parts > 1) shape[1] *= split.parts;
+  if (split.parts > 1) shape[dim] *= split.parts;
   auto noise = at::empty(shape, x.options());
   if (t_scope) {
     noise.bernoulli_(1.0 - p, t_scope->generator_for(x));
   } else {
     noise.bernoulli_(1.0 - p);
   }
-  if (split.parts > 1) noise = noise.narrow(1, split.part * x.size(1), x.size(1));
+  if (split.parts > 1) noise = noise.narrow(dim, split.part * x.size(dim), x.size(dim));
   noise.div_(1.0 - p);
   return x * noise;
 }

@@ -61,4 +61,10 @@ DropoutRngState capture_dropout_rng();
 // then part of a whole along dim 1 (DropoutSplit).
 at::Tensor dropout(const at::Tensor& x, double p);
 
+// Inverted dropout of x as part `split.part` of `split.parts` equal pieces along `dim` of a
+// whole, whatever the scope's split: the whole's mask is drawn from this thread's generators
+// and this part kept. For tensor parallelism's LoRA adapters (parallel/tp_lora.h), whose
+// inputs are the whole gathered sequence ({1, 0}) or this rank's input features (dim -1).
+at::Tensor dropout_part(const at::Tensor& x, double p, int64_t dim, DropoutSplit split);
+
 }  // namespace lmtrain::model

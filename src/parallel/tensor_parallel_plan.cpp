@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/tp_layers.h"
+#include "parallel/tp_lora.h"
 #include "parallel/tp_regions.h"
 #include "parallel/tp_split_matrices.h"
 #include "parallel/vocab_parallel_loss.h"
@@ -124,6 +125,7 @@ void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp)
 
 TpSlice tensor_parallel_slice(const model::GptConfig& cfg, const std::string& name,
                               const std::vector<int64_t>& whole_shape, int rank, int tp) {
+  if (auto adapter = tp_lora_slice(name, whole_shape, rank, tp)) return *adapter;
   TpSlice s;
   s.whole_shape = whole_shape;
   const int64_t D = cfg.head_dim(), H = cfg.n_head, K = cfg.kv_heads(), F = cfg.hidden_dim();
@@ -167,42 +169,69 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp) : model_(
     }
   }
   dist::Group* g = &tp;
-  auto column = [g](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-    return train::column_parallel_linear(x, w, b, *g, /*sequence_parallel=*/true);
+  // A layer with LoRA adapters (tp_lora.h) runs them inside its product: a column-parallel
+  // one on the gathered input, a row-parallel one before the reduce-scatter.
+  auto column = [g, T](model::LinearImpl& layer) -> model::LinearImpl::Product {
+    if (layer.adapters.empty()) {
+      return [g](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+        return train::column_parallel_linear(x, w, b, *g, /*sequence_parallel=*/true);
+      };
+    }
+    localize_adapter_rows(layer, T);
+    const model::LinearImpl* l = &layer;
+    return [g, l](const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
+      return column_parallel_lora_linear(x, *l, *g);
+    };
   };
-  auto row = [g](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-    return train::row_parallel_linear(x, w, b, *g, /*sequence_parallel=*/true);
+  auto row = [g](model::LinearImpl& layer) -> model::LinearImpl::Product {
+    if (layer.adapters.empty()) {
+      return [g](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+        return train::row_parallel_linear(x, w, b, *g, /*sequence_parallel=*/true);
+      };
+    }
+    const model::LinearImpl* l = &layer;
+    return [g, l](const at::Tensor& x, const at::Tensor&, const at::Tensor&) {
+      return row_parallel_lora_linear(x, *l, *g);
+    };
   };
   for (auto& block : model.transformer->blocks) {
     auto& attn = *block->attn;
-    attn.c_attn->set_product(column);
-    attn.c_proj->set_product(row);
+    attn.c_attn->set_product(column(*attn.c_attn));
+    attn.c_proj->set_product(row(*attn.c_proj));
     attn.n_head /= T;
     attn.n_kv_head /= T;
     auto* mlp = block->mlp->dense();
     if (!mlp) throw Error("internal: tensor parallelism over an MoE block");
-    mlp->c_fc->set_product(column);
-    mlp->c_proj->set_product(row);
+    mlp->c_fc->set_product(column(*mlp->c_fc));
+    mlp->c_proj->set_product(row(*mlp->c_proj));
     mlp->hidden /= T;
+  }
+  // The head's adapter (lora.targets has head) adds to this rank's vocabulary rows.
+  const model::LinearImpl* head_lora = nullptr;
+  if (model.lm_head && !model.lm_head->adapters.empty()) {
+    localize_adapter_rows(*model.lm_head, T);
+    head_lora = model.lm_head.get();
   }
   // Token ids (B, T_seq) -> this rank's positions (B, T_seq / T, C) of the summed lookups.
   model.transformer->wte->set_lookup([g](const at::Tensor& ids, const at::Tensor& table) {
     return train::vocab_parallel_embedding(ids, table, *g, /*sequence_parallel=*/true);
   });
   if (model.transformer->wpe) {
-    // Positions (T_seq,) -> this rank's (T_seq / T, C): the rows its part of the sequence adds.
+    // Positions (T_seq,) -> this rank's (T_seq / T, C): the rows its part of the sequence adds;
+    // a document layout's per-row positions (B, T_seq) -> (B, T_seq / T, C).
     model.transformer->wpe->set_lookup([rank, T](const at::Tensor& pos, const at::Tensor& table) {
       const auto rows = at::embedding(table, pos);
-      const int64_t n = rows.size(0) / T;
-      return rows.narrow(0, rank * n, n);
+      const int64_t dim = pos.dim() - 1, n = rows.size(dim) / T;
+      return rows.narrow(dim, rank * n, n);
     });
   }
   const double softcap = cfg.logit_softcap;
   model::GptImpl* m = &model;
   // x (B, T_seq / T, C) -> gathered (B, T_seq, C) -> logits of this rank's vocabulary rows.
-  model.set_loss_head([g, m, softcap](const at::Tensor& x, const at::Tensor& targets) {
+  model.set_loss_head([g, m, softcap, head_lora](const at::Tensor& x, const at::Tensor& targets) {
     const auto whole = train::gather_sequence(x, 1, *g);
     auto logits = at::linear(whole, m->head_weight());  // (B, T_seq, V / T)
+    if (head_lora) logits = add_head_adapters(logits, whole, targets, *head_lora);
     if (softcap > 0) logits = softcap * at::tanh(logits / softcap);
     return train::vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}),
                                                targets.reshape({-1}), *g, model::kIgnoreIndex);

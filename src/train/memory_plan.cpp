@@ -99,19 +99,23 @@ MemoryPlan plan_memory(const ModelCensus& census, const model::ModelOptions& mod
   // Frozen parameters: whole on every rank, or under ZeRO-3 each unit's laid back to back and
   // padded to 16 x the shard ranks, 1/N of it per rank (parallel/frozen_shard.h); a unit's are
   // gathered with it (its bf16 runs send the blocks' frozen linear weights in bf16 too).
+  // Under TP a rank holds 1/T of the split ones (a LoRA base's matrices and tables).
   std::vector<int64_t> frozen_unit(unit_numel.size(), 0);
+  int64_t frozen_held = 0;  // elements of this rank's (TP) part, before any ZeRO-3 sharding
   for (const auto& e : census.frozen) {
-    frozen_unit[e.unit] += e.aligned;
+    const int64_t aligned = e.tp_split ? e.aligned / tp : e.aligned;
+    frozen_unit[e.unit] += aligned;
+    frozen_held += e.tp_split ? e.numel / tp : e.numel;
     p.frozen_whole_bytes += e.numel * elem;
     if (e.unit > 0 && parallel::gathered_in_compute_dtype(e.name, e.block_matrix)) {
-      block_matrices += e.aligned;
+      block_matrices += aligned;
     }
   }
   for (size_t u = 0; u < frozen_unit.size(); ++u) {
     if (zero3) p.frozen_bytes += round_up(frozen_unit[u], multiple) / sharding * elem;
     unit_numel[u] += frozen_unit[u];
   }
-  if (!zero3) p.frozen_bytes = p.frozen_whole_bytes;
+  if (!zero3) p.frozen_bytes = frozen_held * elem;
   p.shared_numel = round_up(shared, multiple);
   p.expert_numel = experts;
   const int64_t numel = round_up(p.shared_numel + experts, multiple);

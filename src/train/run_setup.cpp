@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/local_lora_base.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -461,8 +462,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     check_start_checkpoint(src, s.setup.model, tokenizer_hash, tokenizer_from,
                            /*hash_required=*/false);
     if (s.tp) {
-      // No LoRA under TP (check_tp_run): every tensor of the model comes from the file.
-      load_local_model_tensors(src, *s.model, tp_localizer(*s.tp));
+      s.state.lora_base = load_local_init_weights(src, *s.model, tp_localizer(*s.tp));
     } else {
       s.state.lora_base = load_init_weights(*s.model, src);
     }

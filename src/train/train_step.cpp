@@ -299,6 +299,7 @@ StepResult TrainStepper::step(int64_t accum_steps, const BatchFn& next_batch, do
 void TrainStepper::use_tensor_parallel(const parallel::TensorParallel& tp, dist::Group& tp_group,
                                        dist::Group& shard_group) {
   dropout_split_ = tp.dropout_split();
+  tp_group_ = &tp_group;
   if (opt_.take_split_matrices(
           parallel::make_tp_split_matrices(model_.config(), tp.slices(), tp_group))) {
     return;
@@ -337,6 +338,12 @@ void TrainStepper::update(StepResult& r, double lr, double grad_clip) {
     // found_inf = 1, which leaves the update out (parameters, moments and the device step
     // count unchanged) and halves the scale. Clipping may scale inf/nan gradients: unused.
     const at::Tensor& found_inf = scaler_.unscale_and_check_on_device(grads, group_);
+    if (tp_group_) {
+      // Agreed over the data-parallel group; the TP ranks checked other slices: MAX over them
+      // too, in place (the scaler reads the same tensor).
+      at::Tensor flag = found_inf;
+      tp_group_->allreduce(flag, dist::ReduceOp::kMax)->wait();
+    }
     const auto norm = grad_norm();  // global, also when sharded or expert-parallel
     clip(norm, grad_clip);
     opt_.step_unless(lr, found_inf);
@@ -345,7 +352,13 @@ void TrainStepper::update(StepResult& r, double lr, double grad_clip) {
     r.skipped = found_inf.clone();                            // the flag is rewritten next step
     return;
   }
-  const bool found_inf = scaler_.unscale_and_check(grads, group_);
+  bool found_inf = scaler_.unscale_and_check(grads, group_);
+  if (tp_group_ && scaler_.enabled()) {
+    // As above: the TP ranks checked other slices.
+    auto flag = torch::full({1}, found_inf ? 1.0f : 0.0f, torch::kFloat);
+    tp_group_->allreduce(flag, dist::ReduceOp::kMax)->wait();
+    found_inf = flag.item<float>() > 0;
+  }
   if (scaler_.enabled()) r.skipped = torch::full({}, found_inf ? 1.0 : 0.0, torch::kFloat);
   if (found_inf) {
     // fp16 overflow on some rank: no update; the next step retries at half the scale.

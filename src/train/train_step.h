@@ -99,9 +99,10 @@ class TrainStepper {
   // alike: clipping and the logs use the whole model's gradient norm, this rank's slices summed
   // over the TP group `tp_group` (an optimizer that updates whole matrices, Muon, takes the
   // plan's pieces and norms them itself), and dropout masks are cut as the plan cuts the
-  // activations (model/dropout.h). `shard_group`: the ranks a sharded optimizer splits the
-  // elements over (under HSDP its shard group, whose replicas hold the same ones). `tp`
-  // outlives the stepper.
+  // activations (model/dropout.h); fp16's overflow flag is agreed over `tp_group` too (each TP
+  // rank checks its own slices), so all ranks skip a step together. `shard_group`: the ranks a
+  // sharded optimizer splits the elements over (under HSDP its shard group, whose replicas hold the
+  // same ones). `tp` outlives the stepper.
   void use_tensor_parallel(const parallel::TensorParallel& tp, dist::Group& tp_group,
                            dist::Group& shard_group);
 
@@ -149,6 +150,7 @@ class TrainStepper {
   std::unique_ptr<DeferredTableGrad> table_grad_;
   std::function<at::Tensor()> grad_norm_;  // null: the optimizer's
   model::DropoutSplit dropout_split_;      // one part unless tensor-parallel
+  dist::Group* tp_group_ = nullptr;        // tensor-parallel: the overflow flag's second group
   at::Tensor grad_norm() { return grad_norm_ ? grad_norm_() : opt_.grad_norm(); }
 };
 

@@ -46,6 +46,30 @@ TEST(DropoutSplit, PiecesDroppedUnderTheSplitMakeTheOneProcessDropout) {
   check_pieces_make_the_whole(torch::kCPU);
 }
 
+// dropout_part along the last dim (a row-parallel LoRA adapter's input features, parallel/
+// tp_lora.h), inside a scope split along dim 1 that it ignores: the pieces make the whole; and
+// a whole input under that scope ({1, 0}) gets one process's mask.
+TEST(DropoutSplit, PartsAlongTheLastDimMakeTheOneProcessDropoutWhateverTheScope) {
+  torch::NoGradGuard no_grad;
+  const double p = 0.3;
+  auto x = torch::rand({2, 6, 8}) + 1.0;
+  at::Tensor whole;
+  {
+    ScopedDropoutSeed scope(7);
+    whole = dropout(x, p);
+  }
+  std::vector<at::Tensor> pieces;
+  for (int part = 0; part < 2; ++part) {
+    {
+      ScopedDropoutSeed scope(7, DropoutSplit{2, part});
+      pieces.push_back(dropout_part(x.narrow(-1, part * 4, 4), p, -1, DropoutSplit{2, part}));
+    }
+    ScopedDropoutSeed scope(7, DropoutSplit{2, part});
+    EXPECT_TRUE(torch::equal(dropout_part(x, p, 1, {}), whole)) << "part " << part;
+  }
+  EXPECT_TRUE(torch::equal(torch::cat(pieces, -1), whole));
+}
+
 TEST(CudaDropoutSplit, PiecesDroppedUnderTheSplitMakeTheOneProcessDropout) {
   if (!core::cuda_available()) GTEST_SKIP() << "no GPU visible to libtorch";
   check_pieces_make_the_whole(torch::kCUDA);
