@@ -7,7 +7,9 @@
 // train/init_from_shard.h); FullyShard then points every parameter into its unit's buffer, on
 // the device, whose memory exists only while the unit is gathered. On a GPU the device holds
 // only the shards (and one unit at a time once training); on the host one parameter's scratch
-// at a time is committed.
+// at a time is committed. (The unwritten model is address space only: a host with
+// vm.overcommit_memory=2 counts it against its commit limit, where building on libtorch's meta
+// device, not reachable from these module constructors today, would be the way.)
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>

@@ -87,7 +87,8 @@ model::GptConfig big_config() {
 }
 
 // Peak RSS growth (MiB) of `setup` run on two in-process ranks; each rank's body returns the
-// bytes it is allowed to hold afterwards.
+// bytes it is allowed to hold, after an all-reduce that every rank reaches with its set-up
+// still held (so the two ranks' peaks coincide).
 struct Measured {
   double grown_mib = -1, allowed_mib = 0;
   std::vector<std::string> errors;
@@ -108,7 +109,7 @@ Measured measure_setup(const std::function<int64_t(int, dist::Group&)>& setup) {
       base_kb = sharded_setup_status_kb("VmRSS");
     }
     sync();
-    allowed[r] = setup(r, group);
+    allowed[r] = setup(r, group);  // returns with its set-up still held (synced inside)
     sync();
     if (r == 0) peak_kb = sharded_setup_status_kb("VmHWM");
     sync();
@@ -142,8 +143,8 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
   // The sharded set-up: build unwritten, born-sharded layout, init from the seed, optimizer,
   // FullyShard. The global generator is not for threads: the ranks draw one after the other.
   std::mutex generator;
-  std::vector<at::Tensor> shard(world);
-  std::vector<bool> released(world, false);
+  const int64_t shard_numel = whole.numel() / world;
+  std::vector<bool> equal(world, false), released(world, false);
   std::vector<model::Gpt> keep(world, model::Gpt(nullptr));
   const auto sharded = measure_setup([&](int r, dist::Group& group) {
     std::unique_lock<std::mutex> lock(generator);
@@ -156,18 +157,19 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
     lock.unlock();
     optim::ZeroAdamW adam(*flat, opts.adamw, group, 3);
     FullyShard fsdp(m, *flat, group, nullptr, /*reshard_after_forward=*/true);
-    shard[r] = flat->param_slice(flat->shard_begin(), flat->shard_numel()).clone();
+    equal[r] = flat->shard_begin() == r * shard_numel &&
+               torch::equal(flat->param_slice(r * shard_numel, shard_numel),
+                            whole.params().narrow(0, r * shard_numel, shard_numel));
     released[r] = storage_released(m.transformer->blocks[0]->attn->c_attn->weight) &&
                   storage_released(m.transformer->wte->weight);
+    auto t = torch::zeros({1});
+    group.allreduce(t, dist::ReduceOp::kSum)->wait();
     const auto b = fsdp.bytes();
-    // The shard copy just made is held too (one shard).
-    return b.param_shard * 2 + b.grad_shard + adam.state_bytes() + scratch;
+    return b.param_shard + b.grad_shard + adam.state_bytes() + scratch;
   });
   for (int r = 0; r < world; ++r) ASSERT_EQ(sharded.errors[r], "") << "rank " << r;
-  const int64_t shard_numel = whole.numel() / world;
   for (int r = 0; r < world; ++r) {
-    EXPECT_TRUE(torch::equal(shard[r], whole.params().narrow(0, r * shard_numel, shard_numel)))
-        << "rank " << r << "'s master shard differs from the whole init's slice";
+    EXPECT_TRUE(equal[r]) << "rank " << r << "'s master shard differs from the whole init's slice";
     EXPECT_TRUE(released[r]) << "rank " << r << ": a unit's buffer is still allocated";
   }
   keep.assign(world, model::Gpt(nullptr));
@@ -182,6 +184,8 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
     optim::FlatParams flat(m, m.param_tags(), pad, optim::flat_grad_buffer(opts, world));
     optim::ZeroAdamW adam(flat, opts.adamw, group, 3);
     FullyShard fsdp(m, flat, group, nullptr, true);
+    auto t = torch::zeros({1});
+    group.allreduce(t, dist::ReduceOp::kSum)->wait();
     return int64_t{0};
   });
   keep.assign(world, model::Gpt(nullptr));
@@ -194,6 +198,9 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
       "MiB (bound %.1f MiB); whole build then shard +%.1f MiB\n",
       world, model_bytes / 1048576.0, sharded.grown_mib, bound, built_whole.grown_mib);
   EXPECT_LT(sharded.grown_mib, bound);
+  // The bound tells the two apart: the whole build holds a model per rank more, at least while
+  // the last rank shards it (its peak: both ranks' shards plus one whole model).
+  EXPECT_GT(built_whole.grown_mib, bound);
 }
 
 // Every rank's shard from the seed is its slice of the whole model's layout, for models whose
@@ -232,7 +239,9 @@ TEST(Zero3ShardedSetupTest, ShardsFromTheSeedEqualTheWholeInitForNanochatAndMoe)
       EXPECT_TRUE(torch::equal(flat.param_slice(flat.shard_begin(), flat.shard_numel()),
                                whole.params().narrow(0, flat.shard_begin(), flat.shard_numel())))
           << "rank " << r;
-      if (ep) EXPECT_TRUE(torch::equal(flat.expert_params(), whole.expert_params()));
+      if (ep) {
+        EXPECT_TRUE(torch::equal(flat.expert_params(), whole.expert_params()));
+      }
     }
   }
 }
@@ -257,7 +266,6 @@ TEST(Zero3ShardedSetupTest, InitFromReadsOnlyTheShardsRows) {
   train::LoadedCheckpoint src;
   src.dir = dir.path();
   src.meta = nlohmann::json::object();
-  std::vector<at::Tensor> shard(world);
   std::vector<model::Gpt> models;
   std::vector<std::unique_ptr<optim::FlatParams>> flats;
   for (int r = 0; r < world; ++r) {
