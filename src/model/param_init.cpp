@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/gpt.h"
+#include "model/lora_adapter.h"
 #include "model/moe.h"
 
 namespace lmtrain::model {
@@ -21,7 +22,7 @@ void init_model_weights(GptImpl& model, const InitWriter& write) {
   for (auto& item : model.named_parameters()) {
     auto& p = item.value();
     const auto& tag = tags.at(item.key());
-    if (!tag.trainable) continue;
+    if (tag.lora) continue;  // init_lora_adapter_weights
     if (tag.expert && experts.count < cfg.moe.num_experts) {
       // Expert-parallel: draw the whole stack as one process would, keep this rank's experts,
       // so every layout starts from the same weights.
@@ -78,6 +79,18 @@ void init_nanochat_weights(NanochatPartsImpl& parts, const GptConfig& cfg,
     if (!ve) continue;
     write(prefix + "value_embeds." + std::to_string(l) + ".weight", ve->weight,
           [s](at::Tensor& t) { t.uniform_(-s, s); });
+  }
+}
+
+void init_lora_adapter_weights(GptImpl& model, const InitWriter& write) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model.named_modules()) {
+    auto* a = dynamic_cast<LoraAdapterImpl*>(item.value().get());
+    if (!a) continue;
+    // nn.Linear's and peft's kaiming_uniform_(a=sqrt(5)): bound 1 / sqrt(fan_in).
+    const double bound = 1.0 / std::sqrt(static_cast<double>(a->lora_A.size(1)));
+    write(item.key() + ".lora_A", a->lora_A, [bound](at::Tensor& t) { t.uniform_(-bound, bound); });
+    write(item.key() + ".lora_B", a->lora_B, [](at::Tensor& t) { t.zero_(); });
   }
 }
 

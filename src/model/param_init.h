@@ -32,7 +32,12 @@ using InitWriter =
 // The writer of an ordinary build: fill(param) in place.
 void write_in_place(const std::string& name, at::Tensor& param, const InitFill& fill);
 
+// The base's parameters, every one of them (a frozen one too: the whole-model init runs in the
+// constructor, before LoRA freezes the base), LoRA adapters left out.
 void init_model_weights(GptImpl& model, const InitWriter& write);
+// The LoRA adapters, in the order apply_lora attaches and draws them (registration order):
+// lora_A kaiming-uniform (bound 1 / sqrt(in)), lora_B zero. After the base, as build_model.
+void init_lora_adapter_weights(GptImpl& model, const InitWriter& write);
 // nanochat's parts alone; their names prefixed with `prefix` ("nanochat." in the model).
 void init_nanochat_weights(NanochatPartsImpl& parts, const GptConfig& cfg,
                            const std::string& prefix, const InitWriter& write);

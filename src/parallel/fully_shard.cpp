@@ -17,9 +17,10 @@ std::optional<at::ScalarType> gather_dtype_for(core::Precision precision, bool t
   return at::kBFloat16;
 }
 
-FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
-                       dist::Group* replicas, bool reshard_after_forward,
-                       std::optional<at::ScalarType> wire_dtype, bool local_experts)
+FullyShard::FullyShard(
+    model::GptImpl& model, optim::FlatParams& flat, dist::Group& group, dist::Group* replicas,
+    bool reshard_after_forward, std::optional<at::ScalarType> wire_dtype, bool local_experts,
+    const std::function<void(const std::string&, int64_t, const at::Tensor&)>& frozen_source)
     : model_(model),
       flat_(flat),
       group_(group),
@@ -82,7 +83,8 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
   // Nothing views the whole buffers any more: they go here, once the shard is copied out.
   if (!born_sharded) flat.keep_shard(group.rank() * shard_, shard_, local_experts);
   // Once the trained parameters are shards: the frozen ones, unit by unit.
-  frozen_ = std::make_unique<FrozenShard>(model, group, units_.size(), wire_);
+  frozen_ = std::make_unique<FrozenShard>(model, group, units_.size(), wire_,
+                                          FrozenSource{frozen_source, flat.options()});
 }
 
 FullyShard::~FullyShard() {

@@ -37,16 +37,18 @@ void init_shard_from_seed(model::GptImpl& model, optim::FlatParams& flat) {
   std::map<std::string, size_t> segment_of;
   for (size_t i = 0; i < segs.size(); ++i) segment_of.emplace(segs[i].name, i);
   std::vector<bool> written(segs.size(), false);
-  model::init_model_weights(
-      model, [&](const std::string& name, at::Tensor& param, const model::InitFill& fill) {
-        // One parameter materialised, on the CPU where the whole-model init draws it.
-        auto scratch = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
-        fill(scratch);
-        auto it = segment_of.find(name);
-        if (it == segment_of.end()) return;  // not trained: drawn for the generator's sake only
-        write_segment_part(flat, segs[it->second], 0, scratch);
-        written[it->second] = true;
-      });
+  const model::InitWriter write = [&](const std::string& name, at::Tensor& param,
+                                      const model::InitFill& fill) {
+    // One parameter materialised, on the CPU where the whole-model init draws it.
+    auto scratch = at::empty(param.sizes(), at::TensorOptions().dtype(at::kFloat));
+    fill(scratch);
+    auto it = segment_of.find(name);
+    if (it == segment_of.end()) return;  // not trained: drawn for the generator's sake only
+    write_segment_part(flat, segs[it->second], 0, scratch);
+    written[it->second] = true;
+  };
+  model::init_model_weights(model, write);
+  model::init_lora_adapter_weights(model, write);  // after the base, as build_model draws them
   const auto& tags = model.param_tags();
   for (size_t i = 0; i < segs.size(); ++i) {
     if (written[i]) continue;

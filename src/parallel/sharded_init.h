@@ -4,7 +4,8 @@
 // even for a GPU run), the flat layout is made without a whole buffer
 // (optim::ShardOnly: this rank's zeroed shard on the device), and the initial weights are
 // written parameter by parameter into that shard here (or read by range from model.init_from,
-// train/init_from_shard.h); FullyShard then points every parameter into its unit's buffer, on
+// train/init_from_shard.h; a LoRA base's frozen pieces are read when FrozenShard makes its shard,
+// parallel::FrozenSource); FullyShard then points every parameter into its unit's buffer, on
 // the device, whose memory exists only while the unit is gathered. On a GPU the device holds
 // only the shards (and one unit at a time once training); on the host one parameter's scratch
 // at a time is committed. (The unwritten model is address space only: a host with
@@ -37,7 +38,8 @@ void write_segment_part(optim::FlatParams& flat, const optim::ParamSegment& seg,
 // it first, as build_model's caller does), each parameter into a CPU scratch tensor of its
 // shape whose held part is copied and which is freed at once: bit for bit the weights of a
 // whole-model build, at most one parameter's scratch beside the shard. Parameters outside the
-// layout (none trainable) are drawn too, so the generator ends where a whole build leaves it.
+// layout (a LoRA base's frozen ones: their values come from model.init_from, into FrozenShard)
+// are drawn too, so the generator ends where a whole build leaves it; LoRA adapters last.
 // Segments that are not the model's (an objective's, named "objective.*") are copied from
 // their own tensors, which are real. Collective-free.
 void init_shard_from_seed(model::GptImpl& model, optim::FlatParams& flat);

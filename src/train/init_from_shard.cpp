@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -35,7 +36,8 @@ void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::
   const auto& tags = model.param_tags();
   std::map<std::string, size_t> segment_of;  // the model's own segments
   for (size_t i = 0; i < segs.size(); ++i) {
-    if (tags.count(segs[i].name)) segment_of.emplace(segs[i].name, i);
+    auto tag = tags.find(segs[i].name);
+    if (tag != tags.end() && !tag->second.lora) segment_of.emplace(segs[i].name, i);
   }
   std::map<std::string, at::Tensor> buffers;
   for (const auto& item : model.named_buffers(/*recurse=*/true)) buffers[item.key()] = item.value();
@@ -100,6 +102,36 @@ void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::
   for (const auto& [name, b] : buffers) {
     if (!seen.count(name)) throw Error(origin + " has no tensor '" + name + "'");
   }
+}
+
+FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl& model) {
+  const auto& files = src.meta.value("files", nlohmann::json::object());
+  if (!files.contains("model.safetensors")) {
+    throw Error("checkpoint " + src.dir + " has no model.safetensors in its meta.json");
+  }
+  const std::string origin = src.dir + "/model.safetensors";
+  std::map<std::string, std::vector<int64_t>> saved;
+  for (const auto& e : core::read_safetensors_header(origin).entries) saved[e.name] = e.shape;
+  const auto& tags = model.param_tags();
+  for (const auto& item : model.named_parameters()) {
+    auto tag = tags.find(item.key());
+    if (tag == tags.end() || tag->second.trainable) continue;
+    auto it = saved.find(item.key());
+    if (it == saved.end()) throw Error(origin + " has no tensor '" + item.key() + "'");
+    if (at::IntArrayRef(it->second) != item.value().sizes()) {
+      throw Error(log::format("%s: tensor '%s' has shape %s, the model expects %s", origin.c_str(),
+                              item.key().c_str(), c10::str(at::IntArrayRef(it->second)).c_str(),
+                              c10::str(item.value().sizes()).c_str()));
+    }
+  }
+  FrozenInit out;
+  out.read = [origin](const std::string& name, int64_t begin, const at::Tensor& dest) {
+    torch::NoGradGuard no_grad;
+    dest.copy_(core::read_safetensors_slice(origin, name, begin, dest.numel()));
+  };
+  out.lora_base = {{"path", std::filesystem::canonical(src.dir).string()},
+                   {"sha256", files["model.safetensors"].at("sha256").get<std::string>()}};
+  return out;
 }
 
 }  // namespace lmtrain::train

@@ -19,16 +19,16 @@ namespace {
 
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
 // shard group of several ranks, each step of its set-up done by parts. Not under tensor
-// parallelism (each TP rank cuts its slices from the whole model it built), not with a frozen
-// base (a LoRA base or a temporal run's LM: FrozenShard shards them from whole tensors), not for
-// a resume (the restore reads into whole tensors), not for model.init_from under expert
+// parallelism (each TP rank cuts its slices from the whole model it built), not for a temporal
+// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
+// for a resume (the restore reads into whole tensors), not for model.init_from under expert
 // parallelism (an expert stack's rows of another layout), and only for fp32 master weights.
 // Those still build the whole model on every rank before sharding it (README, set-up memory).
 bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
                     const dist::Group* tp) {
   const auto& setup = s.setup;
   if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
-  if (setup.temporal || setup.model.lora.enabled() || setup.model.freeze_base) return false;
+  if (setup.temporal || setup.model.freeze_base) return false;
   if (rt.param_dtype != at::kFloat) return false;
   if (s.ep.active() && !s.options.init_from.empty()) return false;
   const auto& resume = s.options.resume;

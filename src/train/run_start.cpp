@@ -8,6 +8,7 @@
 #include "checkpoint/lora_checkpoint.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/frozen_shard.h"
 #include "train/expert_resume.h"
 #include "train/init_from_shard.h"
 #include "train/run_setup_steps.h"
@@ -207,8 +208,14 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       // No LoRA under TP (check_tp_run): every tensor of the model comes from the file.
       load_local_model_tensors(src, *s.model, tp_localizer(*s.tp));
     } else if (sharded) {
-      // ZeRO-3's sharded set-up: this rank's rows of each tensor, into its shard.
+      // ZeRO-3's sharded set-up: this rank's rows of each tensor, into its shard; a LoRA
+      // base's frozen pieces are read when FullyShard shards them.
       load_init_shard(src, *s.model, *s.flat);
+      if (parallel::frozen_param_bytes(*s.model) > 0) {
+        auto frozen = frozen_init_source(src, *s.model);
+        s.frozen_source = std::move(frozen.read);
+        s.state.lora_base = std::move(frozen.lora_base);
+      }
     } else {
       s.state.lora_base = load_init_weights(*s.model, src);
     }

@@ -12,6 +12,8 @@
 //   GptImpl::init_weights) and MoE, with and without an expert-parallel placement.
 // - model.init_from read by range: the shards equal the saved model's slices, and reading them
 //   grows the resident memory by about a shard, not a model.
+// - A LoRA base read by range into the frozen shards: the sharded model's loss is the whole
+//   loaded one's, bit for bit, and the set-up holds the trained and frozen shards only.
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <torch/torch.h>
@@ -24,8 +26,11 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/training_checkpoint.h"
+#include "core/runtime.h"
 #include "core/safetensors.h"
 #include "e2e/dist_harness.h"
+#include "model/build_model.h"
 #include "model/gpt.h"
 #include "model_fixtures.h"
 #include "optim/flat_params.h"
@@ -86,14 +91,15 @@ model::GptConfig big_config() {
   return cfg;
 }
 
-// Peak RSS growth (MiB) of `setup` run on two in-process ranks; each rank's body returns the
-// bytes it is allowed to hold, after an all-reduce that every rank reaches with its set-up
-// still held (so the two ranks' peaks coincide).
+// Peak RSS growth (MiB) of `setup` run on two in-process ranks. Each rank's body calls
+// mark_peak() with its set-up held (every rank reaches it, so the two ranks' peaks coincide;
+// what the body does afterwards is not measured) and returns the bytes it may hold.
+using MarkPeak = std::function<void()>;
 struct Measured {
   double grown_mib = -1, allowed_mib = 0;
   std::vector<std::string> errors;
 };
-Measured measure_setup(const std::function<int64_t(int, dist::Group&)>& setup) {
+Measured measure_setup(const std::function<int64_t(int, dist::Group&, const MarkPeak&)>& setup) {
   Measured out;
   std::vector<int64_t> allowed(2, 0);
   int64_t base_kb = -1, peak_kb = -1;
@@ -109,10 +115,11 @@ Measured measure_setup(const std::function<int64_t(int, dist::Group&)>& setup) {
       base_kb = sharded_setup_status_kb("VmRSS");
     }
     sync();
-    allowed[r] = setup(r, group);  // returns with its set-up still held (synced inside)
-    sync();
-    if (r == 0) peak_kb = sharded_setup_status_kb("VmHWM");
-    sync();
+    allowed[r] = setup(r, group, [&] {
+      sync();
+      if (r == 0) peak_kb = sharded_setup_status_kb("VmHWM");
+      sync();
+    });
   });
   if (reset_ok && base_kb >= 0 && peak_kb >= 0) {
     out.grown_mib = (peak_kb - base_kb) / 1024.0;
@@ -146,7 +153,7 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
   const int64_t shard_numel = whole.numel() / world;
   std::vector<bool> equal(world, false), released(world, false);
   std::vector<model::Gpt> keep(world, model::Gpt(nullptr));
-  const auto sharded = measure_setup([&](int r, dist::Group& group) {
+  const auto sharded = measure_setup([&](int r, dist::Group& group, const MarkPeak& mark_peak) {
     std::unique_lock<std::mutex> lock(generator);
     torch::manual_seed(3);
     keep[r] = model::Gpt(cfg, /*init=*/false);
@@ -162,8 +169,7 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
                             whole.params().narrow(0, r * shard_numel, shard_numel));
     released[r] = storage_released(m.transformer->blocks[0]->attn->c_attn->weight) &&
                   storage_released(m.transformer->wte->weight);
-    auto t = torch::zeros({1});
-    group.allreduce(t, dist::ReduceOp::kSum)->wait();
+    mark_peak();
     const auto b = fsdp.bytes();
     return b.param_shard + b.grad_shard + adam.state_bytes() + scratch;
   });
@@ -175,7 +181,7 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
   keep.assign(world, model::Gpt(nullptr));
 
   // Today's whole build, for the figure: build, whole FlatParams, optimizer, FullyShard.
-  const auto built_whole = measure_setup([&](int r, dist::Group& group) {
+  const auto built_whole = measure_setup([&](int r, dist::Group& group, const MarkPeak& mark_peak) {
     std::unique_lock<std::mutex> lock(generator);
     torch::manual_seed(3);
     keep[r] = model::Gpt(cfg);
@@ -184,8 +190,7 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
     optim::FlatParams flat(m, m.param_tags(), pad, optim::flat_grad_buffer(opts, world));
     optim::ZeroAdamW adam(flat, opts.adamw, group, 3);
     FullyShard fsdp(m, flat, group, nullptr, true);
-    auto t = torch::zeros({1});
-    group.allreduce(t, dist::ReduceOp::kSum)->wait();
+    mark_peak();
     return int64_t{0};
   });
   keep.assign(world, model::Gpt(nullptr));
@@ -317,6 +322,86 @@ TEST(Zero3ShardedSetupTest, InitFromReadsOnlyTheShardsRows) {
               model_mib, grown);
   EXPECT_LT(grown, model_mib / world + 16)
       << "reading the shards held " << grown / model_mib << " models";
+}
+
+// A LoRA base under the sharded set-up: its frozen weights read by range straight into the
+// frozen shards (parallel::FrozenSource), never whole. The model evaluates to the loss of the
+// same LoRA model built and loaded whole, bit for bit (the adapters start as a no-op, so this
+// checks the base), and the set-up holds the shards, trained and frozen, plus one parameter.
+TEST(Zero3ShardedSetupTest, LoraBaseIsReadByRangeIntoTheFrozenShards) {
+  ShardedSetupMallocScope malloc_scope;
+  testing::TempDir dir("lmtrain_sharded_lora_base");
+  model::ModelOptions mo;
+  mo.shape = big_config();
+  mo.lora.rank = 8;
+  const int world = 2;
+  {
+    torch::manual_seed(5);
+    model::Gpt saved(mo.shape);
+    core::NamedTensors tensors;
+    for (auto& [name, t] : saved->state_tensors()) tensors.emplace_back(name, t);
+    core::write_safetensors(dir.file("model.safetensors"), tensors);
+  }
+  train::LoadedCheckpoint src;
+  src.dir = dir.path();
+  src.meta = {{"files", {{"model.safetensors", {{"sha256", "0"}}}}}};
+  const auto rt = core::Runtime::cpu();
+  optim::OptimizerOptions opts;
+  opts.zero = 3;
+  const int64_t pad = optim::flat_pad_multiple(opts, world);
+  auto rows = [](int r) {
+    torch::manual_seed(100 + r);
+    return torch::randint(0, 4096, {2, 33});
+  };
+  std::vector<float> want(world);
+  int64_t scratch = 0;
+  {
+    torch::manual_seed(3);
+    auto m = model::build_model(mo, rt);
+    train::load_model_tensors(*m, core::read_safetensors(dir.file("model.safetensors")), "base",
+                              train::ModelTensors::kBase);
+    scratch = largest_param_bytes(*m);
+    torch::NoGradGuard no_grad;
+    for (int r = 0; r < world; ++r) {
+      const auto ids = rows(r);
+      want[r] = m->loss(ids.narrow(1, 0, 32), ids.narrow(1, 1, 32)).item<float>();
+    }
+  }
+  std::mutex generator;
+  std::vector<float> got(world, -1);
+  const auto measured = measure_setup([&](int r, dist::Group& group, const MarkPeak& mark_peak) {
+    std::unique_lock<std::mutex> lock(generator);
+    torch::manual_seed(3);
+    auto m = model::build_model(mo, rt, {/*init=*/false, {}});
+    auto flat = std::make_unique<optim::FlatParams>(model_source(*m), pad, cpu_shard(r, world));
+    torch::manual_seed(3);
+    init_shard_from_seed(*m, *flat);
+    lock.unlock();
+    train::load_init_shard(src, *m, *flat);
+    auto frozen = train::frozen_init_source(src, *m);
+    optim::ZeroAdamW adam(*flat, opts.adamw, group, 3);
+    FullyShard fsdp(*m, *flat, group, nullptr, true, std::nullopt, false, frozen.read);
+    mark_peak();
+    const auto b = fsdp.bytes();
+    fsdp.install();
+    torch::NoGradGuard no_grad;
+    fsdp.begin_forward_only();
+    const auto ids = rows(r);
+    got[r] = m->loss(ids.narrow(1, 0, 32), ids.narrow(1, 1, 32)).item<float>();
+    fsdp.end_forward_only();
+    return b.param_shard + b.grad_shard + adam.state_bytes() + b.frozen_shard + scratch;
+  });
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(measured.errors[r], "") << "rank " << r;
+    EXPECT_EQ(got[r], want[r]) << "rank " << r;
+  }
+  if (measured.grown_mib < 0) {
+    GTEST_SKIP() << "no /proc/self/clear_refs or VmHWM here: peak RSS cannot be measured";
+  }
+  const double bound = measured.allowed_mib + 24;
+  std::printf("LoRA base read by range on %d ranks: set-up peak RSS +%.1f MiB (bound %.1f MiB)\n",
+              world, measured.grown_mib, bound);
+  EXPECT_LT(measured.grown_mib, bound);
 }
 
 }  // namespace
