@@ -19,6 +19,7 @@
 #include "model/fused_document_attention.h"
 #include "model/fused_gelu.h"
 #include "model/fused_qkv_split.h"
+#include "model/param_init.h"
 #include "model/rope.h"
 
 namespace lmtrain::model {
@@ -64,24 +65,7 @@ NanochatPartsImpl::NanochatPartsImpl(const GptConfig& cfg) {
 }
 
 void NanochatPartsImpl::init_weights(const GptConfig& cfg) {
-  torch::NoGradGuard no_grad;
-  const int64_t L = cfg.n_layer;
-  if (resid_lambdas.defined()) {
-    for (int64_t i = 0; i < L; ++i) {
-      const double f = static_cast<double>(i) / static_cast<double>(std::max<int64_t>(L - 1, 1));
-      resid_lambdas[i].fill_(1.15 - 0.10 * f);
-      x0_lambdas[i].fill_(0.20 - 0.15 * f);
-    }
-  }
-  if (smear_gate) {
-    smear_lambda.zero_();
-    smear_gate->weight.uniform_(0.0, 0.02);
-  }
-  if (backout_lambda.defined()) backout_lambda.fill_(0.2);
-  const double s = std::sqrt(3.0) / std::sqrt(static_cast<double>(cfg.n_embd));
-  for (auto& ve : value_embeds) {
-    if (ve) ve->weight.uniform_(-s, s);
-  }
+  init_nanochat_weights(*this, cfg, "", write_in_place);  // model/param_init.h
 }
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg, int64_t layer)
@@ -300,31 +284,8 @@ GptImpl::GptImpl(const GptConfig& cfg, bool init, ExpertPlacement experts) : cfg
   if (init) init_weights();
 }
 
-void GptImpl::init_weights() {
-  torch::NoGradGuard no_grad;
-  const double resid_std = cfg_.init_std / std::sqrt(2.0 * cfg_.n_layer);
-  for (auto& item : named_parameters()) {
-    auto& p = item.value();
-    const auto& tag = tags_.at(item.key());
-    if (!tag.trainable) continue;
-    if (tag.expert && experts_.count < cfg_.moe.num_experts) {
-      // Expert-parallel: draw the whole stack as one process would, keep this rank's experts,
-      // so every layout starts from the same weights.
-      auto sizes = p.sizes().vec();
-      sizes[0] = cfg_.moe.num_experts;
-      auto full = torch::empty(sizes, p.options());
-      full.normal_(0.0, tag.init == InitRule::kResidualProj ? resid_std : cfg_.init_std);
-      p.copy_(full.narrow(0, experts_.first, experts_.count));
-      continue;
-    }
-    init_parameter(p, tag.init, cfg_.init_std, resid_std);
-  }
-  for (auto* moe : moe_layers_) moe->expert_bias.zero_();
-  if (nanochat) nanochat->init_weights(cfg_);
-  for (auto& block : transformer->blocks) {
-    if (block->attn->ve_gate) block->attn->ve_gate->weight.uniform_(0.0, 0.02);  // nanochat's
-  }
-}
+// model/param_init.h: the same writes, parameter by parameter, serve ZeRO-3's sharded set-up.
+void GptImpl::init_weights() { init_model_weights(*this, write_in_place); }
 
 std::vector<std::pair<std::string, torch::Tensor>> GptImpl::state_tensors() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;

@@ -37,8 +37,7 @@ FlatParams::FlatParams(torch::nn::Module& module, const model::ParamTags& tags,
                        int64_t pad_multiple, GradBuffer grads)
     : FlatParams(std::vector<ParamSource>{{"", &module, tags}}, pad_multiple, grads) {}
 
-FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple,
-                       GradBuffer grads) {
+std::vector<FlatParams::Entry> FlatParams::entries_of(const std::vector<ParamSource>& sources) {
   std::vector<Entry> entries;
   for (auto it = sources.rbegin(); it != sources.rend(); ++it) {
     const auto& src = *it;
@@ -53,9 +52,19 @@ FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_mult
         },
         entries);
   }
-  build(std::move(entries), pad_multiple,
+  return entries;
+}
+
+FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple,
+                       GradBuffer grads) {
+  build(entries_of(sources), pad_multiple,
         sources.empty() ? torch::TensorOptions() : first_parameter_options(*sources[0].module),
         grads);
+}
+
+FlatParams::FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple,
+                       const ShardOnly& shard) {
+  build(entries_of(sources), pad_multiple, shard.options, GradBuffer::kNone, &shard);
 }
 
 FlatParams::FlatParams(torch::nn::Module& module,
@@ -74,7 +83,7 @@ FlatParams::FlatParams(torch::nn::Module& module,
 }
 
 void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
-                       torch::TensorOptions fallback, GradBuffer grads) {
+                       torch::TensorOptions fallback, GradBuffer grads, const ShardOnly* shard) {
   // Expert stacks last (stable: each part keeps the backward order).
   std::stable_partition(ordered.begin(), ordered.end(),
                         [](const Entry& e) { return !e.tag.expert; });
@@ -113,6 +122,19 @@ void FlatParams::build(std::vector<Entry> ordered, int64_t pad_multiple,
   }
   const int64_t total = pad(offset);
   if (!in_experts) expert_begin_ = total;
+  if (shard) {
+    // Nothing whole: the parameters stay as built (their values go into the shard).
+    numel_ = total;
+    options_ = shard->options.requires_grad(false);
+    for (const auto& e : ordered) tensors_.push_back(e.param);
+    const int64_t sharded = shard->keep_experts ? expert_begin_ : total;
+    if (shard->ranks < 1 || sharded % shard->ranks != 0) {
+      throw Error("internal: FlatParams: the layout does not split over the shard group");
+    }
+    const int64_t size = sharded / shard->ranks;
+    make_shard_buffers(shard->rank * size, size, shard->keep_experts, /*from_whole=*/false);
+    return;
+  }
   // Uninitialised, then filled segment by segment while each parameter's own storage is let
   // go (set_data; nothing else holds it): where memory is committed on first write (host
   // memory), the model is held about once while it moves, not twice. The caching allocator
@@ -190,12 +212,19 @@ void FlatParams::keep_shard(int64_t begin, int64_t size, bool keep_experts) {
   if (shard_only_ || begin < 0 || size < 0 || begin + size > end) {
     throw Error("internal: FlatParams::keep_shard: bad shard or already sharded");
   }
+  make_shard_buffers(begin, size, keep_experts, /*from_whole=*/true);
+}
+
+void FlatParams::make_shard_buffers(int64_t begin, int64_t size, bool keep_experts,
+                                    bool from_whole) {
   torch::NoGradGuard no_grad;
-  shard_params_ = params_.narrow(0, begin, size).clone();
+  shard_params_ =
+      from_whole ? params_.narrow(0, begin, size).clone() : torch::zeros({size}, options_);
   shard_grads_ = torch::zeros({size}, options_);
   if (keep_experts) {
     // The expert parameters move into the kept region, so nothing views the whole buffers.
-    expert_params_ = expert_region(params_).clone();
+    expert_params_ = from_whole ? expert_region(params_).clone()
+                                : torch::zeros({numel_ - expert_begin_}, options_);
     expert_grads_ = torch::zeros({numel_ - expert_begin_}, options_);
     for (size_t i = 0; i < segments_.size(); ++i) {
       const auto& seg = segments_[i];

@@ -58,6 +58,18 @@ void lay_out_segments(std::vector<ParamSegment>& segments);
 // grads() / grad_slice() refuse until keep_shard().
 enum class GradBuffer { kWhole, kNone };
 
+// ZeRO-3's sharded set-up (parallel/sharded_init.h): the layout without any whole buffer. Only
+// shard `rank` of `ranks` is allocated (zeros, in `options`: the device's fp32) with its
+// gradient shard, and, keep_experts, the expert region [expert_begin, numel) whole; the
+// parameters are left as they are (built unwritten on the CPU) until FullyShard points them
+// into their units, so the caller writes the shard's values (param_slice) before then.
+struct ShardOnly {
+  int rank = 0;
+  int ranks = 1;
+  bool keep_experts = false;
+  torch::TensorOptions options;
+};
+
 class FlatParams {
  public:
   // The buffers are padded with zeros to a multiple of `pad_multiple` elements (16 * world
@@ -70,6 +82,8 @@ class FlatParams {
   // expert stacks.
   explicit FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple = 16,
                       GradBuffer grads = GradBuffer::kWhole);
+  // Born sharded (ShardOnly above): shard_only() from the start, nothing whole allocated.
+  FlatParams(const std::vector<ParamSource>& sources, int64_t pad_multiple, const ShardOnly& shard);
   // Only the decay flag (tests of the optimizers on plain modules).
   FlatParams(torch::nn::Module& module, const std::function<bool(const std::string&)>& decays,
              int64_t pad_multiple = 16);
@@ -118,6 +132,11 @@ class FlatParams {
   // is the whole model plus this rank's shards (parameters and gradients).
   void keep_shard(int64_t begin, int64_t size, bool keep_experts = false);
   bool shard_only() const { return shard_only_; }
+  // After keep_shard() / ShardOnly: this rank's [shard_begin, + shard_numel) of the layout, and
+  // whether the expert region is kept whole beside it.
+  int64_t shard_begin() const { return shard_begin_; }
+  int64_t shard_numel() const { return shard_params_.defined() ? shard_params_.numel() : 0; }
+  bool experts_kept() const { return expert_params_.defined(); }
   // Elements [begin, begin + n) of the parameter / gradient buffer: views of the whole buffers,
   // or of the shard after keep_shard() (then the range must lie inside it, or inside a kept
   // expert region).
@@ -144,9 +163,12 @@ class FlatParams {
   static void append_trainable(torch::nn::Module& module, const std::string& prefix,
                                const std::function<model::ParamTag(const std::string&)>& tag_of,
                                std::vector<Entry>& out);
-  // `fallback`: the buffers' options when nothing is trainable.
+  // `fallback`: the buffers' options when nothing is trainable. `shard`: ShardOnly's layout.
   void build(std::vector<Entry> entries, int64_t pad_multiple, torch::TensorOptions fallback,
-             GradBuffer grads);
+             GradBuffer grads, const ShardOnly* shard = nullptr);
+  static std::vector<Entry> entries_of(const std::vector<ParamSource>& sources);
+  // keep_shard's buffers; `from_whole`: copied out of params_, else zeros.
+  void make_shard_buffers(int64_t begin, int64_t size, bool keep_experts, bool from_whole);
   std::vector<ParamSegment> segments_;
   std::vector<torch::Tensor> tensors_;
   torch::Tensor params_, grads_;

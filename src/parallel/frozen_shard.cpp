@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
 #include <array>
 
 #include "core/error.h"
@@ -29,13 +30,14 @@ int64_t frozen_param_bytes(const model::GptImpl& model) {
 }
 
 FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_units,
-                         std::optional<at::ScalarType> wire_dtype)
+                         std::optional<at::ScalarType> wire_dtype, const FrozenSource& source)
     : group_(group), wire_(wire_dtype), units_(num_units) {
   const auto& tags = model.param_tags();
   const int64_t n_layer = model.config().n_layer;
   // Each unit's frozen parameters in registration order, by part: [0] plain, [1] lowered (the
   // blocks' linear weights under a wire dtype; the root unit stays exact, as in FullyShard).
   std::vector<std::array<std::vector<at::Tensor>, 2>> params(num_units);
+  std::vector<std::array<std::vector<std::string>, 2>> names(num_units);
   at::TensorOptions opts;
   for (const auto& item : model.named_parameters()) {
     auto tag = tags.find(item.key());
@@ -51,6 +53,7 @@ FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_u
     if (u >= num_units) throw Error("internal: FrozenShard: unit out of range");
     const bool lowered = wire_ && u > 0 && tag->second.block_matrix;
     params[u][lowered ? 1 : 0].push_back(p);
+    names[u][lowered ? 1 : 0].push_back(item.key());
     whole_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
     ++num_params_;
   }
@@ -79,26 +82,42 @@ FrozenShard::FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_u
       unit.parts.push_back(part);
     }
   }
-  shard_ = at::empty({shard_numel}, opts);
+  if (source) opts = source.options.requires_grad(false);
+  // From a source the shard is written piece by piece: its padding must be zeros.
+  shard_ = source ? at::zeros({shard_numel}, opts) : at::empty({shard_numel}, opts);
   torch::NoGradGuard no_grad;
-  // Unit by unit, so that at most one unit's buffer is held beside the whole parameters.
+  // Unit by unit, so that at most one unit's buffer is held beside the whole parameters (from
+  // a source, none: the buffer is only made to be viewed, then released untouched).
   for (size_t u = 0; u < num_units; ++u) {
     Unit& unit = units_[u];
     if (unit.numel == 0) continue;
-    unit.buffer = at::zeros({unit.numel}, opts);
+    unit.buffer = source ? at::empty({unit.numel}, opts) : at::zeros({unit.numel}, opts);
     for (int k = 0; k < 2; ++k) {
       for (size_t i = 0; i < params[u][k].size(); ++i) {
         auto& p = params[u][k][i];
         auto view = unit.buffer.narrow(0, offsets[u][k][i], p.numel()).view(p.sizes());
-        view.copy_(p);
+        if (!source) view.copy_(p);
         // set_data keeps the parameter's identity: the module's member and its registration
         // see the view, and the old storage is freed once nothing else holds it.
         p.set_data(view);
       }
     }
     for (const Part& part : unit.parts) {
-      shard_.narrow(0, part.shard_offset, part.piece)
-          .copy_(unit.buffer.narrow(0, part.offset + group.rank() * part.piece, part.piece));
+      const int64_t lo = part.offset + group.rank() * part.piece, hi = lo + part.piece;
+      if (!source) {
+        shard_.narrow(0, part.shard_offset, part.piece)
+            .copy_(unit.buffer.narrow(0, lo, part.piece));
+        continue;
+      }
+      // This rank's piece [lo, hi) of the buffer: the parts of the parameters it covers.
+      const int k = part.lowered ? 1 : 0;
+      for (size_t i = 0; i < params[u][k].size(); ++i) {
+        const int64_t off = offsets[u][k][i];
+        const int64_t a = std::max(off, lo), b = std::min(off + params[u][k][i].numel(), hi);
+        if (a < b) {
+          source.read(names[u][k][i], a - off, shard_.narrow(0, part.shard_offset + a - lo, b - a));
+        }
+      }
     }
     release_storage(unit.buffer);
   }

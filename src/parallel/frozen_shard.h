@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,14 +36,26 @@ namespace lmtrain::parallel {
 // Bytes of the model's frozen parameters (0 when everything trains).
 int64_t frozen_param_bytes(const model::GptImpl& model);
 
+// ZeRO-3's sharded set-up (parallel/sharded_init.h) leaves the frozen parameters unwritten:
+// each rank's pieces are read from where the base lies (model.init_from, by range) instead.
+struct FrozenSource {
+  // Writes elements [begin, begin + dest.numel()) of frozen parameter `name`, flattened
+  // row-major, into `dest` (1-D, in `options`).
+  std::function<void(const std::string& name, int64_t begin, const at::Tensor& dest)> read;
+  at::TensorOptions options;  // the shard's and the unit buffers' device and dtype
+  explicit operator bool() const { return static_cast<bool>(read); }
+};
+
 class FrozenShard {
  public:
   // Points every frozen parameter of `model` into its unit's buffer and keeps this rank's
   // pieces (group.rank() of group.size()); the whole tensors' memory is let go unit by unit.
   // Collective-free; every rank must hold the same frozen values (all load one base).
   // wire_dtype: bf16 to gather the blocks' frozen linear weights in bf16 (above).
+  // source: this rank's pieces read from it, the parameters' own values never read.
   FrozenShard(model::GptImpl& model, dist::Group& group, size_t num_units,
-              std::optional<at::ScalarType> wire_dtype = std::nullopt);
+              std::optional<at::ScalarType> wire_dtype = std::nullopt,
+              const FrozenSource& source = {});
   ~FrozenShard();
   FrozenShard(const FrozenShard&) = delete;
   FrozenShard& operator=(const FrozenShard&) = delete;

@@ -17,9 +17,10 @@ std::optional<at::ScalarType> gather_dtype_for(core::Precision precision, bool t
   return at::kBFloat16;
 }
 
-FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
-                       dist::Group* replicas, bool reshard_after_forward,
-                       std::optional<at::ScalarType> wire_dtype, bool local_experts)
+FullyShard::FullyShard(
+    model::GptImpl& model, optim::FlatParams& flat, dist::Group& group, dist::Group* replicas,
+    bool reshard_after_forward, std::optional<at::ScalarType> wire_dtype, bool local_experts,
+    const std::function<void(const std::string&, int64_t, const at::Tensor&)>& frozen_source)
     : model_(model),
       flat_(flat),
       group_(group),
@@ -46,6 +47,11 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
         lowered_[u].emplace_back(segs[i].offset, segs[i].offset + segs[i].numel);
     }
   }
+  // A flat layout born sharded (optim::ShardOnly, parallel/sharded_init.h) already holds this
+  // rank's shard and no whole buffer: nothing to copy, the parameters (unwritten, on the CPU)
+  // only move into their units' views.
+  const bool born_sharded = flat.shard_only();
+  if (born_sharded) (void)flat.param_slice(group.rank() * shard_, shard_);  // throws if not ours
   // One unit at a time, so the set-up holds the whole model (flat's parameter buffer) plus one
   // unit's buffers, never a second copy of the model: each unit's buffers are released before
   // the next one's are made (their views stay: the storage comes back at the unit's gather and
@@ -57,7 +63,9 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
     s.grads = torch::empty({unit.numel}, flat.options());
     int64_t at = 0;
     for (const auto& [lo, hi] : unit.ranges) {
-      s.params.narrow(0, at, hi - lo).copy_(flat.params().narrow(0, lo, hi - lo));
+      if (!born_sharded) {
+        s.params.narrow(0, at, hi - lo).copy_(flat.params().narrow(0, lo, hi - lo));
+      }
       at += hi - lo;
     }
     // The model's parameters become views of the unit's buffers; set_data keeps each one's
@@ -73,9 +81,10 @@ FullyShard::FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Gro
     release_storage(s.grads);
   }
   // Nothing views the whole buffers any more: they go here, once the shard is copied out.
-  flat.keep_shard(group.rank() * shard_, shard_, local_experts);
+  if (!born_sharded) flat.keep_shard(group.rank() * shard_, shard_, local_experts);
   // Once the trained parameters are shards: the frozen ones, unit by unit.
-  frozen_ = std::make_unique<FrozenShard>(model, group, units_.size(), wire_);
+  frozen_ = std::make_unique<FrozenShard>(model, group, units_.size(), wire_,
+                                          FrozenSource{frozen_source, flat.options()});
 }
 
 FullyShard::~FullyShard() {

@@ -57,8 +57,10 @@
 //
 // On one rank nothing of this is made (ZeRO-3 is then ZeRO-2: no gathers, no copies).
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -104,9 +106,13 @@ class FullyShard : public model::BlockHooks {
   // runs whose autocast computes in bf16 (train.precision=bf16, no tensor parallelism).
   // local_experts: expert parallelism; the expert stacks stay whole on each rank, outside the
   // units, and only [0, expert_begin) is sharded (parallel/moe_shard.h).
+  // frozen_source: the sharded set-up's frozen values (a LoRA base read by range,
+  // parallel/frozen_shard.h), put on flat's device; none: the frozen parameters' own.
   FullyShard(model::GptImpl& model, optim::FlatParams& flat, dist::Group& group,
              dist::Group* replicas, bool reshard_after_forward,
-             std::optional<at::ScalarType> wire_dtype = std::nullopt, bool local_experts = false);
+             std::optional<at::ScalarType> wire_dtype = std::nullopt, bool local_experts = false,
+             const std::function<void(const std::string&, int64_t, const at::Tensor&)>&
+                 frozen_source = {});
   ~FullyShard() override;
   FullyShard(const FullyShard&) = delete;
   FullyShard& operator=(const FullyShard&) = delete;

@@ -22,17 +22,24 @@ void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const opti
     auto experts = flat.expert_region(t);
     expert_replicas->broadcast(experts, 0)->wait();
   };
-  auto params = flat.params();
-  broadcast(params);
+  // ZeRO-3's sharded set-up (parallel/sharded_init.h): no rank has the whole parameters to
+  // broadcast or fingerprint; each wrote its shard from the same seed or the same file. The
+  // layout size and the training position are still compared.
+  const bool sharded = flat.shard_only();
+  auto params = sharded ? at::Tensor() : flat.params();
+  if (!sharded) broadcast(params);
   for (auto t : opt.replicated_state()) broadcast(t);
 
   // The fingerprint leaves out the expert region under EP (it differs between EP ranks).
-  const auto fingerprinted = expert_replicas ? flat.shared_region(params) : params;
-  const auto host = fingerprinted.to(torch::kCPU);  // may live on a GPU
-  const auto crc = core::crc32c(host.data_ptr(), host.numel() * host.element_size());
+  uint32_t crc = 0;
+  if (!sharded) {
+    const auto fingerprinted = expert_replicas ? flat.shared_region(params) : params;
+    const auto host = fingerprinted.to(torch::kCPU);  // may live on a GPU
+    crc = core::crc32c(host.data_ptr(), host.numel() * host.element_size());
+  }
   // (fingerprint, numel, step, optimizer step, epoch, cursor)
-  auto mine = torch::tensor({static_cast<int64_t>(crc), params.numel(), state.step,
-                             opt.step_count(), state.position.epoch, state.position.cursor},
+  auto mine = torch::tensor({static_cast<int64_t>(crc), flat.numel(), state.step, opt.step_count(),
+                             state.position.epoch, state.position.cursor},
                             torch::kInt64);
   std::vector<at::Tensor> all;
   for (int r = 0; r < group.size(); ++r) all.push_back(torch::empty_like(mine));
@@ -62,6 +69,13 @@ void sync_replicas(dist::Group& group, const optim::FlatParams& flat, const opti
           "(CRC %08llx vs %08llx)",
           r, (unsigned long long)v[0].item<int64_t>(), (unsigned long long)ref[0].item<int64_t>()));
     }
+  }
+  if (sharded) {
+    log::info(log::format(
+        "replicas agree: %d ranks at the same position; each wrote its own parameter shard "
+        "(ZeRO-3's sharded set-up: nothing whole to broadcast)",
+        group.size()));
+    return;
   }
   log::info(
       log::format("replicas agree: parameters and optimizer state broadcast from rank 0, "

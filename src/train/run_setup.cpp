@@ -5,45 +5,17 @@
 
 #include "checkpoint/checkpoint_config.h"
 #include "checkpoint/checkpoint_store.h"
-#include "checkpoint/local_lora_base.h"
-#include "checkpoint/lora_checkpoint.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "distill/distill_setup.h"
 #include "distill/teacher.h"
 #include "distill/teacher_cache.h"
-#include "model/build_model.h"
-#include "model/lora.h"
-#include "optim/optimizer_factory.h"
 #include "train/chat_data.h"
-#include "train/expert_resume.h"
+#include "train/run_setup_steps.h"
 #include "train/temporal_setup.h"
 
 namespace lmtrain::train {
 namespace {
-
-// The key that gives this run its tokenizer, with its value, for messages: a stream's
-// data.stream.tokenizer, else the data directory holding tokenizer.json.
-std::string tokenizer_source(const SetupOptions& setup) {
-  if (setup.data.source == DataSource::kStream && !setup.data.stream.tokenizer.empty()) {
-    return "data.stream.tokenizer = " + setup.data.stream.tokenizer;
-  }
-  return "data.dir = " + (setup.temporal ? setup.data.temporal.dir : setup.data.dir);
-}
-
-// A checkpoint a run starts from must hold this run's model and have been trained on this run's
-// tokenizer (when it records one, or always with hash_required).
-void check_start_checkpoint(const LoadedCheckpoint& ckpt, const model::ModelOptions& model,
-                            const std::string& tokenizer_hash, const std::string& tokenizer_from,
-                            bool hash_required) {
-  check_model_compatible(ckpt, model);
-  const std::string saved = ckpt.meta.value("tokenizer_hash", "");
-  if ((hash_required || !saved.empty()) && saved != tokenizer_hash) {
-    throw UsageError("checkpoint " + ckpt.dir + " was trained with a different tokenizer (" +
-                     (saved.empty() ? std::string("none recorded") : saved) + ") than " +
-                     tokenizer_from + " (" + tokenizer_hash + ")");
-  }
-}
 
 // tokens_per_step: what one optimizer step trains on (train.target_param_data_ratio).
 int64_t resolve_max_steps(const SetupOptions& setup, int64_t steps_per_epoch, bool streamed,
@@ -107,65 +79,6 @@ void check_stream_config(const RunSetup& s) {
     if (set) {
       throw UsageError(std::string("data.source = stream and ") + key + " = true: " + why);
     }
-  }
-}
-
-// What a stream's units, their split and their order (so every saved position) depend on
-// besides the files: a resume with another value would go on elsewhere in the text.
-const std::vector<std::string> kStreamPositionKeys = {
-    "data.stream.block_mb", "data.stream.val_fraction", "train.seed",
-    "data.shuffle",         "data.stream.text_column",  "data.stream.doc_separator"};
-
-// A checkpoint resumed by a run of the other data source, another world size, other stream
-// settings or other input files would go on from a position that does not exist: refused,
-// naming what differs. `saved_stream` is meta.json's "stream" (null for prepared windows).
-void check_stream_resume(const LoadedCheckpoint& ckpt, const nlohmann::json& saved_stream,
-                         const StreamData* stream, int world, const std::string& run_yaml) {
-  if (!stream) {
-    if (!saved_stream.is_null()) {
-      throw UsageError("checkpoint " + ckpt.dir +
-                       " was trained with data.source = stream: resume it with "
-                       "--data.source=stream and its data.stream.inputs, or start a new run "
-                       "from its weights with --model.init_from=" +
-                       ckpt.dir);
-    }
-    return;
-  }
-  if (saved_stream.is_null()) {
-    throw UsageError("checkpoint " + ckpt.dir +
-                     " was trained on prepared windows (data.source = prepared): a stream "
-                     "cannot go on from its data position; start a new run from its weights "
-                     "with --model.init_from=" +
-                     ckpt.dir);
-  }
-  const auto& positions = saved_stream.at("positions");
-  if (static_cast<int>(positions.size()) != world) {
-    throw UsageError(log::format(
-        "checkpoint %s was saved by a streaming run of %zu rank(s); this run has %d: each "
-        "rank's stream position covers the units of that world size only, so a stream resumes "
-        "at the world size it was saved at (or start a new run from its weights with "
-        "--model.init_from=%s)",
-        ckpt.dir.c_str(), positions.size(), world, ckpt.dir.c_str()));
-  }
-  const auto changed = changed_settings(ckpt, run_yaml, kStreamPositionKeys);
-  if (!changed.empty()) {
-    std::string was, flags;
-    for (const auto& c : changed) {
-      was += (was.empty() ? "" : ", ") + c.key + " = " + c.saved + " (this run: " + c.now + ")";
-      flags += " --" + c.key + "=" + c.saved;
-    }
-    throw UsageError("checkpoint " + ckpt.dir + " was streamed with " + was +
-                     ": the stream's units and their order, so its saved positions, depend on "
-                     "them; resume with" +
-                     flags +
-                     ", or start a new run from its weights with --model.init_from=" + ckpt.dir);
-  }
-  if (saved_stream.at("corpus").get<std::string>() != stream->corpus_fingerprint()) {
-    throw UsageError("checkpoint " + ckpt.dir +
-                     " was streamed from other input files (their paths or sizes differ from "
-                     "data.stream.inputs now): its positions would point into other text; "
-                     "resume with the same files, or start a new run with --model.init_from=" +
-                     ckpt.dir);
   }
 }
 
@@ -275,200 +188,6 @@ void set_up_teacher(RunSetup& s, ConfigSnapshot& snapshot) {
   } else if (distill.enabled) {
     distill.teacher = resolve_teacher(distill.teacher);
     snapshot.record_teacher(distill.teacher, "resolved teacher");
-  }
-}
-
-// ---- model (with its experts placed), objective, flat parameters, optimizer and schedule
-void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint>& temporal_lm,
-                               dist::Group& group, const core::Runtime& rt, dist::Group* tp) {
-  const SetupOptions& setup = s.setup;
-  const uint64_t seed = s.options.seed;
-  s.ep = make_expert_parallel(group, setup.ep, s.setup.model.shape.moe.num_experts);
-  const auto& lora = setup.model.lora;
-  if (lora.enabled() && s.options.init_from.empty()) {
-    throw UsageError(
-        "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
-        "checkpoint or an `lmtrain import hf` directory");
-  }
-  torch::manual_seed(seed);
-  // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
-  // adapters (its second stage).
-  s.model = model::build_model(setup.model, rt,
-                               {/*init=*/!s.setup.temporal || lora.enabled(), s.ep.placement});
-  if (s.setup.temporal) {
-    // Before the encoder: its projector starts at the scale of the LM's token embeddings.
-    s.state.lora_base = load_init_weights(*s.model, *temporal_lm);
-    log::info("frozen LM from " + temporal_lm->dir);
-  }
-  if (tp) {
-    // Every TP rank built the same whole model from the seed: each keeps its slices, before
-    // the flat buffers are laid out over them.
-    parallel::check_tensor_parallel(s.setup.model.shape, setup.data.seq_len, tp->size());
-    s.tp = std::make_unique<parallel::TensorParallel>(*s.model, *tp);
-    log::info(
-        log::format("tensor parallelism: tp=%d (rank %d of its TP group), sequence-parallel; %d "
-                    "data-parallel replica(s)",
-                    tp->size(), tp->rank(), group.size()));
-  }
-  if (s.ep.active()) {
-    s.dispatcher = std::make_shared<AllToAllExpertDispatcher>(*s.ep.ep_group,
-                                                              s.setup.model.shape.moe.num_experts);
-    s.model->set_expert_dispatcher(s.dispatcher);
-    log::info(log::format(
-        "expert parallelism: ep=%d, this rank holds experts [%lld, %lld) of %lld per MoE layer; "
-        "%d replica(s) of each expert",
-        s.ep.ep, (long long)s.ep.placement.first,
-        (long long)(s.ep.placement.first + s.ep.placement.count),
-        (long long)s.setup.model.shape.moe.num_experts, group.size() / s.ep.ep));
-  }
-  // What the step optimises: the LM loss, or distillation (whose feature projections, when the
-  // widths differ, train beside the model in the same flat buffers).
-  // data.document_mask: windows split into documents after each <|endoftext|>.
-  // (eot_id() is unsigned: without the cast the -1 of "no mask" became 4294967295, a token that
-  // never matches, and every run took the document-masked path.)
-  const int64_t document_end =
-      setup.data.document_mask ? static_cast<int64_t>(s.tokenizer->eot_id()) : int64_t{-1};
-  s.objective = std::make_shared<LmObjective>(document_end);
-  if (setup.distill.enabled) {
-    s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
-                                         s.tokenizer->hash(), s.windows->teacher_cache(), seed);
-  } else if (s.setup.temporal) {
-    s.objective = make_temporal_objective(setup.encoder, *s.model, rt, seed);
-  }
-  // Validation scores the run's loss without training-only terms: the LM loss for LM and
-  // distillation runs, the answer loss for a temporal run.
-  s.val_objective = s.setup.temporal ? s.objective : std::make_shared<LmObjective>(document_end);
-  // ZeRO-3 shards over the world, or under HSDP over this rank's shard group.
-  if (s.options.optimizer.zero == 3) {
-    s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
-  }
-  dist::Group& shard_group = s.shards.shard_group(group);
-  // (ZeRO-3 over several ranks: no whole gradient buffer, optim/flat_params.h.)
-  s.flat = std::make_unique<optim::FlatParams>(
-      trained_param_sources(*s.model, s.objective.get()),
-      optim::flat_pad_multiple(s.options.optimizer, shard_group.size()),
-      optim::flat_grad_buffer(s.options.optimizer, shard_group.size()));
-  s.flat->set_expert_first(s.ep.placement.first);
-  s.optimizer = optim::make_optimizer(s.options.optimizer, *s.flat, shard_group,
-                                      s.ep.active() ? s.ep.ep_group.get() : nullptr);
-  s.schedule = s.options.schedule.over(s.max_steps);
-
-  log::info(s.setup.model.shape.describe());
-  if (lora.enabled()) {
-    log::info(log::format("LoRA: rank %lld, alpha %g, targets %s: %lld trainable parameters",
-                          (long long)lora.rank, lora.alpha,
-                          model::lora_target_list(lora.targets).c_str(),
-                          (long long)s.flat->num_parameters()));
-  }
-  log::info(s.options.batch.describe());
-  log::info(log::format("optimizer: %s, %.1f MiB of state on this rank",
-                        s.optimizer->name().c_str(), s.optimizer->state_bytes() / 1048576.0));
-}
-
-// This rank's slices of a checkpoint's whole tensors under tensor parallelism, whatever layout
-// saved them (sharded_reader.h): TensorParallel's cut, and the rows it keeps for reads by range.
-TensorLocalizer tp_localizer(const parallel::TensorParallel& tp) {
-  TensorLocalizer localize;
-  const parallel::TensorParallel* plan = &tp;
-  localize.cut = [plan](const std::string& name, const at::Tensor& whole) {
-    return plan->local_piece(name, whole);
-  };
-  localize.rows = [plan](const std::string& name) {
-    auto it = plan->slices().find(name);
-    if (it == plan->slices().end() || !it->second.sharded()) return LocalRows{};
-    return LocalRows{it->second.dim, it->second.ranges, it->second.whole_shape};
-  };
-  localize.tp_rank = tp.rank();
-  localize.tp = tp.size();
-  return localize;
-}
-
-// ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
-void resume_or_init(RunSetup& s, dist::Group& group) {
-  const std::string& run_dir = s.options.run_dir;
-  const CheckpointRequest& resume = s.options.resume;
-  const std::string tokenizer_from = tokenizer_source(s.setup);
-  const std::string& tokenizer_hash = s.tokenizer->hash();
-  if (resume.any()) {
-    auto dir = CheckpointStore::resolve(resume, run_dir);
-    if (!dir) {
-      if (resume.kind != CheckpointRequest::Kind::kAuto) {
-        throw UsageError("checkpoint.resume = '" + resume.text + "': not found");
-      }
-      log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
-    } else {
-      // The restore reads every tensor by range, only what this rank keeps (a ZeRO shard of the
-      // moments, tensor parallelism's slices; expert parallelism its own experts from a sharded
-      // checkpoint, train/expert_resume.h): no file is loaded whole here.
-      const bool ep_by_range = s.ep.active() && !s.tp && s.objective->trained_module() == nullptr;
-      auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true, {},
-                                        /*tensors_by_range=*/true);
-      const bool experts_by_range = ep_by_range && has_model_shards(ckpt.meta);
-      if (experts_by_range) {
-        log::info(saved_in_ep_layout(ckpt.meta, s.ep.ep)
-                      ? "resume: this rank reads only its own experts' slices"
-                      : "resume: this rank reads only its own experts' rows of the saved stacks");
-      }
-      check_start_checkpoint(ckpt, s.setup.model, tokenizer_hash, tokenizer_from,
-                             /*hash_required=*/true);
-      // Before anything is restored or logged as resumed.
-      check_stream_resume(ckpt, ckpt.meta.value("stream", nlohmann::json()), s.stream, group.size(),
-                          s.config_snapshot);
-      // The saved data position counts windows of the saved data.seq_len: with another length
-      // it would point somewhere else in the epoch, silently.
-      // (A stream's position counts documents and tokens: it holds at any length.)
-      const int64_t saved_len = checkpoint_seq_len(ckpt);
-      const int64_t seq_len = s.setup.data.seq_len;
-      if (saved_len != seq_len && !s.stream) {
-        throw UsageError(log::format(
-            "checkpoint %s was trained with data.seq_len = %lld, this run has %lld: its data "
-            "position (window %lld of epoch %lld) means other tokens at another length; resume "
-            "with --data.seq_len=%lld, or start a new run from its weights with "
-            "--model.init_from=%s",
-            ckpt.dir.c_str(), (long long)saved_len, (long long)seq_len,
-            (long long)ckpt.meta.value("data_cursor", int64_t{0}),
-            (long long)ckpt.meta.value("epoch", int64_t{0}), (long long)saved_len,
-            ckpt.dir.c_str()));
-      }
-      const TensorLocalizer localize =
-          s.tp ? tp_localizer(*s.tp)
-               : (experts_by_range ? ep_localizer(*s.model, s.ep.ep_rank, s.ep.ep)
-                                   : TensorLocalizer{});
-      s.state = restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
-                                            s.objective->trained_module(), localize);
-      s.resumed = true;
-      log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
-                            ckpt.dir.c_str(), (long long)s.state.step,
-                            (long long)s.state.position.epoch, (long long)s.state.position.cursor));
-      if (s.state.step >= s.max_steps) {
-        log::info(log::format(
-            "the run in %s is already complete: %s is at step %lld of %lld (train.max_steps); "
-            "nothing to train (raise train.max_steps to go on)",
-            run_dir.c_str(), ckpt.dir.c_str(), (long long)s.state.step, (long long)s.max_steps));
-        s.complete_checkpoint = ckpt.dir;
-        return;
-      }
-    }
-  }
-  const std::string& init_from = s.options.init_from;
-  if (!s.resumed && !init_from.empty() && !s.setup.temporal) {
-    auto dir = CheckpointStore::resolve(init_from, init_from);
-    if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
-    // Under TP each rank reads only its slices, by range, as a resume does.
-    auto src = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"},
-                                     /*tensors_by_range=*/s.tp != nullptr);
-    refuse_lora_init_source(src);
-    // Imported models may carry a tokenizer lmtrain cannot hash: then there is nothing to check.
-    check_start_checkpoint(src, s.setup.model, tokenizer_hash, tokenizer_from,
-                           /*hash_required=*/false);
-    if (s.tp) {
-      s.state.lora_base = load_local_init_weights(src, *s.model, tp_localizer(*s.tp));
-    } else {
-      s.state.lora_base = load_init_weights(*s.model, src);
-    }
-    log::info(
-        (s.setup.model.lora.enabled() ? "LoRA base (frozen) from " : "initial weights from ") +
-        src.dir);
   }
 }
 

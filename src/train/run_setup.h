@@ -7,6 +7,7 @@
 // through ExpertParallel.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,9 @@ struct RunSetup {
   std::shared_ptr<Objective> objective;                  // what the step optimises
   std::shared_ptr<Objective> val_objective;  // the run's loss without training-only terms
   std::unique_ptr<optim::FlatParams> flat;
+  // ZeRO-3's sharded set-up with a LoRA base: where FullyShard reads this rank's pieces of the
+  // frozen base, by range (train/init_from_shard.h); empty otherwise.
+  std::function<void(const std::string&, int64_t, const at::Tensor&)> frozen_source;
   std::unique_ptr<optim::Optimizer> optimizer;
   optim::LrSchedule schedule;
 

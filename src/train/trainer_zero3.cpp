@@ -18,9 +18,9 @@ std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group&
   }
   const auto wire = parallel::gather_dtype_for(rt.precision, s.tp != nullptr);
   // Under expert parallelism each rank's experts stay local and whole (parallel/moe_shard.h).
-  auto fsdp = std::make_unique<parallel::FullyShard>(*s.model, *s.flat, shard_group,
-                                                     s.shards.replicas.get(),
-                                                     o.reshard_after_forward, wire, s.ep.active());
+  auto fsdp = std::make_unique<parallel::FullyShard>(
+      *s.model, *s.flat, shard_group, s.shards.replicas.get(), o.reshard_after_forward, wire,
+      s.ep.active(), s.frozen_source);
   fsdp->set_reduce_dtype(rt.reduce_dtype);
   fsdp->install();
   const auto b = fsdp->bytes();

@@ -1,0 +1,35 @@
+// model.init_from under ZeRO-3's sharded set-up (parallel/sharded_init.h): each rank reads, of
+// every trained tensor of the model, only the rows holding its shard's elements (by range, from
+// an unsharded model.safetensors, e.g. `lmtrain import hf`'s, or from a sharded checkpoint's
+// shard files: core/safetensors_slice.h, checkpoint/sharded_reader.h), one tensor at a time,
+// and writes them into its flat shard; the model's buffers are read whole (small). No rank
+// reads or holds the whole model. Parameters the file lacks, or of another shape, are errors
+// naming the file and the tensor, as a whole load names them.
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "checkpoint/checkpoint_store.h"
+#include "model/gpt.h"
+#include "optim/flat_params.h"
+
+namespace lmtrain::train {
+
+// `src`: loaded with tensors_by_range (no tensor file read). `flat`: ShardOnly-built over
+// `model`; only the model's segments are written (an objective's keep their own values).
+// LoRA adapters are not in a base: they keep their values (init_shard_from_seed's).
+void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::FlatParams& flat);
+
+// A LoRA base under the sharded set-up: the reader FullyShard's FrozenShard takes this rank's
+// pieces of the frozen parameters from (elements [begin, + n) of a tensor of `src`'s
+// model.safetensors, read by range when the shards are made), after checking that the file
+// holds every frozen parameter at its shape; and the run's lora_base record (path, sha256).
+// A sharded checkpoint is no LoRA base (as a whole load: it has no model.safetensors).
+struct FrozenInit {
+  std::function<void(const std::string&, int64_t, const at::Tensor&)> read;
+  nlohmann::json lora_base;
+};
+FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl& model);
+
+}  // namespace lmtrain::train

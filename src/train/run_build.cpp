@@ -1,0 +1,147 @@
+// The model, its objective, the flat trained parameters, the optimizer and the schedule of a
+// run (train/run_setup_steps.h).
+#include <optional>
+
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/lora_checkpoint.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "distill/distill_setup.h"
+#include "model/build_model.h"
+#include "model/lora.h"
+#include "optim/optimizer_factory.h"
+#include "parallel/sharded_init.h"
+#include "train/run_setup_steps.h"
+#include "train/temporal_setup.h"
+
+namespace lmtrain::train {
+namespace {
+
+// Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
+// shard group of several ranks, each step of its set-up done by parts. Not under tensor
+// parallelism (each TP rank cuts its slices from the whole model it built), not for a temporal
+// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
+// for a resume (the restore reads into whole tensors), not for model.init_from under expert
+// parallelism (an expert stack's rows of another layout), and only for fp32 master weights.
+// Those still build the whole model on every rank before sharding it (README, set-up memory).
+bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
+                    const dist::Group* tp) {
+  const auto& setup = s.setup;
+  if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
+  if (setup.temporal || setup.model.freeze_base) return false;
+  if (rt.param_dtype != at::kFloat) return false;
+  if (s.ep.active() && !s.options.init_from.empty()) return false;
+  const auto& resume = s.options.resume;
+  return !(resume.any() && CheckpointStore::resolve(resume, s.options.run_dir));
+}
+
+}  // namespace
+
+void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint>& temporal_lm,
+                               dist::Group& group, const core::Runtime& rt, dist::Group* tp) {
+  const SetupOptions& setup = s.setup;
+  const uint64_t seed = s.options.seed;
+  s.ep = make_expert_parallel(group, setup.ep, s.setup.model.shape.moe.num_experts);
+  const auto& lora = setup.model.lora;
+  if (lora.enabled() && s.options.init_from.empty()) {
+    throw UsageError(
+        "config key 'lora.rank' > 0 fine-tunes a frozen base: set model.init_from to an lmtrain "
+        "checkpoint or an `lmtrain import hf` directory");
+  }
+  // ZeRO-3 shards over the world, or under HSDP over this rank's shard group.
+  if (s.options.optimizer.zero == 3) {
+    s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
+  }
+  dist::Group& shard_group = s.shards.shard_group(group);
+  const bool sharded = sharded_set_up(s, shard_group, rt, tp);
+  torch::manual_seed(seed);
+  // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
+  // adapters (its second stage). The sharded set-up builds the model unwritten on the CPU and
+  // writes its initial weights into this rank's shard once the layout is known (below).
+  core::Runtime build_rt = rt;
+  if (sharded) build_rt.device = c10::Device(c10::kCPU);  // stays there: FullyShard moves it
+  s.model = model::build_model(
+      setup.model, build_rt,
+      {/*init=*/!sharded && (!s.setup.temporal || lora.enabled()), s.ep.placement});
+  if (sharded) parallel::place_model_buffers(*s.model, rt.device);
+  if (s.setup.temporal) {
+    // Before the encoder: its projector starts at the scale of the LM's token embeddings.
+    s.state.lora_base = load_init_weights(*s.model, *temporal_lm);
+    log::info("frozen LM from " + temporal_lm->dir);
+  }
+  if (tp) {
+    // Every TP rank built the same whole model from the seed: each keeps its slices, before
+    // the flat buffers are laid out over them.
+    parallel::check_tensor_parallel(s.setup.model.shape, setup.data.seq_len, tp->size());
+    s.tp = std::make_unique<parallel::TensorParallel>(*s.model, *tp);
+    log::info(
+        log::format("tensor parallelism: tp=%d (rank %d of its TP group), sequence-parallel; %d "
+                    "data-parallel replica(s)",
+                    tp->size(), tp->rank(), group.size()));
+  }
+  if (s.ep.active()) {
+    s.dispatcher = std::make_shared<AllToAllExpertDispatcher>(*s.ep.ep_group,
+                                                              s.setup.model.shape.moe.num_experts);
+    s.model->set_expert_dispatcher(s.dispatcher);
+    log::info(log::format(
+        "expert parallelism: ep=%d, this rank holds experts [%lld, %lld) of %lld per MoE layer; "
+        "%d replica(s) of each expert",
+        s.ep.ep, (long long)s.ep.placement.first,
+        (long long)(s.ep.placement.first + s.ep.placement.count),
+        (long long)s.setup.model.shape.moe.num_experts, group.size() / s.ep.ep));
+  }
+  // What the step optimises: the LM loss, or distillation (whose feature projections, when the
+  // widths differ, train beside the model in the same flat buffers).
+  // data.document_mask: windows split into documents after each <|endoftext|>.
+  // (eot_id() is unsigned: without the cast the -1 of "no mask" became 4294967295, a token that
+  // never matches, and every run took the document-masked path.)
+  const int64_t document_end =
+      setup.data.document_mask ? static_cast<int64_t>(s.tokenizer->eot_id()) : int64_t{-1};
+  s.objective = std::make_shared<LmObjective>(document_end);
+  if (setup.distill.enabled) {
+    s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
+                                         s.tokenizer->hash(), s.windows->teacher_cache(), seed);
+  } else if (s.setup.temporal) {
+    s.objective = make_temporal_objective(setup.encoder, *s.model, rt, seed);
+  }
+  // Validation scores the run's loss without training-only terms: the LM loss for LM and
+  // distillation runs, the answer loss for a temporal run.
+  s.val_objective = s.setup.temporal ? s.objective : std::make_shared<LmObjective>(document_end);
+  // (ZeRO-3 over several ranks: no whole gradient buffer, optim/flat_params.h.)
+  const int64_t pad = optim::flat_pad_multiple(s.options.optimizer, shard_group.size());
+  if (sharded) {
+    // Born sharded: this rank's shard (zeros) on the device, nothing whole; the initial
+    // weights drawn from the seed as a whole build draws them, one parameter at a time.
+    s.flat = std::make_unique<optim::FlatParams>(
+        trained_param_sources(*s.model, s.objective.get()), pad,
+        optim::ShardOnly{shard_group.rank(), shard_group.size(), s.ep.active(),
+                         torch::TensorOptions().device(rt.device).dtype(rt.param_dtype)});
+    torch::manual_seed(seed);
+    parallel::init_shard_from_seed(*s.model, *s.flat);
+    log::info(log::format(
+        "ZeRO-3 sharded set-up: the model built unwritten, this rank's shard of %lld of %lld "
+        "flat elements initialised parameter by parameter (no rank holds the whole model)",
+        (long long)s.flat->shard_numel(), (long long)s.flat->numel()));
+  } else {
+    s.flat = std::make_unique<optim::FlatParams>(
+        trained_param_sources(*s.model, s.objective.get()), pad,
+        optim::flat_grad_buffer(s.options.optimizer, shard_group.size()));
+  }
+  s.flat->set_expert_first(s.ep.placement.first);
+  s.optimizer = optim::make_optimizer(s.options.optimizer, *s.flat, shard_group,
+                                      s.ep.active() ? s.ep.ep_group.get() : nullptr);
+  s.schedule = s.options.schedule.over(s.max_steps);
+
+  log::info(s.setup.model.shape.describe());
+  if (lora.enabled()) {
+    log::info(log::format("LoRA: rank %lld, alpha %g, targets %s: %lld trainable parameters",
+                          (long long)lora.rank, lora.alpha,
+                          model::lora_target_list(lora.targets).c_str(),
+                          (long long)s.flat->num_parameters()));
+  }
+  log::info(s.options.batch.describe());
+  log::info(log::format("optimizer: %s, %.1f MiB of state on this rank",
+                        s.optimizer->name().c_str(), s.optimizer->state_bytes() / 1048576.0));
+}
+
+}  // namespace lmtrain::train
