@@ -4,6 +4,29 @@
 #include "train/trainer_parts.h"
 
 namespace lmtrain::train {
+namespace {
+
+// The frozen parameters' bytes of the whole model: what this rank holds, except that a
+// tensor-parallel rank holds 1/T of each split tensor (counted here at its whole shape).
+int64_t whole_model_frozen_bytes(const RunSetup& s) {
+  if (!s.tp) return parallel::frozen_param_bytes(*s.model);
+  const auto& tags = s.model->param_tags();
+  int64_t n = 0;
+  for (const auto& item : s.model->named_parameters()) {
+    auto tag = tags.find(item.key());
+    if (tag == tags.end() || tag->second.trainable) continue;
+    int64_t numel = item.value().numel();
+    auto slice = s.tp->slices().find(item.key());
+    if (slice != s.tp->slices().end() && slice->second.sharded()) {
+      numel = 1;
+      for (int64_t d : slice->second.whole_shape) numel *= d;
+    }
+    n += numel * static_cast<int64_t>(item.value().element_size());
+  }
+  return n;
+}
+
+}  // namespace
 
 std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group& world,
                                                        const core::Runtime& rt) {
@@ -12,8 +35,7 @@ std::unique_ptr<parallel::FullyShard> make_fully_shard(RunSetup& s, dist::Group&
   if (o.zero != 3 || shard_group.size() == 1) {
     const int64_t whole = s.flat->numel() * s.flat->options().dtype().itemsize();
     log_model_state(s, whole, whole);
-    log_frozen_state(parallel::frozen_param_bytes(*s.model),
-                     parallel::frozen_param_bytes(*s.model));
+    log_frozen_state(parallel::frozen_param_bytes(*s.model), whole_model_frozen_bytes(s));
     return nullptr;
   }
   const auto wire = parallel::gather_dtype_for(rt.precision, s.tp != nullptr);

@@ -301,6 +301,11 @@ TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPef
   for (const char* key : {"frozen_bytes_per_rank", "model_state_bytes_per_rank"}) {
     EXPECT_EQ(logged_count(p.output, key), logged_count(outputs_["lora_tp2"], key)) << key;
   }
+  // The whole base's bytes are one process's, not this rank's half of the split tensors.
+  EXPECT_EQ(logged_count(outputs_["lora_tp2"], "frozen_bytes_whole"),
+            logged_count(outputs_["lora_one"], "frozen_bytes_whole"));
+  EXPECT_LT(logged_count(outputs_["lora_tp2"], "frozen_bytes_per_rank"),
+            logged_count(outputs_["lora_tp2"], "frozen_bytes_whole"));
   const auto a = core::read_safetensors(tp + "_peft/adapter_model.safetensors");
   const auto b = core::read_safetensors(one + "_peft/adapter_model.safetensors");
   ASSERT_EQ(a.names, b.names);
