@@ -140,6 +140,9 @@ TEST_F(Zero3Test, Hsdp2x2EqualsOneProcessAndAResumeIsBitwise) {
                        " --dist.zero=3 --train.micro_batch_size=6 --resume=auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  // ZeRO-3's sharded set-up: read by range into each rank's shard, no whole model built.
+  EXPECT_NE(r.output.find("(this rank's shard only, read by range)"), std::string::npos)
+      << r.output;
   EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", whole + "/checkpoints/latest"),
             0.0);
   EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", whole + "/checkpoints/latest",
@@ -181,6 +184,10 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
                     " --train.micro_batch_size=" + std::to_string(12 / l.ranks) + " --resume=auto");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+    // ZeRO-3 at 3 ranks takes the sharded set-up: 2 ranks' shards read by range into 3's.
+    EXPECT_EQ(r.output.find("(this rank's shard only, read by range)") != std::string::npos,
+              l.ranks == 3)
+        << r.output;
     const auto losses = logged_losses(dir), want = logged_losses(base);
     ASSERT_EQ(losses.size(), want.size());
     for (size_t i = 0; i < losses.size(); ++i) {
