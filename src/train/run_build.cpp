@@ -60,7 +60,9 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
   }
   dist::Group& shard_group = s.shards.shard_group(group);
-  const bool resuming = resumes(s);
+  // (Resolved only where it matters: elsewhere resume_or_init alone resolves it.)
+  const bool resuming =
+      s.options.optimizer.zero == 3 && shard_group.size() > 1 && tp == nullptr && resumes(s);
   const bool sharded = sharded_set_up(s, shard_group, rt, tp, resuming);
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
