@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/safetensors_slice.h"
+#include "train/init_from_shard.h"
 
 namespace lmtrain::train {
 
@@ -139,6 +140,30 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   }
   set_saved_rng_state(ckpt);
   return training_state_of(ckpt, lora_base);
+}
+
+TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                     optim::FlatParams& flat, optim::Optimizer& optimizer) {
+  if (is_lora_checkpoint(ckpt)) {
+    throw Error("internal: restore_training_shard: " + ckpt.dir +
+                " is a LoRA checkpoint (resumed through the whole model)");
+  }
+  for (const auto& seg : flat.segments()) {
+    if (!model.param_tags().count(seg.name)) {
+      throw Error("internal: restore_training_shard: '" + seg.name +
+                  "' is not the model's (an objective's parameters resume whole)");
+    }
+  }
+  // Of each tensor only the rows holding this rank's shard, one tensor at a time, as
+  // model.init_from under the sharded set-up reads them; then the moments of the same range.
+  load_init_shard(ckpt, model, flat);
+  if (has_model_shards(ckpt.meta)) {
+    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer);
+  } else {
+    restore_named_or_flat_optimizer(ckpt, optimizer);
+  }
+  set_saved_rng_state(ckpt);
+  return training_state_of(ckpt, nullptr);
 }
 
 namespace {

@@ -97,6 +97,15 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
                                           torch::nn::Module* objective = nullptr,
                                           const TensorLocalizer& localize = {});
 
+// ZeRO-3's sharded set-up (parallel/sharded_init.h) resuming: the model's parameters read by
+// range into this rank's shard of the ShardOnly-built `flat` (train/init_from_shard.h, from an
+// unsharded model.safetensors or any sharded layout's shard files), its buffers whole, the
+// optimizer state of the range this rank keeps, the RNG; the model is never written whole. A
+// LoRA checkpoint or an objective with parameters of its own is not taken here (an error):
+// those resume through restore_training_checkpoint.
+TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                     optim::FlatParams& flat, optim::Optimizer& optimizer);
+
 // The parameters an objective trains (Objective::trained_module: distillation's projections, a
 // temporal encoder) from the checkpoint's objective.safetensors, by name; UsageErrors name what
 // is missing. The checkpoint must have been loaded with that file.

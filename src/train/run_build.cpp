@@ -17,22 +17,29 @@
 namespace lmtrain::train {
 namespace {
 
+// Whether a resume is asked for and finds a checkpoint (resume=auto in an empty run dir: none).
+bool resumes(const RunSetup& s) {
+  const auto& resume = s.options.resume;
+  return resume.any() && CheckpointStore::resolve(resume, s.options.run_dir).has_value();
+}
+
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
 // shard group of several ranks, each step of its set-up done by parts. Not under tensor
 // parallelism (each TP rank cuts its slices from the whole model it built), not for a temporal
 // run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
-// for a resume (the restore reads into whole tensors), not for model.init_from under expert
-// parallelism (an expert stack's rows of another layout), and only for fp32 master weights.
-// Those still build the whole model on every rank before sharding it (README, set-up memory).
+// for model.init_from under expert parallelism (an expert stack's rows of another layout), and
+// only for fp32 master weights. A resume is read by range into the shard too
+// (restore_training_shard), except a LoRA run's, an expert-parallel one's and a distillation
+// run's (whose projections train beside the model): those restore into whole tensors. Those
+// still build the whole model on every rank before sharding it (README, set-up memory).
 bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
-                    const dist::Group* tp) {
+                    const dist::Group* tp, bool resuming) {
   const auto& setup = s.setup;
   if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
   if (setup.temporal || setup.model.freeze_base) return false;
   if (rt.param_dtype != at::kFloat) return false;
   if (s.ep.active() && !s.options.init_from.empty()) return false;
-  const auto& resume = s.options.resume;
-  return !(resume.any() && CheckpointStore::resolve(resume, s.options.run_dir));
+  return !(resuming && (setup.model.lora.enabled() || s.ep.active() || setup.distill.enabled));
 }
 
 }  // namespace
@@ -53,7 +60,10 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
   }
   dist::Group& shard_group = s.shards.shard_group(group);
-  const bool sharded = sharded_set_up(s, shard_group, rt, tp);
+  // (Resolved only where it matters: elsewhere resume_or_init alone resolves it.)
+  const bool resuming =
+      s.options.optimizer.zero == 3 && shard_group.size() > 1 && tp == nullptr && resumes(s);
+  const bool sharded = sharded_set_up(s, shard_group, rt, tp, resuming);
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
   // adapters (its second stage). The sharded set-up builds the model unwritten on the CPU and
@@ -116,12 +126,17 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
         trained_param_sources(*s.model, s.objective.get()), pad,
         optim::ShardOnly{shard_group.rank(), shard_group.size(), s.ep.active(),
                          torch::TensorOptions().device(rt.device).dtype(rt.param_dtype)});
-    torch::manual_seed(seed);
-    parallel::init_shard_from_seed(*s.model, *s.flat);
+    // A resume reads its shard from the checkpoint (resume_or_init): nothing to draw.
+    if (!resuming) {
+      torch::manual_seed(seed);
+      parallel::init_shard_from_seed(*s.model, *s.flat);
+    }
     log::info(log::format(
         "ZeRO-3 sharded set-up: the model built unwritten, this rank's shard of %lld of %lld "
-        "flat elements initialised parameter by parameter (no rank holds the whole model)",
-        (long long)s.flat->shard_numel(), (long long)s.flat->numel()));
+        "flat elements %s (no rank holds the whole model)",
+        (long long)s.flat->shard_numel(), (long long)s.flat->numel(),
+        resuming ? "to be read from the resumed checkpoint by range"
+                 : "initialised parameter by parameter"));
   } else {
     s.flat = std::make_unique<optim::FlatParams>(
         trained_param_sources(*s.model, s.objective.get()), pad,

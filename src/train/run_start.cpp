@@ -133,18 +133,16 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       }
       log::info("resume=auto: no checkpoint in " + run_dir + ", starting fresh");
     } else {
-      if (s.flat->shard_only()) {
-        throw Error(
-            "internal: a resume on ZeRO-3's sharded set-up (build_model_and_optimizer "
-            "decides it after resolving the resume)");
-      }
-      // The restore reads every tensor by range, only what this rank keeps (a ZeRO shard of the
-      // moments, tensor parallelism's slices; expert parallelism its own experts from a sharded
+      // ZeRO-3's sharded set-up (build_model_and_optimizer decided it): this rank's shard of
+      // the parameters and of the moments, by range; the model is never written whole.
+      const bool into_shard = s.flat->shard_only();
+      // Else the restore reads every tensor by range, only what this rank keeps (a ZeRO shard of
+      // the moments, tensor parallelism's slices; expert parallelism its own experts from a sharded
       // checkpoint, train/expert_resume.h): no file is loaded whole here.
       const bool ep_by_range = s.ep.active() && !s.tp && s.objective->trained_module() == nullptr;
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true, {},
                                         /*tensors_by_range=*/true);
-      const bool experts_by_range = ep_by_range && has_model_shards(ckpt.meta);
+      const bool experts_by_range = !into_shard && ep_by_range && has_model_shards(ckpt.meta);
       if (experts_by_range) {
         log::info(saved_in_ep_layout(ckpt.meta, s.ep.ep)
                       ? "resume: this rank reads only its own experts' slices"
@@ -175,12 +173,14 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
           s.tp ? tp_localizer(*s.tp)
                : (experts_by_range ? ep_localizer(*s.model, s.ep.ep_rank, s.ep.ep)
                                    : TensorLocalizer{});
-      s.state = restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
-                                            s.objective->trained_module(), localize);
+      s.state = into_shard ? restore_training_shard(ckpt, *s.model, *s.flat, *s.optimizer)
+                           : restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
+                                                         s.objective->trained_module(), localize);
       s.resumed = true;
-      log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld",
+      log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld%s",
                             ckpt.dir.c_str(), (long long)s.state.step,
-                            (long long)s.state.position.epoch, (long long)s.state.position.cursor));
+                            (long long)s.state.position.epoch, (long long)s.state.position.cursor,
+                            into_shard ? " (this rank's shard only, read by range)" : ""));
       if (s.state.step >= s.max_steps) {
         log::info(log::format(
             "the run in %s is already complete: %s is at step %lld of %lld (train.max_steps); "

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,33 +36,17 @@
 namespace lmtrain::train {
 namespace {
 
-TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
-  const testing::MallocFollowsTensors malloc_settings;
-  testing::TempDir tmp("lmtrain_resume_memory");
-  const std::string run_dir = tmp.path() + "/run";
-  auto cfg = model::tiny_gpt_config(384, 4096, 64);  // ~12.2M parameters, ~49 MB fp32
-  cfg.n_layer = 6;
-  cfg.n_head = 6;
-  const int world = 2;
-  optim::OptimizerOptions opts;
-  opts.zero = 3;
-  // Built up front (the global RNG is not for threads): the saving ranks' models, the resuming
-  // ranks' (other weights, which the resume must replace) and the saved weights' flat layout.
-  std::vector<model::Gpt> saving, resuming;
-  for (int r = 0; r < world; ++r) {
-    torch::manual_seed(3);
-    saving.push_back(model::Gpt(cfg));
-    torch::manual_seed(4);
-    resuming.push_back(model::Gpt(cfg));
-  }
-  torch::manual_seed(3);
-  model::Gpt reference(cfg);
-  optim::FlatParams whole(*reference, reference->param_tags(), 16 * world);
-  const int64_t shard = whole.numel() / world;
-  torch::manual_seed(5);
-  const auto saved_avg = torch::rand({whole.numel()}), saved_avg_sq = torch::rand({whole.numel()});
-
+// Saves a ZeRO-3 checkpoint of step 1 over saving.size() real Gloo ranks in this process (shards,
+// no gather: checkpoint/sharded_save.h), the Adam moments set to `saved_avg` / `saved_avg_sq`
+// (whole flat, (numel,) each); returns its directory.
+std::string save_zero3_checkpoint_for_resume(const std::string& run_dir,
+                                             std::vector<model::Gpt>& saving,
+                                             const optim::OptimizerOptions& opts,
+                                             const at::Tensor& saved_avg,
+                                             const at::Tensor& saved_avg_sq) {
+  const int world = static_cast<int>(saving.size());
   std::string ckpt_dir;
+  const int64_t shard = saved_avg.numel() / world;
   auto errors = testing::run_ranks_in_process(world, [&](int r, dist::Group& group) {
     auto& m = *saving[r];
     optim::FlatParams flat(m, m.param_tags(), optim::flat_pad_multiple(opts, world),
@@ -90,12 +75,46 @@ TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
     }
     group.barrier();
   });
-  for (int r = 0; r < world; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  for (int r = 0; r < world; ++r) {
+    if (!errors[r].empty())
+      throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+  }
+  return ckpt_dir;
+}
+
+TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
+  const testing::MallocFollowsTensors malloc_settings;
+  testing::TempDir tmp("lmtrain_resume_memory");
+  const std::string run_dir = tmp.path() + "/run";
+  auto cfg = model::tiny_gpt_config(384, 4096, 64);  // ~12.2M parameters, ~49 MB fp32
+  cfg.n_layer = 6;
+  cfg.n_head = 6;
+  const int world = 2;
+  optim::OptimizerOptions opts;
+  opts.zero = 3;
+  // Built up front (the global RNG is not for threads): the saving ranks' models, the resuming
+  // ranks' (other weights, which the resume must replace) and the saved weights' flat layout.
+  std::vector<model::Gpt> saving, resuming;
+  for (int r = 0; r < world; ++r) {
+    torch::manual_seed(3);
+    saving.push_back(model::Gpt(cfg));
+    torch::manual_seed(4);
+    resuming.push_back(model::Gpt(cfg));
+  }
+  torch::manual_seed(3);
+  model::Gpt reference(cfg);
+  optim::FlatParams whole(*reference, reference->param_tags(), 16 * world);
+  const int64_t shard = whole.numel() / world;
+  torch::manual_seed(5);
+  const auto saved_avg = torch::rand({whole.numel()}), saved_avg_sq = torch::rand({whole.numel()});
+
+  const std::string ckpt_dir =
+      save_zero3_checkpoint_for_resume(run_dir, saving, opts, saved_avg, saved_avg_sq);
 
   std::vector<bool> params_equal(world, false), moments_equal(world, false);
   int64_t base_kb = -1, peak_kb = -1;
   bool reset_ok = true;
-  errors = testing::run_ranks_in_process(world, [&](int r, dist::Group& group) {
+  auto errors = testing::run_ranks_in_process(world, [&](int r, dist::Group& group) {
     auto sync = [&] { group.barrier(); };
     // What a run builds before its resume (train/run_setup.cpp).
     auto& m = *resuming[r];
@@ -135,6 +154,86 @@ TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
       world, model_mib, grown, model_mib);
   EXPECT_LT(grown, model_mib) << "the resume held about " << grown / model_mib
                               << " models beyond the built ranks";
+}
+
+// ZeRO-3's sharded set-up resuming (issue 42; train/run_build.cpp): the model is built unwritten,
+// the flat layout born sharded (optim::ShardOnly), and restore_training_shard reads each rank's
+// rows of the saved tensors straight into its shard, its moments by range. The parameters and
+// moments equal the saved ones' slices, and the restore grows the resident memory by less than
+// one model for both ranks together: writing the whole model (as the resume through a whole
+// build did) would commit one per rank.
+TEST(ResumeMemoryTest, Zero3ShardedSetUpResumesIntoTheShardsOnly) {
+  const testing::MallocFollowsTensors malloc_settings;
+  testing::TempDir tmp("lmtrain_resume_shard_memory");
+  const std::string run_dir = tmp.path() + "/run";
+  auto cfg = model::tiny_gpt_config(384, 4096, 64);  // ~12.2M parameters, ~49 MB fp32
+  cfg.n_layer = 6;
+  cfg.n_head = 6;
+  const int world = 2;
+  optim::OptimizerOptions opts;
+  opts.zero = 3;
+  std::vector<model::Gpt> saving, resuming;
+  for (int r = 0; r < world; ++r) {
+    torch::manual_seed(3);
+    saving.push_back(model::Gpt(cfg));
+    resuming.push_back(model::Gpt(cfg, /*init=*/false));  // unwritten, as the sharded set-up
+  }
+  torch::manual_seed(3);
+  model::Gpt reference(cfg);
+  optim::FlatParams whole(*reference, reference->param_tags(), 16 * world);
+  const int64_t shard = whole.numel() / world;
+  torch::manual_seed(5);
+  const auto saved_avg = torch::rand({whole.numel()}), saved_avg_sq = torch::rand({whole.numel()});
+  const std::string ckpt_dir =
+      save_zero3_checkpoint_for_resume(run_dir, saving, opts, saved_avg, saved_avg_sq);
+
+  std::vector<bool> params_equal(world, false), moments_equal(world, false);
+  std::vector<int64_t> steps(world, -1);
+  int64_t base_kb = -1, peak_kb = -1;
+  bool reset_ok = true;
+  auto errors = testing::run_ranks_in_process(world, [&](int r, dist::Group& group) {
+    auto sync = [&] { group.barrier(); };
+    auto& m = *resuming[r];
+    optim::FlatParams flat(std::vector<optim::ParamSource>{{"", &m, m.param_tags()}},
+                           optim::flat_pad_multiple(opts, world),
+                           optim::ShardOnly{r, world, false, torch::TensorOptions()});
+    optim::ZeroAdamW adam(flat, opts.adamw, group, 3);
+    sync();
+    if (r == 0) {
+      reset_ok = testing::reset_peak_rss();
+      base_kb = testing::proc_status_kb("VmRSS");
+    }
+    sync();
+    const auto ckpt = CheckpointStore::load(ckpt_dir, /*allow_fallback=*/false, {},
+                                            /*tensors_by_range=*/true);
+    steps[r] = restore_training_shard(ckpt, m, flat, adam).step;
+    sync();
+    if (r == 0) peak_kb = testing::proc_status_kb("VmHWM");
+    sync();
+    params_equal[r] =
+        flat.shard_begin() == r * shard && torch::equal(flat.param_slice(r * shard, shard),
+                                                        whole.params().narrow(0, r * shard, shard));
+    const auto state = adam.state_tensors();
+    moments_equal[r] = torch::equal(state[0].second, saved_avg.narrow(0, r * shard, shard)) &&
+                       torch::equal(state[1].second, saved_avg_sq.narrow(0, r * shard, shard));
+  });
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(steps[r], 1) << "rank " << r;
+    EXPECT_TRUE(params_equal[r]) << "rank " << r << "'s shard of the parameters";
+    EXPECT_TRUE(moments_equal[r]) << "rank " << r << "'s shard of the moments";
+  }
+  if (!reset_ok || base_kb < 0 || peak_kb < 0) {
+    GTEST_SKIP() << "no /proc/self/clear_refs or VmHWM here: peak RSS cannot be measured";
+  }
+  const double model_mib = static_cast<double>(whole.numel()) * 4 / 1048576.0;
+  const double grown = (peak_kb - base_kb) / 1024.0;
+  std::printf(
+      "ZeRO-3 sharded set-up resume over %d ranks, %.1f MiB of fp32 model each: peak RSS +%.1f "
+      "MiB over the built shards (bound: one model, %.1f MiB)\n",
+      world, model_mib, grown, model_mib);
+  EXPECT_LT(grown, model_mib) << "the resume held about " << grown / model_mib
+                              << " models beyond the shards";
 }
 
 }  // namespace

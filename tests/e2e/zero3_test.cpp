@@ -140,6 +140,9 @@ TEST_F(Zero3Test, Hsdp2x2EqualsOneProcessAndAResumeIsBitwise) {
                        " --dist.zero=3 --train.micro_batch_size=6 --resume=auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  // ZeRO-3's sharded set-up: read by range into each rank's shard, no whole model built.
+  EXPECT_NE(r.output.find("(this rank's shard only, read by range)"), std::string::npos)
+      << r.output;
   EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", whole + "/checkpoints/latest"),
             0.0);
   EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", whole + "/checkpoints/latest",
@@ -149,7 +152,8 @@ TEST_F(Zero3Test, Hsdp2x2EqualsOneProcessAndAResumeIsBitwise) {
 
 // ZeRO-3 saves shards, no gather (checkpoint/sharded_save.h): a 2-rank checkpoint taken at
 // step 5 of 15 resumes for 10 more steps as one process (ZeRO-0), as ZeRO-3 on 3 ranks and as
-// ZeRO-1 on 2, each ending within 1e-5 of the uninterrupted one-process run; `lmtrain export hf`
+// ZeRO-1 on 2, each ending within 1e-5 of the uninterrupted one-process run (whose unsharded
+// checkpoint of step 5 resumes as ZeRO-3 on 2 ranks as well); `lmtrain export hf`
 // reads it directly; a missing shard file is an error naming the file and its rank.
 TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
   const std::string longer = " --train.max_steps=15";
@@ -181,10 +185,33 @@ TEST_F(Zero3Test, ShardedCheckpointResumesUnderOtherLayoutsAndCommandsReadIt) {
                     " --train.micro_batch_size=" + std::to_string(12 / l.ranks) + " --resume=auto");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+    // ZeRO-3 at 3 ranks takes the sharded set-up: 2 ranks' shards read by range into 3's.
+    EXPECT_EQ(r.output.find("(this rank's shard only, read by range)") != std::string::npos,
+              l.ranks == 3)
+        << r.output;
     const auto losses = logged_losses(dir), want = logged_losses(base);
     ASSERT_EQ(losses.size(), want.size());
     for (size_t i = 0; i < losses.size(); ++i) {
       EXPECT_LE(std::abs(losses[i] - want[i]), 1e-5 * std::abs(want[i])) << "step " << i + 1;
+    }
+    EXPECT_LE(max_param_rel_diff(dir + "/checkpoints/latest", base + "/checkpoints/latest"), 1e-5);
+  }
+
+  // The one-process run's unsharded checkpoint of step 5 resumed as ZeRO-3 on 2 ranks: each
+  // rank reads its shard's rows of model.safetensors and its range of the named moments.
+  {
+    const std::string dir = dir_->file("one_as_z3");
+    auto r = run_command(train(2) + flags(dir) + longer +
+                         " --dist.zero=3 --train.micro_batch_size=6 --resume=" + base +
+                         "/checkpoints/step_00000005");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("(this rank's shard only, read by range)"), std::string::npos)
+        << r.output;
+    const auto losses = logged_losses(dir), want = logged_losses(base);
+    ASSERT_EQ(losses.size(), 10u);
+    for (size_t i = 0; i < losses.size(); ++i) {
+      EXPECT_LE(std::abs(losses[i] - want[i + 5]), 1e-5 * std::abs(want[i + 5]))
+          << "step " << i + 6;
     }
     EXPECT_LE(max_param_rel_diff(dir + "/checkpoints/latest", base + "/checkpoints/latest"), 1e-5);
   }
