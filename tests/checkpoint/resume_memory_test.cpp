@@ -82,34 +82,59 @@ std::string save_zero3_checkpoint_for_resume(const std::string& run_dir,
   return ckpt_dir;
 }
 
-TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
-  const testing::MallocFollowsTensors malloc_settings;
-  testing::TempDir tmp("lmtrain_resume_memory");
-  const std::string run_dir = tmp.path() + "/run";
+// What both resume tests start from: a ZeRO-3 checkpoint of step 1 over 2 ranks of a ~49 MB
+// fp32 model (seed 3) with random moments (seed 5), and the ranks that will resume it.
+struct SavedZero3Checkpoint {
+  int world = 2;
+  optim::OptimizerOptions opts;
+  std::vector<model::Gpt> resuming;  // one model per resuming rank
+  at::Tensor whole_params;           // the saved weights, flat (numel,)
+  int64_t shard = 0;                 // elements per rank of the flat layout
+  at::Tensor saved_avg, saved_avg_sq;
+  std::string dir;
+};
+
+// `unwritten`: the resuming models are built unwritten (as ZeRO-3's sharded set-up builds
+// them); else with other weights (seed 4), which the resume must replace.
+SavedZero3Checkpoint save_zero3_for_resume(const std::string& run_dir, bool unwritten) {
+  SavedZero3Checkpoint out;
   auto cfg = model::tiny_gpt_config(384, 4096, 64);  // ~12.2M parameters, ~49 MB fp32
   cfg.n_layer = 6;
   cfg.n_head = 6;
-  const int world = 2;
-  optim::OptimizerOptions opts;
-  opts.zero = 3;
-  // Built up front (the global RNG is not for threads): the saving ranks' models, the resuming
-  // ranks' (other weights, which the resume must replace) and the saved weights' flat layout.
-  std::vector<model::Gpt> saving, resuming;
-  for (int r = 0; r < world; ++r) {
+  out.opts.zero = 3;
+  // Built up front (the global RNG is not for threads).
+  std::vector<model::Gpt> saving;
+  for (int r = 0; r < out.world; ++r) {
     torch::manual_seed(3);
     saving.push_back(model::Gpt(cfg));
-    torch::manual_seed(4);
-    resuming.push_back(model::Gpt(cfg));
+    if (unwritten) {
+      out.resuming.push_back(model::Gpt(cfg, /*init=*/false));
+    } else {
+      torch::manual_seed(4);
+      out.resuming.push_back(model::Gpt(cfg));
+    }
   }
   torch::manual_seed(3);
   model::Gpt reference(cfg);
-  optim::FlatParams whole(*reference, reference->param_tags(), 16 * world);
-  const int64_t shard = whole.numel() / world;
+  optim::FlatParams whole(*reference, reference->param_tags(), 16 * out.world);
+  out.whole_params = whole.params();
+  out.shard = whole.numel() / out.world;
   torch::manual_seed(5);
-  const auto saved_avg = torch::rand({whole.numel()}), saved_avg_sq = torch::rand({whole.numel()});
+  out.saved_avg = torch::rand({whole.numel()});
+  out.saved_avg_sq = torch::rand({whole.numel()});
+  out.dir =
+      save_zero3_checkpoint_for_resume(run_dir, saving, out.opts, out.saved_avg, out.saved_avg_sq);
+  return out;
+}
 
-  const std::string ckpt_dir =
-      save_zero3_checkpoint_for_resume(run_dir, saving, opts, saved_avg, saved_avg_sq);
+TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
+  const testing::MallocFollowsTensors malloc_settings;
+  testing::TempDir tmp("lmtrain_resume_memory");
+  const auto saved = save_zero3_for_resume(tmp.path() + "/run", /*unwritten=*/false);
+  const int world = saved.world;
+  const auto& opts = saved.opts;
+  const int64_t shard = saved.shard;
+  auto resuming = saved.resuming;
 
   std::vector<bool> params_equal(world, false), moments_equal(world, false);
   int64_t base_kb = -1, peak_kb = -1;
@@ -127,16 +152,17 @@ TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
       base_kb = testing::proc_status_kb("VmRSS");
     }
     sync();
-    const auto ckpt = CheckpointStore::load(ckpt_dir, /*allow_fallback=*/false, {},
+    const auto ckpt = CheckpointStore::load(saved.dir, /*allow_fallback=*/false, {},
                                             /*tensors_by_range=*/true);
     restore_training_checkpoint(ckpt, m, adam);
     sync();
     if (r == 0) peak_kb = testing::proc_status_kb("VmHWM");
     sync();
-    params_equal[r] = torch::equal(flat.params(), whole.params());
+    params_equal[r] = torch::equal(flat.params(), saved.whole_params);
     const auto state = adam.state_tensors();
-    moments_equal[r] = torch::equal(state[0].second, saved_avg.narrow(0, r * shard, shard)) &&
-                       torch::equal(state[1].second, saved_avg_sq.narrow(0, r * shard, shard));
+    moments_equal[r] =
+        torch::equal(state[0].second, saved.saved_avg.narrow(0, r * shard, shard)) &&
+        torch::equal(state[1].second, saved.saved_avg_sq.narrow(0, r * shard, shard));
   });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
@@ -146,7 +172,7 @@ TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
   if (!reset_ok || base_kb < 0 || peak_kb < 0) {
     GTEST_SKIP() << "no /proc/self/clear_refs or VmHWM here: peak RSS cannot be measured";
   }
-  const double model_mib = static_cast<double>(whole.numel()) * 4 / 1048576.0;
+  const double model_mib = static_cast<double>(saved.whole_params.numel()) * 4 / 1048576.0;
   const double grown = (peak_kb - base_kb) / 1024.0;
   std::printf(
       "ZeRO-3 resume over %d ranks, %.1f MiB of fp32 model each: peak RSS +%.1f MiB over the "
@@ -165,27 +191,11 @@ TEST(ResumeMemoryTest, Zero3ResumeReadsOnlyEachRanksShard) {
 TEST(ResumeMemoryTest, Zero3ShardedSetUpResumesIntoTheShardsOnly) {
   const testing::MallocFollowsTensors malloc_settings;
   testing::TempDir tmp("lmtrain_resume_shard_memory");
-  const std::string run_dir = tmp.path() + "/run";
-  auto cfg = model::tiny_gpt_config(384, 4096, 64);  // ~12.2M parameters, ~49 MB fp32
-  cfg.n_layer = 6;
-  cfg.n_head = 6;
-  const int world = 2;
-  optim::OptimizerOptions opts;
-  opts.zero = 3;
-  std::vector<model::Gpt> saving, resuming;
-  for (int r = 0; r < world; ++r) {
-    torch::manual_seed(3);
-    saving.push_back(model::Gpt(cfg));
-    resuming.push_back(model::Gpt(cfg, /*init=*/false));  // unwritten, as the sharded set-up
-  }
-  torch::manual_seed(3);
-  model::Gpt reference(cfg);
-  optim::FlatParams whole(*reference, reference->param_tags(), 16 * world);
-  const int64_t shard = whole.numel() / world;
-  torch::manual_seed(5);
-  const auto saved_avg = torch::rand({whole.numel()}), saved_avg_sq = torch::rand({whole.numel()});
-  const std::string ckpt_dir =
-      save_zero3_checkpoint_for_resume(run_dir, saving, opts, saved_avg, saved_avg_sq);
+  const auto saved = save_zero3_for_resume(tmp.path() + "/run", /*unwritten=*/true);
+  const int world = saved.world;
+  const auto& opts = saved.opts;
+  const int64_t shard = saved.shard;
+  auto resuming = saved.resuming;
 
   std::vector<bool> params_equal(world, false), moments_equal(world, false);
   std::vector<int64_t> steps(world, -1);
@@ -204,18 +214,19 @@ TEST(ResumeMemoryTest, Zero3ShardedSetUpResumesIntoTheShardsOnly) {
       base_kb = testing::proc_status_kb("VmRSS");
     }
     sync();
-    const auto ckpt = CheckpointStore::load(ckpt_dir, /*allow_fallback=*/false, {},
+    const auto ckpt = CheckpointStore::load(saved.dir, /*allow_fallback=*/false, {},
                                             /*tensors_by_range=*/true);
     steps[r] = restore_training_shard(ckpt, m, flat, adam).step;
     sync();
     if (r == 0) peak_kb = testing::proc_status_kb("VmHWM");
     sync();
-    params_equal[r] =
-        flat.shard_begin() == r * shard && torch::equal(flat.param_slice(r * shard, shard),
-                                                        whole.params().narrow(0, r * shard, shard));
+    params_equal[r] = flat.shard_begin() == r * shard &&
+                      torch::equal(flat.param_slice(r * shard, shard),
+                                   saved.whole_params.narrow(0, r * shard, shard));
     const auto state = adam.state_tensors();
-    moments_equal[r] = torch::equal(state[0].second, saved_avg.narrow(0, r * shard, shard)) &&
-                       torch::equal(state[1].second, saved_avg_sq.narrow(0, r * shard, shard));
+    moments_equal[r] =
+        torch::equal(state[0].second, saved.saved_avg.narrow(0, r * shard, shard)) &&
+        torch::equal(state[1].second, saved.saved_avg_sq.narrow(0, r * shard, shard));
   });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
@@ -226,7 +237,7 @@ TEST(ResumeMemoryTest, Zero3ShardedSetUpResumesIntoTheShardsOnly) {
   if (!reset_ok || base_kb < 0 || peak_kb < 0) {
     GTEST_SKIP() << "no /proc/self/clear_refs or VmHWM here: peak RSS cannot be measured";
   }
-  const double model_mib = static_cast<double>(whole.numel()) * 4 / 1048576.0;
+  const double model_mib = static_cast<double>(saved.whole_params.numel()) * 4 / 1048576.0;
   const double grown = (peak_kb - base_kb) / 1024.0;
   std::printf(
       "ZeRO-3 sharded set-up resume over %d ranks, %.1f MiB of fp32 model each: peak RSS +%.1f "

@@ -15,12 +15,10 @@
 // - A LoRA base read by range into the frozen shards: the sharded model's loss is the whole
 //   loaded one's, bit for bit, and the set-up holds the trained and frozen shards only.
 #include <gtest/gtest.h>
-#include <malloc.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -38,43 +36,12 @@
 #include "optim/zero_adamw.h"
 #include "parallel/fully_shard.h"
 #include "parallel/sharded_init.h"
+#include "rss_probe.h"
 #include "test_util.h"
 #include "train/init_from_shard.h"
 
 namespace lmtrain::parallel {
 namespace {
-
-// kB of a /proc/self/status field ("VmRSS", "VmHWM"), -1 if absent.
-int64_t sharded_setup_status_kb(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, field.size() + 1, field + ":") == 0) {
-      return std::stoll(line.substr(field.size() + 1));
-    }
-  }
-  return -1;
-}
-
-bool sharded_setup_reset_peak() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
-}
-
-// Host-allocator noise out of the figures (as Zero3SetupMemoryTest): blocks above 64 KiB are
-// mapped and unmapped at once, so RSS follows the live tensors; glibc's defaults after.
-struct ShardedSetupMallocScope {
-  ShardedSetupMallocScope() {
-    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 64 * 1024);
-  }
-  ~ShardedSetupMallocScope() {
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-  }
-};
 
 optim::ShardOnly cpu_shard(int rank, int ranks, bool keep_experts = false) {
   return optim::ShardOnly{rank, ranks, keep_experts, torch::TensorOptions().dtype(at::kFloat)};
@@ -111,13 +78,13 @@ Measured measure_setup(const std::function<int64_t(int, dist::Group&, const Mark
     };
     sync();
     if (r == 0) {
-      reset_ok = sharded_setup_reset_peak();
-      base_kb = sharded_setup_status_kb("VmRSS");
+      reset_ok = testing::reset_peak_rss();
+      base_kb = testing::proc_status_kb("VmRSS");
     }
     sync();
     allowed[r] = setup(r, group, [&] {
       sync();
-      if (r == 0) peak_kb = sharded_setup_status_kb("VmHWM");
+      if (r == 0) peak_kb = testing::proc_status_kb("VmHWM");
       sync();
     });
   });
@@ -135,7 +102,7 @@ int64_t largest_param_bytes(model::GptImpl& m) {
 }
 
 TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeInit) {
-  ShardedSetupMallocScope malloc_scope;
+  const testing::MallocFollowsTensors malloc_scope;
   const auto cfg = big_config();
   const int world = 2;
   optim::OptimizerOptions opts;
@@ -253,7 +220,7 @@ TEST(Zero3ShardedSetupTest, ShardsFromTheSeedEqualTheWholeInitForNanochatAndMoe)
 
 // model.init_from under the sharded set-up reads only this rank's rows of each tensor.
 TEST(Zero3ShardedSetupTest, InitFromReadsOnlyTheShardsRows) {
-  ShardedSetupMallocScope malloc_scope;
+  const testing::MallocFollowsTensors malloc_scope;
   testing::TempDir dir("lmtrain_sharded_init_from");
   const auto cfg = big_config();
   const int world = 2;
@@ -278,10 +245,10 @@ TEST(Zero3ShardedSetupTest, InitFromReadsOnlyTheShardsRows) {
     flats.push_back(
         std::make_unique<optim::FlatParams>(model_source(*models[r]), pad, cpu_shard(r, world)));
   }
-  const bool reset_ok = sharded_setup_reset_peak();
-  const int64_t base_kb = sharded_setup_status_kb("VmRSS");
+  const bool reset_ok = testing::reset_peak_rss();
+  const int64_t base_kb = testing::proc_status_kb("VmRSS");
   for (int r = 0; r < world; ++r) train::load_init_shard(src, *models[r], *flats[r]);
-  const int64_t peak_kb = sharded_setup_status_kb("VmHWM");
+  const int64_t peak_kb = testing::proc_status_kb("VmHWM");
   // The reference: the whole file, loaded as a whole build would.
   torch::manual_seed(5);
   model::Gpt ref(cfg);
@@ -329,7 +296,7 @@ TEST(Zero3ShardedSetupTest, InitFromReadsOnlyTheShardsRows) {
 // same LoRA model built and loaded whole, bit for bit (the adapters start as a no-op, so this
 // checks the base), and the set-up holds the shards, trained and frozen, plus one parameter.
 TEST(Zero3ShardedSetupTest, LoraBaseIsReadByRangeIntoTheFrozenShards) {
-  ShardedSetupMallocScope malloc_scope;
+  const testing::MallocFollowsTensors malloc_scope;
   testing::TempDir dir("lmtrain_sharded_lora_base");
   model::ModelOptions mo;
   mo.shape = big_config();
