@@ -14,7 +14,6 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/safetensors_slice.h"
-#include "train/init_from_shard.h"
 
 namespace lmtrain::train {
 
@@ -142,8 +141,10 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
   return training_state_of(ckpt, lora_base);
 }
 
-TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                     optim::FlatParams& flat, optim::Optimizer& optimizer) {
+TrainingState restore_shard_optimizer_and_state(const LoadedCheckpoint& ckpt,
+                                                const model::GptImpl& model,
+                                                const optim::FlatParams& flat,
+                                                optim::Optimizer& optimizer) {
   if (is_lora_checkpoint(ckpt)) {
     throw Error("internal: restore_training_shard: " + ckpt.dir +
                 " is a LoRA checkpoint (resumed through the whole model)");
@@ -154,9 +155,8 @@ TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImp
                   "' is not the model's (an objective's parameters resume whole)");
     }
   }
-  // Of each tensor only the rows holding this rank's shard, one tensor at a time, as
-  // model.init_from under the sharded set-up reads them; then the moments of the same range.
-  load_init_shard(ckpt, model, flat);
+  // The moments of the range this rank keeps (the parameters of the same range are read by
+  // the caller, train/init_from_shard.h).
   if (has_model_shards(ckpt.meta)) {
     restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer);
   } else {

@@ -97,14 +97,16 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
                                           torch::nn::Module* objective = nullptr,
                                           const TensorLocalizer& localize = {});
 
-// ZeRO-3's sharded set-up (parallel/sharded_init.h) resuming: the model's parameters read by
-// range into this rank's shard of the ShardOnly-built `flat` (train/init_from_shard.h, from an
-// unsharded model.safetensors or any sharded layout's shard files), its buffers whole, the
-// optimizer state of the range this rank keeps, the RNG; the model is never written whole. A
-// LoRA checkpoint or an objective with parameters of its own is not taken here (an error):
-// those resume through restore_training_checkpoint.
-TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                     optim::FlatParams& flat, optim::Optimizer& optimizer);
+// ZeRO-3's sharded set-up (parallel/sharded_init.h) resuming, all but the parameters: the
+// optimizer state of the range this rank keeps, the RNG and the training state. The parameters
+// are read by range into this rank's shard by train/init_from_shard.h's restore_training_shard,
+// which calls this first. A LoRA checkpoint or an objective with parameters of its own in
+// `flat` is not taken here (an error, before anything is read): those resume through
+// restore_training_checkpoint.
+TrainingState restore_shard_optimizer_and_state(const LoadedCheckpoint& ckpt,
+                                                const model::GptImpl& model,
+                                                const optim::FlatParams& flat,
+                                                optim::Optimizer& optimizer);
 
 // The parameters an objective trains (Objective::trained_module: distillation's projections, a
 // temporal encoder) from the checkpoint's objective.safetensors, by name; UsageErrors name what

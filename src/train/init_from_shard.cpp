@@ -134,4 +134,11 @@ FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl&
   return out;
 }
 
+TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                     optim::FlatParams& flat, optim::Optimizer& optimizer) {
+  TrainingState state = restore_shard_optimizer_and_state(ckpt, model, flat, optimizer);
+  load_init_shard(ckpt, model, flat);
+  return state;
+}
+
 }  // namespace lmtrain::train

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/training_checkpoint.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
 
@@ -31,5 +32,13 @@ struct FrozenInit {
   nlohmann::json lora_base;
 };
 FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl& model);
+
+// ZeRO-3's sharded set-up resuming: of each saved parameter only the rows holding this rank's
+// shard, one tensor at a time, as load_init_shard reads model.init_from, after the optimizer
+// state of the same range, the RNG and the training state
+// (checkpoint/training_checkpoint.h's restore_shard_optimizer_and_state, which refuses a LoRA
+// checkpoint and an objective's parameters first). The model is never written whole.
+TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
+                                     optim::FlatParams& flat, optim::Optimizer& optimizer);
 
 }  // namespace lmtrain::train

@@ -32,6 +32,7 @@
 #include "parallel/fully_shard.h"
 #include "rss_probe.h"
 #include "test_util.h"
+#include "train/init_from_shard.h"
 
 namespace lmtrain::train {
 namespace {
