@@ -65,91 +65,9 @@ if ! ninja -C build -j"$(nproc)" "${targets[@]}" >"$OUT/build.log" 2>&1; then
 fi
 note "build: ok ($(elapsed)); parquet input $parquet"
 
-# ---- first: the most a 15-minute device budget can learn (see the top of this file)
+# ---- first: the most a 15-minute device budget can learn (scripts/device_first.sh)
 if [[ "$parts" == first ]]; then
-  budget=${LMTRAIN_DEVICE_BUDGET_S:-540}
-  # step LIMIT_S NAME CMD...: runs CMD under LIMIT_S when that much of the budget is left.
-  step() {
-    local limit=$1 name=$2
-    shift 2
-    if ((SECONDS - t0 + limit > budget)); then
-      note "skipped: $name (${limit}s would pass the ${budget}s budget at $(elapsed))"
-      return 1
-    fi
-    timeout "$limit" "$@" || note "$name: exit $? ($(elapsed))"
-    return 0
-  }
-  note ""
-  note "## GPU tests"
-  # The one-rank NCCL test hung on 2026-11-27: it runs alone below, with NCCL's own log.
-  step 150 "GPU tests" bash -c "cd build && ctest --timeout 100 --output-on-failure -R '^Cuda' \
-    -E 'OverNccl'" >"$OUT/ctest_cuda.log" 2>&1
-  note "GPU tests: $(grep -E 'tests passed|tests failed' "$OUT/ctest_cuda.log" | tail -1) ($(elapsed))"
-  grep -E '^\s+[0-9]+/[0-9]+ Test|Failed|Skipped' "$OUT/ctest_cuda.log" | grep -vE ' Passed ' |
-    tee -a "$summary"
-  # NCCL alone: 45 s, then every thread's stack (gdb, when the machine has it) if it still runs.
-  nccl_log="$OUT/nccl_test.log"
-  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL,NET TORCH_DISTRIBUTED_DEBUG=DETAIL \
-    build/tests/lmtrain_cuda_tests --gtest_filter='*OverNccl*' >"$nccl_log" 2>&1 &
-  nccl_pid=$!
-  for _ in $(seq 45); do kill -0 "$nccl_pid" 2>/dev/null || break; sleep 1; done
-  if kill -0 "$nccl_pid" 2>/dev/null; then
-    command -v gdb >/dev/null &&
-      timeout 30 gdb -p "$nccl_pid" -batch -ex "thread apply all bt" >"$OUT/nccl_hang_stacks.txt" 2>&1
-    kill -9 "$nccl_pid"
-    note "NCCL test: HUNG after 45 s (nccl_test.log, nccl_hang_stacks.txt) ($(elapsed))"
-  else
-    wait "$nccl_pid"
-    note "NCCL test: exit $? ($(grep -cE '^\[ +OK' "$nccl_log") ok) ($(elapsed))"
-  fi
-  note ""
-  note "## GPT-2 124M, T=1024, batch 16, bf16"
-  gpt2=(--config configs/gpt2-124m.yaml --model.vocab_size=50304 --train.micro_batch_size=16
-    --train.total_batch_size=16384 --train.precision=bf16 --train.device=cuda
-    --bench.peak_tflops=989 --bench.steps=20 --bench.warmup=5)
-  # lmtrain VARIANT...: one bench run per "name|flags" variant, a table row each.
-  lmtrain_rows() {
-    local v name flags log
-    for v in "$@"; do
-      name=${v%%|*}; flags=${v#*|}; log="$OUT/first_${name//[^A-Za-z0-9]/_}.log"
-      # shellcheck disable=SC2086
-      step 75 "lmtrain $name" build/lmtrain bench "${gpt2[@]}" $flags >"$log" 2>&1 || continue
-      note "$(printf '| lmtrain %-30s | %10s tok/s | MFU %s | peak %s MiB |' "$name" \
-        "$(field tokens_per_s <"$log")" "$(field mfu <"$log")" "$(field peak_device_mib <"$log")")"
-    done
-  }
-  lmtrain_rows "fused off|--train.fused_kernels=off" "fused on|--train.fused_kernels=on" \
-    "fused on + CUDA graph|--train.fused_kernels=on --train.cuda_graphs=true"
-  step 150 "PyTorch compiled" "$python" bench/reference/train_gpt2.py --device cuda --dtype bf16 \
-    --n_layer 12 --n_head 12 --n_embd 768 --vocab_size 50304 --seq_len 1024 --batch_size 16 \
-    --steps 20 --warmup 5 --compile >"$OUT/first_pytorch_compiled.log" 2>&1 &&
-    note "$(printf '| %-38s | %10s tok/s | peak %s MiB |' "PyTorch torch.compile" \
-      "$(field tokens_per_s <"$OUT/first_pytorch_compiled.log")" \
-      "$(field peak_mem_mib <"$OUT/first_pytorch_compiled.log")")"
-  # train.attention_backend: which of libtorch's SDPA kernels to put first (issue 29, item 2).
-  lmtrain_rows "fused on, attention cudnn|--train.fused_kernels=on --train.attention_backend=cudnn" \
-    "fused on, attention flash|--train.fused_kernels=on --train.attention_backend=flash"
-  note ""
-  note "## Top GPU kernels per step, lmtrain fused on (3 profiled steps)"
-  step 75 "profile" env LMTRAIN_PROFILE="$OUT/trace_first.json" build/lmtrain bench "${gpt2[@]}" \
-    --train.fused_kernels=on --bench.steps=3 --bench.warmup=3 >"$OUT/first_profile.log" 2>&1 &&
-    grep -A15 "profile: GPU kernels" "$OUT/first_profile.log" | sed 's/^.*profile: //' |
-    tee -a "$summary"
-  note ""
-  note "## Qwen3-0.6B, T=2048, batch 8, bf16 (with the time left)"
-  qwen3=(--config configs/qwen3-0.6b.yaml --model.vocab_size=151936 --data.seq_len=2048
-    --train.micro_batch_size=8 --train.total_batch_size=16384 --train.precision=bf16
-    --train.device=cuda --bench.peak_tflops=989 --bench.steps=10 --bench.warmup=3)
-  for k in off on; do
-    log="$OUT/first_qwen3_fused_$k.log"
-    step 60 "qwen3 fused $k" build/lmtrain bench "${qwen3[@]}" --train.fused_kernels=$k \
-      >"$log" 2>&1 || continue
-    note "$(printf '| lmtrain qwen3-0.6b fused %-5s | %10s tok/s | MFU %s | peak %s MiB |' "$k" \
-      "$(field tokens_per_s <"$log")" "$(field mfu <"$log")" "$(field peak_device_mib <"$log")")"
-  done
-  note ""
-  note "total: $(elapsed)"
-  cat "$summary"
+  source scripts/device_first.sh
   exit 0
 fi
 
@@ -285,19 +203,7 @@ if [[ -f .devdata/fortunes/prepare.json ]]; then
       --train.eval_every=0 --checkpoint.every=0 --log.every=20 --log.tensorboard=false \
       --train.device=cuda --train.precision=$p >"$OUT/train_$p.log" 2>&1
   done
-  "$python" - "$OUT" <<'PY' | tee -a "$summary"
-import json, sys
-out = sys.argv[1]
-def curve(p):
-    rows = [json.loads(l) for l in open(f"{out}/run_{p}/metrics.jsonl")]
-    return {r["step"]: r["loss"] for r in rows if "loss" in r}, [r["val_loss"] for r in rows if "val_loss" in r]
-def compare(x, y):
-    a, va = curve(x); b, vb = curve(y)
-    gap = max(abs(a[s] - b[s]) for s in a if s in b)
-    print(f"{y} vs {x}: max |train loss gap| over logged steps {gap:.4f}; final train {a[max(a)]:.4f} ({x}) vs {b[max(b)]:.4f} ({y}), {100 * (b[max(b)] / a[max(a)] - 1):+.2f}%; val {va[-1]:.4f} vs {vb[-1]:.4f}")
-compare("fp32", "bf16")
-compare("bf16", "fp8")
-PY
+  "$python" bench/loss_gaps.py "$OUT" fp32 bf16 fp8 2>&1 | tee -a "$summary"
 fi
 
 note ""
