@@ -5,10 +5,11 @@
 # its share of LMTRAIN_DEVICE_BUDGET_S (default 540 s) is left, so the summary always comes back:
 #   1. every GPU test (Cuda*), 4 at a time, and beside them the one-rank NCCL test alone with
 #      NCCL's log (and every thread's stack if it hangs);
-#   2. GPT-2 124M (T=1024, batch 16): fused kernels off / auto (the default) / on / on + CUDA
-#      graph, fp16 + graph, fp8, and ZeRO-3 on one rank beside the plain run (issue 42: >= 0.97x);
-#      then compiled PyTorch, and one Kineto table each of the eager and the graphed fused run;
-#   3. Qwen3-0.6B (T=2048, batch 8) against Hugging Face transformers eager and compiled;
+#   2. GPT-2 124M (T=1024, batch 16): fused kernels off / auto (every kernel, since 2026-11-28) /
+#      auto + CUDA graph, fp16 + graph, fp8, and ZeRO-3 on one rank beside the plain run (issue
+#      42: >= 0.97x); then compiled PyTorch, and Kineto tables of the eager bf16 run, the fp8 run
+#      (0.45x bf16 on 2026-11-28: where its time goes) and compiled PyTorch's step;
+#   3. Qwen3-0.6B (T=2048, batch 4) against Hugging Face transformers eager and compiled;
 #   4. fp32, bf16 and fp8 losses over 200 steps (needs .devdata/fortunes);
 #   5. the 64-expert Qwen3-MoE shape against HF eager, with the time left.
 budget=${LMTRAIN_DEVICE_BUDGET_S:-540}
@@ -68,33 +69,39 @@ lmtrain_rows() {
 }
 eager="--train.cuda_graphs=false"
 lmtrain_rows "fused off|--train.fused_kernels=off $eager" \
-  "fused auto|--train.fused_kernels=auto $eager" \
-  "fused on|--train.fused_kernels=on $eager" \
-  "fused on + CUDA graph|--train.fused_kernels=on --train.cuda_graphs=true" \
-  "fused on, ZeRO-3 on 1 rank|--train.fused_kernels=on $eager --dist.zero=3" \
-  "fused on, fp16 + CUDA graph|--train.fused_kernels=on --train.cuda_graphs=true --train.precision=fp16" \
-  "fused on, fp8|--train.fused_kernels=on $eager --train.precision=fp8"
+  "fused auto|$eager" \
+  "fused auto + CUDA graph|--train.cuda_graphs=true" \
+  "ZeRO-3 on 1 rank|$eager --dist.zero=3" \
+  "fp16 + CUDA graph|--train.cuda_graphs=true --train.precision=fp16" \
+  "fp8|$eager --train.precision=fp8"
 step 150 "PyTorch compiled" "$python" bench/reference/train_gpt2.py --device cuda --dtype bf16 \
   --n_layer 12 --n_head 12 --n_embd 768 --vocab_size 50304 --seq_len 1024 --batch_size 16 \
   --steps 20 --warmup 5 --compile >"$OUT/first_pytorch_compiled.log" 2>&1 &&
   note "$(printf '| %-38s | %10s tok/s | peak %s MiB |' "PyTorch torch.compile" \
     "$(field tokens_per_s <"$OUT/first_pytorch_compiled.log")" \
     "$(field peak_mem_mib <"$OUT/first_pytorch_compiled.log")")"
-for v in "eager|$eager" "graph|--train.cuda_graphs=true"; do
+for v in "bf16|$eager" "fp8|$eager --train.precision=fp8"; do
   name=${v%%|*}; flags=${v#*|}
   note ""
-  note "### Top GPU kernels per step, lmtrain fused on, $name (3 profiled steps)"
+  note "### Top GPU kernels per step, lmtrain $name, eager (3 profiled steps)"
   # shellcheck disable=SC2086
   step 60 "profile $name" env LMTRAIN_PROFILE="$OUT/trace_first_$name.json" build/lmtrain bench \
-    "${gpt2[@]}" --train.fused_kernels=on $flags --bench.steps=3 --bench.warmup=3 \
-    >"$OUT/first_profile_$name.log" 2>&1 &&
+    "${gpt2[@]}" $flags --bench.steps=3 --bench.warmup=3 >"$OUT/first_profile_$name.log" 2>&1 &&
     grep -A15 "profile: GPU kernels" "$OUT/first_profile_$name.log" | sed 's/^.*profile: //' |
     cut -c1-150 | tee -a "$summary"
 done
+note ""
+note "### Top GPU kernels per step, PyTorch torch.compile (3 profiled steps)"
+step 150 "profile PyTorch compiled" "$python" bench/reference/train_gpt2.py --device cuda \
+  --dtype bf16 --n_layer 12 --n_head 12 --n_embd 768 --vocab_size 50304 --seq_len 1024 \
+  --batch_size 16 --steps 3 --warmup 5 --compile --profile "$OUT/trace_first_compiled.json" \
+  >"$OUT/first_profile_compiled.log" 2>&1 &&
+  sed -n '/^profile: trace/,/^peak_mem_mib/p' "$OUT/first_profile_compiled.log" | head -22 |
+  cut -c1-150 | tee -a "$summary"
 
 note ""
-note "## Qwen3-0.6B, T=2048, batch 8, bf16, against HF transformers (bench/compare_gpu_hf.sh)"
-step 200 "qwen3 vs HF" bash bench/compare_gpu_hf.sh --model qwen3-0.6b --out "$OUT/hf_qwen3" \
+note "## Qwen3-0.6B, T=2048, batch 4 (HF eager runs out of 80 GB at 8), bf16, against HF transformers"
+step 200 "qwen3 vs HF" bash bench/compare_gpu_hf.sh --model qwen3-0.6b --batch 4 --out "$OUT/hf_qwen3" \
   >"$OUT/first_hf_qwen3.log" 2>&1 && grep -E '^\||^ratio|error' "$OUT/first_hf_qwen3.log" |
   tee -a "$summary"
 
@@ -113,8 +120,8 @@ if [[ -f .devdata/fortunes/prepare.json ]]; then
 fi
 
 note ""
-note "## Qwen3-MoE shape (64 experts, top-8), T=2048, batch 8, bf16, against HF eager"
-step 150 "moe vs HF" bash bench/compare_gpu_hf.sh --model qwen3-moe-bench --no_compile \
+note "## Qwen3-MoE shape (64 experts, top-8), T=2048, batch 4, bf16, against HF eager"
+step 150 "moe vs HF" bash bench/compare_gpu_hf.sh --model qwen3-moe-bench --batch 4 --no_compile \
   --out "$OUT/hf_moe" >"$OUT/first_hf_moe.log" 2>&1 &&
   grep -E '^\||^ratio|error' "$OUT/first_hf_moe.log" | tee -a "$summary"
 note ""

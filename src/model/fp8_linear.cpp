@@ -72,12 +72,19 @@ class Fp8Linear : public torch::autograd::Function<Fp8Linear> {
 
 Fp8Tensor quantize_fp8(const at::Tensor& t, at::ScalarType fp8_type) {
   const double fmax = fp8_max(fp8_type);
-  const at::Tensor tf = t.to(at::kFloat);
-  // amax / fmax, and 1 for an all-zero tensor (any scale represents it): stays on the device.
-  const at::Tensor amax = tf.abs().amax();
+  // amax(|t|) from one min/max pass over t in its own dtype: negation and max are exact in every
+  // float format, so this equals the amax of |t| in fp32 without writing |t| or an fp32 copy
+  // first (two fewer passes over (M, K) per operand; the GPU run of 2026-11-28 had fp8 at 0.45x
+  // bf16's speed on GPT-2 124M). 1 for an all-zero tensor (any scale represents it); the scale
+  // stays on the device.
+  const auto [lo, hi] = at::aminmax(t);
+  const at::Tensor amax = at::maximum(lo.neg(), hi).to(at::kFloat);
   const at::Tensor inv_scale = at::where(amax > 0, amax / fmax, at::ones_like(amax));
-  at::Tensor data = (tf / inv_scale).clamp(-fmax, fmax).to(fp8_type);
-  return {data, inv_scale};
+  // The quotient in fp32 (a bf16 quotient would round twice), clamped in place: at::div makes a
+  // new tensor, so fp32 master weights (t.to(kFloat) is t itself) are never written.
+  at::Tensor scaled = at::div(t.to(at::kFloat), inv_scale);
+  scaled.clamp_(-fmax, fmax);
+  return {scaled.to(fp8_type), inv_scale};
 }
 
 bool fp8_linear_supported(const at::Tensor& x, const at::Tensor& w) {

@@ -31,7 +31,7 @@ struct BenchResult {
   int64_t model_state_bytes = 0;    // rank 0's parameters + gradients + optimizer state
   int64_t gathered_peak_bytes = 0;  // ZeRO-3: rank 0's gathered block parameters at most
   int64_t peak_rss_bytes = 0;       // rank 0's peak resident set (getrusage)
-  int64_t peak_device_bytes = 0;    // GPU: rank 0's max_memory_allocated over the timed steps
+  int64_t peak_device_bytes = 0;    // GPU: rank 0's max_memory_allocated, timed steps (+ capture)
   std::string runtime;              // device and precision
   // Per step: gradient all-reduce not hidden behind backward, plus (dist.tp) every TP collective.
   double comm_wait_ms = 0;

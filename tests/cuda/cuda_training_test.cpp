@@ -127,24 +127,31 @@ TEST_F(CudaTest, CudaKvCacheGreedyGenerationMatchesCpu) {
   EXPECT_EQ(g.output, c.output);
 }
 
+// Eager and under a CUDA graph. A graph's activations are allocated during its capture and live
+// on in its private pool, so bench's peak counts from before the capture: on 2026-11-28 (H100) a
+// peak over the replays alone saw only the model state, 86.9 MiB with checkpointing against
+// 85.9 without, and this test failed under `train.cuda_graphs: auto`.
 TEST_F(CudaTest, CudaActivationCheckpointingLowersPeakMemory) {
-  auto bench = [&](const char* policy) {
+  auto bench = [&](const std::string& flags) {
     auto r =
         run_command(lmtrain_binary() + " bench --config " + source_dir() +
                     "/configs/gpt2-tiny.yaml --model.vocab_size=4096 --data.seq_len=256"
                     " --train.micro_batch_size=16 --train.total_batch_size=4096 --train.device=cuda"
-                    " --bench.steps=2"
-                    " --bench.warmup=1 --train.activation_checkpointing=" +
-                    policy);
+                    " --bench.steps=2 --bench.warmup=1" +
+                    flags);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     std::smatch m;
     const std::regex re("peak_device_mib: ([0-9.]+)");
     EXPECT_TRUE(std::regex_search(r.output, m, re)) << r.output;
     return m.empty() ? 0.0 : std::stod(m[1]);
   };
-  const double none = bench("none"), block = bench("block");
-  EXPECT_GT(none, 0);
-  EXPECT_LT(block, none);
+  for (const std::string graphs : {"false", "true"}) {
+    const std::string g = " --train.cuda_graphs=" + graphs;
+    const double none = bench(g + " --train.activation_checkpointing=none");
+    const double block = bench(g + " --train.activation_checkpointing=block");
+    EXPECT_GT(none, 0) << "cuda_graphs " << graphs;
+    EXPECT_LT(block, none) << "cuda_graphs " << graphs;
+  }
 }
 
 // train.cuda_graphs: 2 eager steps, the capture at step 3, replays after. Two micro-steps per

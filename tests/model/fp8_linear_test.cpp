@@ -43,6 +43,38 @@ TEST(Fp8Quantize, TheLargestMagnitudeMapsToTheFormatsMaximum) {
   EXPECT_EQ(zero.data.to(at::kFloat).abs().sum().item<double>(), 0.0);
 }
 
+// quantize_fp8 takes amax from one min/max pass in the input's dtype and clamps in place: it
+// must equal, bit for bit, the plain formula (an fp32 copy, |t|, amax, divide, clamp, cast),
+// for fp32 and bf16 inputs, either sign of the largest magnitude, zeros, and a NaN.
+TEST(Fp8Quantize, EqualsThePlainFormulaBitForBit) {
+  auto plain = [](const at::Tensor& t, at::ScalarType type, double fmax) {
+    const at::Tensor tf = t.to(at::kFloat);
+    const at::Tensor amax = tf.abs().amax();
+    const at::Tensor inv = at::where(amax > 0, amax / fmax, at::ones_like(amax));
+    return Fp8Tensor{(tf / inv).clamp(-fmax, fmax).to(type), inv};
+  };
+  torch::manual_seed(3);
+  auto neg_max = torch::randn({48, 32});
+  neg_max[7][5] = -40;  // the largest magnitude negative
+  auto with_nan = torch::randn({16, 16});
+  with_nan[2][3] = std::nanf("");
+  for (const auto& base : {torch::randn({48, 32}) * 3, neg_max, torch::zeros({16, 16}), with_nan}) {
+    for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+      const at::Tensor t = base.to(dtype), before = t.clone();
+      for (auto [type, fmax] :
+           {std::pair{at::kFloat8_e4m3fn, 448.0}, std::pair{at::kFloat8_e5m2, 57344.0}}) {
+        const Fp8Tensor q = quantize_fp8(t, type), p = plain(t, type, fmax);
+        EXPECT_TRUE(torch::equal(q.inv_scale, p.inv_scale) ||
+                    (q.inv_scale.isnan().item<bool>() && p.inv_scale.isnan().item<bool>()));
+        const at::Tensor qb = q.data.view(at::kByte), pb = p.data.view(at::kByte);
+        EXPECT_TRUE(torch::equal(qb, pb)) << at::toString(dtype) << " -> " << at::toString(type);
+      }
+      EXPECT_TRUE(torch::equal(t.isnan(), before.isnan()));
+      EXPECT_TRUE(torch::equal(t.nan_to_num(), before.nan_to_num()));  // t is not written
+    }
+  }
+}
+
 TEST(Fp8Linear, ForwardAndBackwardMatchTheDequantizedAndTheFloatProducts) {
   torch::manual_seed(2);
   // 37 rows: not a multiple of 16 (padded inside); in 64, out 48.
