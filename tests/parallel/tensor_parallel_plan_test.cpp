@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "e2e/dist_harness.h"
+#include "fused_op_checks.h"
 #include "model/dropout.h"
 #include "model/gpt.h"
 #include "model_fixtures.h"
@@ -138,6 +139,20 @@ TEST(TensorParallelPlanTest, GroupedQueryQwen3BlocksWithUntiedSoftCappedHeadEqua
   EXPECT_EQ(proj.dim, 1);
   EXPECT_EQ(proj.ranges, (Ranges{{0, 64}}));
   EXPECT_FALSE(tensor_parallel_slice(cfg, "transformer.ln_f.weight", {32}, 0, 2).sharded());
+}
+
+// With every fused kernel (train.fused_kernels=on: their CPU references here, the same math a
+// GPU's `auto` runs since all are proven) on both sides: the kernels take this rank's local
+// shapes (its heads of the packed q/k/v, its halves of the SwiGLU rows, the whole width of its
+// sequence shard in add_norm) and the split still equals one process.
+TEST(TensorParallelPlanTest, FusedKernelsOnTheSplitEqualOneProcessWithThem) {
+  testing::KernelModeScope on(kernels::FusedKernelMode::kOn);
+  expect_tp_matches_one_process(model::tiny_gpt_config(32, 64, 16), /*recompute=*/true);
+  auto qwen = model::with_llama_family(model::tiny_gpt_config(32, 64, 16), model::Arch::kQwen3);
+  qwen.n_head = 4;
+  qwen.n_kv_head = 2;
+  qwen.tie_embeddings = false;
+  expect_tp_matches_one_process(qwen, /*recompute=*/false);
 }
 
 TEST(TensorParallelPlanTest, WhatDoesNotSplitIsRefusedNamingTheKey) {
