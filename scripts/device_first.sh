@@ -89,6 +89,8 @@ for v in "bf16|$eager" "fp8|$eager --train.precision=fp8"; do
     "${gpt2[@]}" $flags --bench.steps=3 --bench.warmup=3 >"$OUT/first_profile_$name.log" 2>&1 &&
     grep -A15 "profile: GPU kernels" "$OUT/first_profile_$name.log" | sed 's/^.*profile: //' |
     cut -c1-150 | tee -a "$summary"
+  [[ -f "$OUT/trace_first_$name.json" ]] &&
+    "$python" bench/trace_owners.py "$OUT/trace_first_$name.json" --top 20 | tee -a "$summary"
 done
 note ""
 note "### Top GPU kernels per step, PyTorch torch.compile (3 profiled steps)"
@@ -98,6 +100,8 @@ step 150 "profile PyTorch compiled" "$python" bench/reference/train_gpt2.py --de
   >"$OUT/first_profile_compiled.log" 2>&1 &&
   sed -n '/^profile: trace/,/^peak_mem_mib/p' "$OUT/first_profile_compiled.log" | head -22 |
   cut -c1-150 | tee -a "$summary"
+[[ -f "$OUT/trace_first_compiled.json" ]] &&
+  "$python" bench/trace_owners.py "$OUT/trace_first_compiled.json" --top 20 | tee -a "$summary"
 
 note ""
 note "## Qwen3-0.6B, T=2048, batch 4 (HF eager runs out of 80 GB at 8), bf16, against HF transformers"
