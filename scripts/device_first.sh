@@ -9,7 +9,8 @@
 #      auto + CUDA graph, fp16 + graph, fp8, and ZeRO-3 on one rank beside the plain run (issue
 #      42: >= 0.97x); then compiled PyTorch, and Kineto tables of the eager bf16 run, the fp8 run
 #      (0.45x bf16 on 2026-11-28: where its time goes) and compiled PyTorch's step;
-#   3. Qwen3-0.6B (T=2048, batch 4) against Hugging Face transformers eager and compiled;
+#   3. Qwen3-0.6B (T=2048, batch 4) against Hugging Face transformers eager and compiled, and
+#      where its GPU time goes;
 #   4. fp32, bf16 and fp8 losses over 200 steps (needs .devdata/fortunes);
 #   5. the 64-expert Qwen3-MoE shape against HF eager, with the time left.
 budget=${LMTRAIN_DEVICE_BUDGET_S:-540}
@@ -108,6 +109,14 @@ note "## Qwen3-0.6B, T=2048, batch 4 (HF eager runs out of 80 GB at 8), bf16, ag
 step 200 "qwen3 vs HF" bash bench/compare_gpu_hf.sh --model qwen3-0.6b --batch 4 --out "$OUT/hf_qwen3" \
   >"$OUT/first_hf_qwen3.log" 2>&1 && grep -E '^\||^ratio|error' "$OUT/first_hf_qwen3.log" |
   tee -a "$summary"
+note ""
+note "### Where Qwen3-0.6B's GPU time goes (lmtrain, batch 4, 3 profiled steps)"
+step 60 "profile qwen3" env LMTRAIN_PROFILE="$OUT/trace_first_qwen3.json" build/lmtrain bench \
+  --config configs/qwen3-0.6b.yaml --model.vocab_size=151936 --data.seq_len=2048 \
+  --train.micro_batch_size=4 --train.total_batch_size=8192 --train.precision=bf16 \
+  --train.device=cuda --train.cuda_graphs=false --bench.steps=3 --bench.warmup=3 \
+  >"$OUT/first_profile_qwen3.log" 2>&1 && [[ -f "$OUT/trace_first_qwen3.json" ]] &&
+  "$python" bench/trace_owners.py "$OUT/trace_first_qwen3.json" --top 20 | tee -a "$summary"
 
 if [[ -f .devdata/fortunes/prepare.json ]]; then
   note ""
