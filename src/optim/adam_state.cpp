@@ -1,7 +1,6 @@
 #include "optim/adam_state.h"
 
 #include <algorithm>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,18 +11,6 @@ namespace lmtrain::optim {
 namespace {
 
 constexpr const char* kAdamMoments[2] = {"exp_avg", "exp_avg_sq"};
-
-// Saved elements are read at most this many at a time (4 MiB of fp32): a resume holds a bounded
-// read buffer beside the moments it fills, never a shard-sized copy of them.
-constexpr int64_t kAdamReadChunk = int64_t{1} << 20;
-
-// dst (1-D) from read(offset, n), the saved elements [offset, offset + n) of what dst holds.
-void copy_adam_chunks(at::Tensor dst, const std::function<at::Tensor(int64_t, int64_t)>& read) {
-  for (int64_t off = 0; off < dst.numel(); off += kAdamReadChunk) {
-    const int64_t n = std::min(kAdamReadChunk, dst.numel() - off);
-    dst.narrow(0, off, n).copy_(read(off, n));
-  }
-}
 
 std::vector<int64_t> adam_saved_shape(const SavedTensors& saved, size_t file,
                                       const std::string& name) {
@@ -72,8 +59,7 @@ void read_named_adam_range(const FlatParams& flat, const SavedTensors& saved, bo
       const int64_t lo = std::max(begin, seg.offset), hi = std::min(end, seg.offset + seg.numel);
       if (lo >= hi) continue;
       const int64_t from = origin + lo - seg.offset;
-      copy_adam_chunks((k == 0 ? m : v).narrow(0, lo - begin, hi - lo),
-                       [&](int64_t off, int64_t n) { return saved.read(0, name, from + off, n); });
+      saved.read_into(0, name, from, (k == 0 ? m : v).narrow(0, lo - begin, hi - lo));
     }
   }
 }
@@ -135,10 +121,8 @@ void read_adam_range(const FlatParams& flat, const SavedTensors& saved,
     const int64_t lo = std::max(begin, r * shard), hi = std::min(end, (r + 1) * shard);
     if (lo >= hi) continue;
     for (int k = 0; k < 2; ++k) {
-      copy_adam_chunks(
-          (k == 0 ? m : v).narrow(0, lo - begin, hi - lo), [&](int64_t off, int64_t n) {
-            return saved.read(static_cast<size_t>(r), kAdamMoments[k], lo - r * shard + off, n);
-          });
+      saved.read_into(static_cast<size_t>(r), kAdamMoments[k], lo - r * shard,
+                      (k == 0 ? m : v).narrow(0, lo - begin, hi - lo));
     }
   }
   if (named_experts) read_named_adam_range(flat, saved, /*experts_only=*/true, begin, m, v);

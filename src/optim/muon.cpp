@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -182,30 +183,41 @@ nlohmann::json Muon::state_layout() const {
 
 void Muon::load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                       int64_t step) {
+  load_saved_state(SavedTensorsInMemory(rank_files), layout, step);
+}
+
+void Muon::load_saved_state(const SavedTensors& saved, const nlohmann::json& layout, int64_t step) {
   if (layout.value("kind", "") != "muon") {
     throw Error("optimizer state is " + layout.value("kind", std::string("named")) +
                 ", not Muon's: resume with the optimizer the checkpoint was trained with");
   }
-  std::map<std::string, at::Tensor> all;
-  for (const auto& file : rank_files) {
-    for (const auto& [n, t] : file) all[n] = t;
+  // Which file holds each tensor, from the headers (a later file's name wins, as it did when
+  // the files were merged whole).
+  std::map<std::string, size_t> file_of;
+  for (size_t f = 0; f < saved.files(); ++f) {
+    for (const auto& n : saved.names(f)) file_of[n] = f;
   }
-  auto take = [&](const std::string& name, at::Tensor dst) {
-    auto it = all.find(name);
-    if (it == all.end()) throw Error("Muon state has no tensor '" + name + "'");
-    if (it->second.sizes() != dst.sizes()) {
+  auto checked_file = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    auto it = file_of.find(name);
+    if (it == file_of.end()) throw Error("Muon state has no tensor '" + name + "'");
+    if (saved.shape(it->second, name) != std::optional<std::vector<int64_t>>(shape)) {
       throw Error("Muon state tensor '" + name + "' has the wrong shape");
     }
-    dst.copy_(it->second);
+    return it->second;
   };
   torch::NoGradGuard no_grad;
   for (const auto& seg : params_.segments()) {
     if (owner(seg.name) >= 0) continue;
-    take("exp_avg." + seg.name, params_.view(exp_avg_, seg));
-    take("exp_avg_sq." + seg.name, params_.view(exp_avg_sq_, seg));
+    for (auto* buf : {&exp_avg_, &exp_avg_sq_}) {
+      const std::string name = (buf == &exp_avg_ ? "exp_avg." : "exp_avg_sq.") + seg.name;
+      saved.read_into(checked_file(name, seg.shape), name, 0,
+                      buf->narrow(0, seg.offset, seg.numel));
+    }
   }
   for (auto& m : matrices_) {
-    if (m.momentum.defined()) take("momentum." + m.seg->name, m.momentum);
+    const std::string name = "momentum." + m.seg->name;
+    const size_t file = checked_file(name, m.seg->shape);
+    if (m.momentum.defined()) saved.read_into(file, name, 0, m.momentum.view({-1}));
   }
   step_ = step;
 }

@@ -75,6 +75,12 @@ class Muon : public Optimizer {
   nlohmann::json state_layout() const override;
   void load_state(const std::vector<NamedTensors>& rank_files, const nlohmann::json& layout,
                   int64_t step) override;
+  // Reads the AdamW groups' moments (every rank keeps them) and the momentum of the matrices
+  // this rank owns, from whichever saving rank's file holds each: a resume at any world size
+  // holds this rank's share of the Muon state, never the other owners'. Every tensor is
+  // checked (present, shape) from the files' headers, so all ranks reach the same verdict.
+  void load_saved_state(const SavedTensors& saved, const nlohmann::json& layout,
+                        int64_t step) override;
   // Under dist.tp: each matrix's pieces are gathered whole for Newton-Schulz (on every TP rank
   // of its owner: T times the orthogonalisation work) and the norm counts each piece once.
   bool take_split_matrices(std::shared_ptr<SplitMatrices> split) override {

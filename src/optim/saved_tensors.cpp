@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace lmtrain::optim {
@@ -12,6 +14,17 @@ at::Tensor SavedTensors::read_whole(size_t file, const std::string& name) const 
   int64_t numel = 1;
   for (int64_t d : *dims) numel *= d;
   return read(file, name, 0, numel).reshape(*dims);
+}
+
+// Saved elements are read at most this many at a time (4 MiB of fp32).
+constexpr int64_t kSavedReadChunk = int64_t{1} << 20;
+
+void SavedTensors::read_into(size_t file, const std::string& name, int64_t begin,
+                             at::Tensor dst) const {
+  for (int64_t off = 0; off < dst.numel(); off += kSavedReadChunk) {
+    const int64_t n = std::min(kSavedReadChunk, dst.numel() - off);
+    dst.narrow(0, off, n).copy_(read(file, name, begin + off, n));
+  }
 }
 
 std::vector<NamedTensors> SavedTensors::read_all() const {

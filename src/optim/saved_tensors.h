@@ -28,8 +28,12 @@ class SavedTensors {
   // on any device (the caller copies it where it goes).
   virtual at::Tensor read(size_t file, const std::string& name, int64_t begin,
                           int64_t count) const = 0;
-  // The whole tensor in its shape (for state that is kept whole, e.g. Muon's).
+  // The whole tensor in its shape (tests, and read_all()).
   at::Tensor read_whole(size_t file, const std::string& name) const;
+  // Fills `dst` (1-D, any device) with elements [begin, begin + dst.numel()) of it, read at most
+  // 4 MiB of fp32 at a time: the reader holds a bounded buffer beside what it fills, never a
+  // second copy of it.
+  void read_into(size_t file, const std::string& name, int64_t begin, at::Tensor dst) const;
   // Every file's tensors whole (Optimizer::load_saved_state's default).
   std::vector<NamedTensors> read_all() const;
 };

@@ -18,12 +18,19 @@ int64_t frozen_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 }  // namespace
 
 int64_t frozen_param_bytes(const model::GptImpl& model) {
+  return frozen_param_bytes(model,
+                            [](const std::string&, const at::Tensor& p) { return p.numel(); });
+}
+
+int64_t frozen_param_bytes(
+    const model::GptImpl& model,
+    const std::function<int64_t(const std::string& name, const at::Tensor& p)>& numel_of) {
   const auto& tags = model.param_tags();
   int64_t n = 0;
   for (const auto& item : model.named_parameters()) {
     auto tag = tags.find(item.key());
     if (tag != tags.end() && !tag->second.trainable) {
-      n += item.value().numel() * static_cast<int64_t>(item.value().element_size());
+      n += numel_of(item.key(), item.value()) * static_cast<int64_t>(item.value().element_size());
     }
   }
   return n;

@@ -35,6 +35,11 @@ namespace lmtrain::parallel {
 
 // Bytes of the model's frozen parameters (0 when everything trains).
 int64_t frozen_param_bytes(const model::GptImpl& model);
+// The same with each frozen parameter counted as numel_of(name, tensor) elements of its dtype
+// (e.g. a tensor-parallel piece at its whole shape).
+int64_t frozen_param_bytes(
+    const model::GptImpl& model,
+    const std::function<int64_t(const std::string& name, const at::Tensor& p)>& numel_of);
 
 // ZeRO-3's sharded set-up (parallel/sharded_init.h) leaves the frozen parameters unwritten:
 // each rank's pieces are read from where the base lies (model.init_from, by range) instead.

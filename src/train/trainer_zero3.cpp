@@ -10,20 +10,13 @@ namespace {
 // tensor-parallel rank holds 1/T of each split tensor (counted here at its whole shape).
 int64_t whole_model_frozen_bytes(const RunSetup& s) {
   if (!s.tp) return parallel::frozen_param_bytes(*s.model);
-  const auto& tags = s.model->param_tags();
-  int64_t n = 0;
-  for (const auto& item : s.model->named_parameters()) {
-    auto tag = tags.find(item.key());
-    if (tag == tags.end() || tag->second.trainable) continue;
-    int64_t numel = item.value().numel();
-    auto slice = s.tp->slices().find(item.key());
-    if (slice != s.tp->slices().end() && slice->second.sharded()) {
-      numel = 1;
-      for (int64_t d : slice->second.whole_shape) numel *= d;
-    }
-    n += numel * static_cast<int64_t>(item.value().element_size());
-  }
-  return n;
+  return parallel::frozen_param_bytes(*s.model, [&](const std::string& name, const at::Tensor& p) {
+    auto slice = s.tp->slices().find(name);
+    if (slice == s.tp->slices().end() || !slice->second.sharded()) return p.numel();
+    int64_t numel = 1;
+    for (int64_t d : slice->second.whole_shape) numel *= d;
+    return numel;
+  });
 }
 
 }  // namespace

@@ -12,25 +12,11 @@
 
 #include "model/gpt.h"
 #include "model_fixtures.h"
+#include "optim/counting_saved_tensors.h"
 #include "optim/flat_params.h"
 
 namespace lmtrain::optim {
 namespace {
-
-// In-memory saved files that count the elements read.
-class CountingSavedTensors : public SavedTensorsInMemory {
- public:
-  using SavedTensorsInMemory::SavedTensorsInMemory;
-  at::Tensor read(size_t file, const std::string& name, int64_t begin,
-                  int64_t count) const override {
-    read_ += count;
-    return SavedTensorsInMemory::read(file, name, begin, count);
-  }
-  int64_t elements_read() const { return read_; }
-
- private:
-  mutable int64_t read_ = 0;
-};
 
 TEST(ReadAdamRange, AnyRankOfAnyWorldSizeReadsExactlyItsRangeOfEitherLayout) {
   torch::manual_seed(1);
