@@ -1,6 +1,7 @@
 // The edge where the string-keyed config ends for `train` and `bench`: the resolved config read
 // once into typed options (train/run_options.h), each part then handed to its module.
 #pragma once
+#include "cli/read_cuda_graphs.h"
 #include "core/config.h"
 #include "core/runtime.h"
 #include "train/cuda_graph_step.h"
@@ -16,21 +17,6 @@ optim::LrSchedule read_lr_schedule(const core::Config& cfg);
 // train.micro_batch_size, data.seq_len, train.total_batch_size and train.grad_accum_steps at
 // `world_size` ranks (BatchPlan::make's refusals name them).
 train::BatchPlan read_batch_plan(const core::Config& cfg, int world_size);
-
-// Why train.cuda_graphs=true cannot work with this config and runtime in a world of
-// `world_size` ranks (train/cuda_graph_step.h: a captured step replays the host's decisions),
-// naming the key; "" when it can. The config checks come before the device check, so they hold
-// on any machine.
-std::string cuda_graphs_refusal(const core::Config& cfg, const core::Runtime& rt, int world_size);
-// Throws UsageError with cuda_graphs_refusal()'s reason, if any.
-void check_cuda_graphs_config(const core::Config& cfg, const core::Runtime& rt, int world_size);
-
-// train.cuda_graphs and its warm-up, decided: true is on (and throws check_cuda_graphs_config's
-// refusal), false off; auto is on when the device is CUDA, nothing is refused and graphs are
-// `proven` on a GPU (train::kCudaGraphsProvenOnGpu), else off with the reason in why_off.
-train::CudaGraphOptions decide_cuda_graphs(const core::Config& cfg, const core::Runtime& rt,
-                                           int world_size,
-                                           bool proven = train::kCudaGraphsProvenOnGpu);
 
 // The run's options at `world_size` ranks on `rt`. Throws UsageError naming the key for what
 // the run cannot be: a batch that does not split, LoRA with Muon or expert parallelism, a
