@@ -81,7 +81,7 @@ std::vector<optim::ParamSegment> whole_flat_segments(const LoadedCheckpoint& ckp
 }
 
 // This rank's part of each parameter's moments from the W rank files' flat ranges (only the
-// elements it needs, or a row-parallel parameter's whole moments; read_local_rows).
+// elements it needs; a row-parallel parameter's by blocks of whole rows, read_local_rows).
 optim::NamedTensors local_from_flat_shards(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                            const nlohmann::json& layout,
                                            const TensorLocalizer& local) {
