@@ -85,6 +85,8 @@ TEST_F(TensorParallelE2eTest, Tp2EqualsOneProcessAndRepeatsBitwise) {
   const std::string tp = run("tp2", 2, 2, "");
   const std::string& out = outputs_["tp2"];
   EXPECT_NE(out.find("tensor parallelism: tp=2"), std::string::npos) << out;
+  // Set up without the whole model (parallel/tp_local_init.h): still equal to one process.
+  EXPECT_NE(out.find("this rank's slices drawn parameter by parameter"), std::string::npos) << out;
   expect_run_matches(tp, one_, 1e-6, 1e-5);
   const std::string again = run("tp2_again", 2, 2, "");
   EXPECT_EQ(max_param_rel_diff(again + "/checkpoints/latest", tp + "/checkpoints/latest"), 0.0);
