@@ -210,6 +210,21 @@ at::Tensor TensorParallel::local_piece(const std::string& name, const at::Tensor
   return tp_local_piece(whole, it->second);
 }
 
+train::TensorLocalizer TensorParallel::localizer() const {
+  train::TensorLocalizer localize;
+  localize.cut = [this](const std::string& name, const at::Tensor& whole) {
+    return local_piece(name, whole);
+  };
+  localize.rows = [this](const std::string& name) {
+    const auto it = slices_.find(name);
+    if (it == slices_.end() || !it->second.sharded()) return train::LocalRows{};
+    return train::LocalRows{it->second.dim, it->second.ranges, it->second.whole_shape};
+  };
+  localize.tp_rank = tp_.rank();
+  localize.tp = tp_.size();
+  return localize;
+}
+
 void TensorParallel::gather_whole() {
   torch::NoGradGuard no_grad;
   const int T = tp_.size();

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/sharded_reader.h"
 #include "checkpoint/sharded_save.h"
 #include "distributed/group.h"
 #include "model/dropout.h"
@@ -85,6 +86,10 @@ class TensorParallel {
   // then names it).
   std::map<std::string, train::TpSplit> checkpoint_splits() const;
   at::Tensor local_piece(const std::string& name, const at::Tensor& whole) const;
+  // This rank's slices of a checkpoint's whole tensors, whatever layout saved them
+  // (checkpoint/sharded_reader.h): local_piece's cut, and the rows it keeps for reads by range.
+  // It refers to this plan, which must outlive it.
+  train::TensorLocalizer localizer() const;
 
   // The model's gradient norm (float64 scalar) from flat gradient elements [begin, end) of this
   // rank (an optimizer shard, or all of them): split parameters counted on each TP rank, whole
