@@ -25,9 +25,9 @@ bool resumes(const RunSetup& s) {
 
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
 // shard group of several ranks, each step of its set-up done by parts. Not under tensor
-// parallelism (its own set-up: each TP rank draws only its slices, tp_local_init.h), not for a
-// temporal run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range),
-// not for model.init_from under expert parallelism (an expert stack's rows of another layout), and
+// parallelism (its own set-up: TP ranks draw just their slices), not for a temporal
+// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
+// for model.init_from under expert parallelism (an expert stack's rows of another layout), and
 // only for fp32 master weights. A resume is read by range into the shard too
 // (restore_training_shard), except a LoRA run's, an expert-parallel one's and a distillation
 // run's (whose projections train beside the model): those restore into whole tensors. Those
