@@ -3,10 +3,16 @@
 // /proc/self/clear_refs, the phase runs, and the peak is read back.
 #pragma once
 #include <malloc.h>
+#include <torch/torch.h>
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
+
+#include "distributed/group.h"
+#include "e2e/dist_harness.h"
 
 namespace lmtrain::testing {
 
@@ -45,5 +51,44 @@ struct MallocFollowsTensors {
   MallocFollowsTensors(const MallocFollowsTensors&) = delete;
   MallocFollowsTensors& operator=(const MallocFollowsTensors&) = delete;
 };
+
+// Peak RSS growth (MiB) of a set-up run on `world` in-process ranks (real Gloo groups). Each
+// rank's body calls mark_peak() with its set-up held (every rank reaches it, so the ranks' peaks
+// coincide; what the body does afterwards is not measured) and returns the bytes it may hold;
+// grown_mib stays -1 where the peak cannot be measured.
+using MarkPeak = std::function<void()>;
+struct MeasuredSetUp {
+  double grown_mib = -1, allowed_mib = 0;
+  std::vector<std::string> errors;
+};
+inline MeasuredSetUp measure_ranks_setup(
+    int world, const std::function<int64_t(int, dist::Group&, const MarkPeak&)>& setup) {
+  MeasuredSetUp out;
+  std::vector<int64_t> allowed(world, 0);
+  int64_t base_kb = -1, peak_kb = -1;
+  bool reset_ok = true;
+  out.errors = run_ranks_in_process(world, [&](int r, dist::Group& group) {
+    auto sync = [&] {
+      auto t = torch::zeros({1});
+      group.allreduce(t, dist::ReduceOp::kSum)->wait();
+    };
+    sync();
+    if (r == 0) {
+      reset_ok = reset_peak_rss();
+      base_kb = proc_status_kb("VmRSS");
+    }
+    sync();
+    allowed[r] = setup(r, group, [&] {
+      sync();
+      if (r == 0) peak_kb = proc_status_kb("VmHWM");
+      sync();
+    });
+  });
+  if (reset_ok && base_kb >= 0 && peak_kb >= 0) {
+    out.grown_mib = (peak_kb - base_kb) / 1024.0;
+    for (int64_t a : allowed) out.allowed_mib += a / 1048576.0;
+  }
+  return out;
+}
 
 }  // namespace lmtrain::testing

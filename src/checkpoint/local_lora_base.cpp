@@ -11,12 +11,12 @@
 namespace lmtrain::train {
 namespace {
 
-// This rank's part of a checkpoint's model.safetensors, whatever layout saved it.
-core::SafetensorsFile local_lora_file(const LoadedCheckpoint& ckpt,
-                                      const TensorLocalizer& localize) {
+// This rank's part of a checkpoint's model.safetensors, whatever layout saved it, one tensor
+// at a time as load_model_tensors_from asks for it.
+TensorByName local_lora_file(const LoadedCheckpoint& ckpt, const TensorLocalizer& localize) {
   return has_model_shards(ckpt.meta)
-             ? assemble_sharded_file(ckpt.dir, ckpt.meta, "model.safetensors", localize)
-             : local_model_tensors(ckpt, localize);
+             ? sharded_tensor_reader(ckpt.dir, ckpt.meta, "model.safetensors", localize)
+             : local_model_reader(ckpt, localize);
 }
 
 bool local_lora_has_frozen(const model::GptImpl& model) {
@@ -33,10 +33,10 @@ nlohmann::json load_local_init_weights(const LoadedCheckpoint& src, model::GptIm
   refuse_lora_init_source(src);
   const std::string origin = src.dir + "/model.safetensors";
   if (!local_lora_has_frozen(model)) {
-    load_model_tensors(model, local_lora_file(src, localize), origin);
+    load_model_tensors_from(model, local_lora_file(src, localize), origin);
     return nullptr;
   }
-  load_model_tensors(model, local_lora_file(src, localize), origin, ModelTensors::kBase);
+  load_model_tensors_from(model, local_lora_file(src, localize), origin, ModelTensors::kBase);
   const auto& files = src.meta.at("files");
   if (!files.contains("model.safetensors")) {
     throw Error("checkpoint " + src.dir + " has no model.safetensors in its meta.json");
@@ -62,9 +62,9 @@ nlohmann::json load_local_lora_checkpoint(const LoadedCheckpoint& ckpt, model::G
   }
   const auto base = CheckpointStore::load(path, /*allow_fallback=*/false, {"model.safetensors"},
                                           /*tensors_by_range=*/true);
-  load_model_tensors(model, local_lora_file(base, localize), file, ModelTensors::kBase);
-  load_model_tensors(model, local_lora_file(ckpt, localize), ckpt.dir + "/model.safetensors",
-                     ModelTensors::kCheckpointed);
+  load_model_tensors_from(model, local_lora_file(base, localize), file, ModelTensors::kBase);
+  load_model_tensors_from(model, local_lora_file(ckpt, localize), ckpt.dir + "/model.safetensors",
+                          ModelTensors::kCheckpointed);
   return base_ref;
 }
 

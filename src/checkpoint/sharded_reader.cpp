@@ -117,15 +117,34 @@ at::Tensor read_shard_entry(const std::string& dir, const nlohmann::json& meta,
 }
 
 at::Tensor read_local_rows(const std::vector<int64_t>& shape, const LocalRows& rows,
-                           const FlatReader& read) {
+                           const FlatReader& read, int64_t block_elements) {
   int64_t numel = 1;
   for (int64_t n : shape) numel *= n;
   if (rows.dim < 0 || shape != rows.whole_shape) return read(0, numel).reshape(shape);
   if (rows.dim > 0) {
-    std::vector<at::Tensor> parts;
-    const auto whole = read(0, numel).reshape(shape);
-    for (const auto& [b, e] : rows.ranges) parts.push_back(whole.narrow(rows.dim, b, e - b));
-    return at::cat(parts, rows.dim).contiguous();
+    if (numel == 0) return read(0, 0).reshape(shape);
+    // Blocks of whole dim-0 rows (`inner` elements each), each cut along rows.dim into `out`.
+    const int64_t inner = numel / shape[0];
+    const int64_t per_block = std::max<int64_t>(1, block_elements / inner);
+    auto local_shape = shape;
+    local_shape[rows.dim] = 0;
+    for (const auto& [b, e] : rows.ranges) local_shape[rows.dim] += e - b;
+    at::Tensor out;
+    for (int64_t r0 = 0; r0 < shape[0]; r0 += per_block) {
+      const int64_t n = std::min(per_block, shape[0] - r0);
+      auto block_shape = shape;
+      block_shape[0] = n;
+      const auto block = read(r0 * inner, n * inner).reshape(block_shape);
+      if (!out.defined()) out = at::empty(local_shape, block.options());
+      int64_t at_col = 0;  // this block's part, range by range, into its rows of `out`
+      for (const auto& [b, e] : rows.ranges) {
+        out.narrow(0, r0, n)
+            .narrow(rows.dim, at_col, e - b)
+            .copy_(block.narrow(rows.dim, b, e - b));
+        at_col += e - b;
+      }
+    }
+    return out;
   }
   // Dim 0: each range is one run of elements, rows [b, e) of `inner` elements each.
   const int64_t inner = shape.empty() || shape[0] == 0 ? 0 : numel / shape[0];

@@ -114,11 +114,15 @@ struct TensorLocalizer {
 // Elements [begin, begin + count) of a whole tensor, flattened row-major.
 using FlatReader = std::function<at::Tensor(int64_t begin, int64_t count)>;
 // This rank's part (`rows`) of a tensor of whole shape `shape` through `read`: a dim-0 cut reads
-// only its rows' elements; a cut along a later dim reads the tensor whole (one tensor at a time)
-// and cuts it, since its elements are spread over every row. A tensor of another shape than
+// only its rows' elements; a cut along a later dim (a row-parallel weight's input columns: a
+// strided set) reads blocks of whole dim-0 rows, of about `block_elements` elements (at least
+// one row) each, keeping each block's part before the next is read: the tensor is never whole
+// in memory, this rank's part and one block are. A tensor of another shape than
 // rows.whole_shape is read whole (the load then names it).
+inline constexpr int64_t kLocalRowsBlockElements = int64_t{1} << 20;  // 4 MiB of fp32
 at::Tensor read_local_rows(const std::vector<int64_t>& shape, const LocalRows& rows,
-                           const FlatReader& read);
+                           const FlatReader& read,
+                           int64_t block_elements = kLocalRowsBlockElements);
 
 // Elements [begin, end) of the flat tensor `tensor` ("params", "exp_avg", "exp_avg_sq") of TP
 // rank `tp_rank`'s (EP rank `ep_rank`'s) flat layout as a (end - begin,) fp32 CPU tensor;

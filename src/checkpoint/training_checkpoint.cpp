@@ -102,7 +102,7 @@ void load_local_model_tensors(const LoadedCheckpoint& ckpt, model::GptImpl& mode
         model, sharded_tensor_reader(ckpt.dir, ckpt.meta, "model.safetensors", localize), origin);
     return;
   }
-  load_model_tensors(model, local_model_tensors(ckpt, localize), origin);
+  load_model_tensors_from(model, local_model_reader(ckpt, localize), origin);
 }
 
 TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
@@ -177,15 +177,19 @@ void set_saved_rng_state(const LoadedCheckpoint& ckpt) {
 }
 
 // A tensor-parallel run takes its part of an unsharded checkpoint's optimizer state by
-// parameter name, whatever layout saved it (checkpoint/unsharded_local_read.h).
+// parameter name, whatever layout saved it (checkpoint/unsharded_local_read.h): Adam moments
+// straight into the optimizer's buffers, one tensor's part at a time; Muon's state all read.
 void restore_local_optimizer(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                              optim::Optimizer& optimizer, const TensorLocalizer& localize) {
   const auto& om = ckpt.meta.at("optimizer");
   const nlohmann::json layout = om.value("layout", nlohmann::json{{"kind", "named"}});
-  const bool muon = layout.value("kind", "named") == "muon";
-  optimizer.load_state({local_optimizer_state(ckpt, model, localize)},
-                       muon ? layout : nlohmann::json{{"kind", "named"}},
-                       om.at("step").get<int64_t>());
+  const int64_t step = om.at("step").get<int64_t>();
+  if (layout.value("kind", "named") == "muon") {
+    optimizer.load_state({local_optimizer_state(ckpt, model, localize)}, layout, step);
+    return;
+  }
+  optimizer.load_saved_state(*local_adam_moments(ckpt, model, localize),
+                             nlohmann::json{{"kind", "named"}}, step);
 }
 
 void restore_named_or_flat_optimizer(const LoadedCheckpoint& ckpt, optim::Optimizer& optimizer) {

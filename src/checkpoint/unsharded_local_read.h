@@ -13,19 +13,46 @@
 //                  saved signature ("flat_layout"), else the model differs: an Error.
 // The CPU RNG state is not among them.
 #pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/sharded_reader.h"
 #include "model/gpt.h"
 #include "optim/optimizer.h"
+#include "optim/saved_tensors.h"
 
 namespace lmtrain::train {
 
-// This rank's part of every tensor of the checkpoint's model.safetensors, by name.
-core::SafetensorsFile local_model_tensors(const LoadedCheckpoint& ckpt,
-                                          const TensorLocalizer& local);
+// This rank's part of each tensor of the checkpoint's model.safetensors, by name, read when
+// asked (load_model_tensors_from): one tensor's part held beside the model at a time.
+TensorByName local_model_reader(const LoadedCheckpoint& ckpt, const TensorLocalizer& local);
 
-// This rank's part of the optimizer state, by name ("<state>.<parameter>").
+// One tensor of the optimizer state, this rank's part of it: its name ("<state>.<parameter>"),
+// local shape, and the read of it by range from the files (when called).
+struct LocalStateEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<at::Tensor()> read;
+};
+// Every tensor of the optimizer state, not yet read (the files' headers are, and checked).
+std::vector<LocalStateEntry> local_optimizer_entries(const LoadedCheckpoint& ckpt,
+                                                     model::GptImpl& model,
+                                                     const TensorLocalizer& local);
+
+// This rank's part of the optimizer state, by name ("<state>.<parameter>"), all read (Muon's
+// load_state takes it so).
 optim::NamedTensors local_optimizer_state(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           const TensorLocalizer& local);
+
+// The same Adam moments as optim::SavedTensors in the "named" layout (optim/adam_state.h), each
+// tensor's part read when the optimizer first asks for it and dropped at the next one: an
+// AdamW or ZeRO optimizer reads them straight into its moment buffers
+// (Optimizer::load_saved_state), holding one tensor's part beside them, not all of them.
+std::unique_ptr<optim::SavedTensors> local_adam_moments(const LoadedCheckpoint& ckpt,
+                                                        model::GptImpl& model,
+                                                        const TensorLocalizer& local);
 
 }  // namespace lmtrain::train

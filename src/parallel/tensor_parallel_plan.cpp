@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/tp_layers.h"
+#include "parallel/tp_local_init.h"
 #include "parallel/tp_lora.h"
 #include "parallel/tp_regions.h"
 #include "parallel/tp_split_matrices.h"
@@ -18,30 +19,6 @@
 
 namespace lmtrain::parallel {
 namespace {
-
-bool name_ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// Ranges [first + r n, first + (r+1) n) along a dim of `parts` consecutive parts of n * tp each.
-std::vector<std::pair<int64_t, int64_t>> tp_part_ranges(const std::vector<int64_t>& part_sizes,
-                                                        int rank, int tp) {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  int64_t first = 0;
-  for (int64_t size : part_sizes) {
-    const int64_t n = size / tp;
-    out.emplace_back(first + rank * n, first + (rank + 1) * n);
-    first += size;
-  }
-  return out;
-}
-
-// The local tensor of `whole` for a slice: its ranges along slice.dim, concatenated.
-at::Tensor tp_local_piece(const at::Tensor& whole, const TpSlice& s) {
-  std::vector<at::Tensor> parts;
-  for (const auto& [b, e] : s.ranges) parts.push_back(whole.narrow(s.dim, b, e - b));
-  return at::cat(parts, s.dim).contiguous();
-}
 
 at::Tensor tp_summed_grad(const at::Tensor& grad, dist::Group& g) {
   auto y = grad.contiguous().clone();
@@ -94,71 +71,23 @@ TpGroups make_tp_groups(dist::Group& world, int tp) {
   return out;
 }
 
-void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp) {
-  if (tp <= 1) return;
-  auto must_divide = [tp](const char* key, int64_t value, const char* why) {
-    if (value % tp != 0) {
-      throw UsageError(log::format("config key '%s' = %lld does not split over dist.tp = %d %s",
-                                   key, (long long)value, tp, why));
-    }
-  };
-  must_divide("model.n_head", cfg.n_head, "(each rank attends with n_head / tp query heads)");
-  must_divide("model.n_kv_head", cfg.kv_heads(),
-              "(each rank holds n_kv_head / tp key/value heads; they are not replicated: give "
-              "n_kv_head a multiple of dist.tp)");
-  must_divide("model.mlp_hidden", cfg.hidden_dim(), "(the MLP's width is split over the ranks)");
-  must_divide("model.vocab_size", cfg.vocab_size,
-              "(the token table and the LM head are split by vocabulary rows; pad the "
-              "vocabulary to a multiple of dist.tp)");
-  must_divide("data.seq_len", seq_len,
-              "(sequence parallelism splits the positions between the blocks)");
-  auto refuse = [tp](const std::string& what) {
-    throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
-  };
-  if (cfg.moe.num_experts > 0) refuse("config key 'model.moe.num_experts' > 0 (MoE)");
-  if (cfg.value_embeds) refuse("config key 'model.value_embeds'");
-  if (cfg.smear) refuse("config key 'model.smear'");
-  if (cfg.backout) refuse("config key 'model.backout'");
-  if (cfg.x0_lambdas) refuse("config key 'model.x0_lambdas'");
-  if (cfg.embed_norm) refuse("config key 'model.embed_norm'");
-}
-
-TpSlice tensor_parallel_slice(const model::GptConfig& cfg, const std::string& name,
-                              const std::vector<int64_t>& whole_shape, int rank, int tp) {
-  if (auto adapter = tp_lora_slice(name, whole_shape, rank, tp)) return *adapter;
-  TpSlice s;
-  s.whole_shape = whole_shape;
-  const int64_t D = cfg.head_dim(), H = cfg.n_head, K = cfg.kv_heads(), F = cfg.hidden_dim();
-  const bool in_attn = name.find(".attn.") != std::string::npos;
-  const bool in_mlp = name.find(".mlp.") != std::string::npos;
-  if (name == "transformer.wte.weight" || name == "lm_head.weight") {
-    s.dim = 0;  // vocabulary rows
-    s.ranges = tp_part_ranges({whole_shape[0]}, rank, tp);
-  } else if (in_attn &&
-             (name_ends_with(name, "c_attn.weight") || name_ends_with(name, "c_attn.bias"))) {
-    s.dim = 0;  // rows [q (H D); k (K D); v (K D)]: this rank's heads of each
-    s.ranges = tp_part_ranges({H * D, K * D, K * D}, rank, tp);
-  } else if (in_mlp && (name_ends_with(name, "c_fc.weight") || name_ends_with(name, "c_fc.bias"))) {
-    s.dim = 0;  // rows [gate; up] (SwiGLU) or the hidden units
-    s.ranges = cfg.mlp == model::MlpKind::kSwiGlu ? tp_part_ranges({F, F}, rank, tp)
-                                                  : tp_part_ranges({F}, rank, tp);
-  } else if ((in_attn || in_mlp) && name_ends_with(name, "c_proj.weight")) {
-    s.dim = 1;  // input columns: this rank's heads or hidden units
-    s.ranges = tp_part_ranges({whole_shape[1]}, rank, tp);
-  }
-  return s;
-}
-
-TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp) : model_(model), tp_(tp) {
+TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp,
+                               const std::optional<TpFromSeed>& from_seed)
+    : model_(model), tp_(tp) {
   const auto& cfg = model.config();
   const int T = tp.size(), rank = tp.rank();
   torch::NoGradGuard no_grad;
   for (auto& item : model.named_parameters()) {
+    slices_[item.key()] =
+        tensor_parallel_slice(cfg, item.key(), item.value().sizes().vec(), rank, T);
+  }
+  // Placed before the hooks below: a change of device or dtype drops a grad accumulator.
+  if (from_seed) init_tp_slices_from_seed(model, slices_, from_seed->device, from_seed->dtype);
+  for (auto& item : model.named_parameters()) {
     auto& p = item.value();
-    const auto s = tensor_parallel_slice(cfg, item.key(), p.sizes().vec(), rank, T);
-    slices_[item.key()] = s;
+    const auto& s = slices_.at(item.key());
     if (s.sharded()) {
-      p.set_data(tp_local_piece(p, s));
+      if (!from_seed) p.set_data(tp_local_piece(p, s));
     } else if (p.requires_grad()) {
       // A whole parameter sees this rank's positions or heads only: its gradient is a partial
       // sum, completed over the TP group before it accumulates.
@@ -279,6 +208,21 @@ at::Tensor TensorParallel::local_piece(const std::string& name, const at::Tensor
     return whole;
   }
   return tp_local_piece(whole, it->second);
+}
+
+train::TensorLocalizer TensorParallel::localizer() const {
+  train::TensorLocalizer localize;
+  localize.cut = [this](const std::string& name, const at::Tensor& whole) {
+    return local_piece(name, whole);
+  };
+  localize.rows = [this](const std::string& name) {
+    const auto it = slices_.find(name);
+    if (it == slices_.end() || !it->second.sharded()) return train::LocalRows{};
+    return train::LocalRows{it->second.dim, it->second.ranges, it->second.whole_shape};
+  };
+  localize.tp_rank = tp_.rank();
+  localize.tp = tp_.size();
+  return localize;
 }
 
 void TensorParallel::gather_whole() {

@@ -19,36 +19,29 @@
 // {i, i + T, ...} form DP group i); the TP ranks of one DP replica read the same batch.
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "checkpoint/sharded_reader.h"
 #include "checkpoint/sharded_save.h"
 #include "distributed/group.h"
 #include "model/dropout.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
+#include "parallel/tp_slices.h"
 
 namespace torch::autograd {
 struct Node;
 }
 
 namespace lmtrain::parallel {
-
-// How one parameter is split across the TP group, for checkpoints that reshard: its whole
-// shape, the dim it is split along (-1: every rank holds it whole) and the [begin, end) ranges
-// of that dim this rank holds, concatenated in this order into its local tensor (c_attn's q, k
-// and v rows, SwiGLU's gate and up rows are two or three ranges; everything else one).
-struct TpSlice {
-  std::vector<int64_t> whole_shape;
-  int64_t dim = -1;
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  bool sharded() const { return dim >= 0; }
-};
 
 // The 2-D mesh's groups of this rank. Every rank calls it (Group::split is collective).
 struct TpGroups {
@@ -57,21 +50,25 @@ struct TpGroups {
 };
 TpGroups make_tp_groups(dist::Group& world, int tp);
 
-// What the plan cannot split, refused naming the config key: heads, KV heads, MLP width,
-// vocabulary and data.seq_len must divide by tp; MoE and nanochat's extra parts are not
-// supported with dist.tp > 1.
-void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp);
-
-// Every parameter's slice on TP rank `rank` of `tp` for a decoder of shape `cfg` (parameter
-// names as GptImpl registers them). Pure: no model or group needed.
-TpSlice tensor_parallel_slice(const model::GptConfig& cfg, const std::string& name,
-                              const std::vector<int64_t>& whole_shape, int rank, int tp);
+// How TensorParallel finds its slices' values: cut from a whole model already placed, or (the
+// set-up that never holds the whole model, tp_local_init.h) drawn from the seed parameter by
+// parameter out of a model built unwritten on the CPU in fp32, then placed on `device` in
+// `dtype` as build_model places a model.
+struct TpFromSeed {
+  c10::Device device = c10::Device(c10::kCPU);
+  at::ScalarType dtype = at::kFloat;
+};
 
 class TensorParallel {
  public:
   // Takes a whole model (the same on every TP rank: built from one seed), keeps this rank's
-  // slices of the split parameters and installs the plan. Before FlatParams is made.
-  TensorParallel(model::GptImpl& model, dist::Group& tp);
+  // slices of the split parameters and installs the plan. Before FlatParams is made. With
+  // `from_seed`, the model was built unwritten (model::BuildOptions::init = false) on the CPU
+  // in fp32 and the global CPU generator is seeded as for build_model: each parameter's initial
+  // weights are drawn whole, one at a time, and this rank's slice kept
+  // (init_tp_slices_from_seed), bit for bit the slices of the whole model build_model draws.
+  TensorParallel(model::GptImpl& model, dist::Group& tp,
+                 const std::optional<TpFromSeed>& from_seed = std::nullopt);
   TensorParallel(const TensorParallel&) = delete;
   TensorParallel& operator=(const TensorParallel&) = delete;
 
@@ -89,6 +86,10 @@ class TensorParallel {
   // then names it).
   std::map<std::string, train::TpSplit> checkpoint_splits() const;
   at::Tensor local_piece(const std::string& name, const at::Tensor& whole) const;
+  // This rank's slices of a checkpoint's whole tensors, whatever layout saved them
+  // (checkpoint/sharded_reader.h): local_piece's cut, and the rows it keeps for reads by range.
+  // It refers to this plan, which must outlive it.
+  train::TensorLocalizer localizer() const;
 
   // The model's gradient norm (float64 scalar) from flat gradient elements [begin, end) of this
   // rank (an optimizer shard, or all of them): split parameters counted on each TP rank, whole

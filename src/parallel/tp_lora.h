@@ -27,7 +27,7 @@
 #include "distributed/group.h"
 #include "model/dropout.h"
 #include "model/layers.h"
-#include "parallel/tensor_parallel_plan.h"
+#include "parallel/tp_slices.h"
 
 namespace lmtrain::parallel {
 

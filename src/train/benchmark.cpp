@@ -55,15 +55,23 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   const auto& mcfg = opts.model.shape;
   const auto& plan = run.batch;
   torch::manual_seed(run.seed);
-  auto model = model::build_model(opts.model, rt);
-  // dist.tp > 1: each rank keeps its slices (tensor_parallel_plan.h); data parallelism, ZeRO
-  // and the batches then go over `dp`, world / tp ranks.
+  // dist.tp > 1: built unwritten on the CPU in fp32, each rank drawing and keeping only its
+  // slices (tensor_parallel_plan.h, tp_local_init.h); data parallelism, ZeRO and the batches
+  // then go over `dp`, world / tp ranks.
+  core::Runtime build_rt = rt;
+  if (run.tp > 1) {
+    build_rt.device = c10::Device(c10::kCPU);
+    build_rt.param_dtype = at::kFloat;
+  }
+  auto model = model::build_model(opts.model, build_rt, {/*init=*/run.tp <= 1, {}});
   parallel::TpGroups tp_groups;
   std::unique_ptr<parallel::TensorParallel> tp;
   if (run.tp > 1) {
     tp_groups = parallel::make_tp_groups(group, run.tp);
     parallel::check_tensor_parallel(mcfg, plan.seq_len, run.tp);
-    tp = std::make_unique<parallel::TensorParallel>(*model, *tp_groups.tp);
+    torch::manual_seed(run.seed);
+    tp = std::make_unique<parallel::TensorParallel>(
+        *model, *tp_groups.tp, parallel::TpFromSeed{rt.device, rt.param_dtype});
   }
   dist::Group& dp = tp ? *tp_groups.dp : group;
   // ZeRO-3 shards over the world or, under HSDP, this rank's shard group.

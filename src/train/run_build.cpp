@@ -25,7 +25,7 @@ bool resumes(const RunSetup& s) {
 
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
 // shard group of several ranks, each step of its set-up done by parts. Not under tensor
-// parallelism (each TP rank cuts its slices from the whole model it built), not for a temporal
+// parallelism (its own set-up: TP ranks draw just their slices), not for a temporal
 // run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
 // for model.init_from under expert parallelism (an expert stack's rows of another layout), and
 // only for fp32 master weights. A resume is read by range into the shard too
@@ -70,9 +70,15 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
   // writes its initial weights into this rank's shard once the layout is known (below).
   core::Runtime build_rt = rt;
   if (sharded) build_rt.device = c10::Device(c10::kCPU);  // stays there: FullyShard moves it
+  if (tp) {
+    // Tensor parallelism builds it unwritten on the CPU in fp32 too: each rank draws only its
+    // slices, which TensorParallel places (parallel/tp_local_init.h).
+    build_rt.device = c10::Device(c10::kCPU);
+    build_rt.param_dtype = at::kFloat;
+  }
   s.model = model::build_model(
       setup.model, build_rt,
-      {/*init=*/!sharded && (!s.setup.temporal || lora.enabled()), s.ep.placement});
+      {/*init=*/!sharded && !tp && (!s.setup.temporal || lora.enabled()), s.ep.placement});
   if (sharded) parallel::place_model_buffers(*s.model, rt.device);
   if (s.setup.temporal) {
     // Before the encoder: its projector starts at the scale of the LM's token embeddings.
@@ -80,13 +86,16 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     log::info("frozen LM from " + temporal_lm->dir);
   }
   if (tp) {
-    // Every TP rank built the same whole model from the seed: each keeps its slices, before
-    // the flat buffers are laid out over them.
+    // Each TP rank draws its slices of the seed's initial weights, one parameter at a time,
+    // before the flat buffers are laid out over them: no rank holds the whole model.
     parallel::check_tensor_parallel(s.setup.model.shape, setup.data.seq_len, tp->size());
-    s.tp = std::make_unique<parallel::TensorParallel>(*s.model, *tp);
+    torch::manual_seed(seed);
+    s.tp = std::make_unique<parallel::TensorParallel>(
+        *s.model, *tp, parallel::TpFromSeed{rt.device, rt.param_dtype});
     log::info(
         log::format("tensor parallelism: tp=%d (rank %d of its TP group), sequence-parallel; %d "
-                    "data-parallel replica(s)",
+                    "data-parallel replica(s); the model built unwritten, this rank's slices "
+                    "drawn parameter by parameter (no rank holds the whole model)",
                     tp->size(), tp->rank(), group.size()));
   }
   if (s.ep.active()) {

@@ -99,24 +99,6 @@ void check_stream_resume(const LoadedCheckpoint& ckpt, const nlohmann::json& sav
   }
 }
 
-// This rank's slices of a checkpoint's whole tensors under tensor parallelism, whatever layout
-// saved them (sharded_reader.h): TensorParallel's cut, and the rows it keeps for reads by range.
-TensorLocalizer tp_localizer(const parallel::TensorParallel& tp) {
-  TensorLocalizer localize;
-  const parallel::TensorParallel* plan = &tp;
-  localize.cut = [plan](const std::string& name, const at::Tensor& whole) {
-    return plan->local_piece(name, whole);
-  };
-  localize.rows = [plan](const std::string& name) {
-    auto it = plan->slices().find(name);
-    if (it == plan->slices().end() || !it->second.sharded()) return LocalRows{};
-    return LocalRows{it->second.dim, it->second.ranges, it->second.whole_shape};
-  };
-  localize.tp_rank = tp.rank();
-  localize.tp = tp.size();
-  return localize;
-}
-
 }  // namespace
 
 // ---- resume, else initial weights from another checkpoint (e.g. `lmtrain import hf`)
@@ -170,7 +152,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
             ckpt.dir.c_str()));
       }
       const TensorLocalizer localize =
-          s.tp ? tp_localizer(*s.tp)
+          s.tp ? s.tp->localizer()
                : (experts_by_range ? ep_localizer(*s.model, s.ep.ep_rank, s.ep.ep)
                                    : TensorLocalizer{});
       s.state = into_shard ? restore_training_shard(ckpt, *s.model, *s.flat, *s.optimizer)
@@ -205,7 +187,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     check_start_checkpoint(src, s.setup.model, tokenizer_hash, tokenizer_from,
                            /*hash_required=*/false);
     if (s.tp) {
-      s.state.lora_base = load_local_init_weights(src, *s.model, tp_localizer(*s.tp));
+      s.state.lora_base = load_local_init_weights(src, *s.model, s.tp->localizer());
     } else if (sharded) {
       // ZeRO-3's sharded set-up: this rank's rows of each tensor, into its shard; a LoRA
       // base's frozen pieces are read when FullyShard shards them.

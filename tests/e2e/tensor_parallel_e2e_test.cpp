@@ -85,6 +85,8 @@ TEST_F(TensorParallelE2eTest, Tp2EqualsOneProcessAndRepeatsBitwise) {
   const std::string tp = run("tp2", 2, 2, "");
   const std::string& out = outputs_["tp2"];
   EXPECT_NE(out.find("tensor parallelism: tp=2"), std::string::npos) << out;
+  // Set up without the whole model (parallel/tp_local_init.h): still equal to one process.
+  EXPECT_NE(out.find("this rank's slices drawn parameter by parameter"), std::string::npos) << out;
   expect_run_matches(tp, one_, 1e-6, 1e-5);
   const std::string again = run("tp2_again", 2, 2, "");
   EXPECT_EQ(max_param_rel_diff(again + "/checkpoints/latest", tp + "/checkpoints/latest"), 0.0);
@@ -269,7 +271,9 @@ TEST_F(TensorParallelE2eTest, Tp2TimesHsdpOnEightRanksEqualsOneProcess) {
 // frozen base read by range from a whole checkpoint. Equals one process (loss within 1e-6 relative
 // at every step, adapters within 1e-5), saves the adapters as slices with the base by reference,
 // and `lmtrain export peft` writes one process's adapters from it; `lmtrain plan` prices the run's
-// bytes per rank.
+// bytes per rank. Stopped at step 3 and resumed as TP=2 (the base re-read by range from the
+// reference in meta.json, the adapters' slices, their moments and the dropout generator), it
+// ends bit for bit as the uninterrupted TP=2 run.
 TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPeft) {
   const std::string llama =
       " --model.arch=llama --model.norm=rmsnorm --model.pos=rope --model.mlp=swiglu"
@@ -315,6 +319,8 @@ TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPef
                        std::max(want.abs().max().item<double>(), 1e-12);
     EXPECT_LE(rel, 1e-5) << name;
   }
+  const std::string at3 = run("lora_tp2_at3", 2, 2, lora + " --train.stop_at_step=3");
+  expect_same_bitwise(resume_copy(at3, "lora_tp2_resumed", 2, 2, lora), tp);
 }
 
 TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {

@@ -58,43 +58,6 @@ model::GptConfig big_config() {
   return cfg;
 }
 
-// Peak RSS growth (MiB) of `setup` run on two in-process ranks. Each rank's body calls
-// mark_peak() with its set-up held (every rank reaches it, so the two ranks' peaks coincide;
-// what the body does afterwards is not measured) and returns the bytes it may hold.
-using MarkPeak = std::function<void()>;
-struct Measured {
-  double grown_mib = -1, allowed_mib = 0;
-  std::vector<std::string> errors;
-};
-Measured measure_setup(const std::function<int64_t(int, dist::Group&, const MarkPeak&)>& setup) {
-  Measured out;
-  std::vector<int64_t> allowed(2, 0);
-  int64_t base_kb = -1, peak_kb = -1;
-  bool reset_ok = true;
-  out.errors = testing::run_ranks_in_process(2, [&](int r, dist::Group& group) {
-    auto sync = [&] {
-      auto t = torch::zeros({1});
-      group.allreduce(t, dist::ReduceOp::kSum)->wait();
-    };
-    sync();
-    if (r == 0) {
-      reset_ok = testing::reset_peak_rss();
-      base_kb = testing::proc_status_kb("VmRSS");
-    }
-    sync();
-    allowed[r] = setup(r, group, [&] {
-      sync();
-      if (r == 0) peak_kb = testing::proc_status_kb("VmHWM");
-      sync();
-    });
-  });
-  if (reset_ok && base_kb >= 0 && peak_kb >= 0) {
-    out.grown_mib = (peak_kb - base_kb) / 1024.0;
-    out.allowed_mib = (allowed[0] + allowed[1]) / 1048576.0;
-  }
-  return out;
-}
-
 int64_t largest_param_bytes(model::GptImpl& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters()) n = std::max<int64_t>(n, p.numel() * 4);
@@ -120,26 +83,27 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
   const int64_t shard_numel = whole.numel() / world;
   std::vector<bool> equal(world, false), released(world, false);
   std::vector<model::Gpt> keep(world, model::Gpt(nullptr));
-  const auto sharded = measure_setup([&](int r, dist::Group& group, const MarkPeak& mark_peak) {
-    std::unique_lock<std::mutex> lock(generator);
-    torch::manual_seed(3);
-    keep[r] = model::Gpt(cfg, /*init=*/false);
-    auto& m = *keep[r];
-    auto flat = std::make_unique<optim::FlatParams>(model_source(m), pad, cpu_shard(r, world));
-    torch::manual_seed(3);
-    init_shard_from_seed(m, *flat);
-    lock.unlock();
-    optim::ZeroAdamW adam(*flat, opts.adamw, group, 3);
-    FullyShard fsdp(m, *flat, group, nullptr, /*reshard_after_forward=*/true);
-    equal[r] = flat->shard_begin() == r * shard_numel &&
-               torch::equal(flat->param_slice(r * shard_numel, shard_numel),
-                            whole.params().narrow(0, r * shard_numel, shard_numel));
-    released[r] = storage_released(m.transformer->blocks[0]->attn->c_attn->weight) &&
-                  storage_released(m.transformer->wte->weight);
-    mark_peak();
-    const auto b = fsdp.bytes();
-    return b.param_shard + b.grad_shard + adam.state_bytes() + scratch;
-  });
+  const auto sharded = testing::measure_ranks_setup(
+      2, [&](int r, dist::Group& group, const testing::MarkPeak& mark_peak) {
+        std::unique_lock<std::mutex> lock(generator);
+        torch::manual_seed(3);
+        keep[r] = model::Gpt(cfg, /*init=*/false);
+        auto& m = *keep[r];
+        auto flat = std::make_unique<optim::FlatParams>(model_source(m), pad, cpu_shard(r, world));
+        torch::manual_seed(3);
+        init_shard_from_seed(m, *flat);
+        lock.unlock();
+        optim::ZeroAdamW adam(*flat, opts.adamw, group, 3);
+        FullyShard fsdp(m, *flat, group, nullptr, /*reshard_after_forward=*/true);
+        equal[r] = flat->shard_begin() == r * shard_numel &&
+                   torch::equal(flat->param_slice(r * shard_numel, shard_numel),
+                                whole.params().narrow(0, r * shard_numel, shard_numel));
+        released[r] = storage_released(m.transformer->blocks[0]->attn->c_attn->weight) &&
+                      storage_released(m.transformer->wte->weight);
+        mark_peak();
+        const auto b = fsdp.bytes();
+        return b.param_shard + b.grad_shard + adam.state_bytes() + scratch;
+      });
   for (int r = 0; r < world; ++r) ASSERT_EQ(sharded.errors[r], "") << "rank " << r;
   for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(equal[r]) << "rank " << r << "'s master shard differs from the whole init's slice";
@@ -148,18 +112,19 @@ TEST(Zero3ShardedSetupTest, HoldsOnlyTheShardsAndOneParameterAndEqualsTheWholeIn
   keep.assign(world, model::Gpt(nullptr));
 
   // Today's whole build, for the figure: build, whole FlatParams, optimizer, FullyShard.
-  const auto built_whole = measure_setup([&](int r, dist::Group& group, const MarkPeak& mark_peak) {
-    std::unique_lock<std::mutex> lock(generator);
-    torch::manual_seed(3);
-    keep[r] = model::Gpt(cfg);
-    lock.unlock();
-    auto& m = *keep[r];
-    optim::FlatParams flat(m, m.param_tags(), pad, optim::flat_grad_buffer(opts, world));
-    optim::ZeroAdamW adam(flat, opts.adamw, group, 3);
-    FullyShard fsdp(m, flat, group, nullptr, true);
-    mark_peak();
-    return int64_t{0};
-  });
+  const auto built_whole = testing::measure_ranks_setup(
+      2, [&](int r, dist::Group& group, const testing::MarkPeak& mark_peak) {
+        std::unique_lock<std::mutex> lock(generator);
+        torch::manual_seed(3);
+        keep[r] = model::Gpt(cfg);
+        lock.unlock();
+        auto& m = *keep[r];
+        optim::FlatParams flat(m, m.param_tags(), pad, optim::flat_grad_buffer(opts, world));
+        optim::ZeroAdamW adam(flat, opts.adamw, group, 3);
+        FullyShard fsdp(m, flat, group, nullptr, true);
+        mark_peak();
+        return int64_t{0};
+      });
   keep.assign(world, model::Gpt(nullptr));
   if (sharded.grown_mib < 0) {
     GTEST_SKIP() << "no /proc/self/clear_refs or VmHWM here: peak RSS cannot be measured";
@@ -336,28 +301,29 @@ TEST(Zero3ShardedSetupTest, LoraBaseIsReadByRangeIntoTheFrozenShards) {
   }
   std::mutex generator;
   std::vector<float> got(world, -1);
-  const auto measured = measure_setup([&](int r, dist::Group& group, const MarkPeak& mark_peak) {
-    std::unique_lock<std::mutex> lock(generator);
-    torch::manual_seed(3);
-    auto m = model::build_model(mo, rt, {/*init=*/false, {}});
-    auto flat = std::make_unique<optim::FlatParams>(model_source(*m), pad, cpu_shard(r, world));
-    torch::manual_seed(3);
-    init_shard_from_seed(*m, *flat);
-    lock.unlock();
-    train::load_init_shard(src, *m, *flat);
-    auto frozen = train::frozen_init_source(src, *m);
-    optim::ZeroAdamW adam(*flat, opts.adamw, group, 3);
-    FullyShard fsdp(*m, *flat, group, nullptr, true, std::nullopt, false, frozen.read);
-    mark_peak();
-    const auto b = fsdp.bytes();
-    fsdp.install();
-    torch::NoGradGuard no_grad;
-    fsdp.begin_forward_only();
-    const auto ids = rows(r);
-    got[r] = m->loss(ids.narrow(1, 0, 32), ids.narrow(1, 1, 32)).item<float>();
-    fsdp.end_forward_only();
-    return b.param_shard + b.grad_shard + adam.state_bytes() + b.frozen_shard + scratch;
-  });
+  const auto measured = testing::measure_ranks_setup(
+      2, [&](int r, dist::Group& group, const testing::MarkPeak& mark_peak) {
+        std::unique_lock<std::mutex> lock(generator);
+        torch::manual_seed(3);
+        auto m = model::build_model(mo, rt, {/*init=*/false, {}});
+        auto flat = std::make_unique<optim::FlatParams>(model_source(*m), pad, cpu_shard(r, world));
+        torch::manual_seed(3);
+        init_shard_from_seed(*m, *flat);
+        lock.unlock();
+        train::load_init_shard(src, *m, *flat);
+        auto frozen = train::frozen_init_source(src, *m);
+        optim::ZeroAdamW adam(*flat, opts.adamw, group, 3);
+        FullyShard fsdp(*m, *flat, group, nullptr, true, std::nullopt, false, frozen.read);
+        mark_peak();
+        const auto b = fsdp.bytes();
+        fsdp.install();
+        torch::NoGradGuard no_grad;
+        fsdp.begin_forward_only();
+        const auto ids = rows(r);
+        got[r] = m->loss(ids.narrow(1, 0, 32), ids.narrow(1, 1, 32)).item<float>();
+        fsdp.end_forward_only();
+        return b.param_shard + b.grad_shard + adam.state_bytes() + b.frozen_shard + scratch;
+      });
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(measured.errors[r], "") << "rank " << r;
     EXPECT_EQ(got[r], want[r]) << "rank " << r;
