@@ -126,7 +126,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
   const std::string tokenizer_from = tokenizer_source(s.setup);
   const std::string& tokenizer_hash = s.tokenizer->hash();
   if (resume.any()) {
-    auto dir = CheckpointStore::resolve(resume, run_dir);
+    const auto& dir = s.resume_dir;  // resolved once by set_up_run
     if (!dir) {
       if (resume.kind != CheckpointRequest::Kind::kAuto) {
         throw UsageError("checkpoint.resume = '" + resume.text + "': not found");
