@@ -145,10 +145,6 @@ TrainingState restore_shard_optimizer_and_state(const LoadedCheckpoint& ckpt,
                                                 const model::GptImpl& model,
                                                 const optim::FlatParams& flat,
                                                 optim::Optimizer& optimizer) {
-  if (is_lora_checkpoint(ckpt)) {
-    throw Error("internal: restore_training_shard: " + ckpt.dir +
-                " is a LoRA checkpoint (resumed through the whole model)");
-  }
   for (const auto& seg : flat.segments()) {
     if (!model.param_tags().count(seg.name)) {
       throw Error("internal: restore_training_shard: '" + seg.name +

@@ -100,9 +100,9 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
 // ZeRO-3's sharded set-up (parallel/sharded_init.h) resuming, all but the parameters: the
 // optimizer state of the range this rank keeps, the RNG and the training state. The parameters
 // are read by range into this rank's shard by train/init_from_shard.h's restore_training_shard,
-// which calls this first. A LoRA checkpoint or an objective with parameters of its own in
-// `flat` is not taken here (an error, before anything is read): those resume through
-// restore_training_checkpoint.
+// which calls this first (a LoRA checkpoint's moments are its adapters', as `flat` holds only
+// what trains). An objective with parameters of its own in `flat` is not taken here (an error,
+// before anything is read): it resumes through restore_training_checkpoint.
 TrainingState restore_shard_optimizer_and_state(const LoadedCheckpoint& ckpt,
                                                 const model::GptImpl& model,
                                                 const optim::FlatParams& flat,

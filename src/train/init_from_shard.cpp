@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/sharded_reader.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -30,14 +31,15 @@ LocalRows init_shard_rows(const optim::FlatParams& flat, const optim::ParamSegme
 
 }  // namespace
 
-void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::FlatParams& flat) {
+void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::FlatParams& flat,
+                     bool adapters) {
   const std::string origin = src.dir + "/model.safetensors";
   const auto& segs = flat.segments();
   const auto& tags = model.param_tags();
   std::map<std::string, size_t> segment_of;  // the model's own segments
   for (size_t i = 0; i < segs.size(); ++i) {
     auto tag = tags.find(segs[i].name);
-    if (tag != tags.end() && !tag->second.lora) segment_of.emplace(segs[i].name, i);
+    if (tag != tags.end() && (adapters || !tag->second.lora)) segment_of.emplace(segs[i].name, i);
   }
   std::map<std::string, at::Tensor> buffers;
   for (const auto& item : model.named_buffers(/*recurse=*/true)) buffers[item.key()] = item.value();
@@ -135,9 +137,22 @@ FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl&
 }
 
 TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                     optim::FlatParams& flat, optim::Optimizer& optimizer) {
+                                     optim::FlatParams& flat, optim::Optimizer& optimizer,
+                                     FrozenInit& frozen) {
+  const bool lora = is_lora_checkpoint(ckpt);
+  nlohmann::json lora_base;
+  if (lora) {
+    // Before anything is read: the base is the one the adapters were trained on.
+    lora_base = checked_lora_base(ckpt);
+    const auto base =
+        CheckpointStore::load(lora_base.at("path").get<std::string>(), /*allow_fallback=*/false,
+                              {"model.safetensors"}, /*tensors_by_range=*/true);
+    frozen = frozen_init_source(base, model);
+    frozen.lora_base = lora_base;  // as recorded (a whole resume keeps this one too)
+  }
   TrainingState state = restore_shard_optimizer_and_state(ckpt, model, flat, optimizer);
-  load_init_shard(ckpt, model, flat);
+  load_init_shard(ckpt, model, flat, /*adapters=*/lora);
+  state.lora_base = lora_base;
   return state;
 }
 

@@ -22,9 +22,10 @@ namespace {
 // run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
 // for model.init_from under expert parallelism (an expert stack's rows of another layout), and
 // only for fp32 master weights. A resume is read by range into the shard too
-// (restore_training_shard), except a LoRA run's, an expert-parallel one's and a distillation
-// run's (whose projections train beside the model): those restore into whole tensors. Those
-// still build the whole model on every rank before sharding it (README, set-up memory).
+// (restore_training_shard; a LoRA run's adapters so, its base as a fresh run reads it), except
+// an expert-parallel one's and a distillation run's (whose projections train beside the
+// model): those restore into whole tensors. Those still build the whole model on every rank
+// before sharding it (README, set-up memory).
 // The one place this is decided (s.resume_dir: set_up_run resolved checkpoint.resume).
 bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
                     const dist::Group* tp) {
@@ -33,7 +34,7 @@ bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const cor
   if (setup.temporal || setup.model.freeze_base) return false;
   if (rt.param_dtype != at::kFloat) return false;
   if (s.ep.active() && !s.options.init_from.empty()) return false;
-  return !(s.resume_dir && (setup.model.lora.enabled() || s.ep.active() || setup.distill.enabled));
+  return !(s.resume_dir && (s.ep.active() || setup.distill.enabled));
 }
 
 }  // namespace

@@ -173,9 +173,13 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
           s.tp ? tp_localizer(*s.tp)
                : (experts_by_range ? ep_localizer(*s.model, s.ep.ep_rank, s.ep.ep)
                                    : TensorLocalizer{});
-      s.state = into_shard ? restore_training_shard(ckpt, *s.model, *s.flat, *s.optimizer)
+      // (A LoRA checkpoint into the shards: its base's frozen pieces are read when FullyShard
+      // shards them, from `frozen`.)
+      FrozenInit frozen;
+      s.state = into_shard ? restore_training_shard(ckpt, *s.model, *s.flat, *s.optimizer, frozen)
                            : restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
                                                          s.objective->trained_module(), localize);
+      if (frozen.read) s.frozen_source = std::move(frozen.read);
       s.resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld%s",
                             ckpt.dir.c_str(), (long long)s.state.step,
