@@ -19,13 +19,12 @@ namespace {
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
 // shard group of several ranks, each step of its set-up done by parts. Not under tensor
 // parallelism (each TP rank cuts its slices from the whole model it built), not for a temporal
-// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
-// for model.init_from under expert parallelism (an expert stack's rows of another layout), and
-// only for fp32 master weights. A resume is read by range into the shard too
-// (restore_training_shard; a LoRA run's adapters so, its base as a fresh run reads it), except
-// an expert-parallel one's and a distillation run's (whose projections train beside the
-// model): those restore into whole tensors. Those still build the whole model on every rank
-// before sharding it (README, set-up memory).
+// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), and
+// only for fp32 master weights. model.init_from and a resume are read by range into the shard
+// (init_from_shard.h; a LoRA run's adapters so, its base as a fresh run reads it; under expert
+// parallelism each rank's experts whole, its rows of every saved stack; a distillation run's
+// projections, small, whole into their module; not under expert parallelism). Those excluded
+// still build the whole model on every rank before sharding it (README, set-up memory).
 // The one place this is decided (s.resume_dir: set_up_run resolved checkpoint.resume).
 bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
                     const dist::Group* tp) {
@@ -33,8 +32,9 @@ bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const cor
   if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
   if (setup.temporal || setup.model.freeze_base) return false;
   if (rt.param_dtype != at::kFloat) return false;
-  if (s.ep.active() && !s.options.init_from.empty()) return false;
-  return !(s.resume_dir && (s.ep.active() || setup.distill.enabled));
+  // (A distillation resume under expert parallelism: its projections' moments beside the
+  // experts' slices are read by the whole path, not tried here.)
+  return !(s.resume_dir && setup.distill.enabled && s.ep.active());
 }
 
 }  // namespace
