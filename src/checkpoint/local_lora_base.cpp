@@ -6,7 +6,6 @@
 #include "checkpoint/training_checkpoint.h"
 #include "checkpoint/unsharded_local_read.h"
 #include "core/error.h"
-#include "core/sha256.h"
 
 namespace lmtrain::train {
 namespace {
@@ -47,19 +46,9 @@ nlohmann::json load_local_init_weights(const LoadedCheckpoint& src, model::GptIm
 
 nlohmann::json load_local_lora_checkpoint(const LoadedCheckpoint& ckpt, model::GptImpl& model,
                                           const TensorLocalizer& localize) {
-  const auto base_ref = ckpt.meta.at("lora_base");
+  const auto base_ref = checked_lora_base(ckpt);
   const std::string path = base_ref.at("path").get<std::string>();
-  const std::string recorded = base_ref.at("sha256").get<std::string>();
   const std::string file = path + "/model.safetensors";
-  if (!std::filesystem::exists(file)) {
-    throw Error("checkpoint " + ckpt.dir + " is a LoRA run whose base " + path + " (sha256 " +
-                recorded + ") is no longer there: restore it at that path");
-  }
-  if (core::sha256_file_hex(file) != recorded) {
-    throw Error("checkpoint " + ckpt.dir + " was trained on the LoRA base " + path +
-                " with model.safetensors sha256 " + recorded +
-                ", but that base's file has changed: restore the original base at " + path);
-  }
   const auto base = CheckpointStore::load(path, /*allow_fallback=*/false, {"model.safetensors"},
                                           /*tensors_by_range=*/true);
   load_model_tensors_from(model, local_lora_file(base, localize), file, ModelTensors::kBase);

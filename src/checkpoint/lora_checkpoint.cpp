@@ -63,14 +63,24 @@ nlohmann::json load_checkpoint_weights(const LoadedCheckpoint& ckpt, model::GptI
     load_model_tensors(model, file, origin);
     return nullptr;
   }
-  const auto base_ref = ckpt.meta["lora_base"];
+  const auto base_ref = checked_lora_base(ckpt);
+  const std::string path = base_ref.at("path").get<std::string>();
+  auto base = CheckpointStore::load(path, /*allow_fallback=*/false, {"model.safetensors"});
+  load_model_tensors(model, base.files.at("model.safetensors"), path + "/model.safetensors",
+                     ModelTensors::kBase);
+  load_model_tensors(model, file, origin, ModelTensors::kCheckpointed);
+  return base_ref;
+}
+
+nlohmann::json checked_lora_base(const LoadedCheckpoint& ckpt) {
+  const auto base_ref = ckpt.meta.at("lora_base");
   const std::string path = base_ref.at("path").get<std::string>();
   const std::string recorded = base_ref.at("sha256").get<std::string>();
   if (!fs::exists(path + "/model.safetensors")) {
     throw Error("checkpoint " + ckpt.dir + " is a LoRA run whose base " + path + " (sha256 " +
                 recorded + ") is no longer there: restore it at that path");
   }
-  // The file itself first: a base replaced by another model is named as such, whatever its
+  // The file itself: a base replaced by another model is named as such, whatever its
   // meta.json says.
   const std::string found = core::sha256_file_hex(path + "/model.safetensors");
   if (found != recorded) {
@@ -78,10 +88,6 @@ nlohmann::json load_checkpoint_weights(const LoadedCheckpoint& ckpt, model::GptI
                 " with model.safetensors sha256 " + recorded + ", but that base now has sha256 " +
                 found + ": a different base model; restore the original base at " + path);
   }
-  auto base = CheckpointStore::load(path, /*allow_fallback=*/false, {"model.safetensors"});
-  load_model_tensors(model, base.files.at("model.safetensors"), path + "/model.safetensors",
-                     ModelTensors::kBase);
-  load_model_tensors(model, file, origin, ModelTensors::kCheckpointed);
   return base_ref;
 }
 

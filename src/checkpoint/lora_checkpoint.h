@@ -29,6 +29,12 @@ void refuse_lora_init_source(const LoadedCheckpoint& src);
 // (null for an ordinary checkpoint).
 nlohmann::json load_checkpoint_weights(const LoadedCheckpoint& ckpt, model::GptImpl& model);
 
+// The base a LoRA checkpoint was trained on, meta.json's lora_base {"path", "sha256"}, after
+// checking that its model.safetensors is still at that path with the recorded sha256 (an
+// Error naming the checkpoint, the base and both hashes otherwise). Every resume of a LoRA
+// checkpoint checks it first (whole, under TP, into ZeRO-3's shards).
+nlohmann::json checked_lora_base(const LoadedCheckpoint& ckpt);
+
 // What a training checkpoint of `model` stores in model.safetensors: every parameter and buffer;
 // with frozen parameters, only the trainable ones and the buffers.
 TensorList checkpoint_model_tensors(const model::GptImpl& model);

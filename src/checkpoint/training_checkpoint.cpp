@@ -142,23 +142,12 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
 }
 
 TrainingState restore_shard_optimizer_and_state(const LoadedCheckpoint& ckpt,
-                                                const model::GptImpl& model,
-                                                const optim::FlatParams& flat,
-                                                optim::Optimizer& optimizer) {
-  if (is_lora_checkpoint(ckpt)) {
-    throw Error("internal: restore_training_shard: " + ckpt.dir +
-                " is a LoRA checkpoint (resumed through the whole model)");
-  }
-  for (const auto& seg : flat.segments()) {
-    if (!model.param_tags().count(seg.name)) {
-      throw Error("internal: restore_training_shard: '" + seg.name +
-                  "' is not the model's (an objective's parameters resume whole)");
-    }
-  }
+                                                optim::Optimizer& optimizer,
+                                                const TensorLocalizer& experts) {
   // The moments of the range this rank keeps (the parameters of the same range are read by
   // the caller, train/init_from_shard.h).
   if (has_model_shards(ckpt.meta)) {
-    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer);
+    restore_sharded_optimizer(ckpt.dir, ckpt.meta, optimizer, experts);
   } else {
     restore_named_or_flat_optimizer(ckpt, optimizer);
   }

@@ -100,13 +100,13 @@ TrainingState restore_training_checkpoint(const LoadedCheckpoint& ckpt, model::G
 // ZeRO-3's sharded set-up (parallel/sharded_init.h) resuming, all but the parameters: the
 // optimizer state of the range this rank keeps, the RNG and the training state. The parameters
 // are read by range into this rank's shard by train/init_from_shard.h's restore_training_shard,
-// which calls this first. A LoRA checkpoint or an objective with parameters of its own in
-// `flat` is not taken here (an error, before anything is read): those resume through
-// restore_training_checkpoint.
+// which calls this first (the moments are of what trains: a LoRA checkpoint's adapters', an
+// objective's parameters' beside the model's).
+// `experts`: under expert parallelism, this rank's experts (ep_localizer): a sharded
+// checkpoint's moments are read through it, as restore_training_checkpoint reads them.
 TrainingState restore_shard_optimizer_and_state(const LoadedCheckpoint& ckpt,
-                                                const model::GptImpl& model,
-                                                const optim::FlatParams& flat,
-                                                optim::Optimizer& optimizer);
+                                                optim::Optimizer& optimizer,
+                                                const TensorLocalizer& experts = {});
 
 // The parameters an objective trains (Objective::trained_module: distillation's projections, a
 // temporal encoder) from the checkpoint's objective.safetensors, by name; UsageErrors name what

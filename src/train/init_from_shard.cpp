@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/sharded_reader.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -30,24 +31,31 @@ LocalRows init_shard_rows(const optim::FlatParams& flat, const optim::ParamSegme
 
 }  // namespace
 
-void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::FlatParams& flat) {
+void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::FlatParams& flat,
+                     bool adapters, const TensorLocalizer& experts) {
   const std::string origin = src.dir + "/model.safetensors";
   const auto& segs = flat.segments();
   const auto& tags = model.param_tags();
   std::map<std::string, size_t> segment_of;  // the model's own segments
   for (size_t i = 0; i < segs.size(); ++i) {
     auto tag = tags.find(segs[i].name);
-    if (tag != tags.end() && !tag->second.lora) segment_of.emplace(segs[i].name, i);
+    if (tag != tags.end() && (adapters || !tag->second.lora)) segment_of.emplace(segs[i].name, i);
   }
   std::map<std::string, at::Tensor> buffers;
   for (const auto& item : model.named_buffers(/*recurse=*/true)) buffers[item.key()] = item.value();
   std::set<std::string> seen;
   TensorLocalizer local;
   local.cut = [](const std::string&, const at::Tensor& whole) { return whole; };
+  // An expert stack under expert parallelism: this rank's experts' rows of the saved stack
+  // (all of them kept, flat.experts_kept()); anything else: the rows holding its shard.
   local.rows = [&](const std::string& name) {
     auto it = segment_of.find(name);
-    return it == segment_of.end() ? LocalRows{} : init_shard_rows(flat, segs[it->second]);
+    if (it == segment_of.end()) return LocalRows{};
+    if (segs[it->second].expert && experts) return experts.rows(name);
+    return init_shard_rows(flat, segs[it->second]);
   };
+  local.ep_rank = experts.ep_rank;
+  local.ep = experts.ep;
   torch::NoGradGuard no_grad;
   // One tensor of the file: `read` gives this rank's rows of it (or, for a buffer, all of it).
   auto take = [&](const std::string& name, const std::vector<int64_t>& shape,
@@ -55,8 +63,11 @@ void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::
     auto it = segment_of.find(name);
     auto buf = buffers.find(name);
     if (it == segment_of.end() && buf == buffers.end()) return;  // not the model's: not read
+    // (An expert stack is saved with every expert: the whole shape its rows are cut from.)
+    const bool stack = it != segment_of.end() && segs[it->second].expert && experts;
     const std::vector<int64_t> want =
-        it != segment_of.end() ? segs[it->second].shape : buf->second.sizes().vec();
+        it == segment_of.end() ? buf->second.sizes().vec()
+                               : (stack ? experts.rows(name).whole_shape : segs[it->second].shape);
     if (shape != want) {
       throw Error(log::format("%s: tensor '%s' has shape %s, the model expects %s", origin.c_str(),
                               name.c_str(), c10::str(at::IntArrayRef(shape)).c_str(),
@@ -135,9 +146,41 @@ FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl&
 }
 
 TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                     optim::FlatParams& flat, optim::Optimizer& optimizer) {
-  TrainingState state = restore_shard_optimizer_and_state(ckpt, model, flat, optimizer);
-  load_init_shard(ckpt, model, flat);
+                                     optim::FlatParams& flat, optim::Optimizer& optimizer,
+                                     FrozenInit& frozen, const TensorLocalizer& experts,
+                                     torch::nn::Module* objective) {
+  // Segments that are not the model's are an objective's (trained_param_sources).
+  std::vector<size_t> objective_segments;
+  const auto& segs = flat.segments();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (!model.param_tags().count(segs[i].name)) objective_segments.push_back(i);
+  }
+  if (!objective_segments.empty() && !objective) {
+    throw Error("internal: restore_training_shard: '" + segs[objective_segments[0]].name +
+                "' is not the model's and no objective module was given");
+  }
+  const bool lora = is_lora_checkpoint(ckpt);
+  nlohmann::json lora_base;
+  if (lora) {
+    // Before anything is read: the base is the one the adapters were trained on.
+    lora_base = checked_lora_base(ckpt);
+    const auto base =
+        CheckpointStore::load(lora_base.at("path").get<std::string>(), /*allow_fallback=*/false,
+                              {"model.safetensors"}, /*tensors_by_range=*/true);
+    frozen = frozen_init_source(base, model);
+    frozen.lora_base = lora_base;  // as recorded (a whole resume keeps this one too)
+  }
+  TrainingState state = restore_shard_optimizer_and_state(ckpt, optimizer, experts);
+  load_init_shard(ckpt, model, flat, /*adapters=*/lora, experts);
+  if (!objective_segments.empty()) {
+    // Small (projections): whole into the module, whose parameters the ShardOnly layout left
+    // real and which are flat's tensors of those segments; this rank's part into its shard.
+    load_objective_tensors(ckpt, *objective);
+    for (size_t i : objective_segments) {
+      parallel::write_segment_part(flat, segs[i], 0, flat.tensors()[i].detach());
+    }
+  }
+  state.lora_base = lora_base;
   return state;
 }
 

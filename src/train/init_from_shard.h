@@ -11,6 +11,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/sharded_reader.h"
 #include "checkpoint/training_checkpoint.h"
 #include "model/gpt.h"
 #include "optim/flat_params.h"
@@ -19,8 +20,14 @@ namespace lmtrain::train {
 
 // `src`: loaded with tensors_by_range (no tensor file read). `flat`: ShardOnly-built over
 // `model`; only the model's segments are written (an objective's keep their own values).
-// LoRA adapters are not in a base: they keep their values (init_shard_from_seed's).
-void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::FlatParams& flat);
+// LoRA adapters are not in a base: they keep their values (init_shard_from_seed's), unless
+// `adapters` (a LoRA checkpoint resumed: its model.safetensors holds them).
+// `experts`: under expert parallelism (flat keeps its expert region whole), the rows of each
+// saved expert stack that are this rank's experts (train/expert_resume.h's ep_localizer; the
+// file holds every expert, whole or as EP slices); empty: the stacks are read as the model
+// holds them.
+void load_init_shard(const LoadedCheckpoint& src, model::GptImpl& model, optim::FlatParams& flat,
+                     bool adapters = false, const TensorLocalizer& experts = {});
 
 // A LoRA base under the sharded set-up: the reader FullyShard's FrozenShard takes this rank's
 // pieces of the frozen parameters from (elements [begin, + n) of a tensor of `src`'s
@@ -36,9 +43,20 @@ FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl&
 // ZeRO-3's sharded set-up resuming: of each saved parameter only the rows holding this rank's
 // shard, one tensor at a time, as load_init_shard reads model.init_from, after the optimizer
 // state of the same range, the RNG and the training state
-// (checkpoint/training_checkpoint.h's restore_shard_optimizer_and_state, which refuses a LoRA
-// checkpoint and an objective's parameters first). The model is never written whole.
+// (checkpoint/training_checkpoint.h's restore_shard_optimizer_and_state, which refuses an
+// objective's parameters first). The model is never written whole. A LoRA checkpoint: its
+// base checked first (lora_checkpoint.h's checked_lora_base: there, with the recorded
+// sha256), its adapters (and whatever else trained) read as above; the frozen base is left to
+// FullyShard: `frozen` gets the reader of its pieces (frozen_init_source over that base) and
+// the returned state its lora_base. Otherwise `frozen` is left empty. `experts`: under expert
+// parallelism, this rank's experts (load_init_shard's; the moments of a sharded checkpoint are
+// read through it too, as a whole resume reads them). `objective`: the module an objective
+// trains beside the model (distillation's feature projections, flat's "objective.*" segments):
+// its small objective.safetensors is read whole into it and this rank's part copied into the
+// shard; null when flat holds the model's parameters only (else an Error, before any read).
 TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,
-                                     optim::FlatParams& flat, optim::Optimizer& optimizer);
+                                     optim::FlatParams& flat, optim::Optimizer& optimizer,
+                                     FrozenInit& frozen, const TensorLocalizer& experts = {},
+                                     torch::nn::Module* objective = nullptr);
 
 }  // namespace lmtrain::train

@@ -2,7 +2,6 @@
 // run (train/run_setup_steps.h).
 #include <optional>
 
-#include "checkpoint/checkpoint_store.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -17,29 +16,25 @@
 namespace lmtrain::train {
 namespace {
 
-// Whether a resume is asked for and finds a checkpoint (resume=auto in an empty run dir: none).
-bool resumes(const RunSetup& s) {
-  const auto& resume = s.options.resume;
-  return resume.any() && CheckpointStore::resolve(resume, s.options.run_dir).has_value();
-}
-
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
 // shard group of several ranks, each step of its set-up done by parts. Not under tensor
 // parallelism (its own set-up: TP ranks draw just their slices), not for a temporal
-// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), not
-// for model.init_from under expert parallelism (an expert stack's rows of another layout), and
-// only for fp32 master weights. A resume is read by range into the shard too
-// (restore_training_shard), except a LoRA run's, an expert-parallel one's and a distillation
-// run's (whose projections train beside the model): those restore into whole tensors. Those
+// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), and
+// only for fp32 master weights. model.init_from and a resume are read by range into the shard
+// (init_from_shard.h; a LoRA run's adapters so, its base as a fresh run reads it; under expert
+// parallelism each rank's experts whole, its rows of every saved stack; a distillation run's
+// projections, small, whole into their module; not under expert parallelism). Those excluded
 // still build the whole model on every rank before sharding it (README, set-up memory).
+// The one place this is decided (s.resume_dir: set_up_run resolved checkpoint.resume).
 bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
-                    const dist::Group* tp, bool resuming) {
+                    const dist::Group* tp) {
   const auto& setup = s.setup;
   if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
   if (setup.temporal || setup.model.freeze_base) return false;
   if (rt.param_dtype != at::kFloat) return false;
-  if (s.ep.active() && !s.options.init_from.empty()) return false;
-  return !(resuming && (setup.model.lora.enabled() || s.ep.active() || setup.distill.enabled));
+  // (A distillation resume under expert parallelism: its projections' moments beside the
+  // experts' slices are read by the whole path, not tried here.)
+  return !(s.resume_dir && setup.distill.enabled && s.ep.active());
 }
 
 }  // namespace
@@ -60,10 +55,8 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
   }
   dist::Group& shard_group = s.shards.shard_group(group);
-  // (Resolved only where it matters: elsewhere resume_or_init alone resolves it.)
-  const bool resuming =
-      s.options.optimizer.zero == 3 && shard_group.size() > 1 && tp == nullptr && resumes(s);
-  const bool sharded = sharded_set_up(s, shard_group, rt, tp, resuming);
+  const bool sharded = sharded_set_up(s, shard_group, rt, tp);
+  const bool resuming = s.resume_dir.has_value();
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
   // adapters (its second stage). The sharded set-up builds the model unwritten on the CPU and

@@ -219,6 +219,7 @@ std::unique_ptr<RunSetup> set_up_run(const RunOptions& options, const SetupOptio
   const auto temporal_lm = open_data(*s, snapshot, group);
   set_up_teacher(*s, snapshot);
   s->config_snapshot = snapshot.yaml();
+  s->resume_dir = CheckpointStore::resolve(options.resume, options.run_dir);
   build_model_and_optimizer(*s, temporal_lm, group, rt, tp);
   resume_or_init(*s, group);
   if (s->stream && s->complete_checkpoint.empty()) start_stream(*s, group);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "checkpoint/training_checkpoint.h"
@@ -65,6 +66,10 @@ struct RunSetup {
   std::unique_ptr<optim::Optimizer> optimizer;
   optim::LrSchedule schedule;
 
+  // checkpoint.resume resolved once, before the model is built (the sharded set-up reads a
+  // resume by range, run_build.cpp): the checkpoint dir, or none (no resume asked for, or
+  // resume=auto in a run dir without checkpoints).
+  std::optional<std::string> resume_dir;
   TrainingState state;  // step, data position, loss scale, LoRA base, stream positions
   bool resumed = false;
   // Resumed at train.max_steps: that checkpoint (nothing is left to train); empty otherwise.

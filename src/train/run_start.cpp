@@ -108,7 +108,7 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
   const std::string tokenizer_from = tokenizer_source(s.setup);
   const std::string& tokenizer_hash = s.tokenizer->hash();
   if (resume.any()) {
-    auto dir = CheckpointStore::resolve(resume, run_dir);
+    const auto& dir = s.resume_dir;  // resolved once by set_up_run
     if (!dir) {
       if (resume.kind != CheckpointRequest::Kind::kAuto) {
         throw UsageError("checkpoint.resume = '" + resume.text + "': not found");
@@ -124,7 +124,8 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       const bool ep_by_range = s.ep.active() && !s.tp && s.objective->trained_module() == nullptr;
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true, {},
                                         /*tensors_by_range=*/true);
-      const bool experts_by_range = !into_shard && ep_by_range && has_model_shards(ckpt.meta);
+      // (Into the shards its experts' rows of an unsharded checkpoint's stacks too.)
+      const bool experts_by_range = ep_by_range && (into_shard || has_model_shards(ckpt.meta));
       if (experts_by_range) {
         log::info(saved_in_ep_layout(ckpt.meta, s.ep.ep)
                       ? "resume: this rank reads only its own experts' slices"
@@ -155,9 +156,14 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
           s.tp ? s.tp->localizer()
                : (experts_by_range ? ep_localizer(*s.model, s.ep.ep_rank, s.ep.ep)
                                    : TensorLocalizer{});
-      s.state = into_shard ? restore_training_shard(ckpt, *s.model, *s.flat, *s.optimizer)
+      // (A LoRA checkpoint into the shards: its base's frozen pieces are read when FullyShard
+      // shards them, from `frozen`.)
+      FrozenInit frozen;
+      s.state = into_shard ? restore_training_shard(ckpt, *s.model, *s.flat, *s.optimizer, frozen,
+                                                    localize, s.objective->trained_module())
                            : restore_training_checkpoint(ckpt, *s.model, *s.optimizer,
                                                          s.objective->trained_module(), localize);
+      if (frozen.read) s.frozen_source = std::move(frozen.read);
       s.resumed = true;
       log::info(log::format("resumed from %s: step %lld, epoch %lld, data cursor %lld%s",
                             ckpt.dir.c_str(), (long long)s.state.step,
@@ -191,7 +197,10 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
     } else if (sharded) {
       // ZeRO-3's sharded set-up: this rank's rows of each tensor, into its shard; a LoRA
       // base's frozen pieces are read when FullyShard shards them.
-      load_init_shard(src, *s.model, *s.flat);
+      // Under expert parallelism each rank's experts whole, its rows of each saved stack.
+      load_init_shard(
+          src, *s.model, *s.flat, /*adapters=*/false,
+          s.ep.active() ? ep_localizer(*s.model, s.ep.ep_rank, s.ep.ep) : TensorLocalizer{});
       if (parallel::frozen_param_bytes(*s.model) > 0) {
         auto frozen = frozen_init_source(src, *s.model);
         s.frozen_source = std::move(frozen.read);

@@ -217,7 +217,8 @@ TEST(ResumeMemoryTest, Zero3ShardedSetUpResumesIntoTheShardsOnly) {
     sync();
     const auto ckpt = CheckpointStore::load(saved.dir, /*allow_fallback=*/false, {},
                                             /*tensors_by_range=*/true);
-    steps[r] = restore_training_shard(ckpt, m, flat, adam).step;
+    FrozenInit no_base;  // not a LoRA checkpoint: stays empty
+    steps[r] = restore_training_shard(ckpt, m, flat, adam, no_base).step;
     sync();
     if (r == 0) peak_kb = testing::proc_status_kb("VmHWM");
     sync();

@@ -2,8 +2,9 @@
 // per unit like the trained parameters (parallel/frozen_shard.h), so 2 ranks equal ZeRO-2 on 2
 // ranks bit for bit (an all-gather does no arithmetic), one process within float tolerance; a
 // resume in the same layout is bitwise; each rank holds ~1/2 of the base by the run's byte
-// accounting; the sharded adapter checkpoint merges as ZeRO-2's does. One launch of
-// each kind on a 2-layer model.
+// accounting; the sharded adapter checkpoint merges as ZeRO-2's does. The resume takes the
+// sharded set-up (the adapters by range into the shards, the base by range into FrozenShard). One
+// launch of each kind on a 2-layer model.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -85,7 +86,12 @@ TEST(Zero3LoraTest, ShardedBaseEqualsZero2BitwiseOneProcessWithinToleranceAndRes
   // A resume in the same layout, from the sharded adapter checkpoint of step 4.
   const std::string resumed = lora("z3_resumed", 2, " --dist.zero=3 --train.stop_at_step=4").first;
   const auto second_out = lora("z3_resumed", 2, " --dist.zero=3 --resume=auto").second;
-  EXPECT_NE(second_out.find("resumed from"), std::string::npos) << second_out;
+  // Through the sharded set-up: the adapters and their moments read by range into each
+  // rank's shard, the frozen base's pieces read by range from the base it records.
+  EXPECT_NE(second_out.find("ZeRO-3 sharded set-up: the model built unwritten"), std::string::npos)
+      << second_out;
+  EXPECT_NE(second_out.find("(this rank's shard only, read by range)"), std::string::npos)
+      << second_out;
   const std::string rc = resumed + "/checkpoints/latest";
   EXPECT_EQ(max_param_rel_diff(rc, z3c), 0.0);
   EXPECT_EQ(max_param_rel_diff(rc, z3c, "optim.rank1.safetensors"), 0.0);

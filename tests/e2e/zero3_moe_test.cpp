@@ -4,8 +4,10 @@
 // their block), each equal to ZeRO-2 in the same layout bit for bit and to one process within
 // float tolerance; under bf16 the routers, which the layer reads in fp32, are gathered exactly;
 // a resume of the EP run is bitwise, its checkpoint resumes as one process, and the sharded
-// checkpoint of the run without EP resumes at dist.ep=2. HSDP with dist.ep=2 (4 ranks) is
-// ZeRO-2 with EP within float tolerance, through a resume.
+// checkpoint of the run without EP resumes at dist.ep=2, each resume through the sharded
+// set-up (each rank's shard and its own experts read by range); model.init_from under EP is
+// read the same way and trains as ZeRO-2. HSDP with dist.ep=2 (4 ranks) is ZeRO-2 with EP
+// within float tolerance, through a resume.
 // A 2-layer model, both layers MoE (4 SwiGLU experts, top-2, dropless, z-loss and the
 // balancing bias on, as tests/e2e/moe_train_test.cpp), 6 steps of 2 micro-steps per rank,
 // blocks recomputed in backward, clipping that bites.
@@ -76,6 +78,14 @@ class Zero3MoeTest : public ::testing::Test {
     EXPECT_LE(peak, 2 * block) << out;
   }
 
+  // A ZeRO-3 resume under expert parallelism takes the sharded set-up: each rank reads its
+  // shard of the shared region and its own experts whole, by range, the model never whole.
+  static void expect_sharded_resume(const std::string& out) {
+    EXPECT_NE(out.find("ZeRO-3 sharded set-up: the model built unwritten"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("(this rank's shard only, read by range)"), std::string::npos) << out;
+  }
+
   static TempDir* dir_;
   static std::string data_, one_;
   static std::map<std::string, std::string> outputs_;
@@ -126,7 +136,7 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
   auto h = run_command(lmtrain_on_ranks(4, "train") + flags(hsdp) + hsdp_flags +
                        " --train.micro_batch_size=2 --resume=auto");
   ASSERT_EQ(h.exit_code, 0) << h.output;
-  EXPECT_NE(h.output.find("resumed from"), std::string::npos) << h.output;
+  expect_sharded_resume(h.output);
   expect_run_matches(hsdp, z2r, 1e-6, 1e-5);
 
   // Model state per rank: half the shared region plus this rank's 2 experts whole, as
@@ -154,7 +164,7 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
   auto r = run_command(lmtrain_on_ranks(2, "train") + flags(resumed) +
                        " --dist.ep=2 --dist.zero=3 --train.micro_batch_size=4 --resume=auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  expect_sharded_resume(r.output);
   for (const char* file :
        {"model.safetensors", "optim.rank0.safetensors", "optim.rank1.safetensors"}) {
     EXPECT_EQ(max_param_rel_diff(resumed + "/checkpoints/latest", z3 + "/checkpoints/latest", file),
@@ -167,6 +177,19 @@ TEST_F(Zero3MoeTest, ExpertParallelEqualsZero2BitwiseResumesAndReshardsToOneProc
   ASSERT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(one.output.find("resumed from"), std::string::npos) << one.output;
   EXPECT_LE(max_param_rel_diff(as_one + "/checkpoints/latest", one_ + "/checkpoints/latest"), 1e-5);
+
+  // model.init_from under expert parallelism (one process's checkpoint, every expert in each
+  // stack): ZeRO-3 reads each rank's experts' rows and its shard of the rest by range, and
+  // trains bit for bit as ZeRO-2 does from the whole load.
+  const std::string init = " --dist.ep=2 --model.init_from=" + one_ + " --train.max_steps=2";
+  const std::string i2 = run_on("init_z2", init + " --dist.zero=2");
+  const std::string i3 = run_on("init_z3", init + " --dist.zero=3");
+  EXPECT_NE(outputs_["init_z3"].find("ZeRO-3 sharded set-up: the model built unwritten"),
+            std::string::npos)
+      << outputs_["init_z3"];
+  EXPECT_NE(outputs_["init_z3"].find("(this rank's shard only, read by range)"), std::string::npos)
+      << outputs_["init_z3"];
+  expect_bitwise(i3, i2);
 }
 
 // dist.ep=1: MoE blocks are units like dense ones (router, experts, all sharded); fp32 and bf16
@@ -188,7 +211,7 @@ TEST_F(Zero3MoeTest, WithoutExpertParallelEqualsZero2BitwiseAndReshardsToExpertP
   auto r = run_command(lmtrain_on_ranks(2, "train") + flags(at3) +
                        " --dist.ep=2 --dist.zero=3 --train.micro_batch_size=4 --resume=auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  expect_sharded_resume(r.output);
   EXPECT_LE(max_param_rel_diff(at3 + "/checkpoints/latest", one_ + "/checkpoints/latest"), 1e-5);
 
   const std::string bf16 = " --train.precision=bf16 --train.max_steps=3";
