@@ -2,10 +2,12 @@
 // host memory is the device's): the peak (VmHWM) is reset to the current RSS through
 // /proc/self/clear_refs, the phase runs, and the peak is read back.
 #pragma once
+#include <gtest/gtest.h>
 #include <malloc.h>
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -89,6 +91,22 @@ inline MeasuredSetUp measure_ranks_setup(
     for (int64_t a : allowed) out.allowed_mib += a / 1048576.0;
   }
   return out;
+}
+
+// The check of a set-up memory test: skipped where the peak cannot be measured; otherwise prints
+// `what` with the figures, and expects the set-up under test below what its ranks may hold plus
+// 24 MiB (threads, Gloo, small tensors) and the whole build above that bound, so that the bound
+// tells the two apart.
+inline void expect_set_up_within_bound(const MeasuredSetUp& tested, const MeasuredSetUp& whole,
+                                       const std::string& what) {
+  if (tested.grown_mib < 0) {
+    GTEST_SKIP() << "no /proc/self/clear_refs or VmHWM here: peak RSS cannot be measured";
+  }
+  const double bound = tested.allowed_mib + 24;
+  std::printf("%s: peak RSS +%.1f MiB (bound %.1f MiB); whole build +%.1f MiB\n", what.c_str(),
+              tested.grown_mib, bound, whole.grown_mib);
+  EXPECT_LT(tested.grown_mib, bound) << what;
+  EXPECT_GT(whole.grown_mib, bound) << what;
 }
 
 }  // namespace lmtrain::testing
