@@ -314,7 +314,9 @@ TEST(Zero3ShardedSetupTest, LoraBaseIsReadByRangeIntoTheFrozenShards) {
         fsdp.install();
         torch::NoGradGuard no_grad;
         fsdp.begin_forward_only();
+        lock.lock();  // rows() seeds and draws from the global generator, which the ranks share
         const auto ids = rows(r);
+        lock.unlock();
         got[r] = m->loss(ids.narrow(1, 0, 32), ids.narrow(1, 1, 32)).item<float>();
         fsdp.end_forward_only();
         return b.param_shard + b.grad_shard + adam.state_bytes() + b.frozen_shard + scratch;
