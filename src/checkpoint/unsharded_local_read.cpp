@@ -76,7 +76,9 @@ std::vector<optim::ParamSegment> whole_flat_segments(const LoadedCheckpoint& ckp
     auto w = whole.find(item.key());
     if (tag->second.expert || w == whole.end()) {
       throw Error("checkpoint " + ckpt.dir + ": parameter '" + item.key() + "' is " +
-                  (tag->second.expert ? "an expert stack (MoE does not combine with dist.tp)"
+                  (tag->second.expert ? "an expert stack: ZeRO-1/2 moments of an MoE model (its "
+                                        "experts in a padded region of their own) do not "
+                                        "reshard into dist.tp yet; resume in the saved layout"
                                       : "not in its model.safetensors"));
     }
     optim::ParamSegment seg;
@@ -105,7 +107,7 @@ void local_flat_shard_entries(const LoadedCheckpoint& ckpt, model::GptImpl& mode
   if (layout.contains("experts")) {
     throw UsageError("checkpoint " + ckpt.dir +
                      " holds ZeRO-1/2 state saved under expert parallelism, which a "
-                     "tensor-parallel run does not resume (MoE does not combine with dist.tp)");
+                     "tensor-parallel run does not resume (dist.ep does not combine with dist.tp)");
   }
   const auto world = layout.at("world_size").get<int64_t>();
   const auto shard = layout.at("shard_numel").get<int64_t>();

@@ -338,7 +338,8 @@ const std::vector<KeySpec>& config_schema() {
         "tensor parallelism with sequence parallelism: groups of tp consecutive ranks split "
         "each block's attention heads and MLP width, the token table and the LM head by "
         "vocabulary (Megatron-LM's plan); world/tp data-parallel replicas (dist.zero shards "
-        "within them). Dense models, AdamW or Muon"),
+        "within them). MoE layers are replicated over the TP group (not with dist.ep); AdamW "
+        "or Muon"),
       I("dist.ep", 1, 1, 1 << 16,
         "expert parallelism: groups of ep consecutive ranks split each MoE layer's experts "
         "between them (tokens travel by all-to-all); world/ep data-parallel replicas of each "

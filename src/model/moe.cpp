@@ -53,7 +53,9 @@ FeedForwardOutput MoeImpl::run(const torch::Tensor& x) {
   }
   const auto routing = route(logits, moe.bias_update_rate > 0 ? expert_bias : at::Tensor(), k,
                              moe.gate, moe.renormalize);
-  const auto plan = plan_dispatch(routing.expert, E, moe.capacity_factor);
+  // One process's plan for this process's tokens, whatever shards they are split into.
+  const auto plan =
+      plan_dispatch_sharded(routing.expert.view({B, T, k}), E, moe.capacity_factor, token_shards_);
 
   // Rows sorted by expert through the (local or expert-parallel) dispatcher, and back: the
   // permute and the weighted combine (model/fused_moe_rows.h).
@@ -66,10 +68,12 @@ FeedForwardOutput MoeImpl::run(const torch::Tensor& x) {
 
   FeedForwardOutput out;
   out.y = y.view({B, T, C});
-  auto aux = load_balancing_loss(routing.scores, plan.load, moe.gate);
-  auto z = router_z_loss(logits);
+  // Token statistics over every shard of the forward's tokens (one, unless the plan split them).
+  auto load = token_shards_.total(plan.load);  // (E)
+  auto aux = load_balancing_loss(routing.scores, load, moe.gate, token_shards_);
+  auto z = router_z_loss(logits, token_shards_);
   out.balance.objective = aux * moe.aux_loss_coef + z * moe.z_loss_coef;
-  out.balance.stats.load = plan.load;
+  out.balance.stats.load = load;
   // A host count only under a capacity, which reads the counts anyway; dropless it is 0, and
   // scalar_tensor on a GPU is a fill: nothing in the layer reads the device back, so it can run
   // inside a CUDA graph (cli::check_cuda_graphs_config).

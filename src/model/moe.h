@@ -17,6 +17,7 @@
 #include "model/gpt_config.h"
 #include "model/layers.h"
 #include "model/mlp.h"
+#include "model/moe_routing.h"
 #include "model/param_tags.h"
 
 namespace lmtrain::model {
@@ -47,6 +48,9 @@ class MoeImpl : public FeedForwardImpl {
   FeedForwardOutput run(const torch::Tensor& x) override;
   MoeImpl* moe_layer() override { return this; }
   void set_dispatcher(std::shared_ptr<ExpertDispatcher> d) { dispatcher_ = std::move(d); }
+  // The processes this layer's tokens are split over (sequence parallelism): its loads and
+  // balancing losses are then totals over all of them (moe_routing.h).
+  void set_token_shards(TokenShards shards) { token_shards_ = std::move(shards); }
 
   Linear router{nullptr};     // weight (E, C)
   torch::Tensor expert_bias;  // (E) fp32 buffer
@@ -56,6 +60,7 @@ class MoeImpl : public FeedForwardImpl {
 
  private:
   std::shared_ptr<ExpertDispatcher> dispatcher_;
+  TokenShards token_shards_;
 };
 TORCH_MODULE(Moe);
 

@@ -66,16 +66,56 @@ DispatchPlan plan_dispatch(const at::Tensor& expert, int64_t num_experts, double
   return p;
 }
 
-at::Tensor load_balancing_loss(const at::Tensor& scores, const at::Tensor& load, MoeGate gate) {
-  const int64_t N = scores.size(0), E = scores.size(1);
+DispatchPlan plan_dispatch_sharded(const at::Tensor& expert, int64_t num_experts,
+                                   double capacity_factor, const TokenShards& shards) {
+  const int64_t B = expert.size(0), Tl = expert.size(1), k = expert.size(2);
+  const auto mine = expert.reshape({B * Tl, k});  // (N_local, k)
+  if (shards.count == 1 || capacity_factor <= 0) {
+    return plan_dispatch(mine, num_experts, capacity_factor);
+  }
+  const int64_t T = Tl * shards.count;
+  const auto whole = shards.gather(expert.contiguous()).reshape({B * T, k});  // (N, k)
+  const DispatchPlan all = plan_dispatch(whole, num_experts, capacity_factor);
+  // all.token: b T + s of each kept assignment, grouped by expert; this shard's positions are
+  // s in [index Tl, (index + 1) Tl), its token b Tl + s - index Tl. A capacity reads the counts
+  // on the host anyway: nonzero's read-back costs no extra kind of sync.
+  const auto b = all.token.div(T, "floor");
+  const auto s = all.token.remainder(T) - shards.index * Tl;
+  const auto kept = s.ge(0).logical_and(s.lt(Tl)).nonzero().squeeze(1);  // (M_local)
+  DispatchPlan p;
+  p.token = (b * Tl + s).index_select(0, kept);
+  const auto choice = all.slot.index_select(0, kept) - all.token.index_select(0, kept) * k;
+  p.slot = p.token * k + choice;
+  const auto kept_expert = whole.reshape({-1}).index_select(0, all.slot.index_select(0, kept));
+  auto counts = at::zeros({num_experts}, kept_expert.options())
+                    .scatter_add_(0, kept_expert, at::ones_like(kept_expert))
+                    .cpu()
+                    .contiguous();
+  p.counts = ExpertGroups(
+      std::vector<int64_t>(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + num_experts));
+  const auto flat = mine.reshape({-1});
+  p.load = at::zeros({num_experts}, flat.options())
+               .scatter_add_(0, flat, at::ones_like(flat))
+               .to(at::kFloat);
+  p.dropped = all.dropped;
+  return p;
+}
+
+at::Tensor load_balancing_loss(const at::Tensor& scores, const at::Tensor& load, MoeGate gate,
+                               const TokenShards& shards) {
+  const int64_t N = scores.size(0) * shards.count, E = scores.size(1);
   auto probs = gate == MoeGate::kSigmoid ? scores / scores.sum(-1, /*keepdim=*/true) : scores;
-  auto mean_prob = probs.mean(0);  // (E)
+  // (E): one shard keeps mean(0), bit for bit what it always computed.
+  auto mean_prob =
+      shards.count == 1 ? probs.mean(0) : shards.total(probs.sum(0)) / static_cast<double>(N);
   return static_cast<double>(E) *
          (load.to(mean_prob.scalar_type()) / static_cast<double>(N) * mean_prob).sum();
 }
 
-at::Tensor router_z_loss(const at::Tensor& logits) {
-  return at::logsumexp(logits, -1).square().mean();
+at::Tensor router_z_loss(const at::Tensor& logits, const TokenShards& shards) {
+  auto sq = at::logsumexp(logits, -1).square();  // (N_local)
+  if (shards.count == 1) return sq.mean();
+  return shards.total(sq.sum()) / static_cast<double>(logits.size(0) * shards.count);
 }
 
 }  // namespace lmtrain::model

@@ -129,8 +129,25 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp,
     attn.c_proj->set_product(row(*attn.c_proj));
     attn.n_head /= T;
     attn.n_kv_head /= T;
+    if (auto* moe = block->mlp->moe_layer()) {
+      // Replicated experts (plan (a), tensor_parallel_plan.h): this rank routes its sequence
+      // shard (B, T_seq / T, C) through all of them, locally; their gradients are partial sums
+      // over its tokens, completed by the hook above. Only the balancing statistics cross, and
+      // under a capacity the expert choices (model/moe_routing.h's plan_dispatch_sharded).
+      model::TokenShards shards;
+      shards.count = T;
+      shards.index = rank;
+      shards.sum = [g](const at::Tensor& x) { return train::reduce_from_tp(x, *g); };
+      // The ranks' expert choices (B, T_seq / T, k) for a capacity's one-process plan.
+      shards.gather = [g](const at::Tensor& x) {
+        torch::NoGradGuard no_grad;
+        return train::gather_sequence(x, 1, *g);
+      };
+      moe->set_token_shards(std::move(shards));
+      continue;
+    }
     auto* mlp = block->mlp->dense();
-    if (!mlp) throw Error("internal: tensor parallelism over an MoE block");
+    if (!mlp) throw Error("internal: a block's feed-forward is neither dense nor MoE");
     mlp->c_fc->set_product(column(*mlp->c_fc));
     mlp->c_proj->set_product(row(*mlp->c_proj));
     mlp->hidden /= T;

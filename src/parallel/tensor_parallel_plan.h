@@ -15,6 +15,19 @@
 // position table, QK-norm weights) see 1 / T of the tokens or heads, so their gradients are
 // summed over the TP group by a hook before they accumulate.
 //
+// Mixture-of-Experts layers (model.moe.*) are replicated over the TP group, not split: each TP
+// rank routes the tokens of its sequence shard through all the experts, the router and any
+// shared experts, whose gradients (partial sums over its tokens) the same hook completes. Of the
+// two natural plans this is the smaller step: splitting the experts over the TP ranks (expert
+// parallelism inside the TP group, tokens sent by all-to-all) would need a second dispatcher
+// layout, whereas replication keeps dist.ep free to spread the experts over the data-parallel
+// ranks later. What crosses the TP group is the layer's token statistics (MoeImpl's
+// TokenShards, model/moe_routing.h): the expert loads, the sum of router probabilities and the
+// z-loss's sum are totalled over the TP ranks (reduce_from_tp) before the balancing losses are
+// formed, so they, the logged loads and the balancing bias equal one process's. Under a capacity
+// (model.moe.capacity_factor > 0), whose ranking spans all of a forward's tokens, the ranks'
+// expert choices are all-gathered and each keeps its part of the whole forward's plan.
+//
 // Mesh: TP inner (ranks [g T, (g+1) T) form TP group g), data parallelism outer (ranks
 // {i, i + T, ...} form DP group i); the TP ranks of one DP replica read the same batch.
 #pragma once

@@ -40,7 +40,11 @@ void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp)
   must_divide("model.n_kv_head", cfg.kv_heads(),
               "(each rank holds n_kv_head / tp key/value heads; they are not replicated: give "
               "n_kv_head a multiple of dist.tp)");
-  must_divide("model.mlp_hidden", cfg.hidden_dim(), "(the MLP's width is split over the ranks)");
+  bool any_dense = false;
+  for (int64_t l = 0; l < cfg.n_layer; ++l) any_dense = any_dense || !cfg.moe.is_moe_layer(l);
+  if (any_dense) {
+    must_divide("model.mlp_hidden", cfg.hidden_dim(), "(the MLP's width is split over the ranks)");
+  }
   must_divide("model.vocab_size", cfg.vocab_size,
               "(the token table and the LM head are split by vocabulary rows; pad the "
               "vocabulary to a multiple of dist.tp)");
@@ -49,7 +53,6 @@ void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp)
   auto refuse = [tp](const std::string& what) {
     throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
   };
-  if (cfg.moe.num_experts > 0) refuse("config key 'model.moe.num_experts' > 0 (MoE)");
   if (cfg.value_embeds) refuse("config key 'model.value_embeds'");
   if (cfg.smear) refuse("config key 'model.smear'");
   if (cfg.backout) refuse("config key 'model.backout'");
@@ -64,7 +67,11 @@ TpSlice tensor_parallel_slice(const model::GptConfig& cfg, const std::string& na
   s.whole_shape = whole_shape;
   const int64_t D = cfg.head_dim(), H = cfg.n_head, K = cfg.kv_heads(), F = cfg.hidden_dim();
   const bool in_attn = name.find(".attn.") != std::string::npos;
-  const bool in_mlp = name.find(".mlp.") != std::string::npos;
+  // A dense MLP's c_fc / c_proj; an MoE layer's router, expert stacks and shared experts
+  // (mlp.router., mlp.experts., mlp.shared.) are replicated, not split (plan (a) in
+  // tensor_parallel_plan.h).
+  const bool in_mlp = name.find(".mlp.c_fc.") != std::string::npos ||
+                      name.find(".mlp.c_proj.") != std::string::npos;
   if (name == "transformer.wte.weight" || name == "lm_head.weight") {
     s.dim = 0;  // vocabulary rows
     s.ranges = tp_part_ranges({whole_shape[0]}, rank, tp);

@@ -38,7 +38,8 @@ std::string layout_problem(const model::ModelOptions& model, const PlanLayout& l
   if (!divides(l.tp, l.nproc)) return log::format("tp %d does not divide %d ranks", l.tp, l.nproc);
   if (l.zero < 0 || l.zero > 3) return "dist.zero is 0 to 3";
   if (l.tp > 1) {
-    if (l.ep > 1 || s.moe.enabled()) return "tensor parallelism does not combine with MoE yet";
+    // MoE runs with its experts replicated over the TP group (parallel/tensor_parallel_plan.h).
+    if (l.ep > 1) return "tensor parallelism does not combine with expert parallelism yet";
     if (!divides(l.tp, s.n_head) || !divides(l.tp, s.kv_heads())) {
       return log::format("tp %d does not divide the %lld query / %lld key-value heads", l.tp,
                          (long long)s.n_head, (long long)s.kv_heads());

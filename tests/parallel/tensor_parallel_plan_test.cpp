@@ -6,7 +6,8 @@
 // says this rank holds of the one-process gradient, the whole parameters back after a gather,
 // and the shapes the plan refuses named by their keys. With dropout (residual, embedding and
 // attention weights, blocks recomputed) the split run drops what one process drops, so it
-// equals it too; a run without the split does not.
+// equals it too; a run without the split does not. MoE blocks (replicated experts) equal one
+// process too, their balancing statistics included.
 #include "parallel/tensor_parallel_plan.h"
 
 #include <gtest/gtest.h>
@@ -57,9 +58,20 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
   }
   auto& one = models[0];
   at::Tensor want_loss;
+  // MoE layers: each layer's expert loads and unweighted balancing losses, stacked.
+  auto moe_stats = [](const model::LossTerms& t) {
+    std::vector<at::Tensor> rows;
+    for (const auto& s : t.moe_stats)
+      rows.push_back(
+          at::cat({s.load, s.dropped.reshape({1}), s.aux.reshape({1}), s.z.reshape({1})}));
+    return rows.empty() ? at::Tensor() : at::stack(rows).detach();
+  };
+  at::Tensor want_moe;
   {
     model::ScopedDropoutSeed scope(dropout_seed);
-    want_loss = one->loss(inputs, targets);
+    const auto terms = one->loss_terms(inputs, targets);  // cross-entropy + MoE balancing losses
+    want_loss = terms.total();
+    want_moe = moe_stats(terms);
     want_loss.backward();
   }
   std::map<std::string, at::Tensor> want_grad, want_param;
@@ -68,6 +80,7 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
     want_param[p.key()] = p.value().detach().clone();
   }
   std::vector<double> losses(T);
+  std::vector<at::Tensor> moe(T);
   std::vector<std::map<std::string, TpSlice>> slices(T);
   std::vector<std::map<std::string, at::Tensor>> grads(T), gathered(T), released(T);
   const auto errors = testing::run_ranks_in_process(T, [&](int r, dist::Group& group) {
@@ -77,9 +90,11 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
     {
       model::ScopedDropoutSeed scope(dropout_seed,
                                      split_dropout ? tp.dropout_split() : model::DropoutSplit{});
-      auto loss = m->loss(inputs, targets);
+      const auto terms = m->loss_terms(inputs, targets);
+      auto loss = terms.total();
       loss.backward();
       losses[r] = loss.item<double>();
+      moe[r] = moe_stats(terms);
     }
     for (const auto& p : m->named_parameters()) grads[r][p.key()] = p.value().grad().clone();
     tp.gather_whole();
@@ -94,6 +109,11 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
     if (!errors[r].empty()) return 1;
     worst = std::max(worst, std::abs(losses[r] - ref) / std::abs(ref));
     if (!split_dropout) continue;  // the gradients differ with the losses
+    EXPECT_EQ(moe[r].defined(), want_moe.defined());
+    if (want_moe.defined()) {
+      // Every rank sees one process's loads (all tokens), aux and z losses.
+      EXPECT_TRUE(torch::allclose(moe[r], want_moe, 1e-6, 1e-7)) << moe[r] << want_moe;
+    }
     for (const auto& [name, g] : grads[r]) {
       const auto& s = slices[r].at(name);
       const auto want = tp_test_piece(want_grad.at(name), s);
@@ -153,6 +173,44 @@ TEST(TensorParallelPlanTest, FusedKernelsOnTheSplitEqualOneProcessWithThem) {
   qwen.n_kv_head = 2;
   qwen.tie_embeddings = false;
   expect_tp_matches_one_process(qwen, /*recompute=*/false);
+}
+
+// MoE layers under TP (plan (a): router, experts and shared experts replicated, each rank
+// routing its sequence shard): a dense first block and an MoE second one (4 experts, top-2, a
+// shared expert, balancing and z losses weighted enough to steer the router's gradient), softmax
+// gate with blocks recomputed, then a sigmoid gate with renormalised weights and a balancing
+// bias, then with a capacity that drops (each rank keeps its part of one process's plan). Loss,
+// per-layer loads, dropped count, aux and z equal one process on every rank; every replicated
+// expert's gradient is one process's. The slices keep the MoE parameters whole.
+TEST(TensorParallelPlanTest, MoeLayersReplicatedOverTheGroupEqualOneProcess) {
+  auto cfg = model::with_llama_family(model::tiny_moe_config(model::MlpKind::kSwiGlu, 4, 2),
+                                      model::Arch::kQwen3Moe);
+  cfg.moe.dense_layers = {0};
+  cfg.moe.shared_experts = 1;
+  cfg.moe.aux_loss_coef = 0.5;
+  cfg.moe.z_loss_coef = 0.05;
+  expect_tp_matches_one_process(cfg, /*recompute=*/true);
+  cfg.moe.gate = model::MoeGate::kSigmoid;
+  cfg.moe.renormalize = true;
+  cfg.moe.bias_update_rate = 0.01;
+  expect_tp_matches_one_process(cfg, /*recompute=*/false);
+  // A capacity tight enough to drop: each rank keeps what one process keeps of its tokens (the
+  // stats compared include the dropped count).
+  cfg.moe.capacity_factor = 0.75;
+  expect_tp_matches_one_process(cfg, /*recompute=*/true);
+  {
+    torch::manual_seed(3);
+    model::Gpt m(cfg);
+    const auto ids = torch::randint(cfg.vocab_size, {3, 16}, torch::kLong);
+    EXPECT_GT(m->loss_terms(ids, ids).moe_stats.at(0).dropped.item<double>(), 0.0);
+  }
+  for (const char* name :
+       {"transformer.h.1.mlp.router.weight", "transformer.h.1.mlp.experts.c_fc.weight",
+        "transformer.h.1.mlp.shared.c_fc.weight"}) {
+    EXPECT_FALSE(tensor_parallel_slice(cfg, name, {4, 48, 16}, 0, 2).sharded()) << name;
+  }
+  EXPECT_TRUE(
+      tensor_parallel_slice(cfg, "transformer.h.0.mlp.c_fc.weight", {128, 16}, 0, 2).sharded());
 }
 
 TEST(TensorParallelPlanTest, WhatDoesNotSplitIsRefusedNamingTheKey) {
