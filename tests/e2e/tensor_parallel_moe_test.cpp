@@ -3,7 +3,7 @@
 // top-2 routing, a shared expert) over the TP group and each TP rank routes its sequence shard;
 // the expert loads, the balancing loss's mean probabilities and the z-loss are totalled over
 // the TP ranks (parallel/tensor_parallel_plan.h). So TP=2 on 2 ranks, and TP=2 x 2 data-parallel
-// replicas (ZeRO-1) on 4 without the balancing loss, equal one process: loss within 1e-6
+// replicas (ZeRO-1, ZeRO-3) on 4 without the balancing loss, equal one process: loss within 1e-6
 // relative at every step, parameters within 1e-5, the logged per-layer loads and balancing losses
 // within 1e-6 and the DeepSeek balancing bias equal; with a capacity that drops, TP=2 drops what
 // one process drops. A TP=2 checkpoint resumes bit for bit as TP=2 and as one process within 1e-5;
@@ -124,19 +124,22 @@ TEST_F(TensorParallelMoeTest, Tp2WithACapacityDropsWhatOneProcessDrops) {
   EXPECT_GT(first["moe"][0]["dropped"].get<double>(), 0.0) << first.dump();
 }
 
-// TP=2 inside 2 data-parallel replicas with ZeRO-1: the TP-totalled loads are summed over the
-// data-parallel ranks once more, as two replicas of one process would. Without the balancing
-// loss, as MoeTrainTest's data-parallel runs: it is a product of means over each forward's
-// tokens, and a replica's forward holds half of one process's (a data-parallel property, not
-// TP's: TP=2 alone equals one process with it, above).
+// TP=2 inside 2 data-parallel replicas with ZeRO-1 and with ZeRO-3: the TP-totalled loads are
+// summed over the data-parallel ranks once more, as two replicas of one process would. Without the
+// balancing loss, as MoeTrainTest's data-parallel runs: it is a product of means over each
+// forward's tokens, and a replica's forward holds half of one process's (a data-parallel property,
+// not TP's: TP=2 alone equals one process with it, above).
 TEST_F(TensorParallelMoeTest, Tp2TimesTwoReplicasOnFourRanksEqualsOneProcess) {
   const std::string no_aux = " --model.moe.aux_loss_coef=0";
   const std::string one = run("one_no_aux", 1, 1, no_aux);
-  const std::string four = run("tp2_dp2", 4, 2, no_aux + " --dist.zero=1");
-  EXPECT_NE(outputs_["tp2_dp2"].find("2 data-parallel replica(s)"), std::string::npos)
-      << outputs_["tp2_dp2"];
-  expect_run_matches(four, one, 1e-6, 1e-5);
-  expect_moe_metrics_match(four, one, /*same_forwards=*/false);
+  for (const std::string zero : {"1", "3"}) {
+    const std::string name = "tp2_dp2_zero" + zero;
+    const std::string four = run(name, 4, 2, no_aux + " --dist.zero=" + zero);
+    EXPECT_NE(outputs_[name].find("2 data-parallel replica(s)"), std::string::npos)
+        << outputs_[name];
+    expect_run_matches(four, one, 1e-6, 1e-5);
+    expect_moe_metrics_match(four, one, /*same_forwards=*/false);
+  }
 }
 
 // A TP=2 checkpoint of step 5 (the experts saved whole, once; the split layers as slices):
