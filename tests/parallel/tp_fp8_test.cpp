@@ -16,7 +16,7 @@
 namespace lmtrain::parallel {
 namespace {
 
-constexpr int kRanks = 2;
+constexpr int kFp8Ranks = 2;
 
 // max |got - want| / max |want|.
 double rel_to_max(const at::Tensor& got, const at::Tensor& want) {
@@ -29,13 +29,13 @@ TEST(TpFp8, SlicesTakeTheWholeTensorsScale) {
   const auto w = torch::randn({64, 32});
   w[40][3] = 9.0;  // the amax sits in rank 1's rows
   const auto whole = model::quantize_fp8(w, at::kFloat8_e4m3fn);
-  const auto errors = testing::run_ranks_in_process(kRanks, [&](int r, dist::Group& g) {
+  const auto errors = testing::run_ranks_in_process(kFp8Ranks, [&](int r, dist::Group& g) {
     const auto splits = make_tp_fp8_splits(g);
-    const auto slice = train::shard_of(w, 0, r, kRanks);
+    const auto slice = train::shard_of(w, 0, r, kFp8Ranks);
     const auto got = model::quantize_fp8(slice, at::kFloat8_e4m3fn, splits->column.w);
     EXPECT_EQ(got.inv_scale.item<float>(), whole.inv_scale.item<float>()) << "rank " << r;
     EXPECT_TRUE(torch::equal(got.data.to(at::kFloat),
-                             train::shard_of(whole.data.to(at::kFloat), 0, r, kRanks)))
+                             train::shard_of(whole.data.to(at::kFloat), 0, r, kFp8Ranks)))
         << "rank " << r;
     // Without the agreement rank 0's scale is its own (smaller) amax's.
     if (r == 0) {
@@ -43,7 +43,7 @@ TEST(TpFp8, SlicesTakeTheWholeTensorsScale) {
                 whole.inv_scale.item<float>());
     }
   });
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  for (int r = 0; r < kFp8Ranks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 TEST(TpFp8, ColumnThenRowParallelEqualsOneProcessFp8Mlp) {
@@ -58,29 +58,29 @@ TEST(TpFp8, ColumnThenRowParallelEqualsOneProcessFp8Mlp) {
   const auto y = model::fp8_linear(at::gelu(model::fp8_linear(x, w1, b1)), w2, b2);
   (y.to(at::kFloat) * probe).sum().backward();
 
-  std::vector<std::vector<at::Tensor>> got(kRanks);
-  const auto errors = testing::run_ranks_in_process(kRanks, [&](int r, dist::Group& g) {
+  std::vector<std::vector<at::Tensor>> got(kFp8Ranks);
+  const auto errors = testing::run_ranks_in_process(kFp8Ranks, [&](int r, dist::Group& g) {
     const auto splits = make_tp_fp8_splits(g);
-    auto xr = x0.chunk(kRanks, 1)[r].clone().requires_grad_(true);
-    auto w1r = train::shard_of(w10, 0, r, kRanks).clone().requires_grad_(true);
-    auto b1r = train::shard_of(b10, 0, r, kRanks).clone().requires_grad_(true);
-    auto w2r = train::shard_of(w20, 1, r, kRanks).clone().requires_grad_(true);
+    auto xr = x0.chunk(kFp8Ranks, 1)[r].clone().requires_grad_(true);
+    auto w1r = train::shard_of(w10, 0, r, kFp8Ranks).clone().requires_grad_(true);
+    auto b1r = train::shard_of(b10, 0, r, kFp8Ranks).clone().requires_grad_(true);
+    auto w2r = train::shard_of(w20, 1, r, kFp8Ranks).clone().requires_grad_(true);
     auto b2r = b20.clone().requires_grad_(true);
     const auto h = at::gelu(column_parallel_fp8_linear(xr, w1r, b1r, g, *splits));
     const auto yr = row_parallel_fp8_linear(h, w2r, b2r, g, *splits);  // (2, 8, 32) bf16
-    (yr.to(at::kFloat) * probe.chunk(kRanks, 1)[r]).sum().backward();
+    (yr.to(at::kFloat) * probe.chunk(kFp8Ranks, 1)[r]).sum().backward();
     got[r] = {yr.detach(), xr.grad(), w1r.grad(), b1r.grad(), w2r.grad(), b2r.grad()};
   });
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < kFp8Ranks; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     const std::string at = "rank " + std::to_string(r);
     EXPECT_EQ(got[r][0].scalar_type(), at::kBFloat16) << at;
     const std::vector<std::pair<double, std::string>> rel = {
-        {rel_to_max(got[r][0], y.detach().chunk(kRanks, 1)[r]), " output"},
-        {rel_to_max(got[r][1], x.grad().chunk(kRanks, 1)[r]), " input grad"},
-        {rel_to_max(got[r][2], train::shard_of(w1.grad(), 0, r, kRanks)), " column weight grad"},
-        {rel_to_max(got[r][3], train::shard_of(b1.grad(), 0, r, kRanks)), " column bias grad"},
-        {rel_to_max(got[r][4], train::shard_of(w2.grad(), 1, r, kRanks)), " row weight grad"},
+        {rel_to_max(got[r][0], y.detach().chunk(kFp8Ranks, 1)[r]), " output"},
+        {rel_to_max(got[r][1], x.grad().chunk(kFp8Ranks, 1)[r]), " input grad"},
+        {rel_to_max(got[r][2], train::shard_of(w1.grad(), 0, r, kFp8Ranks)), " column weight grad"},
+        {rel_to_max(got[r][3], train::shard_of(b1.grad(), 0, r, kFp8Ranks)), " column bias grad"},
+        {rel_to_max(got[r][4], train::shard_of(w2.grad(), 1, r, kFp8Ranks)), " row weight grad"},
         {rel_to_max(got[0][5] + got[1][5], b2.grad()), " row bias grad (summed)"}};
     for (const auto& [d, what] : rel) {
       std::printf("%s%s: %.3g\n", at.c_str(), what.c_str(), d);

@@ -14,7 +14,7 @@
 namespace lmtrain::parallel {
 namespace {
 
-constexpr int kRanks = 2;
+constexpr int kDistillRanks = 2;
 
 TEST(VocabParallelDistill, EqualsOneProcessOnWholeLogitsWithMaskAndSoftcap) {
   torch::manual_seed(8);
@@ -40,22 +40,23 @@ TEST(VocabParallelDistill, EqualsOneProcessOnWholeLogitsWithMaskAndSoftcap) {
       zs.index_select(0, keep), zt.index_select(0, keep), flat.index_select(0, keep), spec);
   want.loss.backward();
 
-  std::vector<std::vector<at::Tensor>> got(kRanks);
-  const auto errors = testing::run_ranks_in_process(kRanks, [&](int r, dist::Group& g) {
-    auto hr = hs0.chunk(kRanks, 1)[r].clone().requires_grad_(true);             // (2, 3, 8)
-    auto wr = train::shard_of(ws0, 0, r, kRanks).clone().requires_grad_(true);  // (5, 8)
+  std::vector<std::vector<at::Tensor>> got(kDistillRanks);
+  const auto errors = testing::run_ranks_in_process(kDistillRanks, [&](int r, dist::Group& g) {
+    auto hr = hs0.chunk(kDistillRanks, 1)[r].clone().requires_grad_(true);             // (2, 3, 8)
+    auto wr = train::shard_of(ws0, 0, r, kDistillRanks).clone().requires_grad_(true);  // (5, 8)
     const auto d = vocab_parallel_distill_loss(hr, wr, ht, wt, targets, spec, g);
     d.loss.backward();
     got[r] = {d.loss.detach(), d.kd, d.ce, hr.grad(), wr.grad()};
   });
-  for (int r = 0; r < kRanks; ++r) {
+  for (int r = 0; r < kDistillRanks; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     const std::string at = "rank " + std::to_string(r);
     EXPECT_NEAR(got[r][0].item<double>(), want.loss.item<double>(), 1e-6) << at;
     EXPECT_NEAR(got[r][1].item<double>(), want.kd.item<double>(), 1e-6) << at;
     EXPECT_NEAR(got[r][2].item<double>(), want.ce.item<double>(), 1e-6) << at;
-    EXPECT_TRUE(torch::allclose(got[r][3], hs.grad().chunk(kRanks, 1)[r], 1e-6, 1e-6)) << at;
-    EXPECT_TRUE(torch::allclose(got[r][4], train::shard_of(ws.grad(), 0, r, kRanks), 1e-6, 1e-6))
+    EXPECT_TRUE(torch::allclose(got[r][3], hs.grad().chunk(kDistillRanks, 1)[r], 1e-6, 1e-6)) << at;
+    EXPECT_TRUE(
+        torch::allclose(got[r][4], train::shard_of(ws.grad(), 0, r, kDistillRanks), 1e-6, 1e-6))
         << at;
   }
 }
