@@ -142,6 +142,11 @@ int64_t checked_dim(const at::Tensor& x, int64_t dim) {
 
 void add_tp_comm_seconds(double seconds) { tp_comm_ns += static_cast<int64_t>(seconds * 1e9); }
 
+void timed_tp_allreduce(at::Tensor& t, dist::ReduceOp op, dist::Group& group) {
+  TpCommTimer timer;
+  group.allreduce(t, op)->wait();
+}
+
 double take_tp_comm_seconds() { return static_cast<double>(tp_comm_ns.exchange(0)) * 1e-9; }
 
 at::Tensor copy_to_tp(const at::Tensor& x, dist::Group& group) {

@@ -36,5 +36,8 @@ at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& group);
 // as nothing overlaps them. For the benchmarks' comm_wait_ms.
 void add_tp_comm_seconds(double seconds);
 double take_tp_comm_seconds();
+// A blocking all-reduce over the TP group, its wait counted above (the losses' row statistics,
+// fp8's amax agreement).
+void timed_tp_allreduce(at::Tensor& t, dist::ReduceOp op, dist::Group& group);
 
 }  // namespace lmtrain::train

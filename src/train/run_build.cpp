@@ -10,6 +10,7 @@
 #include "model/lora.h"
 #include "optim/optimizer_factory.h"
 #include "parallel/sharded_init.h"
+#include "parallel/vocab_parallel_distill.h"
 #include "train/run_setup_steps.h"
 #include "train/temporal_setup.h"
 
@@ -111,8 +112,22 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
       setup.data.document_mask ? static_cast<int64_t>(s.tokenizer->eot_id()) : int64_t{-1};
   s.objective = std::make_shared<LmObjective>(document_end);
   if (setup.distill.enabled) {
-    s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
-                                         s.tokenizer->hash(), s.windows->teacher_cache(), seed);
+    auto distill =
+        make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
+                               s.tokenizer->hash(), s.windows->teacher_cache(), seed);
+    if (tp) {
+      // The student's logits stay split by vocabulary: the loss too (the teacher replicated,
+      // its head cut to this rank's rows). cli::check_tp_run refuses the rest of distill.*.
+      distill->set_split_loss([tp](const at::Tensor& hs, const at::Tensor& ws, const at::Tensor& ht,
+                                   const at::Tensor& wt, const at::Tensor& targets,
+                                   const model::DistillLossSpec& spec) {
+        return parallel::vocab_parallel_distill_loss(hs, ws, ht, wt, targets, spec, *tp);
+      });
+      log::info(
+          "distillation under tensor parallelism: the loss over this rank's vocabulary "
+          "rows (N, V / tp) of both models' logits, the teacher replicated on every rank");
+    }
+    s.objective = std::move(distill);
   } else if (s.setup.temporal) {
     s.objective = make_temporal_objective(setup.encoder, *s.model, rt, seed);
   }

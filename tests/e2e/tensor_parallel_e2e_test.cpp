@@ -325,7 +325,7 @@ TEST_F(TensorParallelE2eTest, LoraWithDocumentMasksEqualsOneProcessAndExportsPef
 
 TEST_F(TensorParallelE2eTest, WhatItCannotDoYetIsAClearError) {
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {" --dist.tp=2 --train.precision=fp8", "'train.precision' = fp8"},
+      {" --dist.tp=2 --train.precision=fp8 --lora.rank=4", "'train.precision' = fp8 with"},
       {" --dist.tp=2 --model.moe.num_experts=4", "'model.moe.num_experts'"},
       {" --dist.tp=2", "'dist.tp' = 2 must divide the world of 1 ranks"},
   };
