@@ -14,6 +14,7 @@
 #include "parallel/tp_layers.h"
 #include "parallel/tp_local_init.h"
 #include "parallel/tp_lora.h"
+#include "parallel/tp_nanochat.h"
 #include "parallel/tp_regions.h"
 #include "parallel/tp_split_matrices.h"
 #include "parallel/vocab_parallel_loss.h"
@@ -143,6 +144,7 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp,
     mlp->c_proj->set_product(row(*mlp->c_proj));
     mlp->hidden /= T;
   }
+  install_tp_nanochat(model, tp);  // value-embedding gates, smear's halo
   // The head's adapter (lora.targets has head) adds to this rank's vocabulary rows.
   const model::LinearImpl* head_lora = nullptr;
   if (model.lm_head && !model.lm_head->adapters.empty()) {
