@@ -19,23 +19,19 @@ namespace lmtrain::train {
 namespace {
 
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
-// shard group of several ranks, each step of its set-up done by parts. Not under tensor
-// parallelism (its own set-up: TP ranks draw just their slices), and only for fp32 master
-// weights. A temporal run's frozen LM is read by range as a LoRA base is (init_temporal_lm_shard;
-// on resume from the LM its checkpoint records). model.init_from and a resume are read by range
-// into the shard (init_from_shard.h; a LoRA run's adapters so, its base as a fresh run reads it;
-// under expert parallelism each rank's experts whole, its rows of every saved stack; a distillation
-// run's projections, small, whole into their module; not under expert parallelism). Those excluded
-// still build the whole model on every rank before sharding it (README, set-up memory).
-// The one place this is decided (s.resume_dir: set_up_run resolved checkpoint.resume).
+// shard group of several ranks, each step of its set-up done by parts; every such run does, but
+// under tensor parallelism (its own set-up: TP ranks draw just their slices). A temporal run's
+// frozen LM is read by range as a LoRA base is (init_temporal_lm_shard; on resume from the LM
+// its checkpoint records). model.init_from and a resume are read by range into the shard
+// (init_from_shard.h; a LoRA run's adapters so, its base as a fresh run reads it; under expert
+// parallelism each rank's experts whole, its rows of every saved stack; a distillation run's
+// projections, small, whole into their module, their moments with the shard's range, under
+// expert parallelism too). Runs with dist.zero < 3, or one rank, build the whole model.
+// Only for fp32 master weights. The one place this is decided.
 bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
                     const dist::Group* tp) {
-  const auto& setup = s.setup;
   if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
-  if (rt.param_dtype != at::kFloat) return false;
-  // (A distillation resume under expert parallelism: its projections' moments beside the
-  // experts' slices are read by the whole path, not tried here.)
-  return !(s.resume_dir && setup.distill.enabled && s.ep.active());
+  return rt.param_dtype == at::kFloat;
 }
 
 }  // namespace

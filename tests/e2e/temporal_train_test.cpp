@@ -15,7 +15,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/checkpoint_store.h"
 #include "core/safetensors.h"
 #include "core/sha256.h"
 #include "e2e/dist_harness.h"
@@ -29,26 +28,6 @@ namespace fs = std::filesystem;
 
 nlohmann::json checkpoint_meta(const std::string& ckpt) {
   return nlohmann::json::parse(read_text(ckpt + "/meta.json"));
-}
-
-// The largest relative difference between two checkpoints' tensors of `file`, matched by name (a
-// sharded checkpoint's file is assembled from its shards in its layout's order).
-double max_rel_diff_by_name(const std::string& a, const std::string& b, const std::string& file) {
-  const auto ca = train::CheckpointStore::load(a, /*allow_fallback=*/false, {file});
-  const auto cb = train::CheckpointStore::load(b, /*allow_fallback=*/false, {file});
-  const auto &ta = ca.files.at(file).tensors, &tb = cb.files.at(file).tensors;
-  EXPECT_EQ(ta.size(), tb.size()) << file;
-  double worst = 0;
-  for (const auto& [name, t] : tb) {
-    auto it = ta.find(name);
-    if (it == ta.end()) {
-      ADD_FAILURE() << a << " has no '" << name << "' in " << file;
-      continue;
-    }
-    const double scale = std::max(t.abs().max().item<double>(), 1e-12);
-    worst = std::max(worst, (it->second - t).abs().max().item<double>() / scale);
-  }
-  return worst;
 }
 
 std::vector<nlohmann::json> eval_records(const std::string& run_dir) {
