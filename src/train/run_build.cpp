@@ -27,11 +27,13 @@ namespace {
 // parallelism each rank's experts whole, its rows of every saved stack; a distillation run's
 // projections, small, whole into their module, their moments with the shard's range, under
 // expert parallelism too). Runs with dist.zero < 3, or one rank, build the whole model.
-// Only for fp32 master weights. The one place this is decided.
-bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
-                    const dist::Group* tp) {
-  if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
-  return rt.param_dtype == at::kFloat;
+// The one place this is decided.
+// (The master weights are fp32 in every run that gets here: cli::read_runtime leaves
+// core::Runtime::param_dtype at fp32 whatever train.precision says, bf16 and fp16 being autocast
+// compute dtypes; only a distillation teacher's own runtime stores bf16, and the teacher is not
+// built here. So no dtype condition: ShardOnly makes the shard in rt.param_dtype all the same.)
+bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const dist::Group* tp) {
+  return s.options.optimizer.zero == 3 && shard_group.size() >= 2 && tp == nullptr;
 }
 
 }  // namespace
@@ -52,7 +54,7 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
   }
   dist::Group& shard_group = s.shards.shard_group(group);
-  const bool sharded = sharded_set_up(s, shard_group, rt, tp);
+  const bool sharded = sharded_set_up(s, shard_group, tp);
   const bool resuming = s.resume_dir.has_value();
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
