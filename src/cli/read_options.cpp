@@ -113,7 +113,32 @@ void check_tp_run(const core::Config& cfg, int world_size) {
         "config key 'dist.ep' > 1 (under dist.tp each TP rank holds every expert; expert "
         "parallelism over the data-parallel ranks is not built yet)");
   }
-  if (cfg.get_bool("distill.enabled")) refuse("config key 'distill.enabled'");
+  // Distillation's logit loss works, vocabulary-parallel (parallel/vocab_parallel_distill.h).
+  // Not yet its parts that compare the teacher another way:
+  if (cfg.get_bool("distill.enabled")) {
+    if (!cfg.get_string("distill.cache").empty()) {
+      refuse(
+          "config key 'distill.cache' (an offline teacher's top-k ids index the whole "
+          "vocabulary; the split loss takes an online teacher)");
+    }
+    if (cfg.get_int("distill.top_k") > 0) {
+      refuse(
+          "config key 'distill.top_k' > 0 (the top-k of the teacher's whole rows would need "
+          "a vocabulary-parallel top-k)");
+    }
+    if (!cfg.get_string("distill.feature_layers").empty() &&
+        cfg.get_float("distill.feature_weight") > 0) {
+      refuse(
+          "config key 'distill.feature_layers' (the student's hidden states are sequence "
+          "shards and the projections' gradients would need a TP sum)");
+    }
+    if (cfg.get_int("lora.rank") > 0 &&
+        cfg.get_string("lora.targets").find("head") != std::string::npos) {
+      refuse(
+          "config key 'distill.enabled' with 'lora.targets' naming head (the split loss "
+          "takes the head's weight alone)");
+    }
+  }
   if (cfg.get_bool("model.temporal.enabled")) refuse("config key 'model.temporal.enabled'");
   if (cfg.get_int("train.workers") > 1) refuse("config key 'train.workers' > 1");
   // train.fused_kernels works: the kernels take each rank's local heads, SwiGLU halves and
@@ -121,7 +146,13 @@ void check_tp_run(const core::Config& cfg, int world_size) {
   if (cfg.get_string("train.cuda_graphs") == "true")
     refuse("config key 'train.cuda_graphs' = true");
   // fp16 works: the loss scaler's overflow flag is agreed over the TP group as well.
-  if (cfg.get_string("train.precision") == "fp8") refuse("config key 'train.precision' = fp8");
+  // fp8 works: the split layers agree on the whole tensors' scales (parallel/tp_fp8.h). Not
+  // with LoRA: a TP layer with adapters runs its base product in bf16, one process's in fp8.
+  if (cfg.get_string("train.precision") == "fp8" && cfg.get_int("lora.rank") > 0) {
+    refuse(
+        "config key 'train.precision' = fp8 with 'lora.rank' > 0 (the LoRA layers' TP "
+        "product has no fp8 form)");
+  }
   if (world_size % tp != 0) {
     throw UsageError(log::format("config key 'dist.tp' = %lld must divide the world of %d ranks",
                                  (long long)tp, world_size));

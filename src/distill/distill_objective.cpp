@@ -53,37 +53,41 @@ ObjectiveOutput DistillObjective::compute(model::GptImpl& student, const Batch& 
     index = batch.tensors.at("teacher_index");
     index = index.reshape({-1, index.size(-1)});  // (N, k)
   }
-  hs = hs.reshape({-1, hs.size(-1)});  // (N, Cs)
-  ht = ht.reshape({-1, ht.size(-1)});  // (N, Ct) or (N, k)
-  auto targets = batch.targets().reshape({-1});
-  torch::Tensor keep;  // (n,) the rows with a target, when some are masked
-  if (batch.masked) {  // only rows with a target count
-    keep = model::valid_target_rows(targets);
-    hs = hs.index_select(0, keep);
-    ht = ht.index_select(0, keep);
-    if (index.defined()) index = index.index_select(0, keep);
-    targets = targets.index_select(0, keep);
-  }
   model::DistillLossSpec spec = spec_;
   spec.student_softcap = student.config().logit_softcap;
   model::DistillLoss d;
-  if (!teacher_) {
-    if (student.head_has_adapter()) {
-      throw UsageError(
-          "distill.cache with a LoRA adapter on the head (lora.targets=head) is not "
-          "supported: leave the head out of lora.targets, or use the online teacher");
-    }
-    d = model::distill_loss_chunked_cached(hs, student.head_weight(), ht, index, targets, spec);
-  } else if (chunked_ && !student.head_has_adapter()) {
-    d = model::distill_loss_chunked(hs, student.head_weight(), ht, teacher_->head_weight(), targets,
-                                    spec);
+  torch::Tensor keep;  // (n,) the rows with a target, when some are masked
+  if (split_loss_) {   // tensor parallelism: hs is this rank's positions; no feature terms
+    d = split_loss_(hs, student.head_weight(), ht, teacher_->head_weight(), batch.targets(), spec);
   } else {
-    torch::Tensor zt;
-    {
-      torch::NoGradGuard no_grad;
-      zt = teacher_->logits(ht);
+    hs = hs.reshape({-1, hs.size(-1)});  // (N, Cs)
+    ht = ht.reshape({-1, ht.size(-1)});  // (N, Ct) or (N, k)
+    auto targets = batch.targets().reshape({-1});
+    if (batch.masked) {  // only rows with a target count
+      keep = model::valid_target_rows(targets);
+      hs = hs.index_select(0, keep);
+      ht = ht.index_select(0, keep);
+      if (index.defined()) index = index.index_select(0, keep);
+      targets = targets.index_select(0, keep);
     }
-    d = model::distill_loss_from_logits(student.logits(hs), zt, targets, spec);
+    if (!teacher_) {
+      if (student.head_has_adapter()) {
+        throw UsageError(
+            "distill.cache with a LoRA adapter on the head (lora.targets=head) is not "
+            "supported: leave the head out of lora.targets, or use the online teacher");
+      }
+      d = model::distill_loss_chunked_cached(hs, student.head_weight(), ht, index, targets, spec);
+    } else if (chunked_ && !student.head_has_adapter()) {
+      d = model::distill_loss_chunked(hs, student.head_weight(), ht, teacher_->head_weight(),
+                                      targets, spec);
+    } else {
+      torch::Tensor zt;
+      {
+        torch::NoGradGuard no_grad;
+        zt = teacher_->logits(ht);
+      }
+      d = model::distill_loss_from_logits(student.logits(hs), zt, targets, spec);
+    }
   }
   model::LossTerms terms;
   model::GptImpl::add_moe_terms(st.moe, terms);

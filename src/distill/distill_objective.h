@@ -5,6 +5,7 @@
 // feature_distill.h. The teacher is never part of the student's parameters: it gets no
 // gradient, no optimizer state, no all-reduce, and is not saved with the student.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "distill/feature_distill.h"
@@ -36,6 +37,15 @@ class DistillObjective : public Objective {
     return projections_ && !projections_->parameters().empty() ? projections_.get() : nullptr;
   }
   model::GptImpl& teacher() { return *teacher_; }
+  // Tensor parallelism's loss (parallel/vocab_parallel_distill.h), installed from outside as
+  // GptImpl::set_loss_head is: the student's final hidden states are then this rank's positions
+  // (B, T_seq / T, Cs) and its head_weight() this rank's vocabulary rows; ht the teacher's
+  // whole (B, T_seq, Ct), wt its whole head; targets (B, T_seq) with kIgnoreIndex. Null: the
+  // one-process loss. Only the logit loss of an online teacher (run_build refuses the rest).
+  using SplitLoss = std::function<model::DistillLoss(
+      const at::Tensor& hs, const at::Tensor& ws, const at::Tensor& ht, const at::Tensor& wt,
+      const at::Tensor& targets, const model::DistillLossSpec& spec)>;
+  void set_split_loss(SplitLoss f) { split_loss_ = std::move(f); }
   FeatureProjectionsImpl& projections() { return *projections_; }
   bool offline() const { return !teacher_; }
 
@@ -45,6 +55,7 @@ class DistillObjective : public Objective {
   bool chunked_;
   FeatureDistillSpec features_;
   FeatureProjections projections_{nullptr};
+  SplitLoss split_loss_;
 };
 
 }  // namespace lmtrain::train

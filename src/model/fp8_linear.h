@@ -16,6 +16,8 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+
 namespace lmtrain::model {
 
 class GptImpl;
@@ -26,11 +28,28 @@ struct Fp8Tensor {
   at::Tensor data;
   at::Tensor inv_scale;
 };
-Fp8Tensor quantize_fp8(const at::Tensor& t, at::ScalarType fp8_type);
+// Local amax (fp32 scalar) -> the whole tensor's amax, for an operand that is a slice of a
+// bigger one (parallel/tp_fp8.h makes it a MAX all-reduce over the tensor-parallel group, so
+// model code makes no collective call). Empty: the operand is whole here.
+using Fp8AmaxOfWhole = std::function<at::Tensor(const at::Tensor& local_amax)>;
+Fp8Tensor quantize_fp8(const at::Tensor& t, at::ScalarType fp8_type,
+                       const Fp8AmaxOfWhole& amax_of_whole = nullptr);
+
+// How a layer split over ranks runs fp8_linear (parallel/tp_fp8.h) so that it sees the scales
+// and roundings of one process: the scales of the operands that are slices come from the whole
+// tensor's amax, and the products that the caller sums over the ranks leave in fp32 (one
+// rounding to bf16 after the sum, as one process rounds its whole product once).
+struct Fp8Split {
+  Fp8AmaxOfWhole x, w, dy;  // the operands that are slices here
+  bool partial_y = false;   // y in fp32: the caller sums it over the ranks
+  bool partial_dx = false;  // dx in fp32: the caller's backward sums it over the ranks
+};
 
 // y = x W^T + b through fp8 GEMMs: x (..., in), w (out, in), b (out) or undefined -> (..., out)
-// in bf16. Differentiable in x, w and b.
-at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
+// in bf16 (fp32 with split->partial_y). Differentiable in x, w and b. `split` (or null) must
+// outlive the backward: its owner is the plan that installed the layer's product.
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                      const Fp8Split* split = nullptr);
 
 // Whether fp8_linear runs for these operands: in and out multiples of 16 (the fp8 GEMMs' rule;
 // rows are padded), float types, CPU or a CUDA device of compute capability 8.9 or newer.

@@ -179,7 +179,9 @@ torch::Tensor GptImpl::smear(const torch::Tensor& x, int64_t start, KvCache* cac
   const int64_t T = x.size(1);
   torch::Tensor prev;  // (B, T, C): the embedding before each position (zeros where none)
   if (start == 0) {
-    prev = torch::cat({torch::zeros_like(x.narrow(1, 0, 1)), x.narrow(1, 0, T - 1)}, 1);
+    prev = sequence_piece_.shift_right
+               ? sequence_piece_.shift_right(x)
+               : torch::cat({torch::zeros_like(x.narrow(1, 0, 1)), x.narrow(1, 0, T - 1)}, 1);
   } else {
     if (!cache || cache != smear_cache_ || start != smear_next_) {
       throw Error(
@@ -189,7 +191,11 @@ torch::Tensor GptImpl::smear(const torch::Tensor& x, int64_t start, KvCache* cac
     }
     prev = torch::cat({smear_prev_, x.narrow(1, 0, T - 1)}, 1);
   }
-  if (docs) prev = prev * (docs->positions() != 0).unsqueeze(-1).to(prev.scalar_type());
+  if (docs) {
+    auto follows = docs->positions() != 0;  // (B, T): not a document's first token
+    if (sequence_piece_.local) follows = sequence_piece_.local(follows);
+    prev = prev * follows.unsqueeze(-1).to(prev.scalar_type());
+  }
   if (cache)
     smear_prev_ = x.narrow(1, T - 1, 1).detach(), smear_cache_ = cache, smear_next_ = start + T;
   // Position 0 has nothing before it: its gate multiplies zeros.

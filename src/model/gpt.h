@@ -219,6 +219,17 @@ class GptImpl : public torch::nn::Module {
   using LossHead =
       std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& targets)>;
   void set_loss_head(LossHead f) { loss_head_ = std::move(f); }
+  // Under sequence parallelism the embeddings x hold this rank's piece (B, T / n, C) of the
+  // positions, and model.smear needs the position before each: how to reach it, installed from
+  // outside the model (parallel/tp_nanochat.h). Unset members: the whole sequence is here.
+  struct SequencePiece {
+    // x (B, T', C) -> (B, T', C): each position's predecessor (the previous piece's last for the
+    // first; zeros before position 0).
+    std::function<torch::Tensor(const torch::Tensor& x)> shift_right;
+    // A whole per-position tensor (B, T) -> this piece's (B, T').
+    std::function<torch::Tensor(const torch::Tensor& whole)> local;
+  };
+  void set_sequence_piece(SequencePiece p) { sequence_piece_ = std::move(p); }
   // Blocks recomputed in backward while training (see activation_checkpoint.h).
   void set_checkpointing(CheckpointPolicy policy) { checkpoint_ = policy; }
   const CheckpointPolicy& checkpointing() const { return checkpoint_; }
@@ -249,6 +260,7 @@ class GptImpl : public torch::nn::Module {
   CheckpointPolicy checkpoint_;
   std::shared_ptr<BlockHooks> block_hooks_;
   LossHead loss_head_;
+  SequencePiece sequence_piece_;
   ParamTags tags_;
   ExpertPlacement experts_;
   std::vector<MoeImpl*> moe_layers_;

@@ -28,14 +28,67 @@ void AdamW::update(double lr, const at::Tensor& found_inf) {
   // update that the device may skip takes that path on any device.
   if (found_inf.defined()) scalars_.use_on_cpu();
   const DeviceStepScalars* dev = scalars_.begin_on_device(p, lr, step_);
-  if (opts_.weight_decay != 0) {
-    const StepDecay decay(lr, opts_.weight_decay, dev, found_inf);
-    for (const auto& [begin, end] : params_.decay_ranges()) {
-      decay.apply(p.narrow(0, begin, end - begin));
-    }
-  }
-  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev, found_inf);
+  adamw_update(p, g, exp_avg_, exp_avg_sq_, params_.decay_ranges(), step_, lr, opts_, dev,
+               found_inf);
   if (found_inf.defined()) scalars_.skip_if(found_inf);
+}
+
+Ranges ranges_within(const Ranges& ranges, int64_t lo, int64_t n) {
+  Ranges out;
+  for (const auto& [b, e] : ranges) {
+    const int64_t from = std::max(b, lo), to = std::min(e, lo + n);
+    if (from < to) out.emplace_back(from - lo, to - lo);
+  }
+  return out;
+}
+
+namespace {
+
+// One libtorch fused AdamW call over the pieces [b, e) of p, g, m, v, reading lr and the step
+// count from the device scalars (one multi-tensor launch however many pieces).
+void fused_adamw_pieces(const at::Tensor& p, const at::Tensor& g, const at::Tensor& m,
+                        const at::Tensor& v, const Ranges& pieces, double weight_decay,
+                        const AdamWOptions& o, const DeviceStepScalars& dev,
+                        const at::Tensor& found_inf) {
+  if (pieces.empty()) return;
+  std::vector<at::Tensor> ps, gs, ms, vs, steps;
+  for (const auto& [b, e] : pieces) {
+    ps.push_back(p.narrow(0, b, e - b));
+    gs.push_back(g.narrow(0, b, e - b));
+    ms.push_back(m.narrow(0, b, e - b));
+    vs.push_back(v.narrow(0, b, e - b));
+    steps.push_back(dev.steps());  // read, not advanced, by the kernel: one count for all
+  }
+  const std::optional<at::Tensor> skip =
+      found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
+  at::_fused_adamw_(ps, gs, ms, vs, {}, steps, dev.lr(), o.beta1, o.beta2, weight_decay, o.eps,
+                    /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt, skip);
+}
+
+}  // namespace
+
+void adamw_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v,
+                  const Ranges& decayed, int64_t step, double lr, const AdamWOptions& o,
+                  const DeviceStepScalars* device_scalars, const at::Tensor& found_inf) {
+  if (o.weight_decay == 0 || decayed.empty()) {
+    adam_update(p, g, m, v, step, lr, o, device_scalars, found_inf);
+    return;
+  }
+  if (!device_scalars) {
+    const StepDecay decay(lr, o.weight_decay, nullptr, found_inf);
+    for (const auto& [b, e] : decayed) decay.apply(p.narrow(0, b, e - b));
+    adam_update(p, g, m, v, step, lr, o, nullptr, found_inf);
+    return;
+  }
+  Ranges rest;  // the complement of `decayed` in [0, numel)
+  int64_t at = 0;
+  for (const auto& [b, e] : decayed) {
+    if (b > at) rest.emplace_back(at, b);
+    at = e;
+  }
+  if (at < p.numel()) rest.emplace_back(at, p.numel());
+  fused_adamw_pieces(p, g, m, v, decayed, o.weight_decay, o, *device_scalars, found_inf);
+  fused_adamw_pieces(p, g, m, v, rest, 0.0, o, *device_scalars, found_inf);
 }
 
 void adam_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v, int64_t step,

@@ -56,23 +56,16 @@ void ZeroAdamW::update(double lr, const at::Tensor& found_inf) {
   // update that the device may skip takes that path on any device.
   if (found_inf.defined()) scalars_.use_on_cpu();
   const DeviceStepScalars* dev = scalars_.begin_on_device(p, lr, step_);
-  if (opts_.weight_decay != 0) {
-    const StepDecay decay(lr, opts_.weight_decay, dev, found_inf);
-    // Weight decay on the part of each decayed range that this rank updates: its shard and,
-    // under expert parallelism, its experts.
-    for (const auto& [b, e] : params_.decay_ranges()) {
-      const int64_t lo = std::max(b, begin_), hi = std::min(e, begin_ + shard_);
-      if (lo < hi) decay.apply(params_.param_slice(lo, hi - lo));
-      if (expert_group_ && e > expert_begin) {
-        const int64_t elo = std::max(b, expert_begin);
-        decay.apply(params_.param_slice(elo, e - elo));
-      }
-    }
-  }
-  adam_update(p, g, exp_avg_, exp_avg_sq_, step_, lr, opts_, dev, found_inf);
+  // Weight decay on the part of each decayed range that this rank updates: its shard and,
+  // under expert parallelism, its experts.
+  const auto& decayed = params_.decay_ranges();
+  adamw_update(p, g, exp_avg_, exp_avg_sq_, ranges_within(decayed, begin_, shard_), step_, lr,
+               opts_, dev, found_inf);
   if (expert_group_) {
-    adam_update(params_.expert_params(), params_.expert_grads(), expert_avg_, expert_avg_sq_, step_,
-                lr, opts_, dev, found_inf);
+    auto ep = params_.expert_params();
+    adamw_update(ep, params_.expert_grads(), expert_avg_, expert_avg_sq_,
+                 ranges_within(decayed, expert_begin, ep.numel()), step_, lr, opts_, dev,
+                 found_inf);
   }
   if (found_inf.defined()) scalars_.skip_if(found_inf);
   // Stage 3 gathers parameters where they are needed (parallel/fully_shard.h), not here.

@@ -29,7 +29,7 @@ void write_segment_part(optim::FlatParams& flat, const optim::ParamSegment& seg,
       .copy_(values.reshape({-1}).narrow(0, lo - first, hi - lo));
 }
 
-void init_shard_from_seed(model::GptImpl& model, optim::FlatParams& flat) {
+void init_shard_from_seed(model::GptImpl& model, optim::FlatParams& flat, bool draw_model) {
   if (!flat.shard_only()) {
     throw Error("internal: init_shard_from_seed: the flat layout is not ShardOnly-built");
   }
@@ -47,12 +47,15 @@ void init_shard_from_seed(model::GptImpl& model, optim::FlatParams& flat) {
     write_segment_part(flat, segs[it->second], 0, scratch);
     written[it->second] = true;
   };
-  model::init_model_weights(model, write);
-  model::init_lora_adapter_weights(model, write);  // after the base, as build_model draws them
+  if (draw_model) {
+    model::init_model_weights(model, write);
+    model::init_lora_adapter_weights(model, write);  // after the base, as build_model draws them
+  }
   const auto& tags = model.param_tags();
   for (size_t i = 0; i < segs.size(); ++i) {
     if (written[i]) continue;
     if (tags.count(segs[i].name)) {
+      if (!draw_model) continue;  // the caller's to read
       throw Error("internal: init_shard_from_seed: parameter '" + segs[i].name +
                   "' was not initialised");
     }

@@ -42,7 +42,10 @@ void write_segment_part(optim::FlatParams& flat, const optim::ParamSegment& seg,
 // are drawn too, so the generator ends where a whole build leaves it; LoRA adapters last.
 // Segments that are not the model's (an objective's, named "objective.*") are copied from
 // their own tensors, which are real. Collective-free.
-void init_shard_from_seed(model::GptImpl& model, optim::FlatParams& flat);
+// draw_model false: nothing is drawn (a temporal run's frozen LM without LoRA, which a whole
+// build leaves undrawn too); only the objective's segments are written, the model's left for
+// the caller to read from the LM's file (train/init_from_shard.h).
+void init_shard_from_seed(model::GptImpl& model, optim::FlatParams& flat, bool draw_model = true);
 
 // The model's buffers (MoE expert biases: small, real) to `device`; its parameters stay where
 // they are until FullyShard points them into their units.

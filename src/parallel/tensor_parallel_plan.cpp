@@ -10,9 +10,11 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "parallel/tp_fp8.h"
 #include "parallel/tp_layers.h"
 #include "parallel/tp_local_init.h"
 #include "parallel/tp_lora.h"
+#include "parallel/tp_nanochat.h"
 #include "parallel/tp_regions.h"
 #include "parallel/tp_split_matrices.h"
 #include "parallel/vocab_parallel_loss.h"
@@ -100,9 +102,14 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp,
   dist::Group* g = &tp;
   // A layer with LoRA adapters (tp_lora.h) runs them inside its product: a column-parallel
   // one on the gathered input, a row-parallel one before the reduce-scatter.
-  auto column = [g, T](model::LinearImpl& layer) -> model::LinearImpl::Product {
+  // train.precision=fp8 (LinearImpl::fp8, read per call: build_model sets it) takes tp_fp8.h's
+  // layers, whose scales are the whole tensors'.
+  const auto fp8 = make_tp_fp8_splits(tp);
+  auto column = [g, T, fp8](model::LinearImpl& layer) -> model::LinearImpl::Product {
     if (layer.adapters.empty()) {
-      return [g](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+      const model::LinearImpl* l = &layer;
+      return [g, l, fp8](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+        if (l->fp8) return column_parallel_fp8_linear(x, w, b, *g, *fp8);
         return train::column_parallel_linear(x, w, b, *g, /*sequence_parallel=*/true);
       };
     }
@@ -112,9 +119,11 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp,
       return column_parallel_lora_linear(x, *l, *g);
     };
   };
-  auto row = [g](model::LinearImpl& layer) -> model::LinearImpl::Product {
+  auto row = [g, fp8](model::LinearImpl& layer) -> model::LinearImpl::Product {
     if (layer.adapters.empty()) {
-      return [g](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+      const model::LinearImpl* l = &layer;
+      return [g, l, fp8](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+        if (l->fp8) return row_parallel_fp8_linear(x, w, b, *g, *fp8);
         return train::row_parallel_linear(x, w, b, *g, /*sequence_parallel=*/true);
       };
     }
@@ -152,6 +161,7 @@ TensorParallel::TensorParallel(model::GptImpl& model, dist::Group& tp,
     mlp->c_proj->set_product(row(*mlp->c_proj));
     mlp->hidden /= T;
   }
+  install_tp_nanochat(model, tp);  // value-embedding gates, smear's halo
   // The head's adapter (lora.targets has head) adds to this rank's vocabulary rows.
   const model::LinearImpl* head_lora = nullptr;
   if (model.lm_head && !model.lm_head->adapters.empty()) {

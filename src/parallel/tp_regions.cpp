@@ -132,6 +132,31 @@ class GatherLastDim : public torch::autograd::Function<GatherLastDim> {
   }
 };
 
+// x (.., m, ..) as rank `from` holds it (all-gathered along dim: a collective on every rank),
+// zeros where `from` is outside the group.
+at::Tensor piece_of_rank(const at::Tensor& x, int64_t dim, dist::Group& g, int from) {
+  const auto all = all_gather(x, dim, g);  // (.., m T, ..)
+  if (from < 0 || from >= g.size()) return at::zeros_like(x);
+  return all.narrow(dim, from * x.size(dim), x.size(dim)).contiguous();
+}
+
+// last (.., 1, ..): this rank's last position -> the previous rank's (zeros on rank 0); the
+// gradient of what this rank received goes back to the rank before it.
+class PreviousRankLast : public torch::autograd::Function<PreviousRankLast> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& last, int64_t dim,
+                            dist::Group* g) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(g);
+    ctx->saved_data["dim"] = dim;
+    return piece_of_rank(last, dim, *g, g->rank() - 1);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* g = group_of(ctx);
+    return {piece_of_rank(grads[0], ctx->saved_data["dim"].toInt(), *g, g->rank() + 1),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
 int64_t checked_dim(const at::Tensor& x, int64_t dim) {
   const int64_t d = dim < 0 ? dim + x.dim() : dim;
   if (d < 0 || d >= x.dim()) throw Error("tensor parallel: no dimension " + std::to_string(dim));
@@ -141,6 +166,11 @@ int64_t checked_dim(const at::Tensor& x, int64_t dim) {
 }  // namespace
 
 void add_tp_comm_seconds(double seconds) { tp_comm_ns += static_cast<int64_t>(seconds * 1e9); }
+
+void timed_tp_allreduce(at::Tensor& t, dist::ReduceOp op, dist::Group& group) {
+  TpCommTimer timer;
+  group.allreduce(t, op)->wait();
+}
 
 double take_tp_comm_seconds() { return static_cast<double>(tp_comm_ns.exchange(0)) * 1e-9; }
 
@@ -162,6 +192,14 @@ at::Tensor scatter_sequence(const at::Tensor& x, int64_t dim, dist::Group& group
 
 at::Tensor gather_last_dim(const at::Tensor& x, dist::Group& group) {
   return group.size() == 1 ? x : GatherLastDim::apply(x, &group);
+}
+
+at::Tensor shift_sequence_right(const at::Tensor& x, int64_t dim, dist::Group& group) {
+  const int64_t d = checked_dim(x, dim), n = x.size(d);
+  const auto halo = group.size() == 1
+                        ? at::zeros_like(x.narrow(d, 0, 1))
+                        : PreviousRankLast::apply(x.narrow(d, n - 1, 1), d, &group);  // (.., 1, ..)
+  return at::cat({halo, x.narrow(d, 0, n - 1)}, d);
 }
 
 }  // namespace lmtrain::train

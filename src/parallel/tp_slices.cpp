@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "parallel/tp_lora.h"
+#include "parallel/tp_nanochat.h"
 
 namespace lmtrain::parallel {
 namespace {
@@ -50,19 +51,14 @@ void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp)
               "vocabulary to a multiple of dist.tp)");
   must_divide("data.seq_len", seq_len,
               "(sequence parallelism splits the positions between the blocks)");
-  auto refuse = [tp](const std::string& what) {
-    throw UsageError(what + " does not combine with dist.tp = " + std::to_string(tp) + " yet");
-  };
-  if (cfg.value_embeds) refuse("config key 'model.value_embeds'");
-  if (cfg.smear) refuse("config key 'model.smear'");
-  if (cfg.backout) refuse("config key 'model.backout'");
-  if (cfg.x0_lambdas) refuse("config key 'model.x0_lambdas'");
-  if (cfg.embed_norm) refuse("config key 'model.embed_norm'");
+  // nanochat's value embeddings, smear, backout, x0 lambdas and embed_norm split: tp_nanochat.h.
+  // MoE layers are replicated over the TP group (tensor_parallel_plan.h).
 }
 
 TpSlice tensor_parallel_slice(const model::GptConfig& cfg, const std::string& name,
                               const std::vector<int64_t>& whole_shape, int rank, int tp) {
   if (auto adapter = tp_lora_slice(name, whole_shape, rank, tp)) return *adapter;
+  if (auto part = tp_nanochat_slice(cfg, name, whole_shape, rank, tp)) return *part;
   TpSlice s;
   s.whole_shape = whole_shape;
   const int64_t D = cfg.head_dim(), H = cfg.n_head, K = cfg.kv_heads(), F = cfg.hidden_dim();

@@ -26,8 +26,7 @@ struct TpSlice {
 };
 
 // What the plan cannot split, refused naming the config key: heads, KV heads, MLP width,
-// vocabulary and data.seq_len must divide by tp; nanochat's extra parts are not supported with
-// dist.tp > 1 (MoE layers are, replicated over the TP group).
+// vocabulary and data.seq_len must divide by tp (MoE layers are replicated over the TP group).
 void check_tensor_parallel(const model::GptConfig& cfg, int64_t seq_len, int tp);
 
 // Every parameter's slice on TP rank `rank` of `tp` for a decoder of shape `cfg` (parameter

@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <chrono>
-
 #include "parallel/tp_regions.h"
 
 namespace lmtrain::train {
@@ -13,13 +11,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// A blocking all-reduce of the loss, its wait counted as TP communication (tp_regions.h).
-void vocab_loss_allreduce(at::Tensor& t, dist::ReduceOp op, dist::Group& g) {
-  const auto t0 = std::chrono::steady_clock::now();
-  g.allreduce(t, op)->wait();
-  add_tp_comm_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-}
-
 class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
@@ -27,16 +18,16 @@ class VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallel
     const auto x = logits.to(at::kFloat);  // (N, V / T): the sums in fp32
     const int64_t width = x.size(1), begin = width * g->rank();
     auto max = std::get<0>(x.max(1));  // (N,)
-    vocab_loss_allreduce(max, dist::ReduceOp::kMax, *g);
+    timed_tp_allreduce(max, dist::ReduceOp::kMax, *g);
     const auto shifted = x - max.unsqueeze(1);
     const auto exp = shifted.exp();
     auto sum = exp.sum(1);  // (N,)
-    vocab_loss_allreduce(sum, dist::ReduceOp::kSum, *g);
+    timed_tp_allreduce(sum, dist::ReduceOp::kSum, *g);
     const auto valid = targets != ignore_index;
     const auto mine = valid & (targets >= begin) & (targets < begin + width);
     const auto local = at::where(mine, targets - begin, at::zeros_like(targets));
     auto target_logit = shifted.gather(1, local.unsqueeze(1)).squeeze(1) * mine.to(at::kFloat);
-    vocab_loss_allreduce(target_logit, dist::ReduceOp::kSum, *g);
+    timed_tp_allreduce(target_logit, dist::ReduceOp::kSum, *g);
     const auto count = valid.sum().to(at::kFloat).clamp_min(1);
     const auto per_token = (sum.log() - target_logit) * valid.to(at::kFloat);  // (N,)
     // For backward: softmax of this rank's columns, and where each target sits.

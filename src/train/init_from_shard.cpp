@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "checkpoint/cpu_rng_state.h"
 #include "checkpoint/lora_checkpoint.h"
 #include "checkpoint/sharded_reader.h"
 #include "core/error.h"
@@ -143,6 +144,16 @@ FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl&
   out.lora_base = {{"path", std::filesystem::canonical(src.dir).string()},
                    {"sha256", files["model.safetensors"].at("sha256").get<std::string>()}};
   return out;
+}
+
+FrozenInit init_temporal_lm_shard(const LoadedCheckpoint& lm, model::GptImpl& model,
+                                  optim::FlatParams& flat, bool adapters, uint64_t seed) {
+  const at::Tensor generator = cpu_rng_state();
+  torch::manual_seed(seed);
+  parallel::init_shard_from_seed(model, flat, /*draw_model=*/adapters);
+  set_cpu_rng_state(generator);
+  load_init_shard(lm, model, flat, /*adapters=*/false);
+  return frozen_init_source(lm, model);
 }
 
 TrainingState restore_training_shard(const LoadedCheckpoint& ckpt, model::GptImpl& model,

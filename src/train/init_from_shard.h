@@ -40,6 +40,17 @@ struct FrozenInit {
 };
 FrozenInit frozen_init_source(const LoadedCheckpoint& src, const model::GptImpl& model);
 
+// A temporal run's fresh sharded set-up (model.temporal.enabled: the LM frozen, the encoder
+// trained as the objective's segments of `flat`): the LM `lm` (loaded with tensors_by_range)
+// read as a LoRA base is, by range: the returned reader gives FullyShard this rank's pieces of
+// the frozen parameters, and this rank's rows of whatever of the LM trains (lora.unfreeze) are
+// read into the shard. Nothing of the LM is drawn: a whole build draws only what LoRA adds
+// (`adapters`: drawn from `seed` after the base's draws, as build_model draws them). The
+// encoder's segments are copied from the encoder. The CPU generator is left as it was (a
+// whole build's, after the encoder's draws: checkpoints save it).
+FrozenInit init_temporal_lm_shard(const LoadedCheckpoint& lm, model::GptImpl& model,
+                                  optim::FlatParams& flat, bool adapters, uint64_t seed);
+
 // ZeRO-3's sharded set-up resuming: of each saved parameter only the rows holding this rank's
 // shard, one tensor at a time, as load_init_shard reads model.init_from, after the optimizer
 // state of the same range, the RNG and the training state

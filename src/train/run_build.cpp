@@ -8,8 +8,11 @@
 #include "distill/distill_setup.h"
 #include "model/build_model.h"
 #include "model/lora.h"
+#include "model/temporal/temporal_encoder.h"
 #include "optim/optimizer_factory.h"
 #include "parallel/sharded_init.h"
+#include "parallel/vocab_parallel_distill.h"
+#include "train/init_from_shard.h"
 #include "train/run_setup_steps.h"
 #include "train/temporal_setup.h"
 
@@ -17,24 +20,21 @@ namespace lmtrain::train {
 namespace {
 
 // Whether this run takes ZeRO-3's sharded set-up (parallel/sharded_init.h): dist.zero=3 over a
-// shard group of several ranks, each step of its set-up done by parts. Not under tensor
-// parallelism (its own set-up: TP ranks draw just their slices), not for a temporal
-// run's frozen LM (loaded whole before its encoder is made; a LoRA base is read by range), and
-// only for fp32 master weights. model.init_from and a resume are read by range into the shard
+// shard group of several ranks, each step of its set-up done by parts; every such run does, but
+// under tensor parallelism (its own set-up: TP ranks draw just their slices). A temporal run's
+// frozen LM is read by range as a LoRA base is (init_temporal_lm_shard; on resume from the LM
+// its checkpoint records). model.init_from and a resume are read by range into the shard
 // (init_from_shard.h; a LoRA run's adapters so, its base as a fresh run reads it; under expert
 // parallelism each rank's experts whole, its rows of every saved stack; a distillation run's
-// projections, small, whole into their module; not under expert parallelism). Those excluded
-// still build the whole model on every rank before sharding it (README, set-up memory).
-// The one place this is decided (s.resume_dir: set_up_run resolved checkpoint.resume).
-bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const core::Runtime& rt,
-                    const dist::Group* tp) {
-  const auto& setup = s.setup;
-  if (s.options.optimizer.zero != 3 || shard_group.size() < 2 || tp != nullptr) return false;
-  if (setup.temporal || setup.model.freeze_base) return false;
-  if (rt.param_dtype != at::kFloat) return false;
-  // (A distillation resume under expert parallelism: its projections' moments beside the
-  // experts' slices are read by the whole path, not tried here.)
-  return !(s.resume_dir && setup.distill.enabled && s.ep.active());
+// projections, small, whole into their module, their moments with the shard's range, under
+// expert parallelism too). Runs with dist.zero < 3, or one rank, build the whole model.
+// The one place this is decided.
+// (The master weights are fp32 in every run that gets here: cli::read_runtime leaves
+// core::Runtime::param_dtype at fp32 whatever train.precision says, bf16 and fp16 being autocast
+// compute dtypes; only a distillation teacher's own runtime stores bf16, and the teacher is not
+// built here. So no dtype condition: ShardOnly makes the shard in rt.param_dtype all the same.)
+bool sharded_set_up(const RunSetup& s, const dist::Group& shard_group, const dist::Group* tp) {
+  return s.options.optimizer.zero == 3 && shard_group.size() >= 2 && tp == nullptr;
 }
 
 }  // namespace
@@ -55,7 +55,7 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
     s.shards = parallel::make_shard_groups(group, s.options.optimizer.shard_group_size);
   }
   dist::Group& shard_group = s.shards.shard_group(group);
-  const bool sharded = sharded_set_up(s, shard_group, rt, tp);
+  const bool sharded = sharded_set_up(s, shard_group, tp);
   const bool resuming = s.resume_dir.has_value();
   torch::manual_seed(seed);
   // A temporal run's LM comes whole from model.init_from: nothing to initialise but LoRA
@@ -73,10 +73,18 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
       setup.model, build_rt,
       {/*init=*/!sharded && !tp && (!s.setup.temporal || lora.enabled()), s.ep.placement});
   if (sharded) parallel::place_model_buffers(*s.model, rt.device);
-  if (s.setup.temporal) {
+  double lm_rms = 0;  // a temporal run's: the RMS of its LM's token embeddings
+  if (s.setup.temporal && !sharded) {
     // Before the encoder: its projector starts at the scale of the LM's token embeddings.
-    s.state.lora_base = load_init_weights(*s.model, *temporal_lm);
+    LoadedCheckpoint lm = *temporal_lm;
+    read_temporal_lm_tensors(lm);
+    s.state.lora_base = load_init_weights(*s.model, lm);
+    lm_rms = model::temporal::token_embedding_rms(
+        s.model->transformer->wte->weight.detach().to(torch::kFloat).cpu());
     log::info("frozen LM from " + temporal_lm->dir);
+  } else if (s.setup.temporal) {
+    // The sharded set-up reads the LM by range (below); the RMS from its file, block by block.
+    lm_rms = temporal_lm_embedding_rms(*temporal_lm);
   }
   if (tp) {
     // Each TP rank draws its slices of the seed's initial weights, one parameter at a time,
@@ -111,10 +119,24 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
       setup.data.document_mask ? static_cast<int64_t>(s.tokenizer->eot_id()) : int64_t{-1};
   s.objective = std::make_shared<LmObjective>(document_end);
   if (setup.distill.enabled) {
-    s.objective = make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
-                                         s.tokenizer->hash(), s.windows->teacher_cache(), seed);
+    auto distill =
+        make_distill_objective(setup.distill, setup.data.seq_len, rt, s.setup.model.shape,
+                               s.tokenizer->hash(), s.windows->teacher_cache(), seed);
+    if (tp) {
+      // The student's logits stay split by vocabulary: the loss too (the teacher replicated,
+      // its head cut to this rank's rows). cli::check_tp_run refuses the rest of distill.*.
+      distill->set_split_loss([tp](const at::Tensor& hs, const at::Tensor& ws, const at::Tensor& ht,
+                                   const at::Tensor& wt, const at::Tensor& targets,
+                                   const model::DistillLossSpec& spec) {
+        return parallel::vocab_parallel_distill_loss(hs, ws, ht, wt, targets, spec, *tp);
+      });
+      log::info(
+          "distillation under tensor parallelism: the loss over this rank's vocabulary "
+          "rows (N, V / tp) of both models' logits, the teacher replicated on every rank");
+    }
+    s.objective = std::move(distill);
   } else if (s.setup.temporal) {
-    s.objective = make_temporal_objective(setup.encoder, *s.model, rt, seed);
+    s.objective = make_temporal_objective(setup.encoder, *s.model, lm_rms, rt, seed);
   }
   // Validation scores the run's loss without training-only terms: the LM loss for LM and
   // distillation runs, the answer loss for a temporal run.
@@ -129,7 +151,14 @@ void build_model_and_optimizer(RunSetup& s, const std::optional<LoadedCheckpoint
         optim::ShardOnly{shard_group.rank(), shard_group.size(), s.ep.active(),
                          torch::TensorOptions().device(rt.device).dtype(rt.param_dtype)});
     // A resume reads its shard from the checkpoint (resume_or_init): nothing to draw.
-    if (!resuming) {
+    if (!resuming && s.setup.temporal) {
+      // The frozen LM by range (its pieces when FullyShard shards it), LoRA's adapters drawn.
+      auto frozen = init_temporal_lm_shard(*temporal_lm, *s.model, *s.flat,
+                                           s.setup.model.lora.enabled(), seed);
+      s.frozen_source = std::move(frozen.read);
+      s.state.lora_base = std::move(frozen.lora_base);
+      log::info("frozen LM from " + temporal_lm->dir + " (this rank's pieces, read by range)");
+    } else if (!resuming) {
       torch::manual_seed(seed);
       parallel::init_shard_from_seed(*s.model, *s.flat);
     }

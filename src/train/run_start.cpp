@@ -120,8 +120,11 @@ void resume_or_init(RunSetup& s, dist::Group& group) {
       const bool into_shard = s.flat->shard_only();
       // Else the restore reads every tensor by range, only what this rank keeps (a ZeRO shard of
       // the moments, tensor parallelism's slices; expert parallelism its own experts from a sharded
-      // checkpoint, train/expert_resume.h): no file is loaded whole here.
-      const bool ep_by_range = s.ep.active() && !s.tp && s.objective->trained_module() == nullptr;
+      // checkpoint, train/expert_resume.h): no file is loaded whole here. (Into the shard also
+      // beside an objective's parameters, a distillation run's projections: read whole into
+      // their module by restore_training_shard; the whole path keeps its stacks whole then.)
+      const bool ep_by_range =
+          s.ep.active() && !s.tp && (into_shard || s.objective->trained_module() == nullptr);
       auto ckpt = CheckpointStore::load(*dir, /*allow_fallback=*/true, {},
                                         /*tensors_by_range=*/true);
       // (Into the shards its experts' rows of an unsharded checkpoint's stacks too.)

@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/parse_int.h"
+#include "core/safetensors.h"
+#include "core/safetensors_slice.h"
 #include "core/text_list.h"
 #include "data/temporal/generator.h"
 #include "data/temporal/temporal_cache.h"
@@ -26,14 +28,36 @@ LoadedCheckpoint temporal_lm_checkpoint(const std::string& init_from) {
   }
   auto dir = CheckpointStore::resolve(init_from, init_from);
   if (!dir) throw UsageError("model.init_from = '" + init_from + "': no checkpoint there");
-  auto lm = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"});
+  auto lm = CheckpointStore::load(*dir, /*allow_fallback=*/false, {"model.safetensors"},
+                                  /*tensors_by_range=*/true);
   refuse_lora_init_source(lm);
+  if (!lm.meta.value("files", nlohmann::json::object()).contains("model.safetensors")) {
+    throw Error("checkpoint " + lm.dir + " has no model.safetensors in its meta.json");
+  }
   if (!std::filesystem::exists(lm.dir + "/tokenizer.json")) {
     throw UsageError("model.init_from = " + lm.dir +
                      " has no tokenizer.json: a temporal run writes its prompts with the LM's "
                      "own tokenizer (import the model with its tokenizer)");
   }
   return lm;
+}
+
+void read_temporal_lm_tensors(LoadedCheckpoint& lm) {
+  lm.files.emplace("model.safetensors", core::read_safetensors(lm.dir + "/model.safetensors"));
+}
+
+double temporal_lm_embedding_rms(const LoadedCheckpoint& lm) {
+  const std::string path = lm.dir + "/model.safetensors", name = "transformer.wte.weight";
+  for (const auto& e : core::read_safetensors_header(path).entries) {
+    if (e.name != name) continue;
+    if (e.shape.size() != 2) throw Error(path + ": tensor '" + name + "' is not 2-d");
+    const int64_t width = e.shape[1];
+    return model::temporal::token_embedding_rms(e.shape[0], width, [&](int64_t first, int64_t n) {
+      // As a whole load sees it: the file's values in the model's fp32.
+      return core::read_safetensors_slice(path, name, first * width, n * width).to(torch::kFloat);
+    });
+  }
+  throw Error(path + " has no tensor '" + name + "'");
 }
 
 model::temporal::TemporalEncoderOptions encoder_for_lm(
@@ -108,15 +132,11 @@ std::unique_ptr<TemporalData> make_temporal_data(
 }
 
 std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(
-    const model::temporal::TemporalEncoderOptions& options, model::GptImpl& lm,
+    const model::temporal::TemporalEncoderOptions& options, model::GptImpl& lm, double lm_rms,
     const core::Runtime& rt, uint64_t seed) {
   torch::manual_seed(seed);
   model::temporal::TemporalEncoder encoder(options, /*init=*/true);
-  {
-    torch::NoGradGuard no_grad;
-    encoder->set_output_rms(model::temporal::token_embedding_rms(
-        lm.transformer->wte->weight.detach().to(torch::kFloat).cpu()));
-  }
+  encoder->set_output_rms(lm_rms);
   encoder->set_vocab_table(lm.transformer->wte->weight);
   if (rt.device != c10::Device(c10::kCPU) || rt.param_dtype != at::kFloat) {
     encoder->to(rt.device, rt.param_dtype);

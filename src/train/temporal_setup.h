@@ -17,9 +17,19 @@
 
 namespace lmtrain::train {
 
-// model.init_from's checkpoint (`init_from`; meta.json only): the LM a temporal run aligns to.
-// UsageErrors name what is missing (no init_from, a LoRA checkpoint, no tokenizer.json).
+// model.init_from's checkpoint (`init_from`; verified, meta.json only: no tensor file read):
+// the LM a temporal run aligns to. UsageErrors name what is missing (no init_from, a LoRA
+// checkpoint, no tokenizer.json); an Error a checkpoint without one model.safetensors (a
+// sharded one: the frozen LM is recorded as a LoRA base is, by that file's sha256).
 LoadedCheckpoint temporal_lm_checkpoint(const std::string& init_from);
+
+// The LM's model.safetensors read whole into `lm` (a run that builds the whole model loads the
+// frozen LM from it; ZeRO-3's sharded set-up reads it by range instead).
+void read_temporal_lm_tensors(LoadedCheckpoint& lm);
+
+// The RMS of the LM's token embeddings (model::temporal::token_embedding_rms), read by range
+// from `lm`'s model.safetensors a block of rows at a time: what the whole table gives.
+double temporal_lm_embedding_rms(const LoadedCheckpoint& lm);
 
 // `encoder` for the decoder `lm`: lm_width its n_embd, lm_vocab its vocab_size. Throws
 // UsageError naming a bad key.
@@ -39,9 +49,11 @@ std::unique_ptr<TemporalData> make_temporal_data(
     data::BpeTokenizer tokenizer, uint64_t seed);
 
 // A freshly initialised encoder (from `seed`, whatever the LM's init drew) whose soft tokens
-// start at the RMS of the LM's token embeddings, on rt's device, as the run's objective.
+// start at `lm_rms`, the RMS of the LM's token embeddings, on rt's device, as the run's
+// objective; a vocab_mix projector mixes `lm`'s wte (by reference: under ZeRO-3 its gathered
+// values).
 std::shared_ptr<TemporalAlignmentObjective> make_temporal_objective(
-    const model::temporal::TemporalEncoderOptions& options, model::GptImpl& lm,
+    const model::temporal::TemporalEncoderOptions& options, model::GptImpl& lm, double lm_rms,
     const core::Runtime& rt, uint64_t seed);
 
 // A temporal run's checkpoint for inference (generate, eval): the frozen LM with the run's

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -47,6 +48,25 @@ double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
     const double scale = tb.abs().max().item<double>();
     const double diff = (it->second - tb).abs().max().item<double>();
     worst = std::max(worst, diff / std::max(scale, 1e-12));
+  }
+  return worst;
+}
+
+double max_rel_diff_by_name(const std::string& ckpt_a, const std::string& ckpt_b,
+                            const std::string& file) {
+  const auto ca = train::CheckpointStore::load(ckpt_a, /*allow_fallback=*/false, {file});
+  const auto cb = train::CheckpointStore::load(ckpt_b, /*allow_fallback=*/false, {file});
+  const auto &ta = ca.files.at(file).tensors, &tb = cb.files.at(file).tensors;
+  EXPECT_EQ(ta.size(), tb.size()) << file;
+  double worst = 0;
+  for (const auto& [name, t] : tb) {
+    auto it = ta.find(name);
+    if (it == ta.end()) {
+      ADD_FAILURE() << ckpt_a << " has no '" << name << "' in " << file;
+      continue;
+    }
+    const double scale = std::max(t.abs().max().item<double>(), 1e-12);
+    worst = std::max(worst, (it->second - t).abs().max().item<double>() / scale);
   }
   return worst;
 }

@@ -22,6 +22,12 @@ std::vector<CommandResult> run_parallel(const std::vector<std::string>& commands
 double max_param_rel_diff(const std::string& ckpt_a, const std::string& ckpt_b,
                           const std::string& file = "model.safetensors");
 
+// The same with the tensors matched by name (a sharded checkpoint's file, an objective's say, is
+// assembled from its shards in its layout's order); fails the current test if a name is
+// missing on either side.
+double max_rel_diff_by_name(const std::string& ckpt_a, const std::string& ckpt_b,
+                            const std::string& file);
+
 // `lmtrain <args>` on `ranks` local ranks: the binary itself for one rank, `lmtrain launch` on a
 // free port for more (args: the command and its flags, e.g. "train --run.dir=...").
 std::string lmtrain_on_ranks(int ranks, const std::string& args);

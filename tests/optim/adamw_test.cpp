@@ -215,6 +215,54 @@ TEST(AdamW, DeviceScalarUpdateMatchesTheHostScalarUpdate) {
   EXPECT_GT((p2 - p0).abs().max().item<double>(), 1e-4);  // the parameters did move
 }
 
+// The device path folds weight decay into the fused kernel (the decayed ranges in one call, the
+// rest in another) instead of a mul_ per range: the same update as the host path's range by
+// range decay, the undecayed parts exactly as without decay, and a skipped step (found_inf = 1)
+// leaves everything as it was.
+TEST(AdamW, DecayInTheFusedKernelMatchesDecayRangeByRange) {
+  torch::manual_seed(8);
+  const int64_t n = 97;
+  const Ranges decayed = {{0, 10}, {15, 40}, {60, 97}};
+  EXPECT_EQ(ranges_within(decayed, 20, 50), (Ranges{{0, 20}, {40, 50}}));
+  AdamWOptions o;
+  o.weight_decay = 0.5;
+  AdamWOptions no_decay = o;
+  no_decay.weight_decay = 0;
+  auto host = torch::randn({n}), m = torch::zeros({n}), v = torch::zeros({n});
+  auto dev_p = host.clone(), dm = m.clone(), dv = v.clone();
+  auto plain = host.clone(), pm = m.clone(), pv = v.clone();
+  DeviceStepScalars dev;
+  const double lrs[] = {1e-2, 3e-2, 5e-3};
+  for (int64_t step = 1; step <= 3; ++step) {
+    auto g = torch::randn({n}) * 1e-2;
+    adamw_update(host, g, m, v, decayed, step, lrs[step - 1], o);
+    dev.begin(torch::kCPU, lrs[step - 1], step);
+    adamw_update(dev_p, g, dm, dv, decayed, -1, -1, o, &dev);
+    adamw_update(plain, g, pm, pv, decayed, -1, -1, no_decay, &dev);
+  }
+  EXPECT_TRUE(torch::allclose(dev_p, host, 1e-6, 1e-7))
+      << (dev_p - host).abs().max().item<double>();
+  // The moments see no decay, the undecayed ranges none either (equal up to the CPU kernel's
+  // vector/tail split, which moves with the pieces' bounds).
+  EXPECT_TRUE(torch::allclose(dm, pm, 1e-6, 1e-12));
+  EXPECT_TRUE(torch::allclose(dv, pv, 1e-6, 1e-15));
+  for (const auto& [b, e] : Ranges{{10, 15}, {40, 60}}) {
+    EXPECT_TRUE(torch::allclose(dev_p.narrow(0, b, e - b), plain.narrow(0, b, e - b), 1e-6, 1e-9))
+        << b;
+  }
+  for (const auto& [b, e] : decayed) {  // decay moved them: 3 steps of lr * 0.5 of |p| ~ 1
+    EXPECT_GT((dev_p.narrow(0, b, e - b) - plain.narrow(0, b, e - b)).abs().max().item<double>(),
+              1e-3)
+        << b;
+  }
+  const auto before = std::vector<torch::Tensor>{dev_p.clone(), dm.clone(), dv.clone()};
+  dev.begin(torch::kCPU, 1e-2, 4);
+  adamw_update(dev_p, torch::randn({n}), dm, dv, decayed, -1, -1, o, &dev, torch::ones({}));
+  EXPECT_TRUE(torch::equal(dev_p, before[0]));
+  EXPECT_TRUE(torch::equal(dm, before[1]));
+  EXPECT_TRUE(torch::equal(dv, before[2]));
+}
+
 // reset() (a checkpoint load) restarts the count from the host's; hold_lr: begin() stops
 // writing the learning rate (a graph's driver writes it before each replay) but still advances
 // the count, and a reset would now leave the graph with a freed count, so it is refused.

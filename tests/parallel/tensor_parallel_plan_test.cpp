@@ -1,7 +1,8 @@
 // The tensor-parallel plan (parallel/tensor_parallel_plan.h) on a real two-rank Gloo group in
 // one process, against the same model in one process: a GPT-2 block (tied head, learned
 // positions, biases, GELU, blocks recomputed in backward) and a Qwen3-style one (RMSNorm, RoPE,
-// SwiGLU, grouped-query attention with 4 query and 2 KV heads, QK-norm, untied head, soft-cap):
+// SwiGLU, grouped-query attention with 4 query and 2 KV heads, QK-norm, untied head, soft-cap)
+// and a nanochat one (value embeddings, smear across the shards, backout, lambdas, embed_norm):
 // the loss equal within 1e-6 relative, every parameter's gradient equal to the slice the plan
 // says this rank holds of the one-process gradient, the whole parameters back after a gather,
 // and the shapes the plan refuses named by their keys. With dropout (residual, embedding and
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "core/error.h"
@@ -38,13 +40,18 @@ at::Tensor tp_test_piece(const at::Tensor& whole, const TpSlice& s) {
 // With dropout, each forward/backward runs in a dropout scope of the same seed, as the trainer's
 // steps do; `split_dropout` false gives the ranks no split (their masks then differ from one
 // process's). Returns the largest relative loss difference of the two ranks.
-double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropout = true);
+// `prepare` runs on every model once built (the same seed's weights), before the split.
+using TpTestPrepare = std::function<void(model::GptImpl&)>;
+double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropout = true,
+                   const TpTestPrepare& prepare = {});
 
-void expect_tp_matches_one_process(const model::GptConfig& cfg, bool recompute) {
-  EXPECT_LE(tp_test_run(cfg, recompute), 1e-6);
+void expect_tp_matches_one_process(const model::GptConfig& cfg, bool recompute,
+                                   const TpTestPrepare& prepare = {}) {
+  EXPECT_LE(tp_test_run(cfg, recompute, true, prepare), 1e-6);
 }
 
-double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropout) {
+double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropout,
+                   const TpTestPrepare& prepare) {
   const uint64_t dropout_seed = 11;
   const int T = 2;
   auto ids = torch::randint(cfg.vocab_size, {3, 17}, torch::kLong);
@@ -55,6 +62,7 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
     models.emplace_back(cfg);
     models.back()->train();
     if (recompute) models.back()->set_checkpointing(model::CheckpointPolicy::parse("block"));
+    if (prepare) prepare(*models.back());
   }
   auto& one = models[0];
   at::Tensor want_loss;
@@ -120,7 +128,13 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
       EXPECT_EQ(g.sizes(), want.sizes()) << name;
       if (g.sizes() != want.sizes()) return 1;
       const double scale = std::max(want.abs().max().item<double>(), 1e-12);
-      EXPECT_LE((g - want).abs().max().item<double>() / scale, 1e-5) << "rank " << r << " " << name;
+      // nanochat's scalars (resid / x0 / backout / smear lambdas): each gradient is a sum over
+      // every position and channel that mostly cancels, so fp32 rounding in the split's order
+      // moves it by up to 9e-5 of its largest (1.5e-5 with the model in float64 and only the
+      // vocabulary-parallel loss in fp32); a missing sum over the ranks or halo is O(1).
+      const bool summed_scalar = name.rfind("nanochat.", 0) == 0 && g.dim() == 1;
+      EXPECT_LE((g - want).abs().max().item<double>() / scale, summed_scalar ? 3e-4 : 1e-5)
+          << "rank " << r << " " << name;
       EXPECT_TRUE(torch::equal(gathered[r].at(name), want_param.at(name))) << name;
       EXPECT_TRUE(torch::equal(released[r].at(name), tp_test_piece(want_param.at(name), s)))
           << name;
@@ -211,6 +225,39 @@ TEST(TensorParallelPlanTest, MoeLayersReplicatedOverTheGroupEqualOneProcess) {
   }
   EXPECT_TRUE(
       tensor_parallel_slice(cfg, "transformer.h.0.mlp.c_fc.weight", {128, 16}, 0, 2).sharded());
+}
+
+// nanochat's newer parts all on (parallel/tp_nanochat.h): value embeddings split by kv-head
+// columns with their gates column-parallel, smear across the sequence shards' boundary (its
+// lambda non-zero, so the halo carries values forward and gradients back), backout, resid / x0
+// lambdas and embed_norm on the shards, weightless norms, relu², QK-norm x 1.2, blocks recomputed
+// (those without a value embedding).
+TEST(TensorParallelPlanTest, NanochatPartsEqualOneProcess) {
+  auto cfg = model::with_llama_family(model::tiny_gpt_config(32, 64, 16), model::Arch::kNanochat);
+  cfg.n_layer = 3;  // value embeddings in layers 0 and 2, backout after layer 1
+  cfg.n_head = 4;
+  cfg.n_kv_head = 2;
+  cfg.mlp = model::MlpKind::kRelu2;
+  cfg.qk_norm = true;
+  cfg.qk_scale = 1.2;
+  cfg.norm_weight = false;
+  cfg.tie_embeddings = false;
+  cfg.logit_softcap = 15;
+  cfg.embed_norm = cfg.x0_lambdas = cfg.value_embeds = cfg.smear = cfg.backout = true;
+  expect_tp_matches_one_process(cfg, /*recompute=*/true, [](model::GptImpl& m) {
+    torch::NoGradGuard no_grad;
+    m.nanochat->smear_lambda.fill_(0.3);
+  });
+  // Rank 1 of 2 holds kv head 1 (head_dim 8): columns 8..16 of a table, row 1 of a gate.
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  const auto table = tensor_parallel_slice(cfg, "nanochat.value_embeds.2.weight", {64, 16}, 1, 2);
+  EXPECT_EQ(table.dim, 1);
+  EXPECT_EQ(table.ranges, (Ranges{{8, 16}}));
+  const auto gate =
+      tensor_parallel_slice(cfg, "transformer.h.0.attn.ve_gate.weight", {2, 12}, 1, 2);
+  EXPECT_EQ(gate.dim, 0);
+  EXPECT_EQ(gate.ranges, (Ranges{{1, 2}}));
+  EXPECT_FALSE(tensor_parallel_slice(cfg, "nanochat.smear_gate.weight", {1, 24}, 1, 2).sharded());
 }
 
 TEST(TensorParallelPlanTest, WhatDoesNotSplitIsRefusedNamingTheKey) {

@@ -6,7 +6,8 @@
 //   biases) and a Llama-style one (grouped-query attention, SwiGLU's gate and up rows, untied
 //   head) with LoRA adapters on every target (A's kaiming bound from the whole input width; B by
 //   rows on column-parallel layers and the head, A by columns on row-parallel ones), placed in
-//   bf16 as a bf16 run places them; the generator ends where the whole build leaves it.
+//   bf16 as a bf16 run places them, and a nanochat one with all its parts (value embeddings
+//   by kv-head columns, their gates by rows); the generator ends where the whole build leaves it.
 // - Peak resident memory (VmHWM, reset through /proc/self/clear_refs; tests/rss_probe.h) of the
 //   set-up on two real Gloo ranks in this process, for a 140.4 MiB fp32 model, stays below the two
 //   ranks' slices plus one parameter's scratch each plus a margin; the set-up that cuts a whole
@@ -67,6 +68,14 @@ TEST(TpLocalInit, SlicesFromTheSeedEqualTheWholeBuildsCut) {
   llama.shape.tie_embeddings = false;
   llama.lora.rank = 4;
   llama.lora.targets = model::parse_lora_targets("q,k,v,o,mlp_in,mlp_out,head");
+  // nanochat's parts: value embeddings split by kv-head columns, their gates by rows, the
+  // lambdas and smear gate whole (drawn after the blocks, the gates a second time).
+  model::ModelOptions nano;
+  nano.shape = model::with_llama_family(model::tiny_gpt_config(32, 64, 16), model::Arch::kNanochat);
+  nano.shape.n_layer = 3;
+  nano.shape.tie_embeddings = false;
+  nano.shape.embed_norm = nano.shape.x0_lambdas = nano.shape.value_embeds = true;
+  nano.shape.smear = nano.shape.backout = true;
   core::Runtime bf16;
   bf16.param_dtype = at::kBFloat16;
   struct Case {
@@ -75,7 +84,7 @@ TEST(TpLocalInit, SlicesFromTheSeedEqualTheWholeBuildsCut) {
     core::Runtime rt;
   };
   for (const Case& c : {Case{"gpt2", gpt2, {}}, Case{"llama lora", llama, {}},
-                        Case{"llama lora bf16", llama, bf16}}) {
+                        Case{"llama lora bf16", llama, bf16}, Case{"nanochat", nano, {}}}) {
     SCOPED_TRACE(c.name);
     std::mutex generator;  // the global generator is not for threads: one rank at a time
     std::vector<std::string> differ(2);

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -149,8 +150,8 @@ EncodedSeries TemporalEncoderImpl::forward(const torch::Tensor& values,
     }
     // (B, S, V) weights over the LM's words, softmax in fp32, then (B, S, V) @ (V, lm_width).
     auto weights = torch::softmax(proj_vocab(h).to(torch::kFloat), -1);
-    out.tokens =
-        torch::matmul(weights.to(vocab_table_.scalar_type()), vocab_table_).to(h.scalar_type());
+    const auto table = vocab_table_.detach();  // the LM's, frozen here: no gradient into it
+    out.tokens = torch::matmul(weights.to(table.scalar_type()), table).to(h.scalar_type());
   } else {
     out.tokens = proj_norm(proj_fc2(h));
   }
@@ -170,12 +171,24 @@ void TemporalEncoderImpl::set_vocab_table(const torch::Tensor& wte) {
                 std::to_string(options_.lm_vocab) + ", " + std::to_string(options_.lm_width) +
                 "), got " + std::to_string(wte.dim()) + "-d");
   }
-  vocab_table_ = wte.detach();
+  vocab_table_ = wte;  // the parameter itself, not a detached copy of its storage (header)
 }
 
 double token_embedding_rms(const torch::Tensor& wte) {
+  return token_embedding_rms(wte.size(0), wte.size(1),
+                             [&](int64_t first, int64_t n) { return wte.narrow(0, first, n); });
+}
+
+double token_embedding_rms(
+    int64_t rows, int64_t width,
+    const std::function<torch::Tensor(int64_t first, int64_t n)>& read_rows) {
   torch::NoGradGuard no_grad;
-  return wte.to(torch::kFloat64).pow(2).mean().sqrt().item<double>();
+  double sum = 0;
+  for (int64_t first = 0; first < rows; first += kEmbeddingRmsRows) {
+    const int64_t n = std::min(kEmbeddingRmsRows, rows - first);
+    sum += read_rows(first, n).to(torch::kFloat64).pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum / static_cast<double>(rows * width));
 }
 
 }  // namespace lmtrain::model::temporal

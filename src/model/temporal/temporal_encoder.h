@@ -26,6 +26,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "model/layers.h"
@@ -67,7 +69,9 @@ class TemporalEncoderImpl : public TaggedModule {
   void set_output_rms(double rms);
 
   // projector vocab_mix: the LM's token-embedding table (lm_vocab, lm_width) the soft tokens
-  // mix; held by reference (the LM's frozen wte, detached), not saved with the encoder.
+  // mix; held by reference (the LM's frozen wte parameter itself, detached where it is read),
+  // not saved with the encoder. By reference so that it follows the parameter's storage: under
+  // ZeRO-3 that is the root unit's gathered buffer, whose values a forward sees.
   void set_vocab_table(const torch::Tensor& wte);
 
   const TemporalEncoderOptions& options() const { return options_; }
@@ -91,8 +95,16 @@ class TemporalEncoderImpl : public TaggedModule {
 };
 TORCH_MODULE(TemporalEncoder);
 
-// sqrt(mean(w^2)) of a token-embedding table (V, C): the RMS of the LM's input embeddings.
+// sqrt(mean(w^2)) of a token-embedding table (V, C): the RMS of the LM's input embeddings,
+// summed in fp64 over blocks of kEmbeddingRmsRows rows.
 double token_embedding_rms(const torch::Tensor& wte);
+// The same from a table of `rows` x `width` that read_rows(first, n) gives n rows at a time
+// (rows [first, first + n), any shape of n * width elements): ZeRO-3's sharded set-up reads the
+// LM's wte by range from its file, one block at a time, and gets the whole table's figure bit
+// for bit (the same blocks, summed in the same order).
+constexpr int64_t kEmbeddingRmsRows = 1024;
+double token_embedding_rms(int64_t rows, int64_t width,
+                           const std::function<torch::Tensor(int64_t first, int64_t n)>& read_rows);
 
 // Throws UsageError naming the option when `o` is not a valid encoder shape.
 void check_temporal_options(const TemporalEncoderOptions& o);
