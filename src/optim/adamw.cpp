@@ -75,8 +75,10 @@ void adamw_update(at::Tensor p, const at::Tensor& g, at::Tensor m, at::Tensor v,
     return;
   }
   if (!device_scalars) {
-    const StepDecay decay(lr, o.weight_decay, nullptr, found_inf);
-    for (const auto& [b, e] : decayed) decay.apply(p.narrow(0, b, e - b));
+    if (found_inf.defined()) {  // refused before anything is decayed
+      throw Error("internal: an update skipped on the device needs the device step scalars");
+    }
+    for (const auto& [b, e] : decayed) p.narrow(0, b, e - b).mul_(1.0 - lr * o.weight_decay);
     adam_update(p, g, m, v, step, lr, o, nullptr, found_inf);
     return;
   }

@@ -23,12 +23,6 @@ const DeviceStepScalars* DeviceStepScalars::begin_on_device(const at::Tensor& pa
   return this;
 }
 
-at::Tensor DeviceStepScalars::decay_factor(double weight_decay, const at::Tensor& found_inf) const {
-  if (!found_inf.defined()) return 1.0 - lr_ * weight_decay;
-  // (lr * wd) * 1 is lr * wd bit for bit: a step that is not skipped decays as without a flag.
-  return 1.0 - lr_ * weight_decay * (1.0 - found_inf);
-}
-
 void DeviceStepScalars::skip_if(const at::Tensor& found_inf) {
   if (!steps_.defined()) throw Error("internal: skip_if() before begin()");
   // As torch.optim.AdamW(fused=True) under a GradScaler: the count advanced before the update,
@@ -65,23 +59,6 @@ void DeviceStepScalars::reset() {
   }
   steps_ = at::Tensor();
   skipped_ = at::Tensor();
-}
-
-StepDecay::StepDecay(double lr, double weight_decay, const DeviceStepScalars* device_scalars,
-                     const at::Tensor& found_inf)
-    : host_factor_(1.0 - lr * weight_decay) {
-  if (found_inf.defined() && !device_scalars) {
-    throw Error("internal: an update skipped on the device needs the device step scalars");
-  }
-  if (device_scalars) device_factor_ = device_scalars->decay_factor(weight_decay, found_inf);
-}
-
-void StepDecay::apply(at::Tensor part) const {
-  if (device_factor_.defined()) {
-    part.mul_(device_factor_);
-  } else {
-    part.mul_(host_factor_);
-  }
 }
 
 }  // namespace lmtrain::optim

@@ -5,10 +5,10 @@
 // them too, so a replayed step runs exactly the kernels of an eager one.
 //
 // fp16's device-side skip (optim/loss_scaler.h): an update told a found_inf flag (a 0-dim float32
-// tensor, 1 = skip) leaves everything as it was, decided on the device. The decay factor's lr
-// term is multiplied by 1 - found_inf (p * 1 is p, bit for bit), the fused kernel skips itself
-// on the flag, and skip_if() takes the count's advance back and counts the skipped update, so
-// that the host can read how many updates were skipped (skipped()) after the step.
+// tensor, 1 = skip) leaves everything as it was, decided on the device: the fused kernel (which
+// applies the weight decay too, optim::adamw_update) skips itself on the flag, and skip_if() takes
+// the count's advance back and counts the skipped update, so that the host can read how many
+// updates were skipped (skipped()) after the step.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -36,9 +36,6 @@ class DeviceStepScalars {
   // Valid after begin().
   const at::Tensor& lr() const { return lr_; }
   const at::Tensor& steps() const { return steps_; }
-  // 1 - lr * weight_decay, computed on the device from lr() (decoupled weight decay); with a
-  // defined `found_inf`, 1 - lr * weight_decay * (1 - found_inf): exactly 1 on a skipped step.
-  at::Tensor decay_factor(double weight_decay, const at::Tensor& found_inf = {}) const;
 
   // The learning-rate tensor, made on `device` if needed. While held, begin() leaves it as the
   // caller wrote it: a CUDA graph's captured update must not contain a fill with the capture's
@@ -55,21 +52,6 @@ class DeviceStepScalars {
   at::Tensor skipped_;  // int64 0-dim: updates skipped on the device (made by the first skip_if)
   bool held_ = false;
   bool on_cpu_ = false;
-};
-
-// Decoupled weight decay of one update, p *= 1 - lr * weight_decay, applied part by part to the
-// flat parameters: with the step's device scalars the factor comes from their lr on the device
-// (nothing read from the host), else from the host lr. With `found_inf` (device scalars only)
-// the factor is 1 on a skipped step.
-class StepDecay {
- public:
-  StepDecay(double lr, double weight_decay, const DeviceStepScalars* device_scalars,
-            const at::Tensor& found_inf = {});
-  void apply(at::Tensor part) const;
-
- private:
-  double host_factor_;
-  at::Tensor device_factor_;  // defined with device scalars
 };
 
 }  // namespace lmtrain::optim
