@@ -54,6 +54,7 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
                    const TpTestPrepare& prepare) {
   const uint64_t dropout_seed = 11;
   const int T = 2;
+  torch::manual_seed(17);  // a fixed batch: see the scalars' bound below
   auto ids = torch::randint(cfg.vocab_size, {3, 17}, torch::kLong);
   auto inputs = ids.narrow(1, 0, 16), targets = ids.narrow(1, 1, 16);
   std::vector<model::Gpt> models;
@@ -129,11 +130,13 @@ double tp_test_run(const model::GptConfig& cfg, bool recompute, bool split_dropo
       if (g.sizes() != want.sizes()) return 1;
       const double scale = std::max(want.abs().max().item<double>(), 1e-12);
       // nanochat's scalars (resid / x0 / backout / smear lambdas): each gradient is a sum over
-      // every position and channel that mostly cancels, so fp32 rounding in the split's order
-      // moves it by up to 9e-5 of its largest (1.5e-5 with the model in float64 and only the
-      // vocabulary-parallel loss in fp32); a missing sum over the ranks or halo is O(1).
+      // every position and channel that mostly cancels (x0_lambdas' is ~1e-5 of its terms), so
+      // fp32 rounding in the split's order moves it by 1.5e-4 of its largest on this batch and
+      // by up to 2e-3 on others (7e-5 even with the model in float64: the vocabulary-parallel
+      // loss stays fp32). 1e-2 holds that on any CPU; a missing sum over the ranks or a lost
+      // halo gradient moves it by O(1).
       const bool summed_scalar = name.rfind("nanochat.", 0) == 0 && g.dim() == 1;
-      EXPECT_LE((g - want).abs().max().item<double>() / scale, summed_scalar ? 3e-4 : 1e-5)
+      EXPECT_LE((g - want).abs().max().item<double>() / scale, summed_scalar ? 1e-2 : 1e-5)
           << "rank " << r << " " << name;
       EXPECT_TRUE(torch::equal(gathered[r].at(name), want_param.at(name))) << name;
       EXPECT_TRUE(torch::equal(released[r].at(name), tp_test_piece(want_param.at(name), s)))
