@@ -76,7 +76,7 @@ class TemporalSuite : public ::testing::Test {
   // The optional second stage: LoRA adapters on the LM's attention and MLP, beside the encoder.
   static constexpr const char* kWithAdapters =
       " --lora.rank=8 --lora.alpha=8 --lora.targets=q,k,v,o,mlp_in,mlp_out";
-  static constexpr int64_t kSamples = 3000, kAlignSteps = 3000;  // kSamples: qa_scale()'s
+  static constexpr int64_t kSamples = 3000, kAlignSteps = 2000;  // kSamples: qa_scale()'s
   static constexpr double kMargin = 0.15;
   static inline TemporalFixture* fixture_ = nullptr;
   static inline TempDir* dir_ = nullptr;
@@ -112,10 +112,12 @@ TEST_F(TemporalTrain, TrainsTheEncoderAndLeavesTheLmUntouched) {
 }
 
 // The alignment works with the LM frozen and only the encoder trained (no adapters): after a
-// short run (configs/temporal-tiny.yaml, about a minute and a half), the held-out answers come
-// from the curve. Each class task's likelihood accuracy stands well above chance, above the same
-// prompts with the soft tokens zeroed (text only) and above the questions asked about another
-// sample's curve (shuffled), which stays near chance.
+// short run (configs/temporal-tiny.yaml cut to 2000 steps, about a minute), the held-out answers
+// come from the curve. Each class task's likelihood accuracy stands well above chance, above the
+// same prompts with the soft tokens zeroed (text only) and above the questions asked about
+// another sample's curve (shuffled), which stays near chance. (Curve accuracy at 3000 / 2000 /
+// 1500 steps: trend 0.80 / 0.72 / 0.68, seasonality 0.96 / 0.94 / 0.94, spikes 0.90 / 0.84 /
+// 0.68, where chance + the margin is 0.48, 0.65, 0.48.)
 TEST_F(TemporalAlignment, AnswersComeFromTheCurve) {
   const std::string run = dir_->file("aligned");
   auto r = train(run, kAlignSteps, " --train.eval_every=" + std::to_string(kAlignSteps));
