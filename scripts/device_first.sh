@@ -6,9 +6,10 @@
 #   1. every GPU test (Cuda*), 4 at a time, and beside them the one-rank NCCL test alone with
 #      NCCL's log (and every thread's stack if it hangs);
 #   2. GPT-2 124M (T=1024, batch 16): fused kernels off / auto (every kernel, since 2026-11-28) /
-#      auto + CUDA graph, fp16 + graph, fp8, and ZeRO-3 on one rank beside the plain run (issue
-#      42: >= 0.97x); then compiled PyTorch, and Kineto tables of the eager bf16 run, the fp8 run
-#      (0.45x bf16 on 2026-11-28: where its time goes) and compiled PyTorch's step;
+#      on (auto + the unproven variants: classifier_vectorized) / auto + CUDA graph, fp16 +
+#      graph, fp8, and ZeRO-3 on one rank beside the plain run (issue 42: >= 0.97x); then
+#      compiled PyTorch, and Kineto tables of the eager bf16 run, the fp8 run (0.45x bf16 on
+#      2026-11-28: where its time goes) and compiled PyTorch's step;
 #   3. Qwen3-0.6B (T=2048, batch 4) against Hugging Face transformers eager and compiled, and
 #      where its GPU time goes;
 #   4. fp32, bf16 and fp8 losses over 200 steps (needs .devdata/fortunes);
@@ -71,6 +72,7 @@ lmtrain_rows() {
 eager="--train.cuda_graphs=false"
 lmtrain_rows "fused off|--train.fused_kernels=off $eager" \
   "fused auto|$eager" \
+  "fused on (+ unproven variants)|--train.fused_kernels=on $eager" \
   "fused auto + CUDA graph|--train.cuda_graphs=true" \
   "ZeRO-3 on 1 rank|$eager --dist.zero=3" \
   "fp16 + CUDA graph|--train.cuda_graphs=true --train.precision=fp16" \

@@ -54,8 +54,10 @@ void qkv_split_backward_cuda(const void* packed, const float* q_w, const float* 
 
 // The classifier over rows of V logits (see classifier_reference): loss (n) fp32, and with
 // write_grad the gradient in place of the logits (their type). targets (n) int64 and row_scale
-// (n) fp32 on the device.
+// (n) fp32 on the device. `vectorized`: the rows move in 16-byte loads and stores (the same
+// math; the row sums gather in another order).
 void classifier_cuda(void* logits, ElementType type, const int64_t* targets, const float* row_scale,
-                     int64_t n, int64_t V, float cap, bool write_grad, float* loss, void* stream);
+                     int64_t n, int64_t V, float cap, bool write_grad, float* loss, bool vectorized,
+                     void* stream);
 
 }  // namespace lmtrain::kernels

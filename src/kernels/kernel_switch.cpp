@@ -27,12 +27,14 @@ std::atomic<FusedKernelMode>& mode_flag() {
 // CudaMoeRows tests; the run of 2026-11-28 (same card, commit acfc91c) passed
 // AddNormMatchesLibtorch, after its reference's fix (libtorch's CUDA layer_norm refuses a bf16
 // input with fp32 weights: norm_unfused does that mix in fp32).
-const FusedKernelInfo kFusedKernels[5] = {
+const FusedKernelInfo kFusedKernels[6] = {
     {FusedKernel::kAddNorm, "add_norm", true},       // CudaFusedKernels.AddNorm*
     {FusedKernel::kSwiGlu, "swiglu", true},          // CudaFusedKernels.SwiGlu*
     {FusedKernel::kQkvSplit, "qkv_split", true},     // CudaFusedKernels.QkvSplit*
     {FusedKernel::kClassifier, "classifier", true},  // CudaFusedKernels.Classifier*
     {FusedKernel::kMoeRows, "moe_rows", true},       // CudaMoeRows.*
+    // CudaFusedKernels.ClassifierVectorized* (2026-11-28, not yet run on a device)
+    {FusedKernel::kClassifierVectorized, "classifier_vectorized", false},
 };
 
 #ifndef LMTRAIN_CUDA_KERNELS

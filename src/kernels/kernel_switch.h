@@ -23,8 +23,16 @@ namespace lmtrain::kernels {
 // The enumerators stand in the order of train.fused_kernels' choices.
 enum class FusedKernelMode { kAuto, kOn, kOff };
 
-// The fused GPU kernels, each switched on by itself.
-enum class FusedKernel { kAddNorm, kSwiGlu, kQkvSplit, kClassifier, kMoeRows };
+// The fused GPU kernels, each switched on by itself. kClassifierVectorized is a variant of
+// kClassifier (16-byte loads and stores, the same math), used where both are on.
+enum class FusedKernel {
+  kAddNorm,
+  kSwiGlu,
+  kQkvSplit,
+  kClassifier,
+  kMoeRows,
+  kClassifierVectorized
+};
 
 struct FusedKernelInfo {
   FusedKernel kernel;
@@ -32,7 +40,7 @@ struct FusedKernelInfo {
   bool proven_on_gpu;  // its GPU tests passed on a device: `auto` turns it on there
 };
 // Every fused kernel, in enum order.
-extern const FusedKernelInfo kFusedKernels[5];
+extern const FusedKernelInfo kFusedKernels[6];
 
 FusedKernelMode fused_kernel_mode();
 void set_fused_kernel_mode(FusedKernelMode mode);

@@ -24,6 +24,8 @@ at::Tensor classifier_(at::Tensor& logits, const at::Tensor& targets_in,
     kernels::classifier_cuda(logits.data_ptr(), fused::element_type(logits),
                              targets.data_ptr<int64_t>(), row_scale.data_ptr<float>(), n, V,
                              static_cast<float>(cap), write_grad, loss.data_ptr<float>(),
+                             kernels::fused_kernel_enabled(
+                                 kernels::FusedKernel::kClassifierVectorized, /*on_cuda=*/true),
                              fused::current_stream(logits));
     return loss;
   }

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "core/runtime.h"
 #include "fused_op_checks.h"
 #include "kernels/fused_cuda.h"
 #include "model/fused_classifier.h"
+#include "model/fused_kernel_call.h"
 #include "model/gpt.h"
 #include "model_fixtures.h"
 
@@ -77,6 +80,61 @@ TEST(CudaFusedKernels, ClassifierMatchesLibtorch) {
       // GPT-2's head at 4 rows of 1024 tokens: ragged chunks of an odd vocabulary.
       testing::check_classifier(dtype, cap, kGpu, /*N=*/4096, /*C=*/768, /*V=*/50257,
                                 /*chunk=*/1000);
+    }
+  }
+}
+
+// The vectorized classifier (16-byte loads and stores, unproven) against the scalar one `auto`
+// runs (proven on the H100, 2026-11-27), kernel to kernel on the same logits: rows of GPT-2's
+// padded vocabulary (16-byte aligned), of its odd one (each row starts elsewhere in a vector), a
+// small V and one shorter than a vector, from an aligned and a misaligned base; with and without
+// the soft cap and the gradient. Every element of the gradient within one rounding of the
+// other's (the row sums gather in another order), every loss within 1e-5.
+TEST(CudaFusedKernels, ClassifierVectorizedEqualsTheProvenKernel) {
+  SKIP_WITHOUT_KERNELS();
+  torch::manual_seed(21);
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (int64_t V : {50304, 50257, 301, 5}) {
+      for (int64_t offset : {0, 1}) {
+        for (double cap : {0.0, 15.0}) {
+          for (bool write_grad : {true, false}) {
+            SCOPED_TRACE(testing::dtype_name(dtype) + " V " + std::to_string(V) + " offset " +
+                         std::to_string(offset) + " cap " + std::to_string(cap) +
+                         (write_grad ? " grad" : " loss only"));
+            const int64_t n = 33;
+            auto base = (torch::randn({n * V + offset}) * 4).to(kGpu, dtype);
+            auto scalar = base.clone(), vectorized = base.clone();
+            auto targets = torch::randint(V, {n}, torch::kLong);
+            targets[5] = kIgnoreIndex;
+            targets = targets.to(kGpu);
+            const auto row_scale = (torch::rand({n}) + 0.5).to(kGpu);
+            auto run = [&](at::Tensor& flat, bool vec) {
+              auto loss = torch::empty({n}, flat.options().dtype(at::kFloat));
+              kernels::classifier_cuda(flat.narrow(0, offset, n * V).data_ptr(),
+                                       fused::element_type(flat), targets.data_ptr<int64_t>(),
+                                       row_scale.data_ptr<float>(), n, V, static_cast<float>(cap),
+                                       write_grad, loss.data_ptr<float>(), vec,
+                                       fused::current_stream(flat));
+              return loss.cpu();
+            };
+            const auto want_loss = run(scalar, false), got_loss = run(vectorized, true);
+            EXPECT_TRUE(torch::allclose(got_loss, want_loss, 1e-5, 1e-6, /*equal_nan=*/true))
+                << got_loss << want_loss;
+            EXPECT_TRUE(std::isnan(got_loss[5].item<float>()));  // the ignored row
+            const auto got = vectorized.to(at::kFloat).cpu(), want = scalar.to(at::kFloat).cpu();
+            if (!write_grad) {
+              EXPECT_TRUE(torch::equal(vectorized, base));  // the logits untouched
+              continue;
+            }
+            // One bf16 rounding is 2^-8 of the value; fp32's differ by the sums' order.
+            const double rel = dtype == at::kBFloat16 ? 1.0 / 128 : 1e-5;
+            const double floor = 1e-6 * want.abs().max().item<double>();
+            EXPECT_TRUE(((got - want).abs() <= want.abs() * rel + floor).all().item<bool>())
+                << "largest difference " << (got - want).abs().max().item<double>();
+            EXPECT_TRUE(torch::equal(vectorized.narrow(0, 0, offset), base.narrow(0, 0, offset)));
+          }
+        }
+      }
     }
   }
 }

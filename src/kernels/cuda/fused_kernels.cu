@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -354,10 +355,64 @@ __device__ __forceinline__ SoftmaxStats warp_merge(SoftmaxStats st) {
   return st;
 }
 
+// A row of logits visited in 16-byte vectors (8 bf16 or 4 fp32 per load and store, where the
+// scalar loop moves 2 or 4 bytes per thread and instruction): the scalars before the row's first
+// 16-byte boundary (a row of an odd V starts anywhere), the vectors strided over the block, then
+// the scalars after the last whole vector. f(i, logit) sees every element once.
+constexpr int kVectorBytes = 16;
+template <class T>
+constexpr int kPerVector = kVectorBytes / static_cast<int>(sizeof(T));
+
+struct RowSplit {
+  int64_t head;     // scalars before the first 16-byte boundary (< kPerVector)
+  int64_t vectors;  // whole vectors after them
+};
+
+template <class T>
+__device__ __forceinline__ RowSplit split_row(const T* row, int64_t V) {
+  const auto misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) % kVectorBytes);
+  int64_t head = misalign == 0 ? 0 : (kVectorBytes - misalign) / static_cast<int64_t>(sizeof(T));
+  head = head < V ? head : V;
+  return {head, (V - head) / kPerVector<T>};
+}
+
+// With `write`, f returns the element's new value, stored in place (a whole vector at once).
+template <bool write, class T, class F>
+__device__ __forceinline__ void visit_row_vectorized(T* row, int64_t V, F&& f) {
+  const RowSplit s = split_row(row, V);
+  auto scalar = [&](int64_t i) {
+    if constexpr (write) {
+      store(row + i, f(i, load(row + i)));
+    } else {
+      f(i, load(row + i));
+    }
+  };
+  if (threadIdx.x < s.head) scalar(threadIdx.x);
+  uint4* body = reinterpret_cast<uint4*>(row + s.head);
+  for (int64_t j = threadIdx.x; j < s.vectors; j += blockDim.x) {
+    alignas(kVectorBytes) T v[kPerVector<T>];
+    *reinterpret_cast<uint4*>(v) = body[j];
+    const int64_t first = s.head + j * kPerVector<T>;
+#pragma unroll
+    for (int e = 0; e < kPerVector<T>; ++e) {
+      if constexpr (write) {
+        store(v + e, f(first + e, load(v + e)));
+      } else {
+        f(first + e, load(v + e));
+      }
+    }
+    if constexpr (write) body[j] = *reinterpret_cast<const uint4*>(v);
+  }
+  for (int64_t i = s.head + s.vectors * kPerVector<T> + threadIdx.x; i < V; i += blockDim.x)
+    scalar(i);
+}
+
 // Pass 1: each thread's statistics over its strided logits, merged in a fixed order (warps by
 // shuffles, then thread 0 over the warps), and the loss; pass 2 (write_grad): the gradient in
 // place. Thread 0 reads the target's logit before the barrier that lets pass 2 overwrite it.
-template <class T>
+// `vectorized` moves the row in 16-byte vectors (visit_row_vectorized): the same per-element
+// math, each thread's statistics gathered over other elements, so the sums round differently.
+template <class T, bool vectorized>
 __global__ void classifier_kernel(T* logits, const int64_t* targets, const float* row_scale,
                                   int64_t V, float cap, bool write_grad, float* loss) {
   __shared__ SoftmaxStats warp_stats[kClassifierThreads / kWarp];
@@ -365,8 +420,12 @@ __global__ void classifier_kernel(T* logits, const int64_t* targets, const float
   const int64_t row = blockIdx.x;
   T* lr = logits + row * V;
   SoftmaxStats st{-INFINITY, 0.0f};
-  for (int64_t i = threadIdx.x; i < V; i += kClassifierThreads)
-    st = softmax_stats_add(st, classifier_logit(load(lr + i), cap));
+  auto add = [&](int64_t, float l) { st = softmax_stats_add(st, classifier_logit(l, cap)); };
+  if constexpr (vectorized) {
+    visit_row_vectorized<false>(lr, V, add);
+  } else {
+    for (int64_t i = threadIdx.x; i < V; i += kClassifierThreads) add(i, load(lr + i));
+  }
   st = warp_merge(st);
   if (threadIdx.x % kWarp == 0) warp_stats[threadIdx.x / kWarp] = st;
   __syncthreads();
@@ -382,9 +441,15 @@ __global__ void classifier_kernel(T* logits, const int64_t* targets, const float
   if (!write_grad) return;
   const SoftmaxStats all = row_stats;
   const float scale = row_scale[row];
-  for (int64_t i = threadIdx.x; i < V; i += kClassifierThreads)
-    store(lr + i,
-          classifier_logit_grad(classifier_logit(load(lr + i), cap), all, i == t, scale, cap));
+  auto grad = [&](int64_t i, float l) {
+    return classifier_logit_grad(classifier_logit(l, cap), all, i == t, scale, cap);
+  };
+  if constexpr (vectorized) {
+    visit_row_vectorized<true>(lr, V, grad);
+  } else {
+    for (int64_t i = threadIdx.x; i < V; i += kClassifierThreads)
+      store(lr + i, grad(i, load(lr + i)));
+  }
 }
 
 }  // namespace
@@ -500,12 +565,14 @@ void qkv_split_backward_cuda(const void* packed, const float* q_w, const float* 
 }
 
 void classifier_cuda(void* logits, ElementType type, const int64_t* targets, const float* row_scale,
-                     int64_t n, int64_t V, float cap, bool write_grad, float* loss, void* stream) {
+                     int64_t n, int64_t V, float cap, bool write_grad, float* loss, bool vectorized,
+                     void* stream) {
   if (n == 0) return;
   with_type(type, [&](auto* tp) {
     using T = std::remove_pointer_t<decltype(tp)>;
-    classifier_kernel<T><<<n, kClassifierThreads, 0, as_stream(stream)>>>(
-        static_cast<T*>(logits), targets, row_scale, V, cap, write_grad, loss);
+    auto* kernel = vectorized ? classifier_kernel<T, true> : classifier_kernel<T, false>;
+    kernel<<<n, kClassifierThreads, 0, as_stream(stream)>>>(static_cast<T*>(logits), targets,
+                                                            row_scale, V, cap, write_grad, loss);
   });
   check_launch("classifier");
 }
