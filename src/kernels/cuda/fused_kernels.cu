@@ -379,32 +379,27 @@ __device__ __forceinline__ RowSplit split_row(const T* row, int64_t V) {
 // With `write`, f returns the element's new value, stored in place (a whole vector at once).
 template <bool write, class T, class F>
 __device__ __forceinline__ void visit_row_vectorized(T* row, int64_t V, F&& f) {
-  const RowSplit s = split_row(row, V);
-  auto scalar = [&](int64_t i) {
+  // Element i of the row, held at p (the row itself, or a vector's registers).
+  auto visit = [&](T* p, int64_t i) {
     if constexpr (write) {
-      store(row + i, f(i, load(row + i)));
+      store(p, f(i, load(p)));
     } else {
-      f(i, load(row + i));
+      f(i, load(p));
     }
   };
-  if (threadIdx.x < s.head) scalar(threadIdx.x);
+  const RowSplit s = split_row(row, V);
+  if (threadIdx.x < s.head) visit(row + threadIdx.x, threadIdx.x);
   uint4* body = reinterpret_cast<uint4*>(row + s.head);
   for (int64_t j = threadIdx.x; j < s.vectors; j += blockDim.x) {
     alignas(kVectorBytes) T v[kPerVector<T>];
     *reinterpret_cast<uint4*>(v) = body[j];
     const int64_t first = s.head + j * kPerVector<T>;
 #pragma unroll
-    for (int e = 0; e < kPerVector<T>; ++e) {
-      if constexpr (write) {
-        store(v + e, f(first + e, load(v + e)));
-      } else {
-        f(first + e, load(v + e));
-      }
-    }
+    for (int e = 0; e < kPerVector<T>; ++e) visit(v + e, first + e);
     if constexpr (write) body[j] = *reinterpret_cast<const uint4*>(v);
   }
   for (int64_t i = s.head + s.vectors * kPerVector<T> + threadIdx.x; i < V; i += blockDim.x)
-    scalar(i);
+    visit(row + i, i);
 }
 
 // Pass 1: each thread's statistics over its strided logits, merged in a fixed order (warps by
