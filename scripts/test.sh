@@ -2,7 +2,7 @@
 # The test suite: installs dependencies, builds, runs every test with ctest, then fuzzes each
 # file reader for LMTRAIN_FUZZ_SECONDS (default 4: a smoke run after the committed regression
 # inputs, which keeps the whole suite near 30 minutes on 2 cores; longer campaigns:
-# scripts/fuzz.sh alone) under ASan + UBSan (scripts/fuzz.sh; about 4 minutes on 2 cores with
+# scripts/fuzz.sh alone) under ASan + UBSan (scripts/fuzz.sh; about 3 minutes on 2 cores with
 # its build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
