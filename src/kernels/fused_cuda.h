@@ -1,4 +1,4 @@
-// Launchers of the fused GPU kernels (kernels/cuda/fused_kernels.cu), compiled only in builds
+// Launchers of the fused GPU kernels (kernels/cuda/fused_*.cu), compiled only in builds
 // with CUDA (LMTRAIN_CUDA_KERNELS). Each mirrors its CPU reference in kernels/fused_reference.h:
 // same arguments, same math (kernels/fused_math.h), on device pointers and a CUDA stream.
 //

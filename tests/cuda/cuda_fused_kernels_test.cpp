@@ -1,4 +1,4 @@
-// The fused GPU kernels (kernels/cuda/fused_kernels.cu) on a GPU (named Cuda*, skipped where no
+// The fused GPU kernels (kernels/cuda/fused_*.cu) on a GPU (named Cuda*, skipped where no
 // GPU is visible or the build has no kernels). Each is held to libtorch's unfused ops on the
 // device, forward and backward, in fp32 and bf16, at the CPU tests' shapes and at a training
 // shape (tests/fused_op_checks.h); then whole decoders train a few steps with every kernel on
