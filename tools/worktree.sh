@@ -11,7 +11,7 @@
 #
 # git does not work inside `run` (the worktree's .git file names the main checkout's path): run
 # git in ../NAME directly. Build and test through `run`, e.g.
-#   tools/worktree.sh run h1 bash scripts/build.sh lmtrain lmtrain_tests
+#   tools/worktree.sh run h1 bash scripts/build.sh lmtrain lmtrain_tests lmtrain_unit_tests
 # Edit the worktree only after `add` has copied the build: an object copied after an edit is
 # newer than the edited source, and ninja would keep it (seen 2026-11-28).
 set -euo pipefail
