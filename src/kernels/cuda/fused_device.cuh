@@ -1,5 +1,6 @@
 // What the fused GPU kernels' files share (fused_kernels.cu, fused_qkv_split.cu,
-// fused_classifier.cu): the launch shapes, loads that widen to fp32 and stores that round to the
+// fused_classifier.cu; moe_rows.cu takes its loads, stores, warp sum and launch helpers too): the
+// launch shapes, loads that widen to fp32 and stores that round to the
 // element type (bf16: round to nearest even, as kernels::bf16_round), a warp's sum, and the host
 // side's launch check and element-type dispatch. Only .cu files include it.
 #pragma once

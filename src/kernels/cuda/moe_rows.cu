@@ -13,10 +13,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 
+#include "kernels/cuda/fused_device.cuh"
 #include "kernels/moe_rows_cuda.h"
 #include "kernels/moe_rows_math.h"
 
@@ -24,15 +23,17 @@ namespace lmtrain::kernels {
 namespace {
 namespace moe {  // the helpers' names stay clear of fused_kernels.cu's, even in one batch
 
-constexpr int kWarp = 32;
+// The loads, stores, warp sum and launch helpers the fused kernels use.
+using fused_device::as_stream;
+using fused_device::check_launch;
+using fused_device::kWarp;
+using fused_device::load;
+using fused_device::store;
+using fused_device::warp_sum;
+
 constexpr int kThreads = 256;  // 8 warps, one row each
 constexpr int kRowsPerBlock = kThreads / kWarp;
 constexpr int kPack = 4;  // elements per lane and load on the packed path
-
-__device__ __forceinline__ float load(const float* p) { return *p; }
-__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 template <class T, int V>
 struct alignas(sizeof(T) * V) Pack {
@@ -53,12 +54,6 @@ __device__ __forceinline__ void store_pack(T* p, const float* in) {
 #pragma unroll
   for (int i = 0; i < V; ++i) store(&pk.v[i], in[i]);
   *reinterpret_cast<Pack<T, V>*>(p) = pk;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
 }
 
 __device__ __forceinline__ int64_t warp_row() {
@@ -141,18 +136,9 @@ __global__ void combine_backward_kernel(const TR* out_rows, const float* w, cons
   }
 }
 
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    throw std::runtime_error(std::string(what) +
-                             ": CUDA launch failed: " + cudaGetErrorString(err));
-}
-
 unsigned blocks_for(int64_t rows) {
   return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
-
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 bool aligned(const void* p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
