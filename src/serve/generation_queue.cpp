@@ -237,6 +237,9 @@ void GenerationQueue::run_continuous() {
       if (!joining.empty()) {
         stats_.batches += 1;
         stats_.rows += static_cast<int64_t>(joining.size());
+        // Running from now on: their prefill (in step() below) already streams the first token,
+        // and a /health asked right after it must count them (it saw 0 here, 2026-11-28).
+        stats_.running = batch.running() + batch.admitted() + static_cast<int64_t>(joining.size());
       }
     }
     try {
