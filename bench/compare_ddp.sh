@@ -7,7 +7,9 @@
 #   PyTorch 2 ranks x 1 thread   torchrun --nproc_per_node=2 bench/reference/train_gpt2.py
 # Each rank trains its own micro-batch of the same size, so the 2-rank runs do twice the work
 # per step; every tokens/s figure is global. Prints every run, the medians, the unhidden
-# communication time per step of lmtrain's 2-rank run, and last two lines:
+# communication time per step of lmtrain's 2-rank run, where each 2-rank step went (per rank:
+# the step thread's CPU time against the same round's 1-rank run, the other threads' - Gloo's -
+# CPU time, and the idle rest: waiting for the other rank or the network), and last two lines:
 #   scaling: S   (lmtrain 2-rank / lmtrain 1-rank tokens/s; 2.0 = perfect)
 #   ratio: R     (lmtrain 2-rank / PyTorch DDP 2-rank tokens/s)
 #
@@ -50,7 +52,7 @@ while (( $# > 0 )); do
     --zero=*) zero_stages="${1#*=}"; shift ;;
     --grad_reduce_dtype) [[ $# -ge 2 ]] || die "--grad_reduce_dtype needs a value"; reduce_dtype="$2"; shift 2 ;;
     --grad_reduce_dtype=*) reduce_dtype="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -99,6 +101,9 @@ ref2_cmd=("$torchrun_bin" --standalone --nproc_per_node=2
 
 result=""
 comm=""
+step_ms=""
+step_cpu=""
+other_cpu=""
 run_one() {
   local label="$1"
   shift
@@ -111,9 +116,28 @@ run_one() {
   result="$(field tokens_per_s <<<"$out")"
   comm="$(field comm_wait_ms <<<"$out")"
   sent="$(field comm_bytes_per_step <<<"$out")"
+  step_ms="$(field ms_per_step <<<"$out")"
+  step_cpu="$(field step_thread_cpu_ms <<<"$out")"
+  other_cpu="$(field other_threads_cpu_ms <<<"$out")"
   [[ -n "$result" ]] || { printf '%s\n' "$out" >&2; die "$label printed no tokens_per_s"; }
 }
 
+# where LABEL: a 2-rank run's step split, per rank (the mean of the two): the step thread's CPU
+# time, against this round's 1-rank run's (c1: the same work alone), the other threads' (Gloo's)
+# and the rest of the step, when the rank's core had nothing to run (waiting for the other rank
+# or for the network). Appends "compute_extra other idle" (ms) to where_LABEL.
+declare -A where_parts
+where() {
+  local label="$1"
+  [[ -n "$step_cpu" && -n "$other_cpu" && -n "$step_ms" ]] || return 0
+  local line
+  line="$(awk -v s="$step_ms" -v c="$step_cpu" -v o="$other_cpu" -v c1="$c1" 'BEGIN {
+    idle = s - c - o; if (idle < 0) idle = 0
+    printf "%.1f %.1f %.1f|step %.1f ms = compute %.1f (%+.1f%% over 1 rank alone) + other threads %.1f (%.2f%%) + idle %.1f (%.2f%%)",
+      c - c1, o, idle, s, c, 100 * (c - c1) / c1, o, 100 * o / s, idle, 100 * idle / s }')"
+  where_parts[$label]+="${line%%|*};"
+  printf '          %s\n' "${line#*|}"
+}
 
 echo "preset: $preset (n_layer=$n_layer n_embd=$n_embd seq_len=$seq_len micro-batch per rank=$batch" \
   "vocab=$vocab), $steps timed + $warmup warmup steps, 1 thread per rank, $rounds rounds," \
@@ -126,11 +150,12 @@ fi
 lm1=(); lm2=(); ref2=(); comms=()
 declare -A zero_tps zero_comm
 for (( r = 1; r <= rounds; r++ )); do
-  run_one "lmtrain 1 rank" "${lm1_cmd[@]}"; lm1+=("$result")
+  run_one "lmtrain 1 rank" "${lm1_cmd[@]}"; lm1+=("$result"); c1="${step_cpu:-0}"
   printf 'round %d  lmtrain 1 rank    tokens_per_s: %s\n' "$r" "$result"
   run_one "lmtrain 2 ranks" "${lm2_cmd[@]}"; lm2+=("$result"); comms+=("${comm:-0}")
   printf 'round %d  lmtrain 2 ranks   tokens_per_s: %s  (comm not hidden: %s ms/step; sent %s bytes/step/rank)\n' \
     "$r" "$result" "${comm:-?}" "${sent:-?}"
+  where ddp
   run_one "PyTorch DDP" "${ref2_cmd[@]}"; ref2+=("$result")
   printf 'round %d  PyTorch DDP 2     tokens_per_s: %s\n' "$r" "$result"
   for z in $zero_stages; do
@@ -138,6 +163,7 @@ for (( r = 1; r <= rounds; r++ )); do
     zero_tps[$z]+="$result "; zero_comm[$z]+="${comm:-0} "
     printf 'round %d  lmtrain 2 ZeRO-%s   tokens_per_s: %s  (comm not hidden: %s ms/step; sent %s bytes/step/rank)\n' \
       "$r" "$z" "$result" "${comm:-?}" "${sent:-?}"
+    where "zero$z"
   done
 done
 m1="$(median "${lm1[@]}")"; m2="$(median "${lm2[@]}")"; mr="$(median "${ref2[@]}")"
@@ -155,5 +181,20 @@ for z in $zero_stages; do
   awk -v a="$zt" -v b="$m1" -v z="$z" -v c="$zc" -v s="$(share "$zc" "$zt")" \
     'BEGIN { printf "ZeRO-%s 2 ranks: median tokens_per_s %s, scaling %.3f, comm not hidden %s ms (%s%% of the step)\n", z, a, a / b, c, s }'
 done
+# The medians of the step's parts over the rounds, as shares of 1 rank's compute (c1 medians).
+parts() {
+  local label="$1" name="$2" rows
+  rows="${where_parts[$label]:-}"
+  [[ -n "$rows" ]] || return 0
+  local extra=() other=() idle=()
+  IFS=';' read -ra items <<<"$rows"
+  for it in "${items[@]}"; do
+    read -r e o i <<<"$it"; extra+=("$e"); other+=("$o"); idle+=("$i")
+  done
+  echo "$name, per rank and step (medians): compute beyond 1 rank's $(median "${extra[@]}") ms," \
+    "other threads $(median "${other[@]}") ms, idle $(median "${idle[@]}") ms"
+}
+parts ddp "lmtrain 2 ranks"
+for z in $zero_stages; do parts "zero$z" "ZeRO-$z 2 ranks"; done
 awk -v a="$m2" -v b="$m1" 'BEGIN { printf "scaling: %.3f\n", a / b }'
 awk -v a="$m2" -v b="$mr" 'BEGIN { printf "ratio: %.3f\n", a / b }'

@@ -37,7 +37,10 @@ int cmd_bench(const Args& argv) {
           "  comm_wait_ms                   gradient all-reduce time not hidden by backward\n"
           "  comm_*_bytes_per_step          bytes rank 0 sent per step in collectives, by kind\n"
           "                                 (ring accounting: an all-reduce of S sends\n"
-          "                                 2(W-1)/W S; see distributed/comm_bytes.h)\n\n"
+          "                                 2(W-1)/W S; see distributed/comm_bytes.h)\n"
+          "  step_thread_cpu_ms             CPU time per step of the thread that runs it, and of\n"
+          "  other_threads_cpu_ms           every other thread (Gloo's, OpenMP's, data workers);\n"
+          "                                 the mean over ranks\n\n"
           "With train.cuda_graphs=true the untimed steps also cover the graph's eager steps\n"
           "and its capture. LMTRAIN_PROFILE=FILE records the timed steps with libtorch's\n"
           "profiler: a chrome://tracing trace in FILE, and the GPU kernels and CPU ops that\n"
@@ -93,6 +96,8 @@ int cmd_bench(const Args& argv) {
             << "comm_reduce_scatter_bytes_per_step: " << r.comm_bytes.reduce_scatter << "\n"
             << "comm_broadcast_bytes_per_step: " << r.comm_bytes.broadcast << "\n"
             << "comm_all_to_all_bytes_per_step: " << r.comm_bytes.all_to_all << "\n"
+            << log::format("step_thread_cpu_ms: %.2f\n", r.step_thread_cpu_ms)
+            << log::format("other_threads_cpu_ms: %.2f\n", r.other_threads_cpu_ms)
             << log::format("tokens_per_s: %.1f\n", r.tokens_per_s);
   return 0;
 }

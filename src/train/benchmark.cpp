@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 
 #include "core/log.h"
@@ -24,7 +25,20 @@
 namespace lmtrain::train {
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds used so far by the calling thread and by the whole process.
+struct CpuTimes {
+  double thread_s = 0, process_s = 0;
+};
+CpuTimes cpu_times_now() {
+  auto seconds = [](clockid_t clock) {
+    timespec ts{};
+    clock_gettime(clock, &ts);
+    return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+  };
+  return {seconds(CLOCK_THREAD_CPUTIME_ID), seconds(CLOCK_PROCESS_CPUTIME_ID)};
 }
+}  // namespace
 
 double measure_gemm_peak_gflops(int64_t n, int reps, const c10::Device& device,
                                 at::ScalarType dtype) {
@@ -154,6 +168,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   const char* profile_path = std::getenv("LMTRAIN_PROFILE");
   StepProfiler profile(profile_path ? profile_path : "", rt.cuda());
   auto t0 = Clock::now();
+  const CpuTimes cpu0 = cpu_times_now();
   const auto sent_before = dist::comm_bytes_so_far();
   double comm_wait_s = 0;
   take_tp_comm_seconds();  // the warm-up's
@@ -163,6 +178,7 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
   comm_wait_s += take_tp_comm_seconds();  // all of TP's collectives block the step
   core::synchronize(rt.device);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const CpuTimes cpu1 = cpu_times_now();
   r.comm_bytes = (dist::comm_bytes_so_far() - sent_before).divided_by(steps);
   profile.finish(steps);
 
@@ -185,9 +201,16 @@ BenchResult run_benchmark(const BenchOptions& opts, dist::Group& group, const co
       rt.cuda() && nominal_tflops > 0
           ? nominal_tflops * 1e3
           : measure_gemm_peak_gflops(rt.cuda() ? 8192 : 1024, 10, rt.device, rt.compute_dtype);
-  auto peak = torch::tensor({my_peak}, torch::kFloat64);
-  group.allreduce(peak, dist::ReduceOp::kSum)->wait();
-  r.peak_gemm_gflops = peak.item<double>();
+  // One exchange for the peak (summed: the world's) and the CPU times (averaged over ranks).
+  const double step_thread_s = cpu1.thread_s - cpu0.thread_s;
+  const double other_s = std::max(0.0, (cpu1.process_s - cpu0.process_s) - step_thread_s);
+  auto sums = torch::tensor({my_peak, step_thread_s, other_s}, torch::kFloat64);
+  group.allreduce(sums, dist::ReduceOp::kSum)->wait();
+  const auto host = sums.accessor<double, 1>();
+  r.peak_gemm_gflops = host[0];
+  const double per_rank_step_ms = 1e3 / (steps * static_cast<double>(group.size()));
+  r.step_thread_cpu_ms = host[1] * per_rank_step_ms;
+  r.other_threads_cpu_ms = host[2] * per_rank_step_ms;
   r.mfu = r.achieved_gflops / r.peak_gemm_gflops;
   return r;
 }

@@ -36,6 +36,11 @@ struct BenchResult {
   // Per step: gradient all-reduce not hidden behind backward, plus (dist.tp) every TP collective.
   double comm_wait_ms = 0;
   dist::CommBytes comm_bytes;  // per timed step: rank 0's bytes sent in collectives
+  // Per timed step, CPU time, the mean over ranks: the thread that runs the step, and every other
+  // thread of the process (Gloo's, OpenMP's workers, data workers). Beside ms_per_step they say
+  // where a data-parallel step's cores went: computing, communicating, or idle (bench/README).
+  double step_thread_cpu_ms = 0;
+  double other_threads_cpu_ms = 0;
 };
 
 // In a distributed job every rank runs the benchmark on its own random batches; the figures are

@@ -166,7 +166,29 @@ int64_t state_bytes(const std::string& output) {
   return std::stoll(m[1]);
 }
 
-TEST_F(ZeroTest, PerRankStateIsAtMostOneNthPlusFivePercent) {
+double number_field(const std::string& output, const std::string& name) {
+  std::smatch m;
+  const std::regex re(name + ": ([0-9.eE+-]+)");
+  if (!std::regex_search(output, m, re)) return -1;
+  return std::stod(m[1]);
+}
+
+// The step's CPU time (bench's step_thread_cpu_ms) is the step thread's alone: positive and
+// never more than the step's wall time; a multi-rank step also spends CPU on other threads
+// (Gloo's), other_threads_cpu_ms.
+void expect_cpu_split(const std::string& output, bool several_ranks) {
+  const double wall = number_field(output, "ms_per_step"),
+               step = number_field(output, "step_thread_cpu_ms"),
+               other = number_field(output, "other_threads_cpu_ms");
+  EXPECT_GT(step, 0) << output;
+  EXPECT_LE(step, wall * 1.01 + 0.1) << output;
+  EXPECT_GE(other, 0) << output;
+  if (several_ranks) {
+    EXPECT_GT(other, 0) << output;
+  }
+}
+
+TEST_F(ZeroTest, PerRankStateIsAtMostOneNthPlusFivePercentAndCpuTimeIsReported) {
   const std::string bench = " bench --config " + source_dir() +
                             "/configs/gpt2-tiny.yaml --model.vocab_size=2048"
                             " --train.micro_batch_size=1 --train.total_batch_size=0"
@@ -175,6 +197,7 @@ TEST_F(ZeroTest, PerRankStateIsAtMostOneNthPlusFivePercent) {
   ASSERT_EQ(full.exit_code, 0) << full.output;
   const int64_t unsharded = state_bytes(full.output);
   ASSERT_GT(unsharded, 0) << full.output;
+  expect_cpu_split(full.output, false);
   for (int ranks : {2, 3, 4}) {
     auto r = run_command(lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(ranks) +
                          " --master_port=" + std::to_string(free_port()) + " --" + bench +
@@ -183,6 +206,7 @@ TEST_F(ZeroTest, PerRankStateIsAtMostOneNthPlusFivePercent) {
     const int64_t per_rank = state_bytes(r.output);
     EXPECT_GT(per_rank, 0) << r.output;
     EXPECT_LE(per_rank, unsharded / ranks * 1.05) << ranks << " ranks";
+    expect_cpu_split(r.output, true);
   }
 }
 
