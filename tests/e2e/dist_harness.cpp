@@ -107,9 +107,7 @@ void expect_commands_read_alike(const std::string& ckpt, const std::string& whol
     auto e = run_command(lmtrain_binary() + " eval --checkpoint " + checkpoint + " --data_dir " +
                          data_dir + " --batches 2 --batch_size 12");
     EXPECT_EQ(e.exit_code, 0) << e.output;
-    std::smatch m;
-    const std::regex re("val loss: ([0-9.]+)");
-    return std::regex_search(e.output, m, re) ? std::stod(m[1]) : -1.0;
+    return logged_number(e.output, "val loss");
   };
   const double sharded_loss = eval_loss(ckpt);
   EXPECT_GT(sharded_loss, 0);
@@ -146,6 +144,13 @@ int64_t logged_count(const std::string& output, const std::string& key) {
   const std::regex re(key + ":? ([0-9]+)");
   if (!std::regex_search(output, m, re)) return -1;
   return std::stoll(m[1]);
+}
+
+double logged_number(const std::string& output, const std::string& key) {
+  std::smatch m;
+  const std::regex re(key + ": ([0-9.eE+-]+)");
+  if (!std::regex_search(output, m, re)) return -1;
+  return std::stod(m[1]);
 }
 
 std::vector<double> logged_losses(const std::string& run_dir) {

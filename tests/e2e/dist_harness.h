@@ -53,6 +53,8 @@ std::vector<nlohmann::json> step_records(const std::string& run_dir);
 
 // The integer a run's log prints after `key` ("key: N" or "key N"), or -1 when it does not.
 int64_t logged_count(const std::string& output, const std::string& key);
+// The number a command prints after "key: " ("ms_per_step: 2152.14"), or -1 when it does not.
+double logged_number(const std::string& output, const std::string& key);
 // The loss of every step record in RUN_DIR/metrics.jsonl, and of the last one (-1: none).
 std::vector<double> logged_losses(const std::string& run_dir);
 double last_logged_loss(const std::string& run_dir);

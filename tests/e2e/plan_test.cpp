@@ -16,13 +16,6 @@
 namespace lmtrain::testing {
 namespace {
 
-double plan_test_logged_mib(const std::string& output, const std::string& key) {
-  std::smatch m;
-  const std::regex re(key + ": ([0-9.]+)");
-  if (!std::regex_search(output, m, re)) return -1;
-  return std::stod(m[1]);
-}
-
 // The bench's peak RSS at `micro_batch` rows (one step, one thread: one split-batch worker).
 double peak_rss_mib(const std::string& model_flags, int64_t micro_batch) {
   auto r = run_command(lmtrain_binary() + " bench" + model_flags +
@@ -30,7 +23,7 @@ double peak_rss_mib(const std::string& model_flags, int64_t micro_batch) {
                        " --train.total_batch_size=0 --bench.steps=1 --bench.warmup=0"
                        " --train.threads=1 --train.device=cpu");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  return plan_test_logged_mib(r.output, "peak_rss_mib");
+  return logged_number(r.output, "peak_rss_mib");
 }
 
 // The growth itself moves with where the bench runs: the same binary measured 66.0 MiB per row of

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <vector>
 
 #include "e2e/corpus.h"
@@ -160,26 +159,16 @@ TEST_F(ZeroTest, MuonWithZeroIsAClearError) {
 }
 
 int64_t state_bytes(const std::string& output) {
-  std::smatch m;
-  const std::regex re("optimizer_state_bytes_per_rank: ([0-9]+)");
-  if (!std::regex_search(output, m, re)) return -1;
-  return std::stoll(m[1]);
-}
-
-double number_field(const std::string& output, const std::string& name) {
-  std::smatch m;
-  const std::regex re(name + ": ([0-9.eE+-]+)");
-  if (!std::regex_search(output, m, re)) return -1;
-  return std::stod(m[1]);
+  return logged_count(output, "optimizer_state_bytes_per_rank");
 }
 
 // The step's CPU time (bench's step_thread_cpu_ms) is the step thread's alone: positive and
 // never more than the step's wall time; a multi-rank step also spends CPU on other threads
 // (Gloo's), other_threads_cpu_ms.
 void expect_cpu_split(const std::string& output, bool several_ranks) {
-  const double wall = number_field(output, "ms_per_step"),
-               step = number_field(output, "step_thread_cpu_ms"),
-               other = number_field(output, "other_threads_cpu_ms");
+  const double wall = logged_number(output, "ms_per_step"),
+               step = logged_number(output, "step_thread_cpu_ms"),
+               other = logged_number(output, "other_threads_cpu_ms");
   EXPECT_GT(step, 0) << output;
   EXPECT_LE(step, wall * 1.01 + 0.1) << output;
   EXPECT_GE(other, 0) << output;
