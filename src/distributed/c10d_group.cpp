@@ -7,98 +7,17 @@
 // device synchronisation, and callers above need not know the backend.
 #include <algorithm>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "distributed/c10d_backends.h"
 #include "distributed/c10d_error.h"
+#include "distributed/c10d_work.h"
 #include "distributed/comm_bytes.h"
 #include "distributed/debug_level.h"
-#include "distributed/nccl_backend.h"
-#include "distributed/process_group.h"
-#include "distributed/rendezvous.h"
 
 namespace lmtrain::dist {
 namespace {
-
-using Ms = std::chrono::milliseconds;
-
-Ms to_ms(double seconds) { return Ms(static_cast<int64_t>(seconds * 1000.0)); }
-
-c10d::ReduceOp to_c10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:  // Gloo has no AVG: sum, then divide (see C10dWork)
-      return c10d::ReduceOp::SUM;
-    case ReduceOp::kMax:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::kMin:
-      return c10d::ReduceOp::MIN;
-  }
-  return c10d::ReduceOp::SUM;
-}
-
-// The tensors as one flat tensor: a view when they already lie back to back in one contiguous
-// buffer (GradSync's bucket parts), else a packed copy.
-at::Tensor concatenated(const std::vector<at::Tensor>& tensors) {
-  bool adjacent = true;
-  int64_t total = 0;
-  for (const auto& t : tensors) {
-    adjacent = adjacent && t.is_contiguous() && t.dtype() == tensors[0].dtype() &&
-               t.storage().is_alias_of(tensors[0].storage()) &&
-               t.storage_offset() == tensors[0].storage_offset() + total;
-    total += t.numel();
-  }
-  if (adjacent) return tensors[0].as_strided({total}, {1});
-  std::vector<at::Tensor> flat;
-  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
-}
-
-// Wraps an in-flight c10d collective; `finish` runs after it completes (e.g. the AVG divide).
-class C10dWork : public Work {
- public:
-  C10dWork(c10::intrusive_ptr<c10d::Work> work, std::string what, std::function<void()> finish)
-      : work_(std::move(work)), what_(std::move(what)), finish_(std::move(finish)) {}
-
-  void wait() override {
-    if (done_) return;
-    try {
-      if (work_) work_->wait();
-    } catch (const std::exception& e) {
-      throw Error(what_ + " failed: " + brief_error(e) +
-                  " (a peer rank has probably died or is stuck; see its log)");
-    }
-    done_ = true;
-    if (finish_) finish_();
-  }
-
-  void on_complete(std::function<void()> callback) override {
-    if (!work_) return;
-    try {
-      work_->getFuture()->addCallback(
-          [callback = std::move(callback)](c10::ivalue::Future&) { callback(); });
-    } catch (const std::exception&) {
-      // This backend's work has no future: the timeline shows the wait's return instead.
-    }
-  }
-
- private:
-  c10::intrusive_ptr<c10d::Work> work_;
-  std::string what_;
-  std::function<void()> finish_;
-  bool done_ = false;
-};
-
-// The backends of one (sub)group: `main` takes the run's tensors; `host` (NCCL groups only,
-// else null) takes CPU tensors.
-struct Backends {
-  c10::intrusive_ptr<c10d::Backend> main, host;
-};
-
-// Makes the backends of a (sub)group over `store`.
-using BackendFactory =
-    std::function<Backends(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)>;
 
 class C10dGroup : public Group {
  public:
@@ -209,21 +128,9 @@ class C10dGroup : public Group {
     std::vector<int64_t> out_splits(size_, n);
     auto exchanged = exchange(recv, send, out_splits, in_splits);
     return std::make_shared<C10dWork>(c10::intrusive_ptr<c10d::Work>(), "reduce_scatter",
-                                      [exchanged, recv, output, op, n, size = size_]() mutable {
+                                      [exchanged, recv, output, op, size = size_]() mutable {
                                         exchanged->wait();
-                                        auto parts = recv.view({size, n});
-                                        auto out = output.view({-1});
-                                        out.copy_(parts[0]);
-                                        for (int s = 1; s < size; ++s) {
-                                          if (op == ReduceOp::kMax) {
-                                            at::maximum_out(out, out, parts[s]);
-                                          } else if (op == ReduceOp::kMin) {
-                                            at::minimum_out(out, out, parts[s]);
-                                          } else {
-                                            out.add_(parts[s]);
-                                          }
-                                        }
-                                        if (op == ReduceOp::kAvg) out.div_(size);
+                                        reduce_in_rank_order(recv, output, op, size);
                                       });
   }
 
@@ -395,83 +302,13 @@ class C10dGroup : public Group {
   int64_t calls_ = 0;
 };
 
-std::shared_ptr<::gloo::transport::Device> gloo_device(const DistEnv& env) {
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
-    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
-  }
-  return c10d::ProcessGroupGloo::createDeviceForHostname(
-      local_address_towards(env.master_addr, env.master_port));
-}
-
 }  // namespace
 
-std::unique_ptr<Group> make_group(const DistEnv& env, const GroupOptions& options) {
-  BackendChoice backend = options.backend;
-  if (backend == BackendChoice::kAuto) {
-    backend = options.cuda ? BackendChoice::kNccl : BackendChoice::kGloo;
-  }
-  // A world of one needs no process group, unless NCCL was asked for by name: then a real one of
-  // one rank (a single GPU runs the NCCL code path; under a launcher for its MASTER_PORT).
-  if (!env.distributed() && options.backend != BackendChoice::kNccl) {
-    return make_single_rank_group();
-  }
-  if (backend == BackendChoice::kNccl) {
-    if (!nccl_available()) {
-      throw UsageError(
-          "dist.backend=nccl: this lmtrain was built against a libtorch without CUDA/NCCL; use "
-          "dist.backend=gloo");
-    }
-    if (!options.cuda) {
-      throw UsageError(
-          "dist.backend=nccl needs the tensors on GPUs, but train.device resolved to cpu: use "
-          "dist.backend=gloo (or auto) on CPU, or train.device=cuda");
-    }
-  }
-  auto rdzv = rendezvous(env, to_ms(options.init_timeout_s));
-  const auto timeout = to_ms(options.timeout_s);
-  auto gloo = [timeout, device = gloo_device(env)](const c10::intrusive_ptr<c10d::Store>& store,
-                                                   int rank, int size) {
-    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    opts->devices.push_back(device);
-    // Two Gloo threads: one bucket can be reduced while the next one is sent.
-    opts->threads = 2;
-    return c10::intrusive_ptr<c10d::Backend>(
-        c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts));
-  };
-  BackendFactory factory;
-  if (backend == BackendChoice::kNccl) {
-    factory = [timeout, device = options.device, gloo](const c10::intrusive_ptr<c10d::Store>& store,
-                                                       int rank, int size) {
-      Backends b;
-      b.main = make_nccl_backend(store, rank, size, timeout, device);
-      // Its own key space in the store: NCCL's and Gloo's rendezvous keys must not meet.
-      b.host = gloo(c10::make_intrusive<c10d::PrefixStore>("host/", store), rank, size);
-      return b;
-    };
-  } else {
-    factory = [gloo](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
-      return Backends{gloo(store, rank, size), nullptr};
-    };
-  }
-  try {
-    auto backends = factory(rdzv.store, env.rank, env.world_size);
-    if (torch_distributed_debug() != DebugLevel::kOff) {
-      log::info(log::format(
-          "TORCH_DISTRIBUTED_DEBUG: rank %d of %d: %s process group%s over the TCPStore at "
-          "%s:%d (init timeout %.0f s, collective timeout %.0f s); %s",
-          env.rank, env.world_size, core::to_string(backend).c_str(),
-          backends.host ? " (and Gloo for CPU tensors)" : "", env.master_addr.c_str(),
-          env.master_port, options.init_timeout_s, options.timeout_s,
-          passthrough_env_summary().c_str()));
-    }
-    return std::make_unique<C10dGroup>(std::move(backends), backend, env.rank, env.world_size,
-                                       rdzv.store, factory, options.device);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(log::format("rank %d: building the %s process group failed: %s", env.rank,
-                            core::to_string(backend).c_str(), brief_error(e).c_str()));
-  }
+std::unique_ptr<Group> make_c10d_group(Backends backends, BackendChoice kind, int rank, int size,
+                                       c10::intrusive_ptr<c10d::Store> store,
+                                       BackendFactory factory, c10::Device device) {
+  return std::make_unique<C10dGroup>(std::move(backends), kind, rank, size, std::move(store),
+                                     std::move(factory), device);
 }
 
 }  // namespace lmtrain::dist
