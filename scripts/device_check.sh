@@ -6,7 +6,8 @@
 #
 # The machine has torch 2.11+cu130 in its python3 but none of our -dev packages and no network:
 # carry the .debs fetched here by `scripts/fetch_device_debs.sh` (into .deb/, git-ignored) and
-# the prepared demo corpus (.devdata/, from scripts/fetch_device_debs.sh too).
+# the prepared demo corpus (.devdata/, from scripts/fetch_device_debs.sh too); for `first`, also
+# .prebuilt/ (scripts/device_prebuilt.sh here): binaries that skip the build there when they run.
 #   LMTRAIN_DEVICE_STEPS=first|all|tests|cpu-tests|kernels|profile|hf|bench   which parts
 #   (default all; a device call is limited to 10 minutes, so run the parts one by one while the
 #   machine is warm: the build is reused).
@@ -51,7 +52,15 @@ note "# lmtrain device check"
 note ""
 note "GPU: $(cat "$OUT/gpu.txt"); torch $("$python" -c 'import torch; print(torch.__version__)')"
 
-# ---- build
+# ---- build, unless binaries built elsewhere were carried and run here (scripts/device_prebuilt.sh;
+# `first` only: it needs lmtrain and the GPU tests alone). LMTRAIN_DEVICE_PREBUILT=0 builds anyway.
+source scripts/device_prebuilt.sh
+if [[ "$parts" == first && "${LMTRAIN_DEVICE_PREBUILT:-1}" != 0 ]] && use_prebuilt "$python" "$deps"; then
+  note "build: skipped, the carried binaries run here ($(elapsed)): $(tr '\n' ';' <.prebuilt/manifest.txt)"
+  source scripts/device_first.sh
+  exit 0
+fi
+[[ "$parts" == first ]] && note "build: here (carried binaries not used: ${prebuilt_why:-LMTRAIN_DEVICE_PREBUILT=0})"
 if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix;$deps/usr" \
   "-DCMAKE_CXX_FLAGS=-idirafter $deps/usr/include" "-DLMTRAIN_PYTHON=$python" \
   "-DLMTRAIN_PARQUET=$parquet" \

@@ -48,15 +48,24 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
-std::string lmtrain_binary() { return LMTRAIN_BINARY; }
-std::string source_dir() { return LMTRAIN_SOURCE_DIR; }
+// The paths CMake compiled in, unless the environment names others: a test binary built on one
+// machine and run on another (scripts/device_prebuilt.sh carries lmtrain_cuda_tests to the GPU
+// machine, where the tree and the python live elsewhere) is told them there.
+static std::string path_or_override(const char* variable, const char* built_in) {
+  const char* value = std::getenv(variable);
+  return value && *value ? value : built_in;
+}
+
+std::string lmtrain_binary() { return path_or_override("LMTRAIN_TEST_BINARY", LMTRAIN_BINARY); }
+std::string source_dir() { return path_or_override("LMTRAIN_TEST_SOURCE_DIR", LMTRAIN_SOURCE_DIR); }
 
 std::string lmtrain_python() {
-  const std::string python = LMTRAIN_PYTHON;
+  const std::string python = path_or_override("LMTRAIN_TEST_PYTHON", LMTRAIN_PYTHON);
   if (python.empty() || !fs::exists(python)) {
-    throw std::runtime_error("LMTRAIN_PYTHON ('" + python +
-                             "') is not a python: configure the build with the project venv "
-                             "(scripts/setup.sh, then scripts/build.sh)");
+    throw std::runtime_error("the tests' python ('" + python +
+                             "': LMTRAIN_TEST_PYTHON, else CMake's LMTRAIN_PYTHON) is not there: "
+                             "configure the build with the project venv (scripts/setup.sh, then "
+                             "scripts/build.sh)");
   }
   return python;
 }

@@ -29,13 +29,15 @@ struct CommandResult {
 // Runs `command` through /bin/sh, capturing stdout+stderr.
 CommandResult run_command(const std::string& command);
 
-// Path of the built lmtrain binary and of the source tree.
+// Path of the built lmtrain binary and of the source tree (CMake's, or LMTRAIN_TEST_BINARY and
+// LMTRAIN_TEST_SOURCE_DIR where set).
 std::string lmtrain_binary();
 std::string source_dir();
 
-// The project venv's python (LMTRAIN_PYTHON, set by CMake; a hard requirement of the tests),
-// and a run of tests/fixtures/hf_check.py ARGS with it. check_result() is the JSON object the
-// script printed last (after its "@@JSON@@" marker); it throws when there is none.
+// The project venv's python (LMTRAIN_PYTHON, set by CMake, or LMTRAIN_TEST_PYTHON; a hard
+// requirement of the tests), and a run of tests/fixtures/hf_check.py ARGS with it. check_result()
+// is the JSON object the script printed last (after its "@@JSON@@" marker); it throws when there is
+// none.
 std::string lmtrain_python();
 CommandResult run_hf_check(const std::string& args);
 nlohmann::json check_result(const CommandResult& r);

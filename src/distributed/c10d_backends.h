@@ -2,11 +2,11 @@
 // (distributed/make_group.cpp) builds it: its backends and how a sub-group makes its own.
 #pragma once
 #include <c10/core/Device.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <functional>
 #include <memory>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "distributed/group.h"
 #include "distributed/process_group.h"

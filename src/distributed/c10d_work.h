@@ -3,10 +3,10 @@
 // c10d collective that rethrows its failure naming the rank and the collective.
 #pragma once
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
 #include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "distributed/group.h"

@@ -1,10 +1,9 @@
 // make_group: a world of one gets the single-rank group; several ranks meet at the TCPStore
 // (distributed/rendezvous.h) and build a c10d process group over it: Gloo for CPU tensors, NCCL
 // for GPU ones with a Gloo companion for CPU tensors (distributed/c10d_group.cpp).
+#include <chrono>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
-#include <chrono>
 
 #include "core/error.h"
 #include "core/log.h"
