@@ -49,7 +49,7 @@ nlohmann::json hf_config(const GptConfig& cfg);
 Tensors import_tensors(const GptConfig& cfg, const Tensors& hf);
 
 // Throw UsageError unless the model is exactly what transformers' GPT2LMHeadModel /
-// Llama-Qwen classes compute (interop/hf_config.cpp).
+// Llama-Qwen classes compute (interop/hf_config_write.cpp).
 void check_gpt2(const GptConfig& cfg);
 void check_llama_family(const GptConfig& cfg);
 

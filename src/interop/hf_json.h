@@ -1,5 +1,6 @@
-// Typed reads of config.json values with messages that name the key, shared by the config
-// mapping's files (hf_config.cpp, hf_rope_window.cpp).
+// What the config mapping's files (hf_config_read.cpp, hf_config_write.cpp, hf_rope.cpp,
+// hf_window.cpp) share: typed reads of config.json values with messages that name the key, and
+// each family's causal-LM class (config.json's architectures, read and written).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/decoder_options.h"
 
 namespace lmtrain::model::hf {
 
@@ -50,5 +52,27 @@ T get_or(const nlohmann::json& j, const char* key, T fallback) {
 
 inline std::string num(double v) { return log::format("%.17g", v); }
 inline std::string num(int64_t v) { return std::to_string(v); }
+
+// The family's transformers class, as config.json's architectures names it.
+inline std::string causal_lm_class(Arch arch) {
+  switch (arch) {
+    case Arch::kGpt2:
+      return "GPT2LMHeadModel";
+    case Arch::kLlama:
+      return "LlamaForCausalLM";
+    case Arch::kQwen2:
+      return "Qwen2ForCausalLM";
+    case Arch::kQwen3Moe:
+      return "Qwen3MoeForCausalLM";
+    case Arch::kMixtral:
+      return "MixtralForCausalLM";
+    case Arch::kMistral:
+      return "MistralForCausalLM";
+    case Arch::kQwen3:
+    case Arch::kNanochat:
+      break;
+  }
+  return "Qwen3ForCausalLM";
+}
 
 }  // namespace lmtrain::model::hf

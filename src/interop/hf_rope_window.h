@@ -1,6 +1,7 @@
 // RoPE scaling and sliding-window attention between config.json and lmtrain's model.* keys
 // (model.rope_theta, model.rope_scaling and model.rope_*, model.windows), both directions, in
-// both config styles (interop/hf_config.cpp says which, and implements these).
+// both config styles (interop/hf_config_read.cpp says which; hf_rope.cpp and hf_window.cpp
+// implement these).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
