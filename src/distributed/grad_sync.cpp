@@ -1,37 +1,17 @@
+// GradSync's set-up (distributed/grad_sync.h): the bucket layout cut from the flat gradient
+// buffer, its TORCH_DISTRIBUTED_DEBUG log, the late-row tables that reorder it, and arm(), which
+// opens a step's last micro-step to the hooks. The hooks are in grad_sync_hooks.cpp, the bucket
+// collectives in grad_sync_launch.cpp, the wait at a step's end in grad_sync_finish.cpp.
 #include "distributed/grad_sync.h"
 
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
-
 #include <algorithm>
-#include <chrono>
+#include <string>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "distributed/debug_level.h"
 
 namespace lmtrain::dist {
-namespace {
-
-// Runs after AccumulateGrad has added this backward's contribution into the parameter's .grad
-// (a view of the flat buffer), i.e. once the gradient is final for this backward.
-class ReadyHook : public torch::autograd::FunctionPostHook {
- public:
-  ReadyHook(std::shared_ptr<GradSync*> sync, size_t param)
-      : sync_(std::move(sync)), param_(param) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    if (*sync_) (*sync_)->on_grad_ready(param_);
-    return outputs;
-  }
-
- private:
-  std::shared_ptr<GradSync*> sync_;
-  size_t param_;
-};
-
-}  // namespace
 
 GradSync::GradSync(Group& group, const std::vector<at::Tensor>& params,
                    const std::vector<std::pair<int64_t, int64_t>>& ranges, at::Tensor flat_grads,
@@ -92,30 +72,6 @@ void GradSync::set_buckets(std::vector<GradBucket> buckets) {
   }
 }
 
-void GradSync::hook_accumulators() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
-    if (!acc) throw Error("GradSync: parameter " + std::to_string(i) + " is not a leaf");
-    acc->add_post_hook(std::make_unique<ReadyHook>(self_, i));
-    accumulators_.push_back(std::move(acc));
-  }
-}
-
-void GradSync::rebind_to_current_stream() {
-  if (!active()) return;
-  // Tensors hold their accumulator weakly: with ours the only references, clearing them
-  // destroys the nodes and their hooks, and grad_accumulator() then makes new ones.
-  for (size_t i = 0; i < accumulators_.size(); ++i) {
-    if (accumulators_[i].use_count() > 1) {
-      throw Error("internal: GradSync: parameter " + std::to_string(i) +
-                  "'s gradient accumulator is also held by a live autograd graph, so it cannot "
-                  "move to the current stream");
-    }
-  }
-  accumulators_.clear();
-  hook_accumulators();
-}
-
 GradSync::~GradSync() { *self_ = nullptr; }
 
 void GradSync::log_bucket_layout(size_t num_params) const {
@@ -156,17 +112,6 @@ void GradSync::expect_late_rows(size_t param, int64_t rows, int64_t width) {
   launch_order_.insert(launch_order_.begin(), first);
 }
 
-bool GradSync::add_late_rows(size_t param, const at::Tensor& ids, const at::Tensor& rows) {
-  if (!armed_) return false;
-  for (auto& [p, late] : late_) {
-    if (p == param) {
-      late->add(ids, rows);
-      return true;
-    }
-  }
-  throw Error("internal: GradSync: parameter " + std::to_string(param) + " expects no late rows");
-}
-
 void GradSync::arm() {
   if (!active()) return;
   if (!layout_logged_ && torch_distributed_debug() != DebugLevel::kOff) {
@@ -178,165 +123,6 @@ void GradSync::arm() {
   next_launch_ = 0;
   armed_ = true;
   if (timeline_) timeline_->start();
-}
-
-void GradSync::on_grad_ready(size_t param) {
-  if (!armed_ || seen_[param]) return;
-  seen_[param] = true;
-  if (--pending_[bucket_of_param_[param]] == 0) {
-    if (timeline_) timeline_->ready(bucket_of_param_[param]);
-    launch_ready_buckets();
-  }
-}
-
-void GradSync::launch_ready_buckets() {
-  while (next_launch_ < launch_order_.size() && pending_[launch_order_[next_launch_]] == 0) {
-    launch(launch_order_[next_launch_++]);
-  }
-}
-
-void GradSync::launch(size_t i) {
-  launch_work(i);
-  if (!timeline_) return;
-  timeline_->launched(i);
-  if (works_[i]) works_[i]->on_complete([timeline = timeline_, i] { timeline->done(i); });
-}
-
-void GradSync::launch_work(size_t i) {
-  const auto& b = buckets_[i];
-  auto slice = flat_grads_.narrow(0, b.begin, b.end - b.begin);
-  // Divided by the world size here, then summed (PyTorch DDP's order): the divide runs while
-  // earlier buckets are in flight instead of after the wait in finish(), and in fp32 before any
-  // lowering. Exact for a power-of-two world; otherwise it rounds each term, not the sum. Every
-  // path divides the same way, so sharded and replicated gradients stay bitwise equal. Owner
-  // mode divides its packed copies: a parameter another rank owns keeps its local gradient.
-  if (!owners_.empty()) {
-    launch_to_owners(i);
-    return;
-  }
-  slice.div_(group_.size());
-  if (!reduce_scatter_) {
-    if (reduce_dtype_) {
-      lowered_[i] = slice.to(*reduce_dtype_);
-      works_[i] = group_.allreduce(lowered_[i], ReduceOp::kSum);
-    } else {
-      works_[i] = group_.allreduce(slice, ReduceOp::kSum);
-    }
-    return;
-  }
-  // The part of the bucket in rank q's shard goes to rank q; this rank's part comes back
-  // averaged, in place. The parts are adjacent views of the bucket, so nothing is copied
-  // (with reduce_dtype: views of the bucket's lowered copy, whose own part complete() writes
-  // back; the rest of the fp32 buffer keeps this rank's local gradient, as in fp32).
-  if (reduce_dtype_) lowered_[i] = slice.to(*reduce_dtype_);
-  const at::Tensor& source = reduce_dtype_ ? lowered_[i] : slice;
-  std::vector<at::Tensor> parts;
-  for (int q = 0; q < group_.size(); ++q) {
-    const int64_t lo = std::clamp(q * shard_, b.begin, b.end);
-    const int64_t hi = std::clamp((q + 1) * shard_, b.begin, b.end);
-    parts.push_back(source.narrow(0, lo - b.begin, hi - lo));
-  }
-  auto own = parts[group_.rank()];
-  works_[i] = group_.reduce_scatter(own, parts, ReduceOp::kSum);
-}
-
-at::Tensor GradSync::pack(size_t i, int owner) const {
-  std::vector<at::Tensor> pieces;
-  for (size_t p : buckets_[i].params) {
-    if (owners_[p] == owner) {
-      pieces.push_back(flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second));
-    }
-  }
-  return pieces.empty() ? at::empty({0}, flat_grads_.options()) : at::cat(pieces);
-}
-
-void GradSync::unpack(size_t i, int owner, const at::Tensor& packed) {
-  int64_t at = 0;
-  for (size_t p : buckets_[i].params) {
-    if (owners_[p] != owner) continue;
-    flat_grads_.narrow(0, ranges_[p].first, ranges_[p].second)
-        .copy_(packed.narrow(0, at, ranges_[p].second));
-    at += ranges_[p].second;
-  }
-}
-
-void GradSync::launch_to_owners(size_t i) {
-  // Every rank has the same buckets and owners, so all take the same branches here.
-  std::vector<at::Tensor> to_rank;
-  bool owned = false;
-  for (int q = 0; q < group_.size(); ++q) {
-    to_rank.push_back(pack(i, q).div_(group_.size()));
-    owned |= to_rank.back().numel() > 0;
-  }
-  if (owned) {
-    received_[i] = at::empty_like(to_rank[group_.rank()]);
-    works_[i] = group_.reduce_scatter(received_[i], to_rank, ReduceOp::kSum);
-  }
-  shared_[i] = pack(i, -1).div_(group_.size());
-  if (shared_[i].numel() > 0) shared_works_[i] = group_.allreduce(shared_[i], ReduceOp::kSum);
-}
-
-void GradSync::complete(size_t i) {
-  if (works_[i]) {
-    works_[i]->wait();
-    works_[i].reset();
-    if (!owners_.empty()) unpack(i, group_.rank(), received_[i]);
-    received_[i] = at::Tensor();
-    if (lowered_[i].defined()) {
-      const auto& b = buckets_[i];
-      if (reduce_scatter_) {  // only this rank's part of the bucket came back averaged
-        const int64_t lo = std::clamp(group_.rank() * shard_, b.begin, b.end);
-        const int64_t hi = std::clamp((group_.rank() + 1) * shard_, b.begin, b.end);
-        flat_grads_.narrow(0, lo, hi - lo).copy_(lowered_[i].narrow(0, lo - b.begin, hi - lo));
-      } else {
-        flat_grads_.narrow(0, b.begin, b.end - b.begin).copy_(lowered_[i]);
-      }
-      lowered_[i] = at::Tensor();
-    }
-  }
-  if (shared_works_[i]) {
-    shared_works_[i]->wait();
-    shared_works_[i].reset();
-    unpack(i, -1, shared_[i]);
-  }
-  shared_[i] = at::Tensor();
-}
-
-double GradSync::finish() {
-  if (!active()) return 0;
-  if (!armed_) next_launch_ = 0;
-  const bool timed = timeline_ && armed_;
-  if (timed) timeline_->backward_end();
-  armed_ = false;
-  const auto t0 = std::chrono::steady_clock::now();
-  // Parameters that got no gradient (or a backward that ran without hooks, such as
-  // torch::autograd::grad) leave buckets unlaunched: send them now, still in order.
-  for (auto& p : pending_) p = 0;
-  launch_ready_buckets();
-  for (auto& [p, late] : late_) late->start_exchange(group_);
-  for (size_t i = 0; i < works_.size(); ++i) {
-    if (works_[i] || shared_works_[i]) {
-      complete(i);
-      if (timed) timeline_->done(i);
-    }
-  }
-  for (auto& [p, late] : late_) late->add_mean(group_);
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (timed) {
-    // Every rank's backward end, to tell the wait for slower ranks from the transfers (DETAIL
-    // only: one more small collective per step).
-    auto mine = at::full({1}, timeline_->backward_end_clock_ns(), at::kLong);
-    std::vector<at::Tensor> ends(static_cast<size_t>(group_.size()));
-    for (auto& e : ends) e = at::empty_like(mine);
-    group_.allgather(ends, mine)->wait();
-    std::vector<int64_t> ends_ns;
-    for (const auto& e : ends) ends_ns.push_back(e.item<int64_t>());
-    log::info(log::format("TORCH_DISTRIBUTED_DEBUG: rank %d: ", group_.rank()) +
-              timeline_->table(buckets_, flat_grads_.element_size()) + "\n" +
-              BucketTimeline::skew_line(ends_ns, group_.rank()));
-  }
-  return waited;
 }
 
 }  // namespace lmtrain::dist
