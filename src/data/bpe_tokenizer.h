@@ -97,7 +97,7 @@ class BpeTokenizer {
   void bpe(std::string_view word, std::vector<uint32_t>* out) const;
 
   std::shared_ptr<const Model> model_;
-  // Memo of pre-token -> ids; shared by copies, lock-free and thread-safe (bpe_tokenizer.cpp).
+  // Memo of pre-token -> ids; shared by copies, lock-free and thread-safe (bpe_tokenizer_cache.h).
   std::shared_ptr<Cache> cache_;
 };
 
