@@ -16,12 +16,13 @@
 # Why use_prebuilt returned 1, for the caller's summary.
 export prebuilt_why=""
 
-# torch_library_path PYTHON: the folders a binary linked against PYTHON's torch loads from
-# (torch/lib, and the nvidia/*/lib folders of the CUDA wheels: cudart, cuBLAS, cuDNN, NCCL),
-# joined by ':'.
-torch_library_path() {
+# torch_facts PYTHON: two lines from one import of PYTHON's torch (a second or two each): its
+# version, then the folders a binary linked against it loads from (torch/lib, and the
+# nvidia/*/lib folders of the CUDA wheels: cudart, cuBLAS, cuDNN, NCCL), joined by ':'.
+torch_facts() {
   "$1" - <<'EOF'
 import glob, os, torch
+print(torch.__version__)
 lib = os.path.join(os.path.dirname(torch.__file__), "lib")
 site = os.path.dirname(os.path.dirname(torch.__file__))
 dirs = [lib] + sorted(d for d in glob.glob(os.path.join(site, "nvidia", "**", "lib"), recursive=True)
@@ -37,8 +38,6 @@ source_fingerprint() {
     xargs -0 sha256sum | sha256sum | cut -c1-16
 }
 
-torch_version() { "$1" -c 'import torch; print(torch.__version__)'; }
-
 use_prebuilt() {
   local python=$1 deps=$2 want have missing
   prebuilt_why=""
@@ -52,29 +51,31 @@ use_prebuilt() {
     prebuilt_why="built from other sources (manifest $want, tree $have)"
     return 1
   fi
+  local facts
+  # stdout only: a warning on stderr must not shift the two lines.
+  if ! facts=$(torch_facts "$python" 2>/dev/null); then
+    prebuilt_why="no torch from $python: $("$python" -c 'import torch' 2>&1 | tail -3)"
+    return 1
+  fi
   want=$(sed -n 's/^torch: //p' .prebuilt/manifest.txt)
-  have=$(torch_version "$python")
+  have=$(sed -n 1p <<<"$facts")
   if [[ "$want" != "$have" ]]; then
     prebuilt_why="built against torch $want, this python has $have"
     return 1
   fi
-  local torch_libs
-  if ! torch_libs=$(torch_library_path "$python" 2>&1); then
-    prebuilt_why="no torch libraries from $python: $torch_libs"
-    return 1
-  fi
-  export LD_LIBRARY_PATH=$torch_libs:$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  LD_LIBRARY_PATH=$(sed -n 2p <<<"$facts"):$deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH
   missing=$(ldd .prebuilt/lmtrain .prebuilt/lmtrain_cuda_tests 2>&1 | grep 'not found' | sort -u |
     tr -s ' \t\n' ' ')
   if [[ -n "$missing" ]]; then
     prebuilt_why="libraries not found: $missing"
     return 1
   fi
-  if ! .prebuilt/lmtrain --version >/dev/null 2>&1; then
-    prebuilt_why="lmtrain --version failed: $(.prebuilt/lmtrain --version 2>&1 | head -3)"
+  local version list
+  if ! version=$(.prebuilt/lmtrain --version 2>&1); then
+    prebuilt_why="lmtrain --version failed: $(head -3 <<<"$version")"
     return 1
   fi
-  local list
   if ! list=$(.prebuilt/lmtrain_cuda_tests --gtest_list_tests 2>&1); then
     prebuilt_why="lmtrain_cuda_tests --gtest_list_tests failed: $(head -3 <<<"$list")"
     return 1
@@ -117,20 +118,21 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   venv=${LMTRAIN_VENV:-$PWD/.venv}
   python=$venv/bin/python
   [[ -x "$python" ]] || { echo "device_prebuilt: no venv at $venv: run scripts/setup.sh" >&2; exit 2; }
-  # Discovery runs the test binary after its link, and without a RUNPATH it needs the path.
-  LD_LIBRARY_PATH=$(torch_library_path "$python") LMTRAIN_VENV=$venv LMTRAIN_BUILD_DIR=build-prebuilt \
-    LMTRAIN_CMAKE_ARGS="-DLMTRAIN_PARQUET=OFF -DLMTRAIN_SERVE=OFF -DLMTRAIN_CUDA_ARCHITECTURES=90 -DCMAKE_SKIP_RPATH=ON" \
-    bash scripts/build.sh lmtrain lmtrain_cuda_tests
-  # Ignored files enter the hash here but do not travel: the binaries would be refused there.
+  # Ignored files would enter the hash here but not travel: the binaries would be refused there.
   if git status --short --ignored CMakeLists.txt src tests 2>/dev/null | grep '^!!'; then
     echo "device_prebuilt: the ignored files above would make the fingerprint differ there" >&2
     exit 1
   fi
+  facts=$(torch_facts "$python")
+  # Discovery runs the test binary after its link, and without a RUNPATH it needs the path.
+  LD_LIBRARY_PATH=$(sed -n 2p <<<"$facts") LMTRAIN_VENV=$venv LMTRAIN_BUILD_DIR=build-prebuilt \
+    LMTRAIN_CMAKE_ARGS="-DLMTRAIN_PARQUET=OFF -DLMTRAIN_SERVE=OFF -DLMTRAIN_CUDA_ARCHITECTURES=90 -DCMAKE_SKIP_RPATH=ON" \
+    bash scripts/build.sh lmtrain lmtrain_cuda_tests
   mkdir -p .prebuilt
   cp build-prebuilt/lmtrain build-prebuilt/tests/lmtrain_cuda_tests .prebuilt/
   {
     echo "sources: $(source_fingerprint)"
-    echo "torch: $(torch_version "$python")"
+    echo "torch: $(sed -n 1p <<<"$facts")"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
     # shellcheck disable=SC1091
     echo "built: $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | head -1 | awk '{print $NF}')"
