@@ -70,6 +70,11 @@ std::string lmtrain_python() {
   return python;
 }
 
+std::string torchrun_binary() {
+  const std::string python = lmtrain_python();
+  return python.substr(0, python.rfind('/') + 1) + "torchrun";
+}
+
 CommandResult run_hf_check(const std::string& args) {
   return run_command(lmtrain_python() + " " + source_dir() + "/tests/fixtures/hf_check.py " + args);
 }

@@ -39,6 +39,8 @@ std::string source_dir();
 // is the JSON object the script printed last (after its "@@JSON@@" marker); it throws when there is
 // none.
 std::string lmtrain_python();
+// torchrun beside that python (the venv's torch 2.11, scripts/setup.sh).
+std::string torchrun_binary();
 CommandResult run_hf_check(const std::string& args);
 nlohmann::json check_result(const CommandResult& r);
 

@@ -45,11 +45,6 @@ class DdpTest : public ::testing::Test {
     return lmtrain_binary() + " launch --nproc_per_node=" + std::to_string(nproc) +
            " --master_port=" + std::to_string(free_port()) + extra + " -- train";
   }
-  // torchrun of the venv's torch 2.11 (scripts/setup.sh), beside its interpreter.
-  static std::string torchrun_binary() {
-    const std::string python = LMTRAIN_PYTHON;
-    return python.substr(0, python.rfind('/') + 1) + "torchrun";
-  }
   static std::string torchrun(int nproc) {
     return torchrun_binary() + " --no_python --nproc_per_node=" + std::to_string(nproc) +
            " --master_port=" + std::to_string(free_port()) + " " + lmtrain_binary() + " train";

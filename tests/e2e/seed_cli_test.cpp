@@ -43,10 +43,6 @@ class SeedCliTest : public ::testing::Test {
   static std::string config_file(const std::string& name) {
     return " --config " + source_dir() + "/configs/" + name;
   }
-  static std::string torchrun_binary() {
-    const std::string python = LMTRAIN_PYTHON;
-    return python.substr(0, python.rfind('/') + 1) + "torchrun";
-  }
   // RUN_DIR/config.yaml with the run dir's own path blanked (two runs compared need two dirs).
   static std::string resolved_config(const std::string& run) {
     std::string text = read_text(run + "/config.yaml");
@@ -134,7 +130,7 @@ TEST_F(SeedCliTest, Qwen3TrainerUnderTorchDistributedLaunchOnTwoRanks) {
   write_text(shim, "import os, sys\nos.execv('" + lmtrain_binary() + "', ['" + lmtrain_binary() +
                        "', 'train'] + sys.argv[1:])\n");
   const std::string run = dir_->file("qwen3");
-  auto r = run_command(std::string(LMTRAIN_PYTHON) +
+  auto r = run_command(lmtrain_python() +
                        " -m torch.distributed.launch --nproc_per_node=2 --master_port=" +
                        std::to_string(free_port()) + " " + shim +
                        " --batch_size 4 --max_length 32 --num_epochs 1 --model_size tiny"
